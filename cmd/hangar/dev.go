@@ -1,0 +1,151 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/hangar-dev/hangar/emulators"
+	"github.com/hangar-dev/hangar/functions/api"
+	"github.com/hangar-dev/hangar/functions/platform/auth"
+	"github.com/hangar-dev/hangar/functions/platform/config"
+	"github.com/hangar-dev/hangar/functions/platform/store"
+)
+
+func newDevCmd() *cobra.Command {
+	var addr, dataDir string
+	cmd := &cobra.Command{
+		Use:   "dev",
+		Short: "Run the whole system locally: emulators, every function, one server",
+		Long: `dev starts the Firestore and Pub/Sub emulators (or uses FIRESTORE_EMULATOR_HOST and
+PUBSUB_EMULATOR_HOST when set), serves every function on one address, and keeps its data under
+--data-dir. On first start it creates an admin API key, prints it and writes it to
+<data-dir>/admin.key. Ctrl-C stops everything it started.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			return runDev(ctx, addr, dataDir, cmd.ErrOrStderr())
+		},
+	}
+	cmd.Flags().StringVar(&addr, "addr", "127.0.0.1:8080", "address to serve the API on")
+	cmd.Flags().StringVar(&dataDir, "data-dir", ".data", "where local data (emulator state, admin key) is kept")
+	return cmd
+}
+
+func runDev(ctx context.Context, addr, dataDir string, out interface{ Write([]byte) (int, error) }) error {
+	log := slog.New(slog.NewTextHandler(out, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	if err := os.MkdirAll(dataDir, 0o700); err != nil {
+		return fmt.Errorf("create data dir: %w", err)
+	}
+	cfg, err := config.FromEnv()
+	if err != nil {
+		return err
+	}
+	emuLog, err := os.OpenFile(filepath.Join(dataDir, "emulators.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return fmt.Errorf("open emulator log: %w", err)
+	}
+	defer emuLog.Close()
+	log.Info("starting emulators", "log", emuLog.Name())
+	emu, err := emulators.Start(ctx, emulators.Options{DataDir: dataDir, Project: cfg.Project, Log: emuLog, ReuseFromEnv: true})
+	if err != nil {
+		return err
+	}
+	defer func() {
+		log.Info("stopping emulators")
+		if err := emu.Stop(); err != nil {
+			log.Error("stop emulators", "err", err)
+		}
+	}()
+	for _, kv := range emu.Env() {
+		k, v, _ := strings.Cut(kv, "=")
+		os.Setenv(k, v)
+	}
+
+	db, err := store.Open(ctx, cfg.Project)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	a := api.New(api.Deps{DB: db, Config: cfg, Log: log})
+	key, created, err := ensureAdminKey(ctx, a, filepath.Join(dataDir, "admin.key"))
+	if err != nil {
+		return err
+	}
+
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", addr, err)
+	}
+	srv := newServer(a.Handler())
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+
+	url := "http://" + ln.Addr().String()
+	if created {
+		fmt.Fprintf(out, "\nCreated the admin API key (also in %s):\n\n  %s\n", filepath.Join(dataDir, "admin.key"), key)
+	}
+	fmt.Fprintf(out, "\nHangar is serving on %s (Firestore %s, Pub/Sub %s)\n\n  export HANGAR_URL=%s\n  export HANGAR_API_KEY=$(cat %s)\n\nCtrl-C stops everything.\n\n",
+		url, emu.FirestoreHost(), emu.PubSubHost(), url, filepath.Join(dataDir, "admin.key"))
+
+	select {
+	case err := <-errc:
+		return fmt.Errorf("serve: %w", err)
+	case <-ctx.Done():
+	}
+	log.Info("shutting down")
+	shutCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	return srv.Shutdown(shutCtx)
+}
+
+// newServer serves h over HTTP/1.1 and unencrypted HTTP/2, so gRPC clients work as well as
+// Connect and gRPC-Web ones.
+func newServer(h http.Handler) *http.Server {
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	srv.Protocols = new(http.Protocols)
+	srv.Protocols.SetHTTP1(true)
+	srv.Protocols.SetUnencryptedHTTP2(true)
+	return srv
+}
+
+// ensureAdminKey reuses the key in path while it still authenticates as an admin, and otherwise
+// mints a new admin key for a local "admin" user and writes it there.
+func ensureAdminKey(ctx context.Context, a *api.API, path string) (key string, created bool, err error) {
+	if b, err := os.ReadFile(path); err == nil {
+		key = strings.TrimSpace(string(b))
+		p, err := a.Authenticator().Authenticate(ctx, key)
+		if err == nil && p.Admin {
+			return key, false, nil
+		}
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return "", false, fmt.Errorf("read admin key: %w", err)
+	}
+	now := time.Now().UTC()
+	user, err := a.Users().EnsureHuman(ctx, "admin@hangar.local", "Local admin", now)
+	if err != nil {
+		return "", false, err
+	}
+	_, key, err = a.Keys().Create(ctx, auth.NewKeyInput{
+		Name: "hangar dev admin", Kind: auth.KindPersonal, UserID: user.ID, Admin: true, CreatedBy: user.ID,
+	}, now)
+	if err != nil {
+		return "", false, err
+	}
+	if err := os.WriteFile(path, []byte(key+"\n"), 0o600); err != nil {
+		return "", false, fmt.Errorf("write admin key: %w", err)
+	}
+	return key, true, nil
+}

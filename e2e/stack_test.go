@@ -1,0 +1,65 @@
+package e2e
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"connectrpc.com/connect"
+
+	"github.com/hangar-dev/hangar/functions/api"
+	"github.com/hangar-dev/hangar/functions/platform/auth"
+	"github.com/hangar-dev/hangar/functions/platform/config"
+	"github.com/hangar-dev/hangar/internal/testenv"
+)
+
+// stack is the whole API on a real loopback server, over a Firestore project of its own.
+type stack struct {
+	url   string
+	api   *api.API
+	admin string
+}
+
+func newStack(t testing.TB) *stack {
+	t.Helper()
+	db, _ := testenv.Firestore(t)
+	a := api.New(api.Deps{DB: db, Config: config.Default()})
+	srv := httptest.NewServer(a.Handler())
+	t.Cleanup(srv.Close)
+	s := &stack{url: srv.URL, api: a}
+	s.admin = s.mintKey(t, "admin@example.com", true)
+	return s
+}
+
+// mintKey creates a personal key for the person with email.
+func (s *stack) mintKey(t testing.TB, email string, admin bool) string {
+	t.Helper()
+	ctx := context.Background()
+	now := time.Now().UTC()
+	u, err := s.api.Users().EnsureHuman(ctx, email, "", now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, key, err := s.api.Keys().Create(ctx, auth.NewKeyInput{Name: email, Kind: auth.KindPersonal, UserID: u.ID, Admin: admin}, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return key
+}
+
+// rpcURL is the base URL generated clients take.
+func (s *stack) rpcURL() string { return s.url + api.RPCPrefix }
+
+// withKey is a client option that sends key on every call.
+func withKey(key string) connect.ClientOption {
+	return connect.WithInterceptors(connect.UnaryInterceptorFunc(func(next connect.UnaryFunc) connect.UnaryFunc {
+		return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
+			req.Header().Set(auth.HeaderName, key)
+			return next(ctx, req)
+		}
+	}))
+}
+
+var httpClient = &http.Client{Timeout: 30 * time.Second}

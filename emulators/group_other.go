@@ -1,0 +1,13 @@
+//go:build !linux
+
+package emulators
+
+import (
+	"errors"
+	"syscall"
+)
+
+// groupAlive reports whether any process of group pgid still exists (zombies included).
+func groupAlive(pgid int) bool {
+	return !errors.Is(syscall.Kill(-pgid, 0), syscall.ESRCH)
+}

@@ -1,0 +1,125 @@
+// Package api assembles every service of the public API into HTTP handlers: all of them on one
+// mux for `hangar dev`, or one at a time for a Cloud Run function. It is the only package that
+// knows every service; services never know each other, and what one needs of another it gets
+// here as an interface.
+package api
+
+import (
+	"log/slog"
+	"net/http"
+	"sort"
+	"strings"
+
+	"cloud.google.com/go/firestore"
+	"connectrpc.com/connect"
+
+	"github.com/hangar-dev/hangar/functions/apikeys"
+	"github.com/hangar-dev/hangar/functions/platform/apierr"
+	"github.com/hangar-dev/hangar/functions/platform/auth"
+	"github.com/hangar-dev/hangar/functions/platform/clock"
+	"github.com/hangar-dev/hangar/functions/platform/codec"
+	"github.com/hangar-dev/hangar/functions/platform/config"
+	"github.com/hangar-dev/hangar/gen/svc/app/v1/appv1connect"
+)
+
+// RPCPrefix is where the API is served: POST /rpc/svc.app.v1.<Service>/<Method>.
+const RPCPrefix = "/rpc"
+
+// Deps are what the services run on.
+type Deps struct {
+	DB     *firestore.Client
+	Config config.Config
+	Clock  clock.Clock
+	Log    *slog.Logger
+}
+
+// API is the assembled set of services.
+type API struct {
+	authn    *auth.Authenticator
+	keys     *auth.Keys
+	users    *auth.Users
+	services map[string]http.Handler
+}
+
+// New wires every service over d.
+func New(d Deps) *API {
+	if d.Clock == nil {
+		d.Clock = clock.Real{}
+	}
+	if d.Log == nil {
+		d.Log = slog.Default()
+	}
+	authn := auth.NewAuthenticator(d.DB, d.Clock, d.Config.Limits.AuthCacheTTL, d.Log)
+	a := &API{
+		authn:    authn,
+		keys:     auth.NewKeys(d.DB, authn),
+		users:    auth.NewUsers(d.DB),
+		services: make(map[string]http.Handler),
+	}
+	opts := connect.WithHandlerOptions(
+		connect.WithInterceptors(apierr.Interceptor(d.Log), auth.Interceptor(authn)),
+		connect.WithReadMaxBytes(d.Config.Limits.MaxRequestBytes),
+		codec.JSON(),
+	)
+	add := func(path string, h http.Handler) { a.services[strings.Trim(path, "/")] = h }
+
+	add(appv1connect.NewApiKeyServiceHandler(apikeys.New(a.keys, a.users, d.Clock, d.Config.Limits), opts))
+
+	// Services that later work builds answer unimplemented, naming the method, until then.
+	add(appv1connect.NewSessionServiceHandler(appv1connect.UnimplementedSessionServiceHandler{}, opts))
+	add(appv1connect.NewImageServiceHandler(appv1connect.UnimplementedImageServiceHandler{}, opts))
+	add(appv1connect.NewHarnessCatalogServiceHandler(appv1connect.UnimplementedHarnessCatalogServiceHandler{}, opts))
+	add(appv1connect.NewModelRouterServiceHandler(appv1connect.UnimplementedModelRouterServiceHandler{}, opts))
+	add(appv1connect.NewReviewServiceHandler(appv1connect.UnimplementedReviewServiceHandler{}, opts))
+	add(appv1connect.NewAutomationServiceHandler(appv1connect.UnimplementedAutomationServiceHandler{}, opts))
+	add(appv1connect.NewAutomationRunServiceHandler(appv1connect.UnimplementedAutomationRunServiceHandler{}, opts))
+	add(appv1connect.NewOAuthCredentialServiceHandler(appv1connect.UnimplementedOAuthCredentialServiceHandler{}, opts))
+	return a
+}
+
+// Keys is the API key store (used to bootstrap the first admin key).
+func (a *API) Keys() *auth.Keys { return a.keys }
+
+// Users is the user directory.
+func (a *API) Users() *auth.Users { return a.users }
+
+// Authenticator verifies keys, for plain HTTP routes outside Connect.
+func (a *API) Authenticator() *auth.Authenticator { return a.authn }
+
+// ServiceNames lists the fully qualified names of the served services, sorted.
+func (a *API) ServiceNames() []string {
+	names := make([]string, 0, len(a.services))
+	for n := range a.services {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// Handler serves every service under RPCPrefix, plus GET /healthz.
+func (a *API) Handler() http.Handler {
+	mux := http.NewServeMux()
+	for name, h := range a.services {
+		mount(mux, name, h)
+	}
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
+	return mux
+}
+
+// ServiceHandler serves one service, for its own Cloud Run function. It answers both under
+// RPCPrefix (behind the load balancer that routes /rpc/svc.app.v1.<Service>/* to it) and at the
+// bare path (the function's own URL).
+func (a *API) ServiceHandler(name string) (http.Handler, bool) {
+	h, ok := a.services[name]
+	if !ok {
+		return nil, false
+	}
+	mux := http.NewServeMux()
+	mount(mux, name, h)
+	mux.Handle("/"+name+"/", h)
+	return mux, true
+}
+
+func mount(mux *http.ServeMux, name string, h http.Handler) {
+	mux.Handle(RPCPrefix+"/"+name+"/", http.StripPrefix(RPCPrefix, h))
+}
