@@ -9,10 +9,10 @@ import (
 
 	"connectrpc.com/connect"
 
-	appv1 "github.com/hangar-dev/hangar/gen/svc/app/v1"
-	"github.com/hangar-dev/hangar/gen/svc/app/v1/appv1connect"
 	"github.com/hangar-dev/hangar/functions/platform/auth"
 	"github.com/hangar-dev/hangar/functions/platform/clock"
+	appv1 "github.com/hangar-dev/hangar/gen/svc/app/v1"
+	"github.com/hangar-dev/hangar/gen/svc/app/v1/appv1connect"
 	"github.com/hangar-dev/hangar/internal/testenv"
 )
 
