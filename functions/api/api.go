@@ -14,6 +14,7 @@ import (
 	"connectrpc.com/connect"
 
 	"github.com/hangar-dev/hangar/functions/apikeys"
+	"github.com/hangar-dev/hangar/functions/profiles"
 	"github.com/hangar-dev/hangar/functions/platform/apierr"
 	"github.com/hangar-dev/hangar/functions/platform/auth"
 	"github.com/hangar-dev/hangar/functions/platform/clock"
@@ -63,7 +64,9 @@ func New(d Deps) *API {
 	)
 	add := func(path string, h http.Handler) { a.services[strings.Trim(path, "/")] = h }
 
+	profileSvc := profiles.New(d.DB, d.Clock, d.Config.Limits)
 	add(appv1connect.NewApiKeyServiceHandler(apikeys.New(a.keys, a.users, d.Clock, d.Config.Limits), opts))
+	add(appv1connect.NewProfileServiceHandler(profileSvc, opts))
 
 	// Services that later work builds answer unimplemented, naming the method, until then.
 	add(appv1connect.NewSessionServiceHandler(appv1connect.UnimplementedSessionServiceHandler{}, opts))

@@ -100,7 +100,8 @@ func Normalize(ctx context.Context, log *slog.Logger, procedure string, err erro
 	}
 	var ce *connect.Error
 	if errors.As(err, &ce) {
-		return err
+		// Send the Connect error itself: the context a service wrapped around it is for logs.
+		return ce
 	}
 	switch {
 	case errors.Is(err, context.Canceled):

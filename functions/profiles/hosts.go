@@ -1,0 +1,149 @@
+package profiles
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"strconv"
+	"strings"
+)
+
+// maxHostnameLen is DNS's limit on a name in its text form.
+const maxHostnameLen = 253
+
+// normalizeHost checks an allow_hosts entry, a DNS hostname or an IP literal with an optional
+// :port, and returns it in canonical form (lowercase; IPs as netip prints them; an IPv6 address
+// in brackets when a port follows) so that equal hosts compare equal, for duplicates here and
+// for the egress proxy's matching later.
+func normalizeHost(s string) (string, error) {
+	host, port, err := splitHostPort(s)
+	if err != nil {
+		return "", err
+	}
+	if strings.Contains(host, "*") {
+		return "", errors.New("has a wildcard: patterns such as *.example.com go in allow_host_patterns")
+	}
+	host, err = canonicalHost(host)
+	if err != nil {
+		return "", err
+	}
+	return joinHostPort(host, port), nil
+}
+
+// normalizeHostPattern checks an allow_host_patterns entry: a hostname whose leftmost labels may
+// each be "*", with an optional :port, returned lowercased.
+func normalizeHostPattern(s string) (string, error) {
+	host, port, err := splitHostPort(s)
+	if err != nil {
+		return "", err
+	}
+	if _, err := netip.ParseAddr(host); err == nil {
+		return "", errors.New("is an IP address: patterns match hostnames; put addresses in allow_hosts")
+	}
+	host = strings.ToLower(host)
+	if err := checkHostname(host, true); err != nil {
+		return "", err
+	}
+	return joinHostPort(host, port), nil
+}
+
+// canonicalHost returns an IP literal in netip's form or a valid hostname lowercased.
+func canonicalHost(host string) (string, error) {
+	if ip, err := netip.ParseAddr(host); err == nil {
+		if ip.Zone() != "" {
+			return "", errors.New("has an IPv6 zone, which means nothing outside one machine")
+		}
+		return ip.String(), nil
+	}
+	host = strings.ToLower(host)
+	return host, checkHostname(host, false)
+}
+
+// splitHostPort separates an optional :port. A bare IPv6 literal has colons of its own, so it
+// takes a port only in brackets, as in URLs.
+func splitHostPort(s string) (host, port string, err error) {
+	if rest, ok := strings.CutPrefix(s, "["); ok {
+		host, after, found := strings.Cut(rest, "]")
+		if !found {
+			return "", "", errors.New(`has "[" without "]"`)
+		}
+		if ip, err := netip.ParseAddr(host); err != nil || !ip.Is6() {
+			return "", "", errors.New("has brackets around something other than an IPv6 address")
+		}
+		if after == "" {
+			return host, "", nil
+		}
+		p, ok := strings.CutPrefix(after, ":")
+		if !ok {
+			return "", "", errors.New(`has text after "]" that is not a :port`)
+		}
+		port, err = checkPort(p)
+		return host, port, err
+	}
+	if strings.Count(s, ":") != 1 {
+		return s, "", nil
+	}
+	host, p, _ := strings.Cut(s, ":")
+	port, err = checkPort(p)
+	return host, port, err
+}
+
+// checkPort returns p without leading zeros when it is a port number.
+func checkPort(p string) (string, error) {
+	n, err := strconv.Atoi(p)
+	if err != nil || n < 1 || n > 65535 || strings.TrimLeft(p, "0123456789") != "" {
+		return "", fmt.Errorf("has port %q: a port is a number from 1 to 65535", p)
+	}
+	return strconv.Itoa(n), nil
+}
+
+func joinHostPort(host, port string) string {
+	if port == "" {
+		return host
+	}
+	return net.JoinHostPort(host, port)
+}
+
+// checkHostname checks a lowercased DNS hostname; with wildcards, its leftmost labels may be "*".
+func checkHostname(name string, wildcards bool) error {
+	if name == "" {
+		return errors.New("is empty")
+	}
+	if len(name) > maxHostnameLen {
+		return fmt.Errorf("is longer than %d characters", maxHostnameLen)
+	}
+	fixed := strings.Split(name, ".")
+	for wildcards && len(fixed) > 0 && fixed[0] == "*" {
+		fixed = fixed[1:]
+	}
+	if len(fixed) == 0 {
+		return errors.New(`must name a domain after its "*" labels: wildcards alone would match every host`)
+	}
+	for _, label := range fixed {
+		if err := checkLabel(label); err != nil {
+			return err
+		}
+	}
+	// Why: a name like 10.0.0.300 is no valid IP, and reading it as a hostname would hide the typo.
+	if strings.Trim(fixed[len(fixed)-1], "0123456789") == "" {
+		return errors.New("ends in an all-numeric label, which reads as a mistyped IP address")
+	}
+	return nil
+}
+
+func checkLabel(label string) error {
+	switch {
+	case label == "":
+		return errors.New("has an empty label (two dots in a row, or a dot at an end)")
+	case len(label) > 63:
+		return fmt.Errorf("has label %q longer than 63 characters", label)
+	case strings.Contains(label, "*"):
+		return errors.New(`has "*" where only a whole leftmost label of a pattern may be one`)
+	case strings.Trim(label, "abcdefghijklmnopqrstuvwxyz0123456789-") != "":
+		return fmt.Errorf("has label %q with characters other than a-z, 0-9 and '-'", label)
+	case label[0] == '-' || label[len(label)-1] == '-':
+		return fmt.Errorf("has label %q starting or ending with '-'", label)
+	}
+	return nil
+}
