@@ -14,12 +14,12 @@ import (
 	"connectrpc.com/connect"
 
 	"github.com/hangar-dev/hangar/functions/apikeys"
-	"github.com/hangar-dev/hangar/functions/profiles"
 	"github.com/hangar-dev/hangar/functions/platform/apierr"
 	"github.com/hangar-dev/hangar/functions/platform/auth"
 	"github.com/hangar-dev/hangar/functions/platform/clock"
 	"github.com/hangar-dev/hangar/functions/platform/codec"
 	"github.com/hangar-dev/hangar/functions/platform/config"
+	"github.com/hangar-dev/hangar/functions/profiles"
 	"github.com/hangar-dev/hangar/gen/svc/app/v1/appv1connect"
 )
 
