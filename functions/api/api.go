@@ -20,6 +20,7 @@ import (
 	"github.com/hangar-dev/hangar/functions/platform/codec"
 	"github.com/hangar-dev/hangar/functions/platform/config"
 	"github.com/hangar-dev/hangar/functions/profiles"
+	"github.com/hangar-dev/hangar/functions/tasks"
 	"github.com/hangar-dev/hangar/gen/svc/app/v1/appv1connect"
 )
 
@@ -67,6 +68,7 @@ func New(d Deps) *API {
 	profileSvc := profiles.New(d.DB, d.Clock, d.Config.Limits)
 	add(appv1connect.NewApiKeyServiceHandler(apikeys.New(a.keys, a.users, d.Clock, d.Config.Limits), opts))
 	add(appv1connect.NewProfileServiceHandler(profileSvc, opts))
+	add(appv1connect.NewTaskServiceHandler(tasks.New(d.DB, profileSvc, a.users, d.Clock, d.Config.Limits), opts))
 
 	// Services that later work builds answer unimplemented, naming the method, until then.
 	add(appv1connect.NewSessionServiceHandler(appv1connect.UnimplementedSessionServiceHandler{}, opts))

@@ -36,6 +36,14 @@ type Limits struct {
 	MaxValueBytes       int
 	// MaxPromptBytes bounds a task's prompt.
 	MaxPromptBytes int
+	// TaskTreeDepth bounds how deep a task tree grows, so an agent splitting work recursively
+	// stops with a clear error instead of growing a tree nobody can read.
+	TaskTreeDepth int
+	// TaskDescendants bounds the descendants GetTask returns, oldest first.
+	TaskDescendants int
+	// TaskListOffset bounds how deep ListTasks pages go, as search APIs do: Firestore reads (and
+	// bills) every task an offset skips.
+	TaskListOffset int
 }
 
 // Default is the configuration with no environment.
@@ -52,6 +60,9 @@ func Default() Config {
 			MaxProfileListItems: 100,
 			MaxValueBytes:       32 << 10,
 			MaxPromptBytes:      256 << 10,
+			TaskTreeDepth:       10,
+			TaskDescendants:     1000,
+			TaskListOffset:      10000,
 		},
 	}
 }
