@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"cloud.google.com/go/firestore"
@@ -41,13 +42,28 @@ const (
 	userEmailsCollection = "userEmails"
 )
 
-// Users reads and creates users.
+// Users reads and creates users. Records that list tasks or keys show their owners, so GetMany
+// keeps users it has read for a short while: a user's name and email almost never change, and a
+// stale one for a minute costs nothing, while a read per request costs a round trip.
 type Users struct {
 	db *firestore.Client
+
+	mu    sync.Mutex
+	cache map[string]cachedUser
 }
 
+type cachedUser struct {
+	u       User
+	expires time.Time
+}
+
+// userCacheTTL is how long GetMany trusts a user it has read.
+const userCacheTTL = time.Minute
+
 // NewUsers returns the user directory in db.
-func NewUsers(db *firestore.Client) *Users { return &Users{db: db} }
+func NewUsers(db *firestore.Client) *Users {
+	return &Users{db: db, cache: make(map[string]cachedUser)}
+}
 
 // Get returns one user.
 func (u *Users) Get(ctx context.Context, id string) (User, error) {
@@ -62,27 +78,43 @@ func (u *Users) Get(ctx context.Context, id string) (User, error) {
 	return out, nil
 }
 
-// GetMany returns the users with these ids that exist, by id, in one round trip.
+// GetMany returns the users with these ids that exist, by id, reading the ones it does not
+// hold in one round trip.
 func (u *Users) GetMany(ctx context.Context, userIDs []string) (map[string]User, error) {
 	out := make(map[string]User, len(userIDs))
-	if len(userIDs) == 0 {
-		return out, nil
-	}
-	seen := make(map[string]bool, len(userIDs))
-	refs := make([]*firestore.DocumentRef, 0, len(userIDs))
+	now := time.Now()
+	var refs []*firestore.DocumentRef
+	u.mu.Lock()
 	for _, id := range userIDs {
-		if id == "" || seen[id] {
+		if id == "" {
 			continue
 		}
-		seen[id] = true
+		if _, done := out[id]; done {
+			continue
+		}
+		if c, ok := u.cache[id]; ok && now.Before(c.expires) {
+			out[id] = c.u
+			continue
+		}
+		out[id] = User{}
 		refs = append(refs, u.db.Collection(usersCollection).Doc(id))
+	}
+	u.mu.Unlock()
+	if len(refs) == 0 {
+		return out, nil
 	}
 	snaps, err := u.db.GetAll(ctx, refs)
 	if err != nil {
 		return nil, fmt.Errorf("get users: %w", err)
 	}
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if len(u.cache) >= maxCached {
+		u.cache = make(map[string]cachedUser)
+	}
 	for _, s := range snaps {
 		if !s.Exists() {
+			delete(out, s.Ref.ID)
 			continue
 		}
 		var usr User
@@ -90,6 +122,7 @@ func (u *Users) GetMany(ctx context.Context, userIDs []string) (map[string]User,
 			return nil, fmt.Errorf("decode user %s: %w", s.Ref.ID, err)
 		}
 		out[usr.ID] = usr
+		u.cache[usr.ID] = cachedUser{u: usr, expires: now.Add(userCacheTTL)}
 	}
 	return out, nil
 }
