@@ -2,15 +2,15 @@ package e2e
 
 import (
 	"context"
-	"errors"
 	"net/http"
+	"slices"
 	"testing"
 
 	"connectrpc.com/connect"
-	"google.golang.org/genproto/googleapis/rpc/errdetails"
 
 	appv1 "github.com/hangar-dev/hangar/gen/svc/app/v1"
 	"github.com/hangar-dev/hangar/gen/svc/app/v1/appv1connect"
+	"github.com/hangar-dev/hangar/internal/testenv"
 )
 
 func TestAuthMatrix(t *testing.T) {
@@ -139,24 +139,7 @@ func TestCreateApiKeyValidationNamesFields(t *testing.T) {
 // assertFieldViolation checks err is invalid_argument with a BadRequest detail naming field.
 func assertFieldViolation(t *testing.T, err error, field string) {
 	t.Helper()
-	var ce *connect.Error
-	if !errors.As(err, &ce) || ce.Code() != connect.CodeInvalidArgument {
-		t.Fatalf("got %v, want invalid_argument", err)
+	if fields := testenv.ViolatedFields(t, err); !slices.Contains(fields, field) {
+		t.Fatalf("error %v names fields %v, want %q", err, fields, field)
 	}
-	var named []string
-	for _, d := range ce.Details() {
-		v, derr := d.Value()
-		if derr != nil {
-			t.Fatal(derr)
-		}
-		if br, ok := v.(*errdetails.BadRequest); ok {
-			for _, fv := range br.GetFieldViolations() {
-				if fv.GetField() == field {
-					return
-				}
-				named = append(named, fv.GetField())
-			}
-		}
-	}
-	t.Fatalf("error %v names fields %v, want %q", err, named, field)
 }

@@ -9,7 +9,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -17,7 +16,6 @@ import (
 	"cloud.google.com/go/firestore"
 	"cloud.google.com/go/firestore/apiv1/firestorepb"
 	"connectrpc.com/connect"
-	"google.golang.org/api/iterator"
 	"google.golang.org/protobuf/types/known/emptypb"
 
 	"github.com/hangar-dev/hangar/functions/platform/apierr"
@@ -126,14 +124,7 @@ func (s *Service) UpdateProfile(ctx context.Context, req *connect.Request[appv1.
 	if err := v.Err(); err != nil {
 		return nil, err
 	}
-	err := s.db.RunTransaction(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
-		cur, err := s.read(ctx, tx, id)
-		if err != nil {
-			return err
-		}
-		if err := mayChange(ctx, cur); err != nil {
-			return err
-		}
+	err := s.change(ctx, id, func(tx *firestore.Transaction, cur record) error {
 		if cur.Archived {
 			return apierr.FailedPrecondition("profile %s is archived; archived profiles cannot be changed", id)
 		}
@@ -152,6 +143,20 @@ func (s *Service) UpdateProfile(ctx context.Context, req *connect.Request[appv1.
 		return nil, fmt.Errorf("update profile %s: %w", id, err)
 	}
 	return connect.NewResponse(&appv1.UpdateProfileResponse{Profile: rec.proto()}), nil
+}
+
+// change runs fn inside a transaction on the profile as it is now, once the caller may change it.
+func (s *Service) change(ctx context.Context, id string, fn func(*firestore.Transaction, record) error) error {
+	return s.db.RunTransaction(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
+		cur, err := s.read(ctx, tx, id)
+		if err != nil {
+			return err
+		}
+		if err := mayChange(ctx, cur); err != nil {
+			return err
+		}
+		return fn(tx, cur)
+	})
 }
 
 // DiscoverProfileRepos reports the profile's configured repositories with their remotes.
@@ -175,14 +180,7 @@ func (s *Service) DeleteProfile(ctx context.Context, req *connect.Request[appv1.
 	if id == "" {
 		return nil, apierr.InvalidArgument("id", "is required")
 	}
-	err := s.db.RunTransaction(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
-		cur, err := s.read(ctx, tx, id)
-		if err != nil {
-			return err
-		}
-		if err := mayChange(ctx, cur); err != nil {
-			return err
-		}
+	err := s.change(ctx, id, func(tx *firestore.Transaction, cur record) error {
 		if cur.Archived {
 			return nil
 		}
@@ -303,21 +301,5 @@ func (s *Service) read(ctx context.Context, tx *firestore.Transaction, id string
 }
 
 func (s *Service) query(ctx context.Context, q firestore.Query) ([]record, error) {
-	it := q.Documents(ctx)
-	defer it.Stop()
-	var out []record
-	for {
-		snap, err := it.Next()
-		if errors.Is(err, iterator.Done) {
-			return out, nil
-		}
-		if err != nil {
-			return nil, err
-		}
-		var rec record
-		if err := snap.DataTo(&rec); err != nil {
-			return nil, fmt.Errorf("decode profile %s: %w", snap.Ref.ID, err)
-		}
-		out = append(out, rec)
-	}
+	return store.All[record](q.Documents(ctx))
 }

@@ -2,14 +2,12 @@ package profiles
 
 import (
 	"context"
-	"errors"
 	"slices"
 	"sync"
 	"testing"
 	"time"
 
 	"connectrpc.com/connect"
-	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 
@@ -174,39 +172,6 @@ func wantProto(t *testing.T, what string, got, want proto.Message) {
 	}
 }
 
-func wantCode(t *testing.T, err error, want connect.Code) {
-	t.Helper()
-	if err == nil {
-		t.Fatalf("got success, want %v", want)
-	}
-	if got := connect.CodeOf(err); got != want {
-		t.Fatalf("got %v (%v), want %v", got, err, want)
-	}
-}
-
-// violatedFields returns the fields an invalid_argument error's BadRequest detail names.
-func violatedFields(t *testing.T, err error) []string {
-	t.Helper()
-	wantCode(t, err, connect.CodeInvalidArgument)
-	var ce *connect.Error
-	if !errors.As(err, &ce) {
-		t.Fatalf("%v is not a Connect error", err)
-	}
-	var fields []string
-	for _, d := range ce.Details() {
-		v, err := d.Value()
-		if err != nil {
-			t.Fatalf("decode error detail: %v", err)
-		}
-		if br, ok := v.(*errdetails.BadRequest); ok {
-			for _, fv := range br.GetFieldViolations() {
-				fields = append(fields, fv.GetField())
-			}
-		}
-	}
-	return fields
-}
-
 func TestCreatedProfileReadsBackFromGetAndList(t *testing.T) {
 	f := newFixture(t, defaultLimits())
 	created := f.create(t, as(t, alice), validRequest())
@@ -298,7 +263,7 @@ func TestRenameFreesTheOldName(t *testing.T) {
 	}
 	f.create(t, as(t, bob), named("old"))
 	_, err := f.svc.CreateProfile(as(t, bob), connect.NewRequest(named("NEW")))
-	wantCode(t, err, connect.CodeAlreadyExists)
+	testenv.WantCode(t, err, connect.CodeAlreadyExists)
 }
 
 func TestDeleteArchives(t *testing.T) {
@@ -332,7 +297,7 @@ func TestDeleteArchives(t *testing.T) {
 	})
 	t.Run("update is refused", func(t *testing.T) {
 		_, err := f.update(t, ctx, a.GetId(), named("Alpha"))
-		wantCode(t, err, connect.CodeFailedPrecondition)
+		testenv.WantCode(t, err, connect.CodeFailedPrecondition)
 	})
 	t.Run("name is free again", func(t *testing.T) {
 		f.create(t, as(t, bob), named("ALPHA"))
@@ -358,7 +323,7 @@ func TestOnlyCreatorOrAdminMayChange(t *testing.T) {
 				t.Fatalf("update refused: %v", err)
 			}
 			if tc.want != 0 {
-				wantCode(t, err, tc.want)
+				testenv.WantCode(t, err, tc.want)
 				wantProto(t, "unchanged", f.get(t, p.GetId()), p)
 			}
 		})
@@ -369,7 +334,7 @@ func TestOnlyCreatorOrAdminMayChange(t *testing.T) {
 				t.Fatalf("delete refused: %v", err)
 			}
 			if tc.want != 0 {
-				wantCode(t, err, tc.want)
+				testenv.WantCode(t, err, tc.want)
 			}
 			if archived := f.get(t, p.GetId()).GetArchived(); archived != (tc.want == 0) {
 				t.Fatalf("archived = %v after delete by %q", archived, tc.caller)
@@ -400,7 +365,7 @@ func TestDuplicateNameIsAlreadyExists(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			wantCode(t, tc.do(), connect.CodeAlreadyExists)
+			testenv.WantCode(t, tc.do(), connect.CodeAlreadyExists)
 		})
 	}
 	t.Run("a profile may change the case of its own name", func(t *testing.T) {
@@ -468,7 +433,7 @@ func TestProfileCountIsCapped(t *testing.T) {
 	ctx := as(t, alice)
 	a := f.create(t, ctx, named("a"))
 	f.create(t, ctx, named("b"))
-	wantCode(t, createErr(f, t, "c"), connect.CodeResourceExhausted)
+	testenv.WantCode(t, createErr(f, t, "c"), connect.CodeResourceExhausted)
 	if err := f.remove(ctx, a.GetId()); err != nil {
 		t.Fatal(err)
 	}
@@ -504,13 +469,13 @@ func TestIDIsRequiredAndMustName(t *testing.T) {
 	}
 	for _, c := range calls {
 		t.Run(c.method+" without id", func(t *testing.T) {
-			if got := violatedFields(t, c.call("")); !slices.Equal(got, []string{c.field}) {
+			if got := testenv.ViolatedFields(t, c.call("")); !slices.Equal(got, []string{c.field}) {
 				t.Fatalf("violations name %v, want [%s]", got, c.field)
 			}
 		})
 		for _, id := range []string{"nope", ids.New("task"), ids.New(idPrefix)} {
 			t.Run(c.method+" of "+id, func(t *testing.T) {
-				wantCode(t, c.call(id), connect.CodeNotFound)
+				testenv.WantCode(t, c.call(id), connect.CodeNotFound)
 			})
 		}
 	}
@@ -562,7 +527,7 @@ func TestSnapshot(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := f.svc.Snapshot(t.Context(), tc.id)
 			if tc.want != 0 {
-				wantCode(t, err, tc.want)
+				testenv.WantCode(t, err, tc.want)
 				return
 			}
 			if err != nil {

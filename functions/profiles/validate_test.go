@@ -10,6 +10,7 @@ import (
 
 	"github.com/hangar-dev/hangar/functions/platform/ids"
 	appv1 "github.com/hangar-dev/hangar/gen/svc/app/v1"
+	"github.com/hangar-dev/hangar/internal/testenv"
 )
 
 type mutation func(*appv1.CreateProfileRequest)
@@ -164,13 +165,13 @@ func TestInvalidFieldIsNamed(t *testing.T) {
 		tc.mutate(req)
 		t.Run("create with "+tc.name, func(t *testing.T) {
 			_, err := f.svc.CreateProfile(ctx, connect.NewRequest(req))
-			if got := violatedFields(t, err); !slices.Equal(got, []string{tc.field}) {
+			if got := testenv.ViolatedFields(t, err); !slices.Equal(got, []string{tc.field}) {
 				t.Fatalf("violations name %v, want [%s] (%v)", got, tc.field, err)
 			}
 		})
 		t.Run("update with "+tc.name, func(t *testing.T) {
 			_, err := f.update(t, ctx, ids.New(idPrefix), req)
-			if got := violatedFields(t, err); !slices.Equal(got, []string{tc.field}) {
+			if got := testenv.ViolatedFields(t, err); !slices.Equal(got, []string{tc.field}) {
 				t.Fatalf("violations name %v, want [%s] (%v)", got, tc.field, err)
 			}
 		})
@@ -191,12 +192,12 @@ func TestEveryInvalidFieldIsReportedAtOnce(t *testing.T) {
 		"repos[1].remote_url", "apps[0].port",
 	}
 	_, err := f.svc.CreateProfile(as(t, alice), connect.NewRequest(req))
-	if got := violatedFields(t, err); !slices.Equal(got, want) {
+	if got := testenv.ViolatedFields(t, err); !slices.Equal(got, want) {
 		t.Fatalf("violations name %v, want %v", got, want)
 	}
 	upd := toUpdate(t, "", req)
 	_, err = f.svc.UpdateProfile(as(t, alice), connect.NewRequest(upd))
-	if got := violatedFields(t, err); !slices.Equal(got, append([]string{"id"}, want...)) {
+	if got := testenv.ViolatedFields(t, err); !slices.Equal(got, append([]string{"id"}, want...)) {
 		t.Fatalf("update violations name %v, want id and %v", got, want)
 	}
 }

@@ -2,14 +2,12 @@ package tasks
 
 import (
 	"context"
-	"errors"
 	"slices"
 	"testing"
 	"time"
 
 	"cloud.google.com/go/firestore"
 	"connectrpc.com/connect"
-	"google.golang.org/genproto/googleapis/rpc/errdetails"
 
 	"github.com/hangar-dev/hangar/functions/platform/apierr"
 	"github.com/hangar-dev/hangar/functions/platform/auth"
@@ -155,37 +153,4 @@ func wantIDs(t *testing.T, what string, got []*appv1.Task, want ...*appv1.Task) 
 	if g, w := idsOf(got), idsOf(want); !slices.Equal(g, w) {
 		t.Fatalf("%s: got %v, want %v", what, g, w)
 	}
-}
-
-func wantCode(t *testing.T, err error, want connect.Code) {
-	t.Helper()
-	if err == nil {
-		t.Fatalf("got success, want %v", want)
-	}
-	if got := connect.CodeOf(err); got != want {
-		t.Fatalf("got %v (%v), want %v", got, err, want)
-	}
-}
-
-// violatedFields returns the fields an invalid_argument error's BadRequest detail names.
-func violatedFields(t *testing.T, err error) []string {
-	t.Helper()
-	wantCode(t, err, connect.CodeInvalidArgument)
-	var ce *connect.Error
-	if !errors.As(err, &ce) {
-		t.Fatalf("%v is not a Connect error", err)
-	}
-	var fields []string
-	for _, d := range ce.Details() {
-		v, err := d.Value()
-		if err != nil {
-			t.Fatalf("decode error detail: %v", err)
-		}
-		if br, ok := v.(*errdetails.BadRequest); ok {
-			for _, fv := range br.GetFieldViolations() {
-				fields = append(fields, fv.GetField())
-			}
-		}
-	}
-	return fields
 }

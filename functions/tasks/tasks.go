@@ -8,7 +8,6 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -19,7 +18,6 @@ import (
 
 	"cloud.google.com/go/firestore"
 	"connectrpc.com/connect"
-	"google.golang.org/api/iterator"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/types/known/emptypb"
 
@@ -375,7 +373,7 @@ func (s *Service) DeleteTask(ctx context.Context, req *connect.Request[appv1.Del
 func (s *Service) deleteSome(ctx context.Context, root record) (bool, error) {
 	var done bool
 	err := s.db.RunTransaction(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
-		recs, err := decodeAll(tx.Documents(s.subtree(root.ID).Limit(deleteChunk)))
+		recs, err := store.All[record](tx.Documents(s.subtree(root.ID).Limit(deleteChunk)))
 		if err != nil {
 			return err
 		}
@@ -459,24 +457,5 @@ func (s *Service) subtree(id string) firestore.Query {
 }
 
 func (s *Service) query(ctx context.Context, q firestore.Query) ([]record, error) {
-	return decodeAll(q.Documents(ctx))
-}
-
-func decodeAll(it *firestore.DocumentIterator) ([]record, error) {
-	defer it.Stop()
-	var out []record
-	for {
-		snap, err := it.Next()
-		if errors.Is(err, iterator.Done) {
-			return out, nil
-		}
-		if err != nil {
-			return nil, err
-		}
-		var rec record
-		if err := snap.DataTo(&rec); err != nil {
-			return nil, fmt.Errorf("decode task %s: %w", snap.Ref.ID, err)
-		}
-		out = append(out, rec)
-	}
+	return store.All[record](q.Documents(ctx))
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/hangar-dev/hangar/functions/platform/config"
 	"github.com/hangar-dev/hangar/functions/platform/ids"
 	appv1 "github.com/hangar-dev/hangar/gen/svc/app/v1"
+	"github.com/hangar-dev/hangar/internal/testenv"
 )
 
 func TestCreateTaskStoresAPendingRootTask(t *testing.T) {
@@ -107,7 +108,7 @@ func TestCreateTaskPassesProfileErrorsThrough(t *testing.T) {
 		{profArchived, connect.CodeFailedPrecondition},
 	} {
 		_, err := f.svc.CreateTask(as(t, alice), connect.NewRequest(&appv1.CreateTaskRequest{ProfileId: tc.profile}))
-		wantCode(t, err, tc.want)
+		testenv.WantCode(t, err, tc.want)
 	}
 }
 
@@ -334,7 +335,7 @@ func TestTreesHaveABoundedDepth(t *testing.T) {
 		parent = f.create(t, ctx, &appv1.CreateTaskRequest{Title: new(fmt.Sprint("Level ", level)), ParentTaskId: new(parent.GetId())})
 	}
 	_, err := f.svc.CreateTask(ctx, connect.NewRequest(&appv1.CreateTaskRequest{ProfileId: profFull, ParentTaskId: new(parent.GetId())}))
-	wantCode(t, err, connect.CodeResourceExhausted)
+	testenv.WantCode(t, err, connect.CodeResourceExhausted)
 }
 
 func TestDeleteTaskDeletesItsSubtree(t *testing.T) {
@@ -346,7 +347,7 @@ func TestDeleteTaskDeletesItsSubtree(t *testing.T) {
 	}
 	for _, gone := range []*appv1.Task{tr.a, tr.a1} {
 		_, err := f.get(ctx, gone.GetId())
-		wantCode(t, err, connect.CodeNotFound)
+		testenv.WantCode(t, err, connect.CodeNotFound)
 	}
 	wantIDs(t, "descendants of root after deleting a", f.mustGet(t, ctx, tr.root.GetId()).GetDescendants(), tr.b)
 
@@ -362,7 +363,7 @@ func TestDeleteTaskDeletesItsSubtree(t *testing.T) {
 			t.Errorf("%d documents left in %s after deleting every task", len(left), coll)
 		}
 	}
-	wantCode(t, f.delete(ctx, tr.root.GetId()), connect.CodeNotFound)
+	testenv.WantCode(t, f.delete(ctx, tr.root.GetId()), connect.CodeNotFound)
 }
 
 func TestDeleteTaskDeletesLargeSubtreesInChunks(t *testing.T) {
@@ -418,7 +419,7 @@ func TestGetTaskBySessionID(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			res, err := f.svc.GetTask(as(t, tc.ctx), connect.NewRequest(tc.req))
 			if tc.code != 0 {
-				wantCode(t, err, tc.code)
+				testenv.WantCode(t, err, tc.code)
 				return
 			}
 			if err != nil || res.Msg.GetTask().GetId() != tc.wantID {
@@ -449,7 +450,7 @@ func TestOtherUsersTasksAreNotFound(t *testing.T) {
 		{"get an unknown id", func() error { _, err := f.get(bobCtx, ids.New(idPrefix)); return err }},
 		{"get a malformed id", func() error { _, err := f.get(bobCtx, "task_nope"); return err }},
 	} {
-		t.Run(tc.name, func(t *testing.T) { wantCode(t, tc.call(), connect.CodeNotFound) })
+		t.Run(tc.name, func(t *testing.T) { testenv.WantCode(t, tc.call(), connect.CodeNotFound) })
 	}
 	if got := f.mustGet(t, as(t, alice), task.GetId()); got.GetTitle() != "Private" {
 		t.Fatalf("alice's task changed: %v", got)
@@ -474,7 +475,7 @@ func TestAdminsSeeAndChangeEveryTask(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err := f.get(adminCtx, adminsChild.GetId())
-	wantCode(t, err, connect.CodeNotFound)
+	testenv.WantCode(t, err, connect.CodeNotFound)
 }
 
 // forEach runs fn(0…n-1) on a bounded pool of workers and fails t on the first error.

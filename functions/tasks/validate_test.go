@@ -9,6 +9,7 @@ import (
 
 	"github.com/hangar-dev/hangar/functions/platform/config"
 	appv1 "github.com/hangar-dev/hangar/gen/svc/app/v1"
+	"github.com/hangar-dev/hangar/internal/testenv"
 )
 
 func TestInvalidRequestsNameTheirFields(t *testing.T) {
@@ -86,7 +87,7 @@ func TestInvalidRequestsNameTheirFields(t *testing.T) {
 		{"negative page size", list(&appv1.ListTasksRequest{PageSize: -1}), []string{"page_size"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got := violatedFields(t, tc.call())
+			got := testenv.ViolatedFields(t, tc.call())
 			if !slices.Equal(got, tc.field) {
 				t.Fatalf("violated fields %v, want %v", got, tc.field)
 			}

@@ -9,11 +9,11 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
 	"cloud.google.com/go/firestore"
-	"google.golang.org/api/iterator"
 
 	"github.com/hangar-dev/hangar/functions/platform/store"
 )
@@ -105,25 +105,14 @@ func (ks *Keys) Create(ctx context.Context, in NewKeyInput, now time.Time) (Key,
 // List returns keys, newest first.
 func (ks *Keys) List(ctx context.Context, includeRevoked bool, limit int) ([]Key, error) {
 	q := ks.db.Collection(keysCollection).OrderBy("created_at", firestore.Desc).Limit(limit)
-	it := q.Documents(ctx)
-	defer it.Stop()
-	var out []Key
-	for {
-		snap, err := it.Next()
-		if errors.Is(err, iterator.Done) {
-			return out, nil
-		}
-		if err != nil {
-			return nil, fmt.Errorf("list api keys: %w", err)
-		}
-		var k Key
-		if err := snap.DataTo(&k); err != nil {
-			return nil, fmt.Errorf("decode api key %s: %w", snap.Ref.ID, err)
-		}
-		if includeRevoked || !k.Revoked() {
-			out = append(out, k)
-		}
+	all, err := store.All[Key](q.Documents(ctx))
+	if err != nil {
+		return nil, fmt.Errorf("list api keys: %w", err)
 	}
+	if includeRevoked {
+		return all, nil
+	}
+	return slices.DeleteFunc(all, Key.Revoked), nil
 }
 
 // Revoke marks a key revoked (keeping its first revocation time) and returns it.

@@ -4,9 +4,11 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"cloud.google.com/go/firestore"
+	"google.golang.org/api/iterator"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
@@ -29,4 +31,24 @@ func IsNotFound(err error) bool {
 // IsAlreadyExists reports whether err is Firestore's answer to creating an existing document.
 func IsAlreadyExists(err error) bool {
 	return status.Code(err) == codes.AlreadyExists
+}
+
+// All decodes every document of it into a T, in order, and stops the iterator.
+func All[T any](it *firestore.DocumentIterator) ([]T, error) {
+	defer it.Stop()
+	var out []T
+	for {
+		snap, err := it.Next()
+		if errors.Is(err, iterator.Done) {
+			return out, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		var v T
+		if err := snap.DataTo(&v); err != nil {
+			return nil, fmt.Errorf("decode %s: %w", snap.Ref.Path, err)
+		}
+		out = append(out, v)
+	}
 }
