@@ -2,8 +2,8 @@ package e2e
 
 import (
 	"context"
+	"net"
 	"net/http"
-	"net/http/httptest"
 	"testing"
 	"time"
 
@@ -26,9 +26,15 @@ func newStack(t testing.TB) *stack {
 	t.Helper()
 	db, _ := testenv.Firestore(t)
 	a := api.New(api.Deps{DB: db, Config: config.Default()})
-	srv := httptest.NewServer(a.Handler())
-	t.Cleanup(srv.Close)
-	s := &stack{url: srv.URL, api: a}
+	// The production server (HTTP/1.1 and cleartext HTTP/2), not httptest's, so gRPC works too.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := api.NewServer(a.Handler())
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() { _ = srv.Close() })
+	s := &stack{url: "http://" + ln.Addr().String(), api: a}
 	s.admin = s.mintKey(t, "admin@example.com", true)
 	return s
 }

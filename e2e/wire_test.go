@@ -162,3 +162,32 @@ func TestOversizedRequestIsRefused(t *testing.T) {
 		t.Fatalf("5 MiB request: %d %v, want resource_exhausted", status, out)
 	}
 }
+
+func TestGRPCAndGRPCWebClientsWork(t *testing.T) {
+	s := newStack(t)
+	key := s.mintKey(t, "grpc@example.com", false)
+
+	h2c := &http.Client{Transport: &http.Transport{Protocols: func() *http.Protocols {
+		p := new(http.Protocols)
+		p.SetUnencryptedHTTP2(true)
+		return p
+	}()}}
+	cases := []struct {
+		name   string
+		client *http.Client
+		opt    connect.ClientOption
+	}{
+		{"gRPC over cleartext HTTP/2", h2c, connect.WithGRPC()},
+		{"gRPC-Web over HTTP/1.1", httpClient, connect.WithGRPCWeb()},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			tasks := appv1connect.NewTaskServiceClient(tc.client, s.rpcURL(), tc.opt, withKey(key))
+			if _, err := tasks.ListTasks(context.Background(), connect.NewRequest(&appv1.ListTasksRequest{})); err != nil {
+				t.Fatalf("ListTasks: %v", err)
+			}
+			_, err := tasks.ListTasks(context.Background(), connect.NewRequest(&appv1.ListTasksRequest{Order: "sideways"}))
+			assertFieldViolation(t, err, "order")
+		})
+	}
+}

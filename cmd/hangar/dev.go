@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"net/http"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -89,7 +88,7 @@ func runDev(ctx context.Context, addr, dataDir string, out interface{ Write([]by
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", addr, err)
 	}
-	srv := newServer(a.Handler())
+	srv := api.NewServer(a.Handler())
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 
@@ -109,16 +108,6 @@ func runDev(ctx context.Context, addr, dataDir string, out interface{ Write([]by
 	shutCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	return srv.Shutdown(shutCtx)
-}
-
-// newServer serves h over HTTP/1.1 and unencrypted HTTP/2, so gRPC clients work as well as
-// Connect and gRPC-Web ones.
-func newServer(h http.Handler) *http.Server {
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
-	srv.Protocols = new(http.Protocols)
-	srv.Protocols.SetHTTP1(true)
-	srv.Protocols.SetUnencryptedHTTP2(true)
-	return srv
 }
 
 // ensureAdminKey reuses the key in path while it still authenticates as an admin, and otherwise

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"sort"
 	"strings"
+	"time"
 
 	"cloud.google.com/go/firestore"
 	"connectrpc.com/connect"
@@ -123,6 +124,16 @@ func (a *API) ServiceHandler(name string) (http.Handler, bool) {
 	mount(mux, name, h)
 	mux.Handle("/"+name+"/", h)
 	return mux, true
+}
+
+// NewServer serves h over HTTP/1.1 and unencrypted HTTP/2, so gRPC clients work as well as
+// Connect and gRPC-Web ones.
+func NewServer(h http.Handler) *http.Server {
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	srv.Protocols = new(http.Protocols)
+	srv.Protocols.SetHTTP1(true)
+	srv.Protocols.SetUnencryptedHTTP2(true)
+	return srv
 }
 
 func mount(mux *http.ServeMux, name string, h http.Handler) {
