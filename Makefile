@@ -14,8 +14,13 @@ PROJECT ?= $(shell gcloud config get-value project 2>/dev/null)
 .PHONY: dev test check generate check-gen lint vet fmt-check bench deploy tools clean
 
 ## dev: run the whole system locally (emulators, every function, one server on 127.0.0.1:8080)
-dev:
-	go run ./cmd/hangar dev
+dev: bin/hangar
+	bin/hangar dev
+
+# bin/hangar is rebuilt every time (go build is incremental and fast); the client commands use it.
+.PHONY: bin/hangar
+bin/hangar:
+	go build -o bin/hangar ./cmd/hangar
 
 ## test: every check and test, with one Firestore + Pub/Sub emulator pair for the whole run
 test: check
