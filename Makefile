@@ -11,7 +11,7 @@ GO_TEST_FLAGS ?= -count=1 -timeout=20m
 REGION ?= europe-west1
 PROJECT ?= $(shell gcloud config get-value project 2>/dev/null)
 
-.PHONY: dev test check generate check-gen lint vet fmt-check bench deploy tools clean
+.PHONY: dev test check system-deps generate check-gen lint vet fmt-check bench deploy tools clean
 
 ## dev: run the whole system locally (emulators, every function, one server on 127.0.0.1:8080)
 dev: bin/hangar
@@ -23,8 +23,12 @@ bin/hangar:
 	go build -o bin/hangar ./cmd/hangar
 
 ## test: every check and test, with one Firestore + Pub/Sub emulator pair for the whole run
-test: check
+test: check system-deps
 	go run ./cmd/hangar emulators -- go test $(GO_TEST_FLAGS) ./...
+
+## system-deps: runc and busybox-static for the sandbox host (installed with apt-get when root)
+system-deps:
+	@scripts/system-deps
 
 ## check: the house rules — gen/ in sync with proto/, buf lint, gofmt, go vet
 check: check-gen lint fmt-check vet

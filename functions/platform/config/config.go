@@ -18,6 +18,15 @@ type Config struct {
 	Project string
 	// Limits bounds every list, request and cache.
 	Limits Limits
+	// Host is the sandbox host's behaviour.
+	Host Host
+	// HostToken authenticates the functions to the sandbox hosts' internal API.
+	HostToken string
+	// BlobURL is the gocloud.dev bucket of snapshots and artifacts, e.g. gs://bucket or
+	// file:///dir.
+	BlobURL string
+	// SealKeyset is the Tink AEAD keyset (JSON) that seals secrets kept in records.
+	SealKeyset []byte
 }
 
 // Limits are the API's bounds. Each has a default here and an environment override.
@@ -44,6 +53,42 @@ type Limits struct {
 	// TaskListOffset bounds how deep ListTasks pages go, as search APIs do: Firestore reads (and
 	// bills) every task an offset skips.
 	TaskListOffset int
+	// Sessions bounds ListSessions, which takes no paging: it returns the newest this many.
+	Sessions int
+	// Events bounds ListSessionEvents and GetLog pages.
+	Events paging.Bounds
+	// MaxSessionEnvBytes bounds a session's secrets and harness_env together.
+	MaxSessionEnvBytes int
+	// ExecTimeout is the default and the ceiling of an exec's timeout_secs.
+	ExecTimeout TimeoutBounds
+	// MaxFileBytes caps one file written, read, copied or published as an artifact.
+	MaxFileBytes int64
+	// MaxCopyPaths bounds the paths of one CopyFiles.
+	MaxCopyPaths int
+}
+
+// TimeoutBounds is a timeout's default and ceiling.
+type TimeoutBounds struct {
+	Default, Max time.Duration
+}
+
+// Host is how a sandbox host runs.
+type Host struct {
+	// HeartbeatInterval is how often a host reports to the fleet; a host silent for HostTimeout
+	// is lost, and its sessions become recoverable elsewhere.
+	HeartbeatInterval time.Duration
+	HostTimeout       time.Duration
+	// IdleAfter moves a quiet running session to idle; EvictIdleAfter snapshots and evicts an
+	// idle one (0: never).
+	IdleAfter      time.Duration
+	EvictIdleAfter time.Duration
+	// MaxSandboxes, CPUs and MemoryBytes are the host's capacity as registered in the fleet.
+	MaxSandboxes int
+	// SandboxCPUs, SandboxMemoryBytes and SandboxPids are a sandbox's limits when its image
+	// suggests none.
+	SandboxCPUs        float64
+	SandboxMemoryBytes int64
+	SandboxPids        int64
 }
 
 // Default is the configuration with no environment.
@@ -63,6 +108,22 @@ func Default() Config {
 			TaskTreeDepth:       10,
 			TaskDescendants:     1000,
 			TaskListOffset:      10000,
+			Sessions:            500,
+			Events:              paging.Bounds{Default: 100, Max: 1000},
+			MaxSessionEnvBytes:  64 << 10,
+			ExecTimeout:         TimeoutBounds{Default: 10 * time.Minute, Max: 2 * time.Hour},
+			MaxFileBytes:        1 << 30,
+			MaxCopyPaths:        100,
+		},
+		Host: Host{
+			HeartbeatInterval:  5 * time.Second,
+			HostTimeout:        20 * time.Second,
+			IdleAfter:          2 * time.Minute,
+			EvictIdleAfter:     30 * time.Minute,
+			MaxSandboxes:       64,
+			SandboxCPUs:        2,
+			SandboxMemoryBytes: 2 << 30,
+			SandboxPids:        1024,
 		},
 	}
 }
@@ -83,6 +144,7 @@ func FromEnv() (Config, error) {
 		{"HANGAR_TASKS_PAGE_SIZE_MAX", &c.Limits.Tasks.Max},
 		{"HANGAR_MAX_REQUEST_BYTES", &c.Limits.MaxRequestBytes},
 		{"HANGAR_MAX_PROMPT_BYTES", &c.Limits.MaxPromptBytes},
+		{"HANGAR_MAX_SANDBOXES", &c.Host.MaxSandboxes},
 	}
 	for _, e := range ints {
 		v, ok := os.LookupEnv(e.env)
@@ -95,12 +157,38 @@ func FromEnv() (Config, error) {
 		}
 		*e.dst = n
 	}
-	if v, ok := os.LookupEnv("HANGAR_AUTH_CACHE_TTL"); ok {
+	if v, ok := os.LookupEnv("HANGAR_MAX_FILE_BYTES"); ok {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n <= 0 {
+			return c, fmt.Errorf("HANGAR_MAX_FILE_BYTES=%q: want a positive whole number", v)
+		}
+		c.Limits.MaxFileBytes = n
+	}
+	durations := []struct {
+		env string
+		dst *time.Duration
+	}{
+		{"HANGAR_AUTH_CACHE_TTL", &c.Limits.AuthCacheTTL},
+		{"HANGAR_EXEC_TIMEOUT_DEFAULT", &c.Limits.ExecTimeout.Default},
+		{"HANGAR_EXEC_TIMEOUT_MAX", &c.Limits.ExecTimeout.Max},
+		{"HANGAR_HEARTBEAT_INTERVAL", &c.Host.HeartbeatInterval},
+		{"HANGAR_HOST_TIMEOUT", &c.Host.HostTimeout},
+		{"HANGAR_IDLE_AFTER", &c.Host.IdleAfter},
+		{"HANGAR_EVICT_IDLE_AFTER", &c.Host.EvictIdleAfter},
+	}
+	for _, e := range durations {
+		v, ok := os.LookupEnv(e.env)
+		if !ok {
+			continue
+		}
 		d, err := time.ParseDuration(v)
 		if err != nil || d < 0 {
-			return c, fmt.Errorf("HANGAR_AUTH_CACHE_TTL=%q: want a duration such as 10s", v)
+			return c, fmt.Errorf("%s=%q: want a duration such as 10s", e.env, v)
 		}
-		c.Limits.AuthCacheTTL = d
+		*e.dst = d
 	}
+	c.HostToken = os.Getenv("HANGAR_HOST_TOKEN")
+	c.BlobURL = os.Getenv("HANGAR_BLOB_URL")
+	c.SealKeyset = []byte(os.Getenv("HANGAR_SEAL_KEYSET"))
 	return c, nil
 }

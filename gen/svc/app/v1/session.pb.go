@@ -767,9 +767,14 @@ func (x *ExecStarted) GetExecId() string {
 }
 
 type ExecExit struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	ExitStatus    *int32                 `protobuf:"varint,1,opt,name=exit_status,json=exitStatus,proto3,oneof" json:"exit_status,omitempty"`
-	Rusage        *ExecRusage            `protobuf:"bytes,2,opt,name=rusage,proto3" json:"rusage,omitempty"`
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	ExitStatus *int32                 `protobuf:"varint,1,opt,name=exit_status,json=exitStatus,proto3,oneof" json:"exit_status,omitempty"`
+	Rusage     *ExecRusage            `protobuf:"bytes,2,opt,name=rusage,proto3" json:"rusage,omitempty"`
+	// Hangar's additions (numbered from 100): exit_status is what a shell reports (128 + signal
+	// for a killed command); these say why a command was killed.
+	TimedOut      bool   `protobuf:"varint,100,opt,name=timed_out,json=timedOut,proto3" json:"timed_out,omitempty"`
+	Canceled      bool   `protobuf:"varint,101,opt,name=canceled,proto3" json:"canceled,omitempty"`
+	Signal        *int32 `protobuf:"varint,102,opt,name=signal,proto3,oneof" json:"signal,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -816,6 +821,27 @@ func (x *ExecExit) GetRusage() *ExecRusage {
 		return x.Rusage
 	}
 	return nil
+}
+
+func (x *ExecExit) GetTimedOut() bool {
+	if x != nil {
+		return x.TimedOut
+	}
+	return false
+}
+
+func (x *ExecExit) GetCanceled() bool {
+	if x != nil {
+		return x.Canceled
+	}
+	return false
+}
+
+func (x *ExecExit) GetSignal() int32 {
+	if x != nil && x.Signal != nil {
+		return *x.Signal
+	}
+	return 0
 }
 
 type ExecRusage struct {
@@ -4049,12 +4075,16 @@ const file_svc_app_v1_session_proto_rawDesc = "" +
 	"size_bytes\x18\x02 \x01(\x04R\tsizeBytes\x12\x16\n" +
 	"\x06sha256\x18\x03 \x01(\tR\x06sha256\"&\n" +
 	"\vExecStarted\x12\x17\n" +
-	"\aexec_id\x18\x01 \x01(\tR\x06execId\"p\n" +
+	"\aexec_id\x18\x01 \x01(\tR\x06execId\"\xd1\x01\n" +
 	"\bExecExit\x12$\n" +
 	"\vexit_status\x18\x01 \x01(\x05H\x00R\n" +
 	"exitStatus\x88\x01\x01\x12.\n" +
-	"\x06rusage\x18\x02 \x01(\v2\x16.svc.app.v1.ExecRusageR\x06rusageB\x0e\n" +
-	"\f_exit_status\"\xc1\x01\n" +
+	"\x06rusage\x18\x02 \x01(\v2\x16.svc.app.v1.ExecRusageR\x06rusage\x12\x1b\n" +
+	"\ttimed_out\x18d \x01(\bR\btimedOut\x12\x1a\n" +
+	"\bcanceled\x18e \x01(\bR\bcanceled\x12\x1b\n" +
+	"\x06signal\x18f \x01(\x05H\x01R\x06signal\x88\x01\x01B\x0e\n" +
+	"\f_exit_statusB\t\n" +
+	"\a_signal\"\xc1\x01\n" +
 	"\n" +
 	"ExecRusage\x12\x17\n" +
 	"\awall_ms\x18\x01 \x01(\x04R\x06wallMs\x12#\n" +
