@@ -1,0 +1,241 @@
+package supervisor
+
+import (
+	"bufio"
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"time"
+)
+
+// Client talks to one supervisor over its unix socket. It holds no connection: each call dials
+// its own, so a Client is cheap, safe for concurrent use, and survives supervisor restarts.
+type Client struct {
+	socketPath string
+	dialer     net.Dialer
+}
+
+// Dial returns a client for the supervisor listening on socketPath. It does not connect.
+func Dial(socketPath string) *Client {
+	return &Client{socketPath: socketPath}
+}
+
+// ExecRequest starts a command in the sandbox.
+type ExecRequest struct {
+	// ExecID makes the call idempotent: if an exec with this id exists, the call attaches to it
+	// from offset 0 instead of starting another process. Empty: the supervisor assigns one.
+	ExecID string
+	// Argv runs directly; Argv[0] without a slash is looked up on the exec's PATH.
+	Argv []string
+	// Env entries ("KEY=value") override the sandbox's process environment.
+	Env []string
+	// Workdir defaults to the supervisor's working directory.
+	Workdir string
+	// Timeout SIGKILLs the exec's process group; zero means none. Millisecond precision.
+	Timeout time.Duration
+}
+
+// AttachRequest re-attaches to an exec from absolute offsets of its two streams.
+type AttachRequest struct {
+	ExecID       string
+	StdoutOffset int64
+	StderrOffset int64
+}
+
+// Events receives what an exec or attach streams before its exit. Either field may be nil.
+// Returning an error ends the call (the exec keeps running) and Exec/Attach return it.
+type Events struct {
+	Started func(Started) error
+	// Output's Data is valid only until Output returns.
+	Output func(Output) error
+}
+
+// Exec starts req (or attaches to the exec with its ExecID) and streams it to ev until it exits.
+// A spawn failure is a *Error with Code CodeSpawnFailed. Canceling ctx closes the connection and
+// leaves the exec running.
+func (c *Client) Exec(ctx context.Context, req ExecRequest, ev Events) (Exit, error) {
+	return c.stream(ctx, Request{
+		Op:        OpExec,
+		ExecID:    req.ExecID,
+		Argv:      req.Argv,
+		Env:       req.Env,
+		Workdir:   req.Workdir,
+		TimeoutMS: req.Timeout.Milliseconds(),
+	}, ev)
+}
+
+// Attach replays an exec's output from the given offsets, follows it live, and returns its exit.
+// Offsets older than what the supervisor kept give a *Error with Code CodeOffsetDropped.
+func (c *Client) Attach(ctx context.Context, req AttachRequest, ev Events) (Exit, error) {
+	return c.stream(ctx, Request{
+		Op:           OpAttach,
+		ExecID:       req.ExecID,
+		StdoutOffset: req.StdoutOffset,
+		StderrOffset: req.StderrOffset,
+	}, ev)
+}
+
+// Cancel SIGKILLs an exec's process group; its exit will say Canceled. Canceling a finished exec
+// does nothing; an unknown one is a *Error with Code CodeNotFound.
+func (c *Client) Cancel(ctx context.Context, execID string) error {
+	return c.unary(ctx, Request{Op: OpCancel, ExecID: execID}, frameOK, nil)
+}
+
+// Ping returns the supervisor's health and counts.
+func (c *Client) Ping(ctx context.Context) (Health, error) {
+	var h Health
+	err := c.unary(ctx, Request{Op: OpPing}, framePong, &h)
+	return h, err
+}
+
+// readyPollInterval is short because WaitReady sits on the sandbox start path.
+const readyPollInterval = time.Millisecond
+
+// WaitReady pings until the supervisor answers or ctx ends, for use right after the container
+// starts (the socket may not exist yet).
+func (c *Client) WaitReady(ctx context.Context) (Health, error) {
+	for {
+		h, err := c.Ping(ctx)
+		if err == nil {
+			return h, nil
+		}
+		select {
+		case <-ctx.Done():
+			return Health{}, fmt.Errorf("supervisor at %s not ready: %w (last: %v)", c.socketPath, ctx.Err(), err)
+		case <-time.After(readyPollInterval):
+		}
+	}
+}
+
+// call is one connection carrying one request.
+type call struct {
+	conn net.Conn
+	r    *bufio.Reader
+	stop func() bool
+}
+
+func (c *Client) open(ctx context.Context, req Request) (*call, error) {
+	conn, err := c.dialer.DialContext(ctx, "unix", c.socketPath)
+	if err != nil {
+		return nil, fmt.Errorf("dial supervisor: %w", err)
+	}
+	line, err := json.Marshal(req)
+	if err != nil {
+		conn.Close()
+		return nil, fmt.Errorf("encode %s request: %w", req.Op, err)
+	}
+	if _, err := conn.Write(append(line, '\n')); err != nil {
+		conn.Close()
+		return nil, fmt.Errorf("send %s request: %w", req.Op, err)
+	}
+	return &call{
+		conn: conn,
+		r:    bufio.NewReaderSize(conn, frameHeaderLen+maxFramePayload),
+		stop: context.AfterFunc(ctx, func() { conn.Close() }),
+	}, nil
+}
+
+func (cl *call) close() {
+	cl.stop()
+	cl.conn.Close()
+}
+
+// fail prefers the context's error: a read on a connection closed by cancellation says less.
+func fail(ctx context.Context, op string, err error) error {
+	if ctx.Err() != nil {
+		return fmt.Errorf("supervisor %s: %w", op, ctx.Err())
+	}
+	var fe *Error
+	if errors.As(err, &fe) {
+		return err
+	}
+	return fmt.Errorf("supervisor %s: %w", op, err)
+}
+
+func (c *Client) unary(ctx context.Context, req Request, want byte, out any) error {
+	cl, err := c.open(ctx, req)
+	if err != nil {
+		return fail(ctx, req.Op, err)
+	}
+	defer cl.close()
+	kind, payload, err := readFrame(cl.r, nil)
+	if err != nil {
+		return fail(ctx, req.Op, err)
+	}
+	if err := decodeTerminal(kind, payload, want, out); err != nil {
+		return fail(ctx, req.Op, err)
+	}
+	return nil
+}
+
+// decodeTerminal decodes a frame that must be want or an error frame.
+func decodeTerminal(kind byte, payload []byte, want byte, out any) error {
+	switch kind {
+	case want:
+		if out == nil {
+			return nil
+		}
+		if err := json.Unmarshal(payload, out); err != nil {
+			return fmt.Errorf("decode frame %q: %w", kind, err)
+		}
+		return nil
+	case frameError:
+		fe := &Error{}
+		if err := json.Unmarshal(payload, fe); err != nil {
+			return fmt.Errorf("decode error frame: %w", err)
+		}
+		return fe
+	}
+	return fmt.Errorf("unexpected frame %q, want %q", kind, want)
+}
+
+func (c *Client) stream(ctx context.Context, req Request, ev Events) (Exit, error) {
+	cl, err := c.open(ctx, req)
+	if err != nil {
+		return Exit{}, fail(ctx, req.Op, err)
+	}
+	defer cl.close()
+
+	kind, buf, err := readFrame(cl.r, make([]byte, maxFramePayload))
+	if err != nil {
+		return Exit{}, fail(ctx, req.Op, err)
+	}
+	var started Started
+	if err := decodeTerminal(kind, buf, frameStarted, &started); err != nil {
+		return Exit{}, fail(ctx, req.Op, err)
+	}
+	if ev.Started != nil {
+		if err := ev.Started(started); err != nil {
+			return Exit{}, err
+		}
+	}
+	for {
+		kind, buf, err = readFrame(cl.r, buf)
+		if err != nil {
+			return Exit{}, fail(ctx, req.Op, fmt.Errorf("exec %s: %w", started.ExecID, noEOF(err)))
+		}
+		if kind != frameStdout && kind != frameStderr {
+			var exit Exit
+			if err := decodeTerminal(kind, buf, frameExit, &exit); err != nil {
+				return Exit{}, fail(ctx, req.Op, err)
+			}
+			return exit, nil
+		}
+		if len(buf) < 8 {
+			return Exit{}, fail(ctx, req.Op, fmt.Errorf("output frame of %d bytes has no offset", len(buf)))
+		}
+		if ev.Output == nil {
+			continue
+		}
+		out := Output{Stream: Stdout, Offset: int64(binary.BigEndian.Uint64(buf)), Data: buf[8:]}
+		if kind == frameStderr {
+			out.Stream = Stderr
+		}
+		if err := ev.Output(out); err != nil {
+			return Exit{}, err
+		}
+	}
+}
