@@ -1,0 +1,121 @@
+// Package imagestest owns the test side of OCI images: an in-process registry
+// on loopback, pushing images to it, small layer builders, and the malicious
+// layers that the image cache must refuse or contain.
+package imagestest
+
+import (
+	"archive/tar"
+	"io"
+	"log"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/google/go-containerregistry/pkg/registry"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/empty"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"github.com/google/go-containerregistry/pkg/v1/types"
+
+	"github.com/hangar-dev/hangar/sandboxhosts/images"
+)
+
+// Registry starts go-containerregistry's in-memory registry on
+// 127.0.0.1 for the test and returns its host:port. Each wrap, when given,
+// wraps the registry handler (to corrupt or count responses).
+func Registry(t testing.TB, wrap ...func(http.Handler) http.Handler) string {
+	t.Helper()
+	h := registry.New(registry.Logger(log.New(io.Discard, "", 0)))
+	for _, w := range wrap {
+		h = w(h)
+	}
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	return strings.TrimPrefix(srv.URL, "http://")
+}
+
+// Push pushes img as host/repo:latest and returns that reference.
+func Push(t testing.TB, host, repo string, img v1.Image) string {
+	t.Helper()
+	ref := host + "/" + repo + ":latest"
+	r, err := name.ParseReference(ref)
+	if err != nil {
+		t.Fatalf("push %s: %v", ref, err)
+	}
+	if err := remote.Write(r, img, remote.WithContext(t.Context())); err != nil {
+		t.Fatalf("push %s: %v", ref, err)
+	}
+	return ref
+}
+
+// Image returns a linux/amd64 OCI image made of layers, bottom first.
+func Image(t testing.TB, layers ...v1.Layer) v1.Image {
+	t.Helper()
+	img, err := mutate.ConfigFile(mutate.MediaType(empty.Image, types.OCIManifestSchema1), &v1.ConfigFile{
+		OS:           images.PlatformOS,
+		Architecture: images.PlatformArch,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	img, err = mutate.AppendLayers(mutate.ConfigMediaType(img, types.OCIConfigJSON), layers...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return img
+}
+
+// Layer builds a gzip layer of entries, in order.
+func Layer(t testing.TB, entries ...images.TarEntry) v1.Layer {
+	t.Helper()
+	l, err := images.TarLayer(entries...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+// File is a regular file entry.
+func File(name, body string, mode int64) images.TarEntry {
+	return images.TarEntry{Header: tar.Header{Typeflag: tar.TypeReg, Name: name, Mode: mode}, Body: []byte(body)}
+}
+
+// Dir is a directory entry.
+func Dir(name string, mode int64) images.TarEntry {
+	return images.TarEntry{Header: tar.Header{Typeflag: tar.TypeDir, Name: name, Mode: mode}}
+}
+
+// Symlink is a symlink entry name -> target.
+func Symlink(name, target string) images.TarEntry {
+	return images.TarEntry{Header: tar.Header{Typeflag: tar.TypeSymlink, Name: name, Linkname: target, Mode: 0o777}}
+}
+
+// Hardlink is a hardlink entry name => target.
+func Hardlink(name, target string) images.TarEntry {
+	return images.TarEntry{Header: tar.Header{Typeflag: tar.TypeLink, Name: name, Linkname: target, Mode: 0o644}}
+}
+
+// Device is a character (tar.TypeChar) or block (tar.TypeBlock) device entry.
+func Device(name string, typ byte, major, minor int64) images.TarEntry {
+	return images.TarEntry{Header: tar.Header{Typeflag: typ, Name: name, Mode: 0o600, Devmajor: major, Devminor: minor}}
+}
+
+// Whiteout is the OCI whiteout hiding dir/name of lower layers.
+func Whiteout(dir, name string) images.TarEntry {
+	return File(joinName(dir, ".wh."+name), "", 0o644)
+}
+
+// Opaque is the OCI marker hiding everything lower layers have in dir.
+func Opaque(dir string) images.TarEntry {
+	return File(joinName(dir, ".wh..wh..opq"), "", 0o644)
+}
+
+func joinName(dir, name string) string {
+	if dir == "" {
+		return name
+	}
+	return strings.TrimSuffix(dir, "/") + "/" + name
+}
