@@ -1,0 +1,134 @@
+// Package hostclient reaches the sandbox hosts' internal API: it finds a host through the fleet,
+// keeps one Connect client per host address over a shared HTTP/2 transport, and sends the
+// deployment's host token with every call. The host side checks the token with Authorize.
+package hostclient
+
+import (
+	"context"
+	"crypto/subtle"
+	"errors"
+	"fmt"
+	"net/http"
+	"sync"
+
+	"connectrpc.com/connect"
+
+	"github.com/hangar-dev/hangar/gen/host/v1/hostv1connect"
+	"github.com/hangar-dev/hangar/sandboxhosts/fleet"
+)
+
+// TokenHeader carries the host token.
+const TokenHeader = "x-host-token"
+
+// Pool hands out clients of the fleet's hosts.
+type Pool struct {
+	fleet *fleet.Fleet
+	token string
+	http  *http.Client
+
+	mu      sync.Mutex
+	clients map[string]hostv1connect.HostServiceClient
+}
+
+// New returns a pool over the fleet that authenticates with token.
+func New(f *fleet.Fleet, token string) *Pool {
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	// Hosts speak h2c: one connection carries every proxied stream to a host.
+	tr.Protocols = new(http.Protocols)
+	tr.Protocols.SetUnencryptedHTTP2(true)
+	return &Pool{fleet: f, token: token, http: &http.Client{Transport: tr}, clients: map[string]hostv1connect.HostServiceClient{}}
+}
+
+// Fleet is the registry the pool reads.
+func (p *Pool) Fleet() *fleet.Fleet { return p.fleet }
+
+// Client returns the client of the host at address.
+func (p *Pool) Client(address string) hostv1connect.HostServiceClient {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	c, ok := p.clients[address]
+	if !ok {
+		c = hostv1connect.NewHostServiceClient(p.http, address, connect.WithInterceptors(tokenInterceptor(p.token)))
+		p.clients[address] = c
+	}
+	return c
+}
+
+// ErrHostLost is a host whose record says it stopped heartbeating or shut down.
+var ErrHostLost = errors.New("sandbox host lost")
+
+// Host returns the record and client of a live host; a dead one is ErrHostLost.
+func (p *Pool) Host(ctx context.Context, id string) (*fleet.Host, hostv1connect.HostServiceClient, error) {
+	h, err := p.fleet.Get(ctx, id)
+	if errors.Is(err, fleet.ErrNotFound) {
+		return nil, nil, fmt.Errorf("host %s: %w", id, ErrHostLost)
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	if !p.fleet.Alive(h) {
+		return h, nil, fmt.Errorf("host %s: %w", id, ErrHostLost)
+	}
+	return h, p.Client(h.Address), nil
+}
+
+// Pick chooses a host for a new sandbox.
+func (p *Pool) Pick(ctx context.Context) (*fleet.Host, hostv1connect.HostServiceClient, error) {
+	h, err := p.fleet.Pick(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	return h, p.Client(h.Address), nil
+}
+
+func tokenInterceptor(token string) connect.Interceptor {
+	return &interceptor{token: token}
+}
+
+// Authorize is the host side: an interceptor refusing calls without the token.
+func Authorize(token string) connect.Interceptor {
+	return &interceptor{token: token, check: true}
+}
+
+type interceptor struct {
+	token string
+	check bool
+}
+
+var errBadToken = connect.NewError(connect.CodeUnauthenticated, errors.New("missing or invalid host token"))
+
+func (i *interceptor) valid(h http.Header) bool {
+	return subtle.ConstantTimeCompare([]byte(h.Get(TokenHeader)), []byte(i.token)) == 1
+}
+
+func (i *interceptor) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
+	return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
+		if i.check {
+			if !i.valid(req.Header()) {
+				return nil, errBadToken
+			}
+		} else {
+			req.Header().Set(TokenHeader, i.token)
+		}
+		return next(ctx, req)
+	}
+}
+
+func (i *interceptor) WrapStreamingClient(next connect.StreamingClientFunc) connect.StreamingClientFunc {
+	return func(ctx context.Context, spec connect.Spec) connect.StreamingClientConn {
+		conn := next(ctx, spec)
+		if !i.check {
+			conn.RequestHeader().Set(TokenHeader, i.token)
+		}
+		return conn
+	}
+}
+
+func (i *interceptor) WrapStreamingHandler(next connect.StreamingHandlerFunc) connect.StreamingHandlerFunc {
+	return func(ctx context.Context, conn connect.StreamingHandlerConn) error {
+		if i.check && !i.valid(conn.RequestHeader()) {
+			return errBadToken
+		}
+		return next(ctx, conn)
+	}
+}

@@ -1,0 +1,263 @@
+// Package sessions owns the session records in Firestore (`sessions/{id}`): their fields, the
+// session state machine and the transactional moves between states. The API functions create
+// records and read them; the host that runs a session moves it through its states. Both go
+// through this package so that no move the table forbids is ever written.
+package sessions
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"cloud.google.com/go/firestore"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/hangar-dev/hangar/functions/platform/store"
+)
+
+// Collection is the Firestore collection of session records.
+const Collection = "sessions"
+
+// Record is a session as Firestore stores it.
+type Record struct {
+	ID     string `firestore:"id"`
+	Owner  string `firestore:"owner_user_id"`
+	Status Status `firestore:"status"`
+	// StatusReason says why the last move happened (e.g. "idle", "host lost", an error).
+	StatusReason string `firestore:"status_reason"`
+	// HostID is the host the session's sandbox is on, or was on last ("" before placement).
+	HostID    string `firestore:"host_id"`
+	SandboxID string `firestore:"sandbox_id"`
+	ImageURI  string `firestore:"image_uri"`
+	// ImageDigest pins the image the session was created from, so a resume on another host
+	// gets the same bytes even if the tag moved.
+	ImageDigest string `firestore:"image_digest"`
+	Mode        string `firestore:"mode"`
+	// SealedEnv is the sandbox's environment (secrets included), encrypted by the deployment's
+	// key, so a resume on any host restores it without anyone reading it from the database.
+	SealedEnv []byte `firestore:"sealed_env"`
+	// LatestSnapshotID is the checkpoint a resume starts from ("" when none was taken).
+	LatestSnapshotID string    `firestore:"latest_snapshot_id"`
+	SuggestedTitle   string    `firestore:"suggested_title"`
+	CreatedAt        time.Time `firestore:"created_at"`
+	UpdatedAt        time.Time `firestore:"updated_at"`
+	LastActiveAt     time.Time `firestore:"last_active_at"`
+	LastEventAt      time.Time `firestore:"last_event_at"`
+}
+
+// ErrNotFound is a session id with no record.
+var ErrNotFound = errors.New("session not found")
+
+// MoveError is a move the state machine does not allow.
+type MoveError struct {
+	ID       string
+	From, To Status
+}
+
+func (e *MoveError) Error() string {
+	return fmt.Sprintf("session %s is %s: it cannot become %s", e.ID, e.From, e.To)
+}
+
+// Store reads and writes session records.
+type Store struct {
+	db  *firestore.Client
+	now func() time.Time
+}
+
+// NewStore returns a store over db that stamps records with now.
+func NewStore(db *firestore.Client, now func() time.Time) *Store {
+	return &Store{db: db, now: now}
+}
+
+func (s *Store) doc(id string) *firestore.DocumentRef { return s.db.Collection(Collection).Doc(id) }
+
+// Create stores a new record; an existing id is an error that IsAlreadyExists recognises.
+func (s *Store) Create(ctx context.Context, r *Record) error {
+	now := s.now()
+	r.CreatedAt, r.UpdatedAt, r.LastActiveAt = now, now, now
+	if _, err := s.doc(r.ID).Create(ctx, r); err != nil {
+		return fmt.Errorf("create session %s: %w", r.ID, err)
+	}
+	return nil
+}
+
+// IsAlreadyExists reports whether err is Create's answer for an id already taken.
+func IsAlreadyExists(err error) bool { return status.Code(errors.Unwrap(err)) == codes.AlreadyExists }
+
+// Get reads one record; a missing one is ErrNotFound.
+func (s *Store) Get(ctx context.Context, id string) (*Record, error) {
+	snap, err := s.doc(id).Get(ctx)
+	if status.Code(err) == codes.NotFound {
+		return nil, ErrNotFound
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read session %s: %w", id, err)
+	}
+	var r Record
+	if err := snap.DataTo(&r); err != nil {
+		return nil, fmt.Errorf("decode session %s: %w", id, err)
+	}
+	return &r, nil
+}
+
+// Move changes a session's state in a transaction, after checking the table allows it, and lets
+// mutate change other fields in the same write (mutate may refuse the move by returning an
+// error). It returns the state the session left and the record as written.
+func (s *Store) Move(ctx context.Context, id string, to Status, reason string, mutate func(*Record) error) (Status, *Record, error) {
+	var from Status
+	var out Record
+	err := s.db.RunTransaction(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
+		snap, err := tx.Get(s.doc(id))
+		if status.Code(err) == codes.NotFound {
+			return ErrNotFound
+		}
+		if err != nil {
+			return err
+		}
+		var r Record
+		if err := snap.DataTo(&r); err != nil {
+			return fmt.Errorf("decode: %w", err)
+		}
+		from = r.Status
+		if from != to && !CanMove(from, to) {
+			return &MoveError{ID: id, From: from, To: to}
+		}
+		if mutate != nil {
+			if err := mutate(&r); err != nil {
+				return err
+			}
+		}
+		r.Status, r.StatusReason = to, reason
+		r.UpdatedAt = s.now()
+		out = r
+		return tx.Set(s.doc(id), &r)
+	})
+	if err != nil {
+		return from, nil, fmt.Errorf("move session %s to %s: %w", id, to, err)
+	}
+	return from, &out, nil
+}
+
+// Touch records activity without a transaction: it is a hint for idle detection and display,
+// and a lost race only moves a timestamp.
+func (s *Store) Touch(ctx context.Context, id string, at time.Time) error {
+	_, err := s.doc(id).Update(ctx, []firestore.Update{{Path: "last_active_at", Value: at}})
+	if err != nil {
+		return fmt.Errorf("touch session %s: %w", id, err)
+	}
+	return nil
+}
+
+// ListByOwner returns an owner's sessions (every owner's when owner is ""), newest first,
+// without deleted ones, at most limit.
+func (s *Store) ListByOwner(ctx context.Context, owner string, limit int) ([]*Record, error) {
+	q := s.db.Collection(Collection).Query
+	if owner != "" {
+		q = q.Where("owner_user_id", "==", owner)
+	}
+	var shown []string
+	for _, st := range Statuses() {
+		if st != Deleted {
+			shown = append(shown, string(st))
+		}
+	}
+	// An "in" filter rather than "!= deleted" so that created_at can lead the ordering.
+	q = q.Where("status", "in", shown).OrderBy("created_at", firestore.Desc)
+	return s.list(ctx, q.Limit(limit))
+}
+
+// ListByHost returns the sessions placed on a host that are in one of the given states.
+func (s *Store) ListByHost(ctx context.Context, hostID string, in ...Status) ([]*Record, error) {
+	states := make([]string, len(in))
+	for i, st := range in {
+		states[i] = string(st)
+	}
+	return s.list(ctx, s.db.Collection(Collection).Where("host_id", "==", hostID).Where("status", "in", states))
+}
+
+func (s *Store) list(ctx context.Context, q firestore.Query) ([]*Record, error) {
+	recs, err := store.All[Record](q.Documents(ctx))
+	if err != nil {
+		return nil, fmt.Errorf("list sessions: %w", err)
+	}
+	out := make([]*Record, len(recs))
+	for i := range recs {
+		out[i] = &recs[i]
+	}
+	return out, nil
+}
+
+// Checkpoint is one snapshot of a session, as `sessions/{id}/checkpoints/{snapshot_id}`: the host
+// writes it after the snapshot's manifest is stored, so a checkpoint listed is one that restores.
+type Checkpoint struct {
+	SnapshotID string    `firestore:"snapshot_id"`
+	Version    int64     `firestore:"version"`
+	SizeBytes  int64     `firestore:"size_bytes"`
+	CreatedAt  time.Time `firestore:"created_at"`
+	// EventsCursor is the idx of the last event written before the snapshot.
+	EventsCursor int64 `firestore:"events_cursor"`
+	// Chunks is how many content chunks the snapshot's files are made of.
+	Chunks int    `firestore:"chunks"`
+	HostID string `firestore:"host_id"`
+}
+
+// Artifact is a file a session published, as `sessions/{id}/artifacts/{artifact_id}`; its bytes
+// are in the blob store under BlobKey.
+type Artifact struct {
+	ID        string    `firestore:"id"`
+	Path      string    `firestore:"path"`
+	FileName  string    `firestore:"file_name"`
+	MediaType string    `firestore:"media_type"`
+	SizeBytes int64     `firestore:"size_bytes"`
+	SHA256    string    `firestore:"sha256"`
+	Caption   string    `firestore:"caption"`
+	BlobKey   string    `firestore:"blob_key"`
+	CreatedAt time.Time `firestore:"created_at"`
+}
+
+// AddCheckpoint records a snapshot of session id and makes it the one a resume starts from.
+func (s *Store) AddCheckpoint(ctx context.Context, id string, c Checkpoint) error {
+	batch := s.db.Batch()
+	batch.Set(s.doc(id).Collection("checkpoints").Doc(c.SnapshotID), c)
+	batch.Update(s.doc(id), []firestore.Update{{Path: "latest_snapshot_id", Value: c.SnapshotID}})
+	if _, err := batch.Commit(ctx); err != nil {
+		return fmt.Errorf("record checkpoint %s of session %s: %w", c.SnapshotID, id, err)
+	}
+	return nil
+}
+
+// Checkpoints lists a session's checkpoints, newest first, at most limit.
+func (s *Store) Checkpoints(ctx context.Context, id string, limit int) ([]Checkpoint, error) {
+	q := s.doc(id).Collection("checkpoints").OrderBy("version", firestore.Desc).Limit(limit)
+	out, err := store.All[Checkpoint](q.Documents(ctx))
+	if err != nil {
+		return nil, fmt.Errorf("list checkpoints of session %s: %w", id, err)
+	}
+	return out, nil
+}
+
+// AddArtifact records a published artifact of session id.
+func (s *Store) AddArtifact(ctx context.Context, id string, a Artifact) error {
+	if _, err := s.doc(id).Collection("artifacts").Doc(a.ID).Create(ctx, a); err != nil {
+		return fmt.Errorf("record artifact %s of session %s: %w", a.ID, id, err)
+	}
+	return nil
+}
+
+// Artifact reads one artifact record; a missing one is ErrNotFound.
+func (s *Store) Artifact(ctx context.Context, id, artifactID string) (*Artifact, error) {
+	snap, err := s.doc(id).Collection("artifacts").Doc(artifactID).Get(ctx)
+	if status.Code(err) == codes.NotFound {
+		return nil, ErrNotFound
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read artifact %s: %w", artifactID, err)
+	}
+	var a Artifact
+	if err := snap.DataTo(&a); err != nil {
+		return nil, fmt.Errorf("decode artifact %s: %w", artifactID, err)
+	}
+	return &a, nil
+}
