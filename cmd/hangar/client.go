@@ -21,9 +21,9 @@ import (
 // defaultURL is where `hangar dev` serves by default.
 const defaultURL = "http://127.0.0.1:8080"
 
-// addClientCommands adds the API client commands (tasks, profiles, keys).
+// addClientCommands adds the API client commands (tasks, profiles, keys, sessions).
 func addClientCommands(root *cobra.Command) {
-	root.AddCommand(newTasksCmd(), newProfilesCmd(), newKeysCmd())
+	root.AddCommand(newTasksCmd(), newProfilesCmd(), newKeysCmd(), newSessionsCmd())
 }
 
 // clientFlags are the persistent flags every client command group has.
@@ -82,12 +82,24 @@ func usageArgs(check cobra.PositionalArgs) cobra.PositionalArgs {
 // apiClient is what one run of a client command needs: the service clients, a context bounded
 // by --timeout, and where and how to print.
 type apiClient struct {
-	ctx      context.Context
-	tasks    appv1connect.TaskServiceClient
-	profiles appv1connect.ProfileServiceClient
-	keys     appv1connect.ApiKeyServiceClient
-	out      io.Writer
-	json     bool
+	ctx context.Context
+	// unbounded is ctx without the --timeout deadline, for calls that last as long as their
+	// work does (see withoutDeadline).
+	unbounded context.Context
+	tasks     appv1connect.TaskServiceClient
+	profiles  appv1connect.ProfileServiceClient
+	keys      appv1connect.ApiKeyServiceClient
+	sessions  appv1connect.SessionServiceClient
+	out       io.Writer
+	json      bool
+}
+
+// withoutDeadline is c for streaming commands (exec, cp, events --follow): the --timeout
+// deadline is for unary calls, and would cut a long command or download short.
+func (c *apiClient) withoutDeadline() *apiClient {
+	u := *c
+	u.ctx = c.unbounded
+	return &u
 }
 
 // run makes a command's RunE: it connects as the flags say, runs fn, and turns fn's error into
@@ -108,25 +120,41 @@ func (f *clientFlags) run(fn func(c *apiClient, cmd *cobra.Command, args []strin
 		base := strings.TrimRight(f.url, "/") + "/rpc"
 		opts := connect.WithInterceptors(apiKeyInterceptor(key))
 		c := &apiClient{
-			ctx:      ctx,
-			tasks:    appv1connect.NewTaskServiceClient(http.DefaultClient, base, opts),
-			profiles: appv1connect.NewProfileServiceClient(http.DefaultClient, base, opts),
-			keys:     appv1connect.NewApiKeyServiceClient(http.DefaultClient, base, opts),
-			out:      cmd.OutOrStdout(),
-			json:     f.json,
+			ctx:       ctx,
+			unbounded: cmd.Context(),
+			tasks:     appv1connect.NewTaskServiceClient(http.DefaultClient, base, opts),
+			profiles:  appv1connect.NewProfileServiceClient(http.DefaultClient, base, opts),
+			keys:      appv1connect.NewApiKeyServiceClient(http.DefaultClient, base, opts),
+			sessions:  appv1connect.NewSessionServiceClient(http.DefaultClient, base, opts),
+			out:       cmd.OutOrStdout(),
+			json:      f.json,
 		}
 		return cliError(fn(c, cmd, args), f.url)
 	}
 }
 
-// apiKeyInterceptor sends key in the x-api-key header of every request.
-func apiKeyInterceptor(key string) connect.UnaryInterceptorFunc {
-	return func(next connect.UnaryFunc) connect.UnaryFunc {
-		return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
-			req.Header().Set("x-api-key", key)
-			return next(ctx, req)
-		}
+// apiKeyInterceptor is the API key that a client sends in the x-api-key header of every
+// request, unary and streaming.
+type apiKeyInterceptor string
+
+func (key apiKeyInterceptor) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
+	return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
+		req.Header().Set("x-api-key", string(key))
+		return next(ctx, req)
 	}
+}
+
+func (key apiKeyInterceptor) WrapStreamingClient(next connect.StreamingClientFunc) connect.StreamingClientFunc {
+	return func(ctx context.Context, spec connect.Spec) connect.StreamingClientConn {
+		conn := next(ctx, spec)
+		conn.RequestHeader().Set("x-api-key", string(key))
+		return conn
+	}
+}
+
+// WrapStreamingHandler leaves handlers alone: the key is a client's to send.
+func (apiKeyInterceptor) WrapStreamingHandler(next connect.StreamingHandlerFunc) connect.StreamingHandlerFunc {
+	return next
 }
 
 // call sends one request with c's context and returns the response message.

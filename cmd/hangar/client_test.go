@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -27,16 +28,21 @@ import (
 
 const testKey = "hgr_test_secret"
 
-// fakeAPI serves the task, profile and API key services on 127.0.0.1. It records every request
-// and answers with the reply set for the procedure, or else with an empty response.
+// fakeAPI serves the task, profile, API key and session services on 127.0.0.1. It records every
+// request (each message of a stream) and answers a unary call with the reply set for the
+// procedure, or else with an empty response, and a streaming call with its stream handler.
 type fakeAPI struct {
 	url     string
 	mu      sync.Mutex
 	calls   []fakeCall
 	replies map[string]connect.AnyResponse
+	streams map[string]fakeStream
 	errs    map[string]error
 	hang    bool // wait for the caller to give up instead of answering
 }
+
+// fakeStream answers one streaming call: it receives the requests and sends the responses.
+type fakeStream func(ctx context.Context, conn connect.StreamingHandlerConn) error
 
 type fakeCall struct {
 	procedure string
@@ -48,8 +54,8 @@ func newFakeAPI(t *testing.T) *fakeAPI {
 	t.Helper()
 	t.Setenv("HANGAR_URL", "")
 	t.Setenv("HANGAR_API_KEY", "")
-	f := &fakeAPI{replies: map[string]connect.AnyResponse{}, errs: map[string]error{}}
-	opt := connect.WithInterceptors(connect.UnaryInterceptorFunc(f.intercept))
+	f := &fakeAPI{replies: map[string]connect.AnyResponse{}, streams: map[string]fakeStream{}, errs: map[string]error{}}
+	opt := connect.WithInterceptors(fakeInterceptor{f})
 	mux := http.NewServeMux()
 	for _, mount := range []func() (string, http.Handler){
 		func() (string, http.Handler) {
@@ -60,6 +66,9 @@ func newFakeAPI(t *testing.T) *fakeAPI {
 		},
 		func() (string, http.Handler) {
 			return appv1connect.NewApiKeyServiceHandler(appv1connect.UnimplementedApiKeyServiceHandler{}, opt)
+		},
+		func() (string, http.Handler) {
+			return appv1connect.NewSessionServiceHandler(appv1connect.UnimplementedSessionServiceHandler{}, opt)
 		},
 	} {
 		path, h := mount()
@@ -93,6 +102,71 @@ func (f *fakeAPI) intercept(_ connect.UnaryFunc) connect.UnaryFunc {
 	}
 }
 
+// fakeInterceptor records and answers the calls to f, unary (see intercept) and streaming.
+type fakeInterceptor struct{ f *fakeAPI }
+
+func (i fakeInterceptor) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
+	return i.f.intercept(next)
+}
+
+func (fakeInterceptor) WrapStreamingClient(next connect.StreamingClientFunc) connect.StreamingClientFunc {
+	return next
+}
+
+// WrapStreamingHandler answers with the error or the stream handler set for the procedure, or
+// else as the unimplemented service does.
+func (i fakeInterceptor) WrapStreamingHandler(next connect.StreamingHandlerFunc) connect.StreamingHandlerFunc {
+	return func(ctx context.Context, conn connect.StreamingHandlerConn) error {
+		proc := conn.Spec().Procedure
+		i.f.mu.Lock()
+		handle, err := i.f.streams[proc], i.f.errs[proc]
+		i.f.mu.Unlock()
+		conn = recordingConn{conn, i.f}
+		if err != nil {
+			return err
+		}
+		if handle == nil {
+			return next(ctx, conn)
+		}
+		return handle(ctx, conn)
+	}
+}
+
+// recordingConn records each message the fake receives on a stream as a call.
+type recordingConn struct {
+	connect.StreamingHandlerConn
+	f *fakeAPI
+}
+
+func (c recordingConn) Receive(msg any) error {
+	if err := c.StreamingHandlerConn.Receive(msg); err != nil {
+		return err
+	}
+	c.f.mu.Lock()
+	defer c.f.mu.Unlock()
+	c.f.calls = append(c.f.calls, fakeCall{c.Spec().Procedure, c.RequestHeader().Clone(), proto.Clone(msg.(proto.Message))})
+	return nil
+}
+
+// serve makes the fake answer each call of the streaming procedure with handle.
+func (f *fakeAPI) serve(procedure string, handle fakeStream) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.streams[procedure] = handle
+}
+
+// serveStream makes the fake answer each call of the server-streaming procedure with handle,
+// which gets the call's request and sends responses with send.
+func serveStream[Req, Res any](f *fakeAPI, procedure string, handle func(ctx context.Context, req *Req, send func(*Res) error) error) {
+	f.serve(procedure, func(ctx context.Context, conn connect.StreamingHandlerConn) error {
+		req := new(Req)
+		if err := conn.Receive(req); err != nil {
+			return err
+		}
+		return handle(ctx, req, func(res *Res) error { return conn.Send(res) })
+	})
+}
+
 // reply makes the fake answer procedure with msg.
 func reply[T any](f *fakeAPI, procedure string, msg *T) {
 	f.mu.Lock()
@@ -100,9 +174,9 @@ func reply[T any](f *fakeAPI, procedure string, msg *T) {
 	f.replies[procedure] = connect.NewResponse(msg)
 }
 
-// request is the one request the fake got for procedure.
-func (f *fakeAPI) request(t *testing.T, procedure string) fakeCall {
-	t.Helper()
+// requests is every request the fake got for procedure, in order: one per unary call, one per
+// message of a stream.
+func (f *fakeAPI) requests(procedure string) []fakeCall {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	var found []fakeCall
@@ -111,6 +185,13 @@ func (f *fakeAPI) request(t *testing.T, procedure string) fakeCall {
 			found = append(found, c)
 		}
 	}
+	return found
+}
+
+// request is the one request the fake got for procedure.
+func (f *fakeAPI) request(t *testing.T, procedure string) fakeCall {
+	t.Helper()
+	found := f.requests(procedure)
 	if len(found) != 1 {
 		t.Fatalf("%s was called %d times, want once (calls: %v)", procedure, len(found), f.calls)
 	}
@@ -166,7 +247,12 @@ func (f *fakeAPI) run(t *testing.T, args ...string) result {
 // runWithInput is run with stdin as standard input.
 func (f *fakeAPI) runWithInput(t *testing.T, stdin string, args ...string) result {
 	t.Helper()
-	return runHangar(t, stdin, append(args, "--url", f.url, "--api-key", testKey)...)
+	// Before any "--": what follows it are arguments, such as the command exec runs.
+	dash := slices.Index(args, "--")
+	if dash < 0 {
+		dash = len(args)
+	}
+	return runHangar(t, stdin, slices.Concat(args[:dash], []string{"--url", f.url, "--api-key", testKey}, args[dash:])...)
 }
 
 // mustRun is run for a command that has to succeed.
