@@ -143,6 +143,33 @@ func (r *Root) Create(p string, mode os.FileMode) (*Upload, error) {
 	return &Upload{File: os.NewFile(uintptr(fd), p), parent: parent, tmp: tmp, name: name}, nil
 }
 
+// MkdirAll makes the sandbox directory p and any missing parents with perm, as mkdir -p does.
+// Each level is made inside its parent opened under the root, so a symlink on the way is
+// followed only as far as the sandbox reaches.
+func (r *Root) MkdirAll(p string, perm os.FileMode) error {
+	rel, err := Clean(p)
+	if err != nil {
+		return err
+	}
+	if rel == "." {
+		return nil
+	}
+	parent := "."
+	for _, name := range strings.Split(rel, "/") {
+		dir, err := r.openat(parent, unix.O_DIRECTORY|unix.O_PATH, 0)
+		if err != nil {
+			return err
+		}
+		err = unix.Mkdirat(int(dir.Fd()), name, uint32(perm.Perm()))
+		dir.Close()
+		if err != nil && !errors.Is(err, unix.EEXIST) {
+			return &os.PathError{Op: "mkdir", Path: "/" + path.Join(parent, name), Err: err}
+		}
+		parent = path.Join(parent, name)
+	}
+	return nil
+}
+
 func cmpDot(dir string) string {
 	if dir = strings.TrimSuffix(dir, "/"); dir == "" {
 		return "."

@@ -134,3 +134,34 @@ func TestUploadsReplaceAtomicallyAndKeepTheirMode(t *testing.T) {
 		t.Fatalf("missing parent: %v", err)
 	}
 }
+
+func TestMkdirAllStaysInsideTheRoot(t *testing.T) {
+	dir := t.TempDir()
+	outside := t.TempDir()
+	if err := os.Symlink(outside, filepath.Join(dir, "out")); err != nil {
+		t.Fatal(err)
+	}
+	root, err := sandboxfs.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer root.Close()
+	for _, p := range []string{"/a/b/c", "/a/b/c"} {
+		if err := root.MkdirAll(p, 0o755); err != nil {
+			t.Fatalf("MkdirAll(%s): %v", p, err)
+		}
+	}
+	// The absolute symlink resolves inside the root, where its target does not exist.
+	if err := root.MkdirAll("/out/x/y", 0o755); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("MkdirAll through a symlink pointing out = %v, want not exist", err)
+	}
+	if fi, err := os.Stat(filepath.Join(dir, "a", "b", "c")); err != nil || !fi.IsDir() {
+		t.Fatalf("a/b/c not made: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(outside, "x")); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("MkdirAll followed a symlink out of the root: %v", err)
+	}
+	if err := root.MkdirAll("/a/../b", 0o755); !errors.Is(err, sandboxfs.ErrBadPath) {
+		t.Fatalf("MkdirAll with '..' = %v, want ErrBadPath", err)
+	}
+}

@@ -261,3 +261,14 @@ func (s *Store) Artifact(ctx context.Context, id, artifactID string) (*Artifact,
 	}
 	return &a, nil
 }
+
+// EnvOwner is what a session's sealed environment is bound to: sealed for one session, it opens
+// for no other.
+func EnvOwner(id string) string { return Collection + "/" + id }
+
+// ArtifactPrefix is where a session's artifacts live in the blob store; ArtifactKey is one of
+// them.
+func ArtifactPrefix(session string) string { return "artifacts/" + session + "/" }
+
+// ArtifactKey is where one artifact's bytes live in the blob store.
+func ArtifactKey(session, artifact string) string { return ArtifactPrefix(session) + artifact }

@@ -13,6 +13,10 @@ type CowState struct {
 	// the next snapshot reads exactly these.
 	DirtyFiles int
 	DirtyBytes int64
+	// DirtyChunks estimates the chunks the next snapshot will cut from the dirty files: one for
+	// a file under the minimum chunk size, else its size over the average chunk size. The true
+	// count needs the content, which CowState does not read.
+	DirtyChunks int
 	// Deleted counts entries of the base that are gone from the upper dir.
 	Deleted int
 	// BaseChunks is the number of distinct chunks of the base, BaseChunksCached how many of
@@ -42,6 +46,7 @@ func (s *Store) CowState(upperDir string, base *Manifest) (CowState, error) {
 		if !unchanged(prev[e.Path], e) {
 			cs.DirtyFiles++
 			cs.DirtyBytes += e.Size
+			cs.DirtyChunks += s.estimateChunks(e.Size)
 		}
 	}
 	if base == nil {
@@ -63,4 +68,12 @@ func (s *Store) CowState(upperDir string, base *Manifest) (CowState, error) {
 		}
 	}
 	return cs, nil
+}
+
+// estimateChunks is how many chunks a file of size bytes is likely cut into.
+func (s *Store) estimateChunks(size int64) int {
+	if size < int64(s.opts.MinChunkSize) {
+		return 1
+	}
+	return int((size + int64(s.opts.AvgChunkSize) - 1) / int64(s.opts.AvgChunkSize))
 }

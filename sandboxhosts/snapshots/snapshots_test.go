@@ -475,7 +475,7 @@ func TestCowStateCountsDirtyFilesWithoutReading(t *testing.T) {
 	must(t, os.RemoveAll(filepath.Join(s.cacheDir, "chunks")))
 	cs, err = s.CowState(upper, base)
 	must(t, err)
-	want := CowState{Files: 3, Bytes: 100<<10 + 7 + 5, DirtyFiles: 2, DirtyBytes: 12, Deleted: 1, BaseChunks: cs.BaseChunks}
+	want := CowState{Files: 3, Bytes: 100<<10 + 7 + 5, DirtyFiles: 2, DirtyBytes: 12, DirtyChunks: 2, Deleted: 1, BaseChunks: cs.BaseChunks}
 	if cs != want {
 		t.Errorf("cow state = %+v, want %+v", cs, want)
 	}
