@@ -317,3 +317,28 @@ func (p *parentCache) close() {
 		p.fd = -1
 	}
 }
+
+// Adopt returns a copy of m, just restored into dir, whose files carry dir's inode identity, so
+// that a CowState or Snapshot on top of it finds them unchanged instead of re-reading every
+// file the restore wrote. Call it right after Restore, before anything else writes to dir.
+func (s *Store) Adopt(m *Manifest, dir string) (*Manifest, error) {
+	entries, _, err := scan(dir, false)
+	if err != nil {
+		return nil, fmt.Errorf("adopt %s in %s: %w", m.ID, dir, err)
+	}
+	local := make(map[RawString]*Entry, len(entries))
+	for i := range entries {
+		if e := &entries[i]; e.Type == TypeFile {
+			local[e.Path] = e
+		}
+	}
+	out := *m
+	out.Entries = slices.Clone(m.Entries)
+	for i := range out.Entries {
+		e := &out.Entries[i]
+		if cur := local[e.Path]; e.Type == TypeFile && cur != nil && cur.Size == e.Size && cur.MtimeNs == e.MtimeNs {
+			e.Dev, e.Ino, e.CtimeNs = cur.Dev, cur.Ino, cur.CtimeNs
+		}
+	}
+	return &out, nil
+}

@@ -532,3 +532,32 @@ func TestFiftySnapshotRestoreCyclesStayIdentical(t *testing.T) {
 		base = m
 	}
 }
+
+func TestAdoptedRestoreIsCleanUntilChanged(t *testing.T) {
+	requireRoot(t)
+	ctx := context.Background()
+	s := NewStore(memblob.OpenBucket(nil), t.TempDir(), smallChunks)
+	upper := t.TempDir()
+	writeFile(t, filepath.Join(upper, "a"), randomBytes(100<<10), 0o644)
+	writeFile(t, filepath.Join(upper, "b"), []byte("small"), 0o600)
+	m, _, err := s.Snapshot(ctx, upper, nil, meta)
+	must(t, err)
+	restored := t.TempDir()
+	_, err = s.Restore(ctx, m, restored)
+	must(t, err)
+	if cs, _ := s.CowState(restored, m); cs.DirtyFiles != 2 {
+		t.Fatalf("a fresh restore against the original manifest has %d dirty files; the test assumes new inodes", cs.DirtyFiles)
+	}
+	adopted, err := s.Adopt(m, restored)
+	must(t, err)
+	if cs, _ := s.CowState(restored, adopted); cs.DirtyFiles != 0 || cs.Deleted != 0 {
+		t.Fatalf("cow state right after an adopted restore = %+v, want clean", cs)
+	}
+	writeFile(t, filepath.Join(restored, "b"), []byte("SMALL"), 0o600)
+	if cs, _ := s.CowState(restored, adopted); cs.DirtyFiles != 1 {
+		t.Fatalf("after one change: %+v", cs)
+	}
+	if _, st, err := s.Snapshot(ctx, restored, adopted, meta); err != nil || st.FilesRead != 1 || st.FilesReused != 1 {
+		t.Fatalf("snapshot on the adopted base read %d files, reused %d (%v); want 1 and 1", st.FilesRead, st.FilesReused, err)
+	}
+}

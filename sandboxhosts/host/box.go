@@ -1,0 +1,338 @@
+package host
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	goruntime "runtime"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/hangar-dev/hangar/functions/platform/apierr"
+	"github.com/hangar-dev/hangar/sandboxhosts/eventlog"
+	"github.com/hangar-dev/hangar/sandboxhosts/images"
+	"github.com/hangar-dev/hangar/sandboxhosts/runtime"
+	"github.com/hangar-dev/hangar/sandboxhosts/sandboxfs"
+	"github.com/hangar-dev/hangar/sandboxhosts/sessions"
+	"github.com/hangar-dev/hangar/sandboxhosts/snapshots"
+	"github.com/hangar-dev/hangar/sandboxhosts/supervisor"
+)
+
+// Where the supervisor lives inside every sandbox. The run dir is a host directory bind-mounted
+// read-write so the host reaches the supervisor's socket without entering the sandbox.
+const (
+	supervisorPath = "/.hangar/bin/supervisor"
+	runMount       = "/.hangar/run"
+	socketName     = "supervisor.sock"
+)
+
+// readyTimeout bounds how long a new sandbox's supervisor may take to answer.
+const readyTimeout = 15 * time.Second
+
+// box is one session's sandbox on this host.
+type box struct {
+	session string
+	// mu serialises what changes the sandbox as a whole: start, snapshot, evict, delete.
+	mu sync.Mutex
+
+	// Set once by start, before ready; read freely after.
+	sb     *runtime.Sandbox
+	sup    *supervisor.Client
+	root   *sandboxfs.Root
+	events *eventlog.Writer
+	runDir string
+	digest string
+	ready  atomic.Bool
+	// ctx lives as long as the sandbox, for work that outlasts a request.
+	ctx    context.Context
+	cancel context.CancelFunc
+
+	// manifest is the latest checkpoint, the base of the next one; guarded by mu.
+	manifest *snapshots.Manifest
+	// status is the session's state as this host last set it; guarded by mu.
+	status sessions.Status
+	// idle mirrors status == idle for the exec path, which must not wait for mu.
+	idle atomic.Bool
+	// lastActive is the last exec, attach or file operation (unix nanos); touched is the last
+	// value written to the session record.
+	lastActive atomic.Int64
+	touched    int64
+}
+
+// emit appends an event to the session's log.
+func (b *box) emit(kind string, payload any) {
+	js, err := json.Marshal(payload)
+	if err != nil {
+		js = []byte("{}")
+	}
+	b.events.Append(eventlog.Event{Kind: kind, PayloadJSON: string(js), Durable: true})
+}
+
+// live returns the session's ready sandbox on this host.
+func (h *Host) live(id string) (*box, error) {
+	h.mu.Lock()
+	b := h.boxes[id]
+	h.mu.Unlock()
+	if b == nil || !b.ready.Load() {
+		return nil, apierr.FailedPrecondition("session %s has no sandbox on host %s", id, h.id)
+	}
+	return b, nil
+}
+
+// claim returns the session's box, making an empty one when there is none, with its mu held.
+func (h *Host) claim(id string) *box {
+	h.mu.Lock()
+	b := h.boxes[id]
+	if b == nil {
+		b = &box{session: id}
+		h.boxes[id] = b
+	}
+	h.mu.Unlock()
+	b.mu.Lock()
+	return b
+}
+
+// drop forgets a box that is no longer the session's.
+func (h *Host) drop(b *box) {
+	h.mu.Lock()
+	if h.boxes[b.session] == b {
+		delete(h.boxes, b.session)
+	}
+	h.mu.Unlock()
+}
+
+// touch records activity on the sandbox and wakes an idle session.
+func (h *Host) touch(ctx context.Context, b *box) {
+	b.lastActive.Store(h.clock.Now().UnixNano())
+	if !b.idle.Load() {
+		return
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.status == sessions.Idle {
+		if err := h.move(ctx, b, sessions.Running, "active again", nil); err != nil {
+			h.log.Warn("wake idle session", "session", b.session, "err", err)
+		}
+	}
+}
+
+// move changes the session's state in its record and logs the change; b.mu must be held.
+func (h *Host) move(ctx context.Context, b *box, to sessions.Status, reason string, mutate func(*sessions.Record) error) error {
+	from, _, err := h.store.Move(ctx, b.session, to, reason, mutate)
+	var me *sessions.MoveError
+	if errors.As(err, &me) {
+		return apierr.FailedPrecondition("%s", me.Error())
+	}
+	if err != nil {
+		return fmt.Errorf("move session %s to %s: %w", b.session, to, err)
+	}
+	b.status = to
+	b.idle.Store(to == sessions.Idle)
+	if b.events != nil {
+		b.emit(eventlog.KindSessionStatus, map[string]string{"from": string(from), "to": string(to), "reason": reason})
+	}
+	return nil
+}
+
+// start creates the session's sandbox from its image, over the files of manifest when resuming,
+// and waits for its supervisor. On error everything it made is gone again.
+func (h *Host) start(ctx context.Context, b *box, rec *sessions.Record, env map[string]string, manifest *snapshots.Manifest) (err error) {
+	img, err := h.images.Pull(ctx, rec.ImageURI)
+	if err != nil {
+		return apierr.InvalidArgument("image_uri", fmt.Sprintf("cannot use image %s: %v", rec.ImageURI, err))
+	}
+	id := newSandboxID()
+	dir := filepath.Join(h.boxDir, id)
+	runDir := filepath.Join(h.runDir, id)
+	defer func() {
+		if err != nil {
+			_ = os.RemoveAll(runDir)
+			_ = os.RemoveAll(dir)
+		}
+	}()
+	if err := os.MkdirAll(runDir, 0o700); err != nil {
+		return err
+	}
+	if manifest != nil {
+		upper := filepath.Join(dir, "upper")
+		if err := os.MkdirAll(upper, 0o755); err != nil {
+			return err
+		}
+		if _, err := h.snaps.Restore(ctx, manifest, upper); err != nil {
+			return fmt.Errorf("restore checkpoint %s: %w", manifest.ID, err)
+		}
+		if manifest, err = h.snaps.Adopt(manifest, upper); err != nil {
+			return err
+		}
+	}
+	sb, err := h.driver.Create(ctx, runtime.Spec{
+		ID:        id,
+		Dir:       dir,
+		LowerDirs: img.LowerDirs,
+		Init:      []string{supervisorPath, "--socket", runMount + "/" + socketName},
+		Env:       sandboxEnv(img.Config.Env, env),
+		Cwd:       img.Config.WorkingDir,
+		Hostname:  hostname(rec.ID),
+		Mounts: []runtime.Mount{
+			{Source: h.opts.Supervisor, Destination: supervisorPath, ReadOnly: true},
+			{Source: runDir, Destination: runMount},
+		},
+		Resources: h.resources(img.Config.SuggestedResources),
+	})
+	if err != nil {
+		return fmt.Errorf("create sandbox: %w", err)
+	}
+	defer func() {
+		if err != nil {
+			if rerr := sb.Remove(context.WithoutCancel(ctx)); rerr != nil {
+				h.log.Error("remove failed sandbox", "sandbox", id, "err", rerr)
+			}
+		}
+	}()
+	sup := supervisor.Dial(socketPath(h.runDir, id))
+	readyCtx, cancel := context.WithTimeout(ctx, readyTimeout)
+	defer cancel()
+	if _, err := sup.WaitReady(readyCtx); err != nil {
+		return fmt.Errorf("sandbox %s did not start its supervisor: %w (see %s)", id, err, sb.LogPath())
+	}
+	root, err := sandboxfs.Open(sb.RootFS())
+	if err != nil {
+		return err
+	}
+	events, err := eventlog.OpenWriter(ctx, h.opts.DB, rec.ID, eventlog.WriterOptions{Now: h.clock.Now})
+	if err != nil {
+		root.Close()
+		return err
+	}
+	b.sb, b.sup, b.root, b.events, b.runDir, b.digest = sb, sup, root, events, runDir, img.Digest
+	b.manifest, b.status = manifest, rec.Status
+	b.ctx, b.cancel = context.WithCancel(context.WithoutCancel(ctx))
+	b.lastActive.Store(h.clock.Now().UnixNano())
+	return nil
+}
+
+// teardown stops and removes the sandbox and closes its log; the box is no longer served.
+func (h *Host) teardown(ctx context.Context, b *box) error {
+	b.ready.Store(false)
+	h.drop(b)
+	if b.cancel != nil {
+		b.cancel()
+	}
+	var errs []error
+	if b.events != nil {
+		errs = append(errs, b.events.Close(ctx))
+	}
+	if b.root != nil {
+		errs = append(errs, b.root.Close())
+	}
+	if b.sb != nil {
+		errs = append(errs, b.sb.Remove(ctx))
+	}
+	if b.runDir != "" {
+		errs = append(errs, os.RemoveAll(b.runDir))
+	}
+	return errors.Join(errs...)
+}
+
+// resources are a sandbox's cgroup limits: what its image suggests, else the host's defaults.
+func (h *Host) resources(s images.Resources) runtime.Resources {
+	r := runtime.Resources{CPUs: h.opts.Config.SandboxCPUs, MemoryBytes: h.opts.Config.SandboxMemoryBytes, Pids: h.opts.Config.SandboxPids}
+	if s.CPUs > 0 {
+		r.CPUs = s.CPUs
+	}
+	if s.MemoryMB > 0 {
+		r.MemoryBytes = s.MemoryMB << 20
+	}
+	if s.Pids > 0 {
+		r.Pids = s.Pids
+	}
+	return r
+}
+
+// sandboxEnv is the image's environment with the session's on top, in a stable order.
+func sandboxEnv(image []string, session map[string]string) []string {
+	out := slices.Clone(image)
+	keys := make([]string, 0, len(session))
+	for k := range session {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		out = append(out, k+"="+session[k])
+	}
+	return out
+}
+
+// hostname is the sandbox's hostname: the session id, cut to what uts allows.
+func hostname(session string) string {
+	if len(session) > 63 {
+		return session[:63]
+	}
+	return session
+}
+
+// newSandboxID is a short container id: short because the socket path embeds it.
+func newSandboxID() string { return "sbx-" + randomHex(6) }
+
+func socketPath(runDir, sandboxID string) string {
+	return filepath.Join(runDir, sandboxID, socketName)
+}
+
+func goruntimeCPUs() int { return goruntime.NumCPU() }
+
+func memoryBytes() int64 {
+	var si unix.Sysinfo_t
+	if err := unix.Sysinfo(&si); err != nil {
+		return 0
+	}
+	return int64(si.Totalram) * int64(si.Unit)
+}
+
+// sweepIdle moves sessions quiet for IdleAfter to idle and evicts those idle past
+// EvictIdleAfter, and writes the last activity of active ones to their records.
+func (h *Host) sweepIdle(ctx context.Context) {
+	now := h.clock.Now()
+	for _, b := range h.all() {
+		if !b.ready.Load() {
+			continue
+		}
+		health, err := b.sup.Ping(ctx)
+		if err != nil {
+			h.log.Warn("ping supervisor", "session", b.session, "err", err)
+			continue
+		}
+		last := time.Unix(0, b.lastActive.Load())
+		if t, err := time.Parse(time.RFC3339Nano, health.LastActivity); err == nil && t.After(last) {
+			last = t
+			b.lastActive.Store(t.UnixNano())
+		}
+		if last.UnixNano() > b.touched {
+			if err := h.store.Touch(ctx, b.session, last); err == nil {
+				b.touched = last.UnixNano()
+			}
+		}
+		quiet := now.Sub(last)
+		switch {
+		case health.Running > 0:
+		case b.idle.Load() && h.opts.Config.EvictIdleAfter > 0 && quiet >= h.opts.Config.EvictIdleAfter:
+			if _, err := h.evict(ctx, b, true, "idle"); err != nil {
+				h.log.Error("evict idle session", "session", b.session, "err", err)
+			}
+		case !b.idle.Load() && quiet >= h.opts.Config.IdleAfter:
+			b.mu.Lock()
+			if b.status == sessions.Running {
+				if err := h.move(ctx, b, sessions.Idle, fmt.Sprintf("quiet for %s", quiet.Round(time.Second)), nil); err != nil {
+					h.log.Warn("idle session", "session", b.session, "err", err)
+				}
+			}
+			b.mu.Unlock()
+		}
+	}
+}

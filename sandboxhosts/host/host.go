@@ -1,0 +1,320 @@
+// Package host is a sandbox host: the long-running service that owns the sandboxes placed on
+// one machine. It serves the internal HostService the functions call, is the single writer of
+// its sessions' event logs, registers and heartbeats in the fleet, puts quiet sessions to idle
+// and evicts long-idle ones by itself, and marks the sessions of hosts that died as lost so that
+// they can be resumed elsewhere.
+package host
+
+import (
+	"cmp"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"cloud.google.com/go/firestore"
+	"connectrpc.com/connect"
+	"gocloud.dev/blob"
+
+	"github.com/hangar-dev/hangar/functions/platform/apierr"
+	"github.com/hangar-dev/hangar/functions/platform/clock"
+	"github.com/hangar-dev/hangar/functions/platform/config"
+	"github.com/hangar-dev/hangar/functions/platform/seal"
+	"github.com/hangar-dev/hangar/gen/host/v1/hostv1connect"
+	"github.com/hangar-dev/hangar/sandboxhosts/fleet"
+	"github.com/hangar-dev/hangar/sandboxhosts/hostclient"
+	"github.com/hangar-dev/hangar/sandboxhosts/images"
+	"github.com/hangar-dev/hangar/sandboxhosts/runtime"
+	"github.com/hangar-dev/hangar/sandboxhosts/sessions"
+	"github.com/hangar-dev/hangar/sandboxhosts/snapshots"
+)
+
+// Options configure a Host.
+type Options struct {
+	// ID names the host in the fleet; default: the machine's hostname and a random suffix. A host
+	// restarted with the same ID takes its leftover sessions as lost.
+	ID string
+	// Address is the URL the functions reach this host's API at.
+	Address string
+	// DataDir holds the sandboxes, the image cache and the snapshot chunk cache.
+	DataDir string
+	DB      *firestore.Client
+	// Bucket keeps snapshots and artifacts; it must be the one every host and function shares.
+	Bucket *blob.Bucket
+	// Sealer opens the sessions' sealed environments when a sandbox is resumed.
+	Sealer *seal.Sealer
+	// Supervisor is the host path of the static hangar-supervisor binary, bind-mounted read-only
+	// into every sandbox as its PID 1.
+	Supervisor string
+	// Token is the host token the functions send.
+	Token  string
+	Config config.Host
+	Limits config.Limits
+	// CgroupParent groups the sandboxes' cgroups; default "hangar".
+	CgroupParent string
+	// ImageOptions tune the image cache (registry auth, transport).
+	ImageOptions []images.Option
+	Clock        clock.Clock
+	Log          *slog.Logger
+}
+
+// Host is one running sandbox host.
+type Host struct {
+	opts    Options
+	id      string
+	clock   clock.Clock
+	log     *slog.Logger
+	driver  *runtime.Driver
+	images  *images.Cache
+	snaps   *snapshots.Store
+	store   *sessions.Store
+	fleet   *fleet.Fleet
+	runDir  string
+	boxDir  string
+	stopped chan struct{}
+
+	mu    sync.Mutex
+	boxes map[string]*box
+}
+
+// maxSocketPath is the longest unix socket path Linux accepts (sun_path less its NUL).
+const maxSocketPath = 107
+
+// New prepares a host: it removes sandboxes an earlier run of this host left behind, marks
+// their sessions lost (their checkpoints resume them), and registers in the fleet.
+func New(ctx context.Context, opts Options) (*Host, error) {
+	if opts.DB == nil || opts.Bucket == nil || opts.Sealer == nil {
+		return nil, errors.New("host: DB, Bucket and Sealer are required")
+	}
+	if opts.Address == "" || opts.DataDir == "" || opts.Token == "" {
+		return nil, errors.New("host: Address, DataDir and Token are required")
+	}
+	if _, err := os.Stat(opts.Supervisor); err != nil {
+		return nil, fmt.Errorf("host: supervisor binary: %w", err)
+	}
+	dataDir, err := filepath.Abs(opts.DataDir)
+	if err != nil {
+		return nil, fmt.Errorf("host: data dir: %w", err)
+	}
+	h := &Host{
+		opts:    opts,
+		id:      cmp.Or(opts.ID, defaultID()),
+		clock:   cmp.Or[clock.Clock](opts.Clock, clock.Real{}),
+		log:     cmp.Or(opts.Log, slog.Default()),
+		runDir:  filepath.Join(dataDir, "run"),
+		boxDir:  filepath.Join(dataDir, "sandboxes"),
+		boxes:   map[string]*box{},
+		stopped: make(chan struct{}),
+	}
+	if n := len(socketPath(h.runDir, newSandboxID())); n > maxSocketPath {
+		return nil, fmt.Errorf("host: data dir %s is too long for a unix socket path (%d > %d bytes)", dataDir, n, maxSocketPath)
+	}
+	h.log = h.log.With("host", h.id)
+	for _, dir := range []string{h.runDir, h.boxDir} {
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return nil, fmt.Errorf("host: %w", err)
+		}
+	}
+	h.driver, err = runtime.NewDriver(runtime.DriverOptions{
+		StateDir:     filepath.Join(dataDir, "runc"),
+		CgroupParent: cmp.Or(opts.CgroupParent, "hangar"),
+		// Nothing reaps orphans on every machine (PID 1 of a container host may not), so the
+		// host reaps its sandboxes' runc leftovers itself.
+		Subreaper: true,
+		DefaultResources: runtime.Resources{
+			CPUs: opts.Config.SandboxCPUs, MemoryBytes: opts.Config.SandboxMemoryBytes, Pids: opts.Config.SandboxPids,
+		},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("host: %w", err)
+	}
+	h.images, err = images.New(filepath.Join(dataDir, "images"), append([]images.Option{images.WithLogger(h.log)}, opts.ImageOptions...)...)
+	if err != nil {
+		return nil, fmt.Errorf("host: %w", err)
+	}
+	h.snaps = snapshots.NewStore(opts.Bucket, filepath.Join(dataDir, "chunks"), snapshots.Options{})
+	h.store = sessions.NewStore(opts.DB, h.clock.Now)
+	h.fleet = fleet.New(opts.DB, h.clock.Now, opts.Config.HostTimeout)
+
+	if err := h.recover(ctx); err != nil {
+		return nil, err
+	}
+	if err := h.fleet.Register(ctx, fleet.Host{
+		ID: h.id, Address: opts.Address, State: fleet.Ready,
+		CPUs: float64(goruntimeCPUs()), MemoryBytes: memoryBytes(), MaxSandboxes: opts.Config.MaxSandboxes,
+	}); err != nil {
+		return nil, fmt.Errorf("host: register: %w", err)
+	}
+	return h, nil
+}
+
+// ID is the host's fleet id.
+func (h *Host) ID() string { return h.id }
+
+// recover clears what an earlier run of this host left: its sandboxes cannot be trusted to hold
+// a consistent upper dir, so they go, and their sessions are lost until resumed.
+func (h *Host) recover(ctx context.Context) error {
+	if err := h.driver.Cleanup(ctx, nil); err != nil {
+		return fmt.Errorf("host: clean up old sandboxes: %w", err)
+	}
+	for _, dir := range []string{h.runDir, h.boxDir} {
+		entries, _ := os.ReadDir(dir)
+		for _, e := range entries {
+			_ = os.RemoveAll(filepath.Join(dir, e.Name()))
+		}
+	}
+	return h.markLost(ctx, h.id, "host "+h.id+" restarted")
+}
+
+// markLost moves every live session of a host to lost.
+func (h *Host) markLost(ctx context.Context, hostID, reason string) error {
+	recs, err := h.store.ListByHost(ctx, hostID, liveStatuses...)
+	if err != nil {
+		return fmt.Errorf("list sessions of host %s: %w", hostID, err)
+	}
+	for _, r := range recs {
+		if _, _, err := h.store.Move(ctx, r.ID, sessions.Lost, reason, nil); err != nil {
+			var me *sessions.MoveError
+			if !errors.As(err, &me) {
+				return fmt.Errorf("mark session %s lost: %w", r.ID, err)
+			}
+		}
+	}
+	return nil
+}
+
+var liveStatuses = []sessions.Status{sessions.Creating, sessions.Running, sessions.Idle, sessions.Snapshotting, sessions.Resuming}
+
+// Handler serves HostService behind the host token.
+func (h *Host) Handler() (string, http.Handler) {
+	return hostv1connect.NewHostServiceHandler(h, connect.WithInterceptors(
+		hostclient.Authorize(h.opts.Token), apierr.Interceptor(h.log),
+	))
+}
+
+// Run heartbeats, moves quiet sessions to idle, evicts long-idle ones, marks the sessions of
+// dead hosts lost and collects unreferenced snapshot chunks, until ctx ends. The heartbeat has a
+// loop of its own so that slow housekeeping can never make a healthy host look dead.
+func (h *Host) Run(ctx context.Context) {
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		every(ctx, h.opts.Config.HeartbeatInterval, func() {
+			if err := h.fleet.Heartbeat(ctx, h.id, h.count()); err != nil && ctx.Err() == nil {
+				h.log.Error("heartbeat", "err", err)
+			}
+		})
+	})
+	wg.Go(func() { every(ctx, h.opts.Config.HeartbeatInterval, func() { h.housekeep(ctx) }) })
+	wg.Go(func() {
+		every(ctx, time.Hour, func() {
+			if n, err := h.snaps.GC(ctx, time.Hour); err != nil && !errors.Is(err, snapshots.ErrBusy) && ctx.Err() == nil {
+				h.log.Error("snapshot gc", "err", err)
+			} else if n > 0 {
+				h.log.Info("snapshot gc", "chunks_deleted", n)
+			}
+		})
+	})
+	wg.Wait()
+}
+
+// every calls fn every period until ctx ends.
+func every(ctx context.Context, period time.Duration, fn func()) {
+	t := time.NewTicker(period)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			fn()
+		}
+	}
+}
+
+// housekeep is one round of idle handling and of marking dead hosts' sessions lost.
+func (h *Host) housekeep(ctx context.Context) {
+	h.sweepIdle(ctx)
+	lost, err := h.fleet.Lost(ctx)
+	if err != nil {
+		if ctx.Err() == nil {
+			h.log.Error("list lost hosts", "err", err)
+		}
+		return
+	}
+	for _, dead := range lost {
+		if err := h.markLost(ctx, dead.ID, "host "+dead.ID+" stopped heartbeating"); err != nil && ctx.Err() == nil {
+			h.log.Error("mark sessions lost", "dead_host", dead.ID, "err", err)
+		}
+	}
+}
+
+// Shutdown checkpoints and evicts every sandbox so their sessions resume elsewhere, then leaves
+// the fleet. Sessions that cannot be checkpointed in time are left to be marked lost.
+func (h *Host) Shutdown(ctx context.Context) error {
+	if err := h.fleet.SetState(ctx, h.id, fleet.Draining); err != nil {
+		h.log.Error("drain", "err", err)
+	}
+	var wg sync.WaitGroup
+	for _, b := range h.all() {
+		wg.Go(func() {
+			if _, err := h.evict(ctx, b, true, "host shutdown"); err != nil {
+				h.log.Error("evict on shutdown", "session", b.session, "err", err)
+			}
+		})
+	}
+	wg.Wait()
+	return h.fleet.SetState(ctx, h.id, fleet.Stopped)
+}
+
+// Discard removes every sandbox without checkpointing it or touching its session, as a crash
+// of the machine would: for a host being thrown away. Its sessions become lost once its
+// heartbeat times out, and resume from their last checkpoints.
+func (h *Host) Discard(ctx context.Context) error {
+	var errs []error
+	for _, b := range h.all() {
+		b.mu.Lock()
+		errs = append(errs, h.teardown(ctx, b))
+		b.mu.Unlock()
+	}
+	return errors.Join(errs...)
+}
+
+// Sandboxes counts the sandboxes this host holds.
+func (h *Host) Sandboxes() int { return h.count() }
+
+func (h *Host) count() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.boxes)
+}
+
+func (h *Host) all() []*box {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	out := make([]*box, 0, len(h.boxes))
+	for _, b := range h.boxes {
+		out = append(out, b)
+	}
+	return out
+}
+
+func defaultID() string {
+	name, err := os.Hostname()
+	if err != nil || name == "" {
+		name = "host"
+	}
+	return name + "-" + randomHex(3)
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}

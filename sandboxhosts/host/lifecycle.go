@@ -1,0 +1,285 @@
+package host
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+
+	"connectrpc.com/connect"
+
+	"github.com/hangar-dev/hangar/functions/platform/apierr"
+	"github.com/hangar-dev/hangar/functions/platform/clock"
+	hostv1 "github.com/hangar-dev/hangar/gen/host/v1"
+	appv1 "github.com/hangar-dev/hangar/gen/svc/app/v1"
+	"github.com/hangar-dev/hangar/sandboxhosts/eventlog"
+	"github.com/hangar-dev/hangar/sandboxhosts/sessions"
+	"github.com/hangar-dev/hangar/sandboxhosts/snapshots"
+)
+
+// placed reads a session record that the functions placed on this host.
+func (h *Host) placed(ctx context.Context, id string) (*sessions.Record, error) {
+	if id == "" {
+		return nil, apierr.InvalidArgument("session_id", "is required")
+	}
+	rec, err := h.store.Get(ctx, id)
+	if errors.Is(err, sessions.ErrNotFound) {
+		return nil, apierr.NotFound("session", id)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if rec.HostID != h.id {
+		return nil, apierr.FailedPrecondition("session %s is placed on host %q, not %s", id, rec.HostID, h.id)
+	}
+	return rec, nil
+}
+
+// CreateSandbox starts a new session's sandbox. A repeated call for a session already running
+// here answers with it.
+func (h *Host) CreateSandbox(ctx context.Context, req *connect.Request[hostv1.CreateSandboxRequest]) (*connect.Response[hostv1.CreateSandboxResponse], error) {
+	rec, err := h.placed(ctx, req.Msg.GetSessionId())
+	if err != nil {
+		return nil, err
+	}
+	b := h.claim(rec.ID)
+	defer b.mu.Unlock()
+	if !b.ready.Load() {
+		if rec.Status != sessions.Creating {
+			h.drop(b)
+			return nil, apierr.FailedPrecondition("session %s is %s, not creating", rec.ID, rec.Status)
+		}
+		if err := h.launch(ctx, b, rec, req.Msg.GetEnv(), nil); err != nil {
+			return nil, err
+		}
+	}
+	return connect.NewResponse(&hostv1.CreateSandboxResponse{
+		SessionId: rec.ID, SandboxId: b.sb.ID(), Status: string(b.status), ImageDigest: b.digest,
+	}), nil
+}
+
+// launch starts the sandbox and moves the session to running; a failure moves it to failed
+// with the reason, so nobody waits on a sandbox that never came. b.mu must be held.
+func (h *Host) launch(ctx context.Context, b *box, rec *sessions.Record, env map[string]string, manifest *snapshots.Manifest) error {
+	if err := h.start(ctx, b, rec, env, manifest); err != nil {
+		h.drop(b)
+		if _, _, merr := h.store.Move(context.WithoutCancel(ctx), rec.ID, sessions.Failed, err.Error(), nil); merr != nil {
+			h.log.Error("mark session failed", "session", rec.ID, "err", merr)
+		}
+		return err
+	}
+	sandboxID, digest := b.sb.ID(), b.digest
+	err := h.move(ctx, b, sessions.Running, "sandbox "+sandboxID+" started", func(r *sessions.Record) error {
+		if r.HostID != h.id {
+			return fmt.Errorf("session moved to host %s", r.HostID)
+		}
+		r.SandboxID, r.ImageDigest = sandboxID, digest
+		return nil
+	})
+	if err != nil {
+		_ = h.teardown(context.WithoutCancel(ctx), b)
+		return err
+	}
+	b.ready.Store(true)
+	return nil
+}
+
+// DeleteSandbox removes the session's sandbox and local files.
+func (h *Host) DeleteSandbox(ctx context.Context, req *connect.Request[hostv1.DeleteSandboxRequest]) (*connect.Response[hostv1.DeleteSandboxResponse], error) {
+	id := req.Msg.GetSessionId()
+	if id == "" {
+		return nil, apierr.InvalidArgument("session_id", "is required")
+	}
+	h.mu.Lock()
+	b := h.boxes[id]
+	h.mu.Unlock()
+	if b == nil {
+		return connect.NewResponse(&hostv1.DeleteSandboxResponse{SessionId: id}), nil
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.events != nil {
+		b.emit(eventlog.KindSessionStatus, map[string]string{"from": string(b.status), "to": string(sessions.Deleted), "reason": "deleted"})
+	}
+	if err := h.teardown(ctx, b); err != nil {
+		return nil, fmt.Errorf("delete sandbox of %s: %w", id, err)
+	}
+	return connect.NewResponse(&hostv1.DeleteSandboxResponse{SessionId: id, Found: true}), nil
+}
+
+// Snapshot checkpoints the sandbox's files and returns the session to where it was.
+func (h *Host) Snapshot(ctx context.Context, req *connect.Request[appv1.SnapshotRequest]) (*connect.Response[appv1.SnapshotResponse], error) {
+	b, err := h.live(req.Msg.GetSessionId())
+	if err != nil {
+		return nil, err
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if !b.ready.Load() {
+		return nil, apierr.FailedPrecondition("session %s has no sandbox on host %s", b.session, h.id)
+	}
+	was := b.status
+	if err := h.move(ctx, b, sessions.Snapshotting, "snapshot requested", nil); err != nil {
+		return nil, err
+	}
+	m, stats, serr := h.snapshot(ctx, b)
+	if err := h.move(context.WithoutCancel(ctx), b, was, "snapshot done", nil); err != nil {
+		return nil, errors.Join(serr, err)
+	}
+	if serr != nil {
+		return nil, serr
+	}
+	size := uint64(m.TotalSize)
+	return connect.NewResponse(&appv1.SnapshotResponse{
+		SessionId: b.session, SnapshotId: &m.ID, SizeBytes: &size,
+		Note: fmt.Sprintf("version %d: %d files, %d of %d chunks uploaded (%d bytes)", m.Version, stats.Files, stats.ChunksUploaded, stats.Chunks, stats.BytesUploaded),
+	}), nil
+}
+
+// snapshot freezes the sandbox, captures its upper dir on top of the last checkpoint and records
+// the checkpoint; b.mu must be held.
+func (h *Host) snapshot(ctx context.Context, b *box) (*snapshots.Manifest, snapshots.Stats, error) {
+	if err := b.sb.Freeze(ctx); err != nil {
+		return nil, snapshots.Stats{}, fmt.Errorf("freeze sandbox: %w", err)
+	}
+	cursor := b.events.LastIdx()
+	m, stats, err := h.snaps.Snapshot(ctx, b.sb.UpperDir(), b.manifest, snapshots.Meta{
+		SessionID: b.session, SandboxID: b.sb.ID(), CreatedAt: h.clock.Now(), EventsCursor: cursor,
+	})
+	if terr := b.sb.Thaw(context.WithoutCancel(ctx)); terr != nil {
+		err = errors.Join(err, fmt.Errorf("thaw sandbox: %w", terr))
+	}
+	if err != nil {
+		return nil, stats, err
+	}
+	if err := h.store.AddCheckpoint(ctx, b.session, sessions.Checkpoint{
+		SnapshotID: m.ID, Version: m.Version, SizeBytes: m.TotalSize, CreatedAt: m.CreatedAt,
+		EventsCursor: cursor, Chunks: m.ChunkCount, HostID: h.id,
+	}); err != nil {
+		return nil, stats, err
+	}
+	b.manifest = m
+	b.emit(eventlog.KindSnapshotTaken, map[string]any{
+		"snapshot_id": m.ID, "version": m.Version, "size_bytes": m.TotalSize, "files": stats.Files,
+		"chunks": stats.Chunks, "chunks_uploaded": stats.ChunksUploaded, "bytes_uploaded": stats.BytesUploaded,
+		"events_cursor": cursor,
+	})
+	return m, stats, nil
+}
+
+// Evict drops the local sandbox, checkpointing it first when asked.
+func (h *Host) Evict(ctx context.Context, req *connect.Request[hostv1.EvictRequest]) (*connect.Response[hostv1.EvictResponse], error) {
+	b, err := h.live(req.Msg.GetSessionId())
+	if err != nil {
+		return nil, err
+	}
+	snap, err := h.evict(ctx, b, req.Msg.GetSnapshot(), cmp.Or(req.Msg.GetReason(), "requested"))
+	if err != nil {
+		return nil, err
+	}
+	resp := &hostv1.EvictResponse{SessionId: b.session, Status: string(sessions.Evicted)}
+	if snap != "" {
+		resp.SnapshotId = &snap
+	}
+	return connect.NewResponse(resp), nil
+}
+
+// evict checkpoints (when snapshot is set) and removes the sandbox, leaving the session evicted.
+// Without a checkpoint there would be nothing to resume, so that is refused.
+func (h *Host) evict(ctx context.Context, b *box, snapshot bool, reason string) (string, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if !b.ready.Load() {
+		return "", apierr.FailedPrecondition("session %s has no sandbox on host %s", b.session, h.id)
+	}
+	if snapshot {
+		if err := h.move(ctx, b, sessions.Snapshotting, "checkpoint before eviction ("+reason+")", nil); err != nil {
+			return "", err
+		}
+		if _, _, err := h.snapshot(ctx, b); err != nil {
+			return "", errors.Join(err, h.move(context.WithoutCancel(ctx), b, sessions.Running, "checkpoint failed", nil))
+		}
+	} else if b.manifest == nil {
+		return "", apierr.FailedPrecondition("session %s has no checkpoint to keep: snapshot it first", b.session)
+	}
+	m := b.manifest
+	if err := h.move(ctx, b, sessions.Evicted, reason, func(r *sessions.Record) error {
+		r.SandboxID = ""
+		return nil
+	}); err != nil {
+		return "", err
+	}
+	b.emit(eventlog.KindSessionEvicted, map[string]any{"reason": reason, "snapshot_id": m.ID, "size_bytes": m.TotalSize})
+	if err := h.teardown(context.WithoutCancel(ctx), b); err != nil {
+		h.log.Error("remove evicted sandbox", "session", b.session, "err", err)
+	}
+	return m.ID, nil
+}
+
+// Resume recreates the sandbox of a session the functions placed here in state resuming, from
+// its latest checkpoint (or from its image when it never had one).
+func (h *Host) Resume(ctx context.Context, req *connect.Request[appv1.ResumeRequest]) (*connect.Response[appv1.ResumeResponse], error) {
+	rec, err := h.placed(ctx, req.Msg.GetSessionId())
+	if err != nil {
+		return nil, err
+	}
+	b := h.claim(rec.ID)
+	defer b.mu.Unlock()
+	if b.ready.Load() {
+		return connect.NewResponse(&appv1.ResumeResponse{SessionId: rec.ID, Note: "already running on " + h.id}), nil
+	}
+	if rec.Status != sessions.Resuming {
+		h.drop(b)
+		return nil, apierr.FailedPrecondition("session %s is %s, not resuming", rec.ID, rec.Status)
+	}
+	env, err := h.opts.Sealer.OpenEnv(rec.SealedEnv, sessions.EnvOwner(rec.ID))
+	if err != nil {
+		h.drop(b)
+		return nil, fmt.Errorf("open the environment of %s: %w", rec.ID, err)
+	}
+	var m *snapshots.Manifest
+	if rec.LatestSnapshotID != "" {
+		if m, err = h.snaps.Load(ctx, rec.ID, rec.LatestSnapshotID); err != nil {
+			h.drop(b)
+			return nil, fmt.Errorf("load checkpoint %s: %w", rec.LatestSnapshotID, err)
+		}
+	}
+	if err := h.launch(ctx, b, rec, env, m); err != nil {
+		return nil, err
+	}
+	resp := &appv1.ResumeResponse{SessionId: rec.ID, Note: "started from the image: the session had no checkpoint"}
+	payload := map[string]any{"host_id": h.id, "sandbox_id": b.sb.ID()}
+	if m != nil {
+		size := uint64(m.TotalSize)
+		resp.SnapshotId, resp.SizeBytes = &m.ID, &size
+		resp.Note = fmt.Sprintf("restored checkpoint %s (version %d) on %s", m.ID, m.Version, h.id)
+		payload["snapshot_id"], payload["size_bytes"] = m.ID, m.TotalSize
+	}
+	b.emit(eventlog.KindSessionResumed, payload)
+	return connect.NewResponse(resp), nil
+}
+
+// GetCowState compares the sandbox's upper dir with its last checkpoint, by metadata only.
+func (h *Host) GetCowState(ctx context.Context, req *connect.Request[appv1.GetCowStateRequest]) (*connect.Response[appv1.GetCowStateResponse], error) {
+	b, err := h.live(req.Msg.GetSessionId())
+	if err != nil {
+		return nil, err
+	}
+	b.mu.Lock()
+	base := b.manifest
+	b.mu.Unlock()
+	cs, err := h.snaps.CowState(b.sb.UpperDir(), base)
+	if err != nil {
+		return nil, err
+	}
+	view := &appv1.CowStateView{
+		SandboxId: b.sb.ID(), SessionId: &b.session,
+		DirtyChunks: uint32(cs.DirtyChunks), DirtyBytes: uint64(cs.DirtyBytes),
+		BaseChunks: uint32(cs.BaseChunks), BaseChunksLocal: uint32(cs.BaseChunksCached),
+	}
+	if base != nil {
+		view.DiskManifestId, view.DiskManifestVersion = base.ID, uint64(base.Version)
+		view.LastFlushAt, view.LastSnapshotAt = clock.FormatPtr(base.CreatedAt), clock.FormatPtr(base.CreatedAt)
+	}
+	return connect.NewResponse(&appv1.GetCowStateResponse{SessionId: b.session, State: view}), nil
+}
