@@ -5,6 +5,8 @@
 package api
 
 import (
+	"context"
+	"errors"
 	"log/slog"
 	"net/http"
 	"sort"
@@ -13,6 +15,7 @@ import (
 
 	"cloud.google.com/go/firestore"
 	"connectrpc.com/connect"
+	"gocloud.dev/blob"
 
 	"github.com/hangar-dev/hangar/functions/apikeys"
 	"github.com/hangar-dev/hangar/functions/platform/apierr"
@@ -20,9 +23,13 @@ import (
 	"github.com/hangar-dev/hangar/functions/platform/clock"
 	"github.com/hangar-dev/hangar/functions/platform/codec"
 	"github.com/hangar-dev/hangar/functions/platform/config"
+	"github.com/hangar-dev/hangar/functions/platform/seal"
 	"github.com/hangar-dev/hangar/functions/profiles"
+	"github.com/hangar-dev/hangar/functions/sessions"
 	"github.com/hangar-dev/hangar/functions/tasks"
 	"github.com/hangar-dev/hangar/gen/svc/app/v1/appv1connect"
+	"github.com/hangar-dev/hangar/sandboxhosts/fleet"
+	"github.com/hangar-dev/hangar/sandboxhosts/hostclient"
 )
 
 // RPCPrefix is where the API is served: POST /rpc/svc.app.v1.<Service>/<Method>.
@@ -34,10 +41,17 @@ type Deps struct {
 	Config config.Config
 	Clock  clock.Clock
 	Log    *slog.Logger
+	// Bucket and Sealer serve sessions (artifacts, snapshots, sealed secrets). Without them
+	// SessionService answers unavailable, naming what to configure.
+	Bucket *blob.Bucket
+	Sealer *seal.Sealer
+	// DefaultImage is the image of sessions created without image_uri ("": image_uri required).
+	DefaultImage string
 }
 
 // API is the assembled set of services.
 type API struct {
+	routes   map[string]http.Handler
 	authn    *auth.Authenticator
 	keys     *auth.Keys
 	users    *auth.Users
@@ -58,6 +72,7 @@ func New(d Deps) *API {
 		keys:     auth.NewKeys(d.DB, authn),
 		users:    auth.NewUsers(d.DB),
 		services: make(map[string]http.Handler),
+		routes:   make(map[string]http.Handler),
 	}
 	opts := connect.WithHandlerOptions(
 		connect.WithInterceptors(apierr.Interceptor(d.Log), auth.Interceptor(authn)),
@@ -71,8 +86,20 @@ func New(d Deps) *API {
 	add(appv1connect.NewProfileServiceHandler(profileSvc, opts))
 	add(appv1connect.NewTaskServiceHandler(tasks.New(d.DB, profileSvc, a.users, d.Clock, d.Config.Limits), opts))
 
+	if d.Bucket != nil && d.Sealer != nil {
+		hosts := hostclient.New(fleet.New(d.DB, d.Clock.Now, d.Config.Host.HostTimeout), d.Config.HostToken)
+		sessionSvc := sessions.New(sessions.Deps{
+			DB: d.DB, Hosts: hosts, Sealer: d.Sealer, Bucket: d.Bucket, Users: a.users,
+			Clock: d.Clock, Limits: d.Config.Limits, DefaultImage: d.DefaultImage,
+		})
+		add(appv1connect.NewSessionServiceHandler(sessionSvc, opts))
+		a.routes["GET "+sessions.EventsPath] = sessionSvc.SSE(authn)
+	} else {
+		add(appv1connect.NewSessionServiceHandler(appv1connect.UnimplementedSessionServiceHandler{}, opts,
+			connect.WithInterceptors(unavailable("sessions are not configured here: set HANGAR_BLOB_URL, HANGAR_SEAL_KEYSET and HANGAR_HOST_TOKEN"))))
+	}
+
 	// Services that later work builds answer unimplemented, naming the method, until then.
-	add(appv1connect.NewSessionServiceHandler(appv1connect.UnimplementedSessionServiceHandler{}, opts))
 	add(appv1connect.NewImageServiceHandler(appv1connect.UnimplementedImageServiceHandler{}, opts))
 	add(appv1connect.NewHarnessCatalogServiceHandler(appv1connect.UnimplementedHarnessCatalogServiceHandler{}, opts))
 	add(appv1connect.NewModelRouterServiceHandler(appv1connect.UnimplementedModelRouterServiceHandler{}, opts))
@@ -108,6 +135,9 @@ func (a *API) Handler() http.Handler {
 	for name, h := range a.services {
 		mount(mux, name, h)
 	}
+	for pattern, h := range a.routes {
+		mux.Handle(pattern, h)
+	}
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
 	return mux
 }
@@ -123,6 +153,11 @@ func (a *API) ServiceHandler(name string) (http.Handler, bool) {
 	mux := http.NewServeMux()
 	mount(mux, name, h)
 	mux.Handle("/"+name+"/", h)
+	if name == appv1connect.SessionServiceName {
+		for pattern, h := range a.routes {
+			mux.Handle(pattern, h)
+		}
+	}
 	return mux, true
 }
 
@@ -138,4 +173,24 @@ func NewServer(h http.Handler) *http.Server {
 
 func mount(mux *http.ServeMux, name string, h http.Handler) {
 	mux.Handle(RPCPrefix+"/"+name+"/", http.StripPrefix(RPCPrefix, h))
+}
+
+// unavailable answers every call of a service that cannot run with why.
+func unavailable(why string) connect.Interceptor {
+	err := connect.NewError(connect.CodeUnavailable, errors.New(why))
+	return &refuse{err: err}
+}
+
+type refuse struct{ err error }
+
+func (r *refuse) WrapUnary(connect.UnaryFunc) connect.UnaryFunc {
+	return func(context.Context, connect.AnyRequest) (connect.AnyResponse, error) { return nil, r.err }
+}
+
+func (r *refuse) WrapStreamingClient(next connect.StreamingClientFunc) connect.StreamingClientFunc {
+	return next
+}
+
+func (r *refuse) WrapStreamingHandler(connect.StreamingHandlerFunc) connect.StreamingHandlerFunc {
+	return func(context.Context, connect.StreamingHandlerConn) error { return r.err }
 }

@@ -1,0 +1,58 @@
+package sessions
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+
+	"connectrpc.com/connect"
+
+	"github.com/hangar-dev/hangar/functions/platform/apierr"
+	appv1 "github.com/hangar-dev/hangar/gen/svc/app/v1"
+	"github.com/hangar-dev/hangar/sandboxhosts/sessions"
+)
+
+// artifactChunk is the size of GetArtifact's chunk frames.
+const artifactChunk = 256 << 10
+
+// GetArtifact streams a published artifact from the blob store: its metadata, then its bytes.
+// It needs no sandbox, so artifacts outlive evictions and hosts.
+func (s *Service) GetArtifact(ctx context.Context, req *connect.Request[appv1.GetArtifactRequest], out *connect.ServerStream[appv1.GetArtifactResponse]) error {
+	rec, err := s.load(ctx, req.Msg.GetSessionId())
+	if err != nil {
+		return err
+	}
+	a, err := s.store.Artifact(ctx, rec.ID, req.Msg.GetArtifactId())
+	if errors.Is(err, sessions.ErrNotFound) {
+		return apierr.NotFound("artifact", req.Msg.GetArtifactId())
+	}
+	if err != nil {
+		return err
+	}
+	r, err := s.d.Bucket.NewReader(ctx, a.BlobKey, nil)
+	if err != nil {
+		return fmt.Errorf("open artifact %s: %w", a.ID, err)
+	}
+	defer r.Close()
+	if err := out.Send(&appv1.GetArtifactResponse{Msg: &appv1.GetArtifactResponse_Metadata{Metadata: &appv1.ArtifactMetadata{
+		MediaType: a.MediaType, SizeBytes: uint64(a.SizeBytes), FileName: a.FileName,
+	}}}); err != nil {
+		return err
+	}
+	buf := make([]byte, artifactChunk)
+	for {
+		n, err := io.ReadFull(r, buf)
+		if n > 0 {
+			if err := out.Send(&appv1.GetArtifactResponse{Msg: &appv1.GetArtifactResponse_Chunk{Chunk: buf[:n]}}); err != nil {
+				return err
+			}
+		}
+		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("read artifact %s: %w", a.ID, err)
+		}
+	}
+}

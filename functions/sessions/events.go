@@ -1,0 +1,206 @@
+package sessions
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"connectrpc.com/connect"
+
+	"github.com/hangar-dev/hangar/functions/platform/apierr"
+	"github.com/hangar-dev/hangar/functions/platform/auth"
+	"github.com/hangar-dev/hangar/functions/platform/clock"
+	"github.com/hangar-dev/hangar/functions/platform/paging"
+	appv1 "github.com/hangar-dev/hangar/gen/svc/app/v1"
+	"github.com/hangar-dev/hangar/sandboxhosts/eventlog"
+)
+
+// StreamEvents sends the session's events after `since`: the stored backlog, then each new
+// event as it is written, with no gap and no duplicate between the two.
+func (s *Service) StreamEvents(ctx context.Context, req *connect.Request[appv1.StreamEventsRequest], out *connect.ServerStream[appv1.SessionEvent]) error {
+	rec, err := s.load(ctx, req.Msg.GetSessionId())
+	if err != nil {
+		return err
+	}
+	durableOnly := req.Msg.GetDurableOnly()
+	return queryErr(s.events.Follow(ctx, rec.ID, req.Msg.GetSince(), func(e eventlog.Event) error {
+		if durableOnly && !e.Durable {
+			return nil
+		}
+		return out.Send(toEvent(e))
+	}))
+}
+
+// ListSessionEvents pages through the session's events forward (after_idx) or backward
+// (before_idx alone), filtered by kinds and tool names.
+func (s *Service) ListSessionEvents(ctx context.Context, req *connect.Request[appv1.ListSessionEventsRequest]) (*connect.Response[appv1.ListSessionEventsResponse], error) {
+	m := req.Msg
+	rec, err := s.load(ctx, m.GetSessionId())
+	if err != nil {
+		return nil, err
+	}
+	limit, err := paging.Limit("limit", m.GetLimit(), s.d.Limits.Events)
+	if err != nil {
+		return nil, err
+	}
+	events, next, err := s.events.List(ctx, rec.ID, eventlog.Query{
+		AfterIdx: m.GetAfterIdx(), BeforeIdx: m.GetBeforeIdx(), Limit: limit,
+		Kinds: m.GetKinds(), ToolNames: m.GetToolNames(),
+	})
+	if err != nil {
+		return nil, queryErr(err)
+	}
+	out := &appv1.ListSessionEventsResponse{NextAfterIdx: next}
+	for _, e := range events {
+		out.Events = append(out.Events, toEvent(e))
+	}
+	return connect.NewResponse(out), nil
+}
+
+// GetLog returns the session's conversation: prompts, the agent's messages and tool use, the
+// commands run and artifacts made — the first entries, or the last ones with tail.
+func (s *Service) GetLog(ctx context.Context, req *connect.Request[appv1.GetLogRequest]) (*connect.Response[appv1.GetLogResponse], error) {
+	m := req.Msg
+	rec, err := s.load(ctx, m.GetSessionId())
+	if err != nil {
+		return nil, err
+	}
+	kinds := eventlog.ConversationKinds()
+	if k := m.GetKind(); k != "" {
+		if !eventlog.IsConversation(k) {
+			return nil, apierr.InvalidArgument("kind", fmt.Sprintf("must be one of %s", strings.Join(kinds, ", ")))
+		}
+		kinds = []string{k}
+	}
+	limit, err := paging.Limit("limit", m.GetLimit(), s.d.Limits.Events)
+	if err != nil {
+		return nil, err
+	}
+	var events []eventlog.Event
+	if m.GetTail() {
+		events, _, err = s.events.List(ctx, rec.ID, eventlog.Query{BeforeIdx: tailFrom, Limit: limit, Kinds: kinds})
+	} else {
+		events, _, err = s.events.List(ctx, rec.ID, eventlog.Query{Limit: limit, Kinds: kinds})
+	}
+	if err != nil {
+		return nil, queryErr(err)
+	}
+	out := &appv1.GetLogResponse{SessionId: rec.ID, Kind: m.GetKind()}
+	for _, e := range events {
+		out.Events = append(out.Events, &appv1.ConversationEntry{Idx: e.Idx, Kind: e.Kind, At: clock.Format(e.At), PayloadJson: e.PayloadJSON})
+	}
+	return connect.NewResponse(out), nil
+}
+
+// tailFrom is a before_idx past any real idx, so a backward page starts at the log's end.
+const tailFrom = 1<<63 - 1
+
+func toEvent(e eventlog.Event) *appv1.SessionEvent {
+	idx := e.Idx
+	return &appv1.SessionEvent{Idx: &idx, Kind: e.Kind, PayloadJson: e.PayloadJSON}
+}
+
+// queryErr turns the event log's refusal of a query into invalid_argument naming the field.
+func queryErr(err error) error {
+	var qe *eventlog.QueryError
+	if errors.As(err, &qe) {
+		return apierr.InvalidArgument(qe.Field, qe.Reason)
+	}
+	return err
+}
+
+// EventsPath is the server-sent-events route of a session's log.
+const EventsPath = "/api/v1/sessions/{id}/events"
+
+// SSE serves GET EventsPath as text/event-stream: each event as `id: <idx>`, `event: <kind>`
+// and `data: <payload_json>`. A reconnecting EventSource sends Last-Event-ID and gets what
+// came after it. The key comes in the x-api-key header or, for EventSource clients that
+// cannot set headers, the api_key query parameter.
+func (s *Service) SSE(authn *auth.Authenticator) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		key := r.Header.Get(auth.HeaderName)
+		if key == "" {
+			key = r.URL.Query().Get("api_key")
+		}
+		p, err := authn.Authenticate(r.Context(), key)
+		if err != nil {
+			writeErr(w, err)
+			return
+		}
+		ctx := auth.WithPrincipal(r.Context(), p)
+		since, err := lastEventID(r)
+		if err != nil {
+			writeErr(w, err)
+			return
+		}
+		rec, err := s.load(ctx, r.PathValue("id"))
+		if err != nil {
+			writeErr(w, err)
+			return
+		}
+		flusher, ok := w.(http.Flusher)
+		if !ok {
+			writeErr(w, errors.New("streaming unsupported"))
+			return
+		}
+		w.Header().Set("Content-Type", "text/event-stream")
+		w.Header().Set("Cache-Control", "no-cache")
+		w.Header().Set("X-Accel-Buffering", "no")
+		w.WriteHeader(http.StatusOK)
+		flusher.Flush()
+		_ = s.events.Follow(ctx, rec.ID, since, func(e eventlog.Event) error {
+			if _, err := fmt.Fprintf(w, "id: %d\nevent: %s\ndata: %s\n\n", e.Idx, e.Kind, e.PayloadJSON); err != nil {
+				return err
+			}
+			flusher.Flush()
+			return nil
+		})
+	})
+}
+
+// lastEventID reads where a client resumes: Last-Event-ID, else the `since` parameter, else 0.
+func lastEventID(r *http.Request) (int64, error) {
+	v := r.Header.Get("Last-Event-ID")
+	field := "Last-Event-ID"
+	if v == "" {
+		v, field = r.URL.Query().Get("since"), "since"
+	}
+	if v == "" {
+		return 0, nil
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || n < 0 {
+		return 0, apierr.InvalidArgument(field, "must be an event idx")
+	}
+	return n, nil
+}
+
+// writeErr answers a plain HTTP route with the Connect error's HTTP status and JSON body, so
+// its errors read like the RPCs'.
+func writeErr(w http.ResponseWriter, err error) {
+	var ce *connect.Error
+	if !errors.As(err, &ce) {
+		ce = connect.NewError(connect.CodeInternal, errors.New("internal error"))
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(httpStatus(ce.Code()))
+	_, _ = io.WriteString(w, fmt.Sprintf(`{"code":%q,"message":%q}`, ce.Code().String(), ce.Message()))
+}
+
+func httpStatus(c connect.Code) int {
+	switch c {
+	case connect.CodeInvalidArgument:
+		return http.StatusBadRequest
+	case connect.CodeUnauthenticated:
+		return http.StatusUnauthorized
+	case connect.CodePermissionDenied:
+		return http.StatusForbidden
+	case connect.CodeNotFound:
+		return http.StatusNotFound
+	}
+	return http.StatusInternalServerError
+}

@@ -1,0 +1,367 @@
+package sessions
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"connectrpc.com/connect"
+	"google.golang.org/protobuf/types/known/emptypb"
+
+	"github.com/hangar-dev/hangar/functions/platform/apierr"
+	"github.com/hangar-dev/hangar/functions/platform/clock"
+	hostv1 "github.com/hangar-dev/hangar/gen/host/v1"
+	"github.com/hangar-dev/hangar/gen/host/v1/hostv1connect"
+	appv1 "github.com/hangar-dev/hangar/gen/svc/app/v1"
+	"github.com/hangar-dev/hangar/sandboxhosts/fleet"
+	"github.com/hangar-dev/hangar/sandboxhosts/sessions"
+)
+
+// Exec runs a command in the session's sandbox and passes its output stream through. The host
+// validates the command; this side decides who may run it and wakes an evicted session on wake.
+func (s *Service) Exec(ctx context.Context, req *connect.Request[appv1.ExecRequest], out *connect.ServerStream[appv1.ExecOutput]) error {
+	rec, err := s.load(ctx, req.Msg.GetSessionId())
+	if err != nil {
+		return err
+	}
+	client, err := s.host(ctx, rec, req.Msg.GetWake())
+	if err != nil {
+		return err
+	}
+	up, err := client.Exec(ctx, connect.NewRequest(req.Msg))
+	if err != nil {
+		return err
+	}
+	return pipe(up, out)
+}
+
+// pipe forwards a host's server stream to the caller.
+func pipe[T any](up *connect.ServerStreamForClient[T], down *connect.ServerStream[T]) error {
+	defer up.Close()
+	for up.Receive() {
+		if err := down.Send(up.Msg()); err != nil {
+			return err
+		}
+	}
+	return up.Err()
+}
+
+// CancelExec kills an exec's process group.
+func (s *Service) CancelExec(ctx context.Context, req *connect.Request[appv1.CancelExecRequest]) (*connect.Response[emptypb.Empty], error) {
+	client, err := s.liveHost(ctx, req.Msg.GetSessionId())
+	if err != nil {
+		return nil, err
+	}
+	return client.CancelExec(ctx, connect.NewRequest(req.Msg))
+}
+
+// ReadFile streams a file out of the sandbox.
+func (s *Service) ReadFile(ctx context.Context, req *connect.Request[appv1.ReadFileRequest], out *connect.ServerStream[appv1.ReadFileResponse]) error {
+	client, err := s.liveHost(ctx, req.Msg.GetSessionId())
+	if err != nil {
+		return err
+	}
+	up, err := client.ReadFile(ctx, connect.NewRequest(req.Msg))
+	if err != nil {
+		return err
+	}
+	return pipe(up, out)
+}
+
+// WriteFile streams a file into the sandbox: the metadata frame names the session, the chunks
+// follow, and the host verifies size and sha256 before the file appears.
+func (s *Service) WriteFile(ctx context.Context, in *connect.ClientStream[appv1.WriteFileRequest]) (*connect.Response[appv1.WriteFileResponse], error) {
+	if !in.Receive() {
+		if err := in.Err(); err != nil {
+			return nil, err
+		}
+		return nil, apierr.InvalidArgument("metadata", "the first frame must be the file's metadata")
+	}
+	meta := in.Msg().GetMetadata()
+	if meta == nil {
+		return nil, apierr.InvalidArgument("metadata", "the first frame must be the file's metadata")
+	}
+	client, err := s.liveHost(ctx, meta.GetSessionId())
+	if err != nil {
+		return nil, err
+	}
+	up := client.WriteFile(ctx)
+	if err := up.Send(in.Msg()); err != nil {
+		return closeUpload(up, err)
+	}
+	for in.Receive() {
+		if err := up.Send(in.Msg()); err != nil {
+			return closeUpload(up, err)
+		}
+	}
+	if err := in.Err(); err != nil {
+		_, _ = up.CloseAndReceive()
+		return nil, err
+	}
+	return up.CloseAndReceive()
+}
+
+// closeUpload ends an upload that failed to send: the host's answer explains the failure
+// better than the broken send does.
+func closeUpload(up *connect.ClientStreamForClient[appv1.WriteFileRequest, appv1.WriteFileResponse], sendErr error) (*connect.Response[appv1.WriteFileResponse], error) {
+	resp, err := up.CloseAndReceive()
+	if err != nil {
+		return nil, err
+	}
+	if sendErr != nil {
+		return nil, sendErr
+	}
+	return resp, nil
+}
+
+// CopyFiles copies files from one session's sandbox to another's, on the same host or not,
+// streaming each through this function with its sha256 checked on arrival.
+func (s *Service) CopyFiles(ctx context.Context, req *connect.Request[appv1.CopyFilesRequest]) (*connect.Response[appv1.CopyFilesResponse], error) {
+	m := req.Msg
+	var v apierr.Violations
+	if len(m.GetPaths()) == 0 {
+		v.Add("paths", "name at least one file")
+	}
+	if len(m.GetPaths()) > s.d.Limits.MaxCopyPaths {
+		v.Addf("paths", "at most %d paths per call", s.d.Limits.MaxCopyPaths)
+	}
+	if err := v.Err(); err != nil {
+		return nil, err
+	}
+	from, err := s.liveHost(ctx, m.GetSourceSessionId())
+	if err != nil {
+		return nil, err
+	}
+	to, err := s.liveHost(ctx, m.GetTargetSessionId())
+	if err != nil {
+		return nil, err
+	}
+	out := &appv1.CopyFilesResponse{}
+	for _, path := range m.GetPaths() {
+		res, err := copyFile(ctx, from, to, m.GetSourceSessionId(), m.GetTargetSessionId(), path)
+		if err != nil {
+			return nil, fmt.Errorf("copy %s: %w", path, err)
+		}
+		out.Files = append(out.Files, res)
+	}
+	return connect.NewResponse(out), nil
+}
+
+func copyFile(ctx context.Context, from, to hostv1connect.HostServiceClient, src, dst, path string) (*appv1.CopyFileResult, error) {
+	down, err := from.ReadFile(ctx, connect.NewRequest(&appv1.ReadFileRequest{SessionId: src, Path: path}))
+	if err != nil {
+		return nil, err
+	}
+	defer down.Close()
+	if !down.Receive() {
+		if err := down.Err(); err != nil {
+			return nil, err
+		}
+		return nil, errors.New("the source sent no metadata")
+	}
+	meta := down.Msg().GetMetadata()
+	if meta == nil {
+		return nil, errors.New("the source sent a chunk before its metadata")
+	}
+	up := to.WriteFile(ctx)
+	first := &appv1.WriteFileRequest{Frame: &appv1.WriteFileRequest_Metadata{Metadata: &appv1.WriteFileMetadata{
+		SessionId: dst, Path: meta.GetPath(), SizeBytes: meta.GetSizeBytes(), Sha256: meta.GetSha256(),
+	}}}
+	if err := up.Send(first); err != nil {
+		_, cerr := closeUpload(up, err)
+		return nil, cerr
+	}
+	for down.Receive() {
+		if err := up.Send(&appv1.WriteFileRequest{Frame: &appv1.WriteFileRequest_Chunk{Chunk: down.Msg().GetChunk()}}); err != nil {
+			_, cerr := closeUpload(up, err)
+			return nil, cerr
+		}
+	}
+	if err := down.Err(); err != nil {
+		_, _ = up.CloseAndReceive()
+		return nil, err
+	}
+	resp, err := up.CloseAndReceive()
+	if err != nil {
+		return nil, err
+	}
+	return &appv1.CopyFileResult{Path: resp.Msg.GetPath(), SizeBytes: resp.Msg.GetSizeBytes(), Sha256: resp.Msg.GetSha256()}, nil
+}
+
+// liveHost loads a session the caller may touch and returns its host's client; the session must
+// have a sandbox.
+func (s *Service) liveHost(ctx context.Context, id string) (hostv1connect.HostServiceClient, error) {
+	rec, err := s.load(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	return s.host(ctx, rec, false)
+}
+
+// Snapshot checkpoints the session's files.
+func (s *Service) Snapshot(ctx context.Context, req *connect.Request[appv1.SnapshotRequest]) (*connect.Response[appv1.SnapshotResponse], error) {
+	client, err := s.liveHost(ctx, req.Msg.GetSessionId())
+	if err != nil {
+		return nil, err
+	}
+	return client.Snapshot(ctx, connect.NewRequest(req.Msg))
+}
+
+// Resume brings an evicted, lost or failed session back on a host from its latest checkpoint
+// (from its image when it has none). A running session answers at once.
+func (s *Service) Resume(ctx context.Context, req *connect.Request[appv1.ResumeRequest]) (*connect.Response[appv1.ResumeResponse], error) {
+	rec, err := s.load(ctx, req.Msg.GetSessionId())
+	if err != nil {
+		return nil, err
+	}
+	if rec.Status.Live() {
+		return connect.NewResponse(&appv1.ResumeResponse{SessionId: rec.ID, Note: "session is " + string(rec.Status) + ": nothing to resume"}), nil
+	}
+	if !rec.Status.Resumable() {
+		return nil, apierr.FailedPrecondition("session %s is %s and cannot be resumed", rec.ID, rec.Status)
+	}
+	resp, err := s.resumeOn(ctx, rec)
+	if err != nil {
+		return nil, err
+	}
+	return connect.NewResponse(resp), nil
+}
+
+// resume wakes a session for a call that needs its sandbox and returns its record as resumed.
+func (s *Service) resume(ctx context.Context, rec *sessions.Record) (*sessions.Record, error) {
+	if _, err := s.resumeOn(ctx, rec); err != nil {
+		return nil, err
+	}
+	return s.store.Get(ctx, rec.ID)
+}
+
+// resumeOn places the session on a host, marks it resuming there, and has the host restore it.
+func (s *Service) resumeOn(ctx context.Context, rec *sessions.Record) (*appv1.ResumeResponse, error) {
+	host, client, err := s.d.Hosts.Pick(ctx)
+	if errors.Is(err, fleet.ErrNoHost) {
+		return nil, connect.NewError(connect.CodeUnavailable, errors.New("no sandbox host has room; retry later"))
+	}
+	if err != nil {
+		return nil, err
+	}
+	_, _, err = s.store.Move(ctx, rec.ID, sessions.Resuming, "resume requested", func(r *sessions.Record) error {
+		r.HostID, r.SandboxID = host.ID, ""
+		return nil
+	})
+	var me *sessions.MoveError
+	if errors.As(err, &me) {
+		return nil, apierr.FailedPrecondition("%s", me.Error())
+	}
+	if err != nil {
+		return nil, err
+	}
+	resp, err := client.Resume(ctx, connect.NewRequest(&appv1.ResumeRequest{SessionId: rec.ID}))
+	if err != nil {
+		return nil, err
+	}
+	return resp.Msg, nil
+}
+
+// EvictLocal drops the session's sandbox and keeps its checkpoints: changes since the last
+// snapshot are dropped with it, so a session that was never snapshotted cannot be evicted.
+func (s *Service) EvictLocal(ctx context.Context, req *connect.Request[appv1.EvictLocalRequest]) (*connect.Response[emptypb.Empty], error) {
+	rec, err := s.load(ctx, req.Msg.GetSessionId())
+	if err != nil {
+		return nil, err
+	}
+	if rec.Status == sessions.Evicted {
+		return connect.NewResponse(&emptypb.Empty{}), nil
+	}
+	if rec.LatestSnapshotID == "" {
+		return nil, apierr.FailedPrecondition("session %s has no checkpoint to keep: Snapshot it first (or use EvictIdle, which does)", rec.ID)
+	}
+	client, err := s.host(ctx, rec, false)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := client.Evict(ctx, connect.NewRequest(&hostv1.EvictRequest{SessionId: rec.ID, Reason: "requested"})); err != nil {
+		return nil, err
+	}
+	return connect.NewResponse(&emptypb.Empty{}), nil
+}
+
+// EvictIdle snapshots and evicts the session when it is idle, and leaves a busy one alone; the
+// status says which happened.
+func (s *Service) EvictIdle(ctx context.Context, req *connect.Request[appv1.EvictIdleRequest]) (*connect.Response[appv1.EvictIdleResponse], error) {
+	rec, err := s.load(ctx, req.Msg.GetSessionId())
+	if err != nil {
+		return nil, err
+	}
+	if rec.Status != sessions.Idle {
+		return connect.NewResponse(&appv1.EvictIdleResponse{SessionId: rec.ID, Status: string(rec.Status)}), nil
+	}
+	client, err := s.host(ctx, rec, false)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := client.Evict(ctx, connect.NewRequest(&hostv1.EvictRequest{SessionId: rec.ID, Snapshot: true, Reason: "idle"}))
+	if err != nil {
+		return nil, err
+	}
+	return connect.NewResponse(&appv1.EvictIdleResponse{SessionId: rec.ID, Status: resp.Msg.GetStatus()}), nil
+}
+
+// GetCowState reports the session's copy-on-write disk: from its host while it has a sandbox,
+// from its latest checkpoint while it does not.
+func (s *Service) GetCowState(ctx context.Context, req *connect.Request[appv1.GetCowStateRequest]) (*connect.Response[appv1.GetCowStateResponse], error) {
+	rec, err := s.load(ctx, req.Msg.GetSessionId())
+	if err != nil {
+		return nil, err
+	}
+	if rec.Status.Live() {
+		client, err := s.host(ctx, rec, false)
+		if err != nil {
+			return nil, err
+		}
+		return client.GetCowState(ctx, connect.NewRequest(req.Msg))
+	}
+	state := &appv1.CowStateView{SandboxId: rec.SandboxID, SessionId: &rec.ID}
+	if rec.LatestSnapshotID != "" {
+		cps, err := s.store.Checkpoints(ctx, rec.ID, 1)
+		if err != nil {
+			return nil, err
+		}
+		if len(cps) > 0 {
+			c := cps[0]
+			state.DiskManifestId, state.DiskManifestVersion = c.SnapshotID, uint64(c.Version)
+			state.BaseChunks = uint32(c.Chunks)
+			state.LastSnapshotAt, state.LastFlushAt = clock.FormatPtr(c.CreatedAt), clock.FormatPtr(c.CreatedAt)
+		}
+	}
+	return connect.NewResponse(&appv1.GetCowStateResponse{SessionId: rec.ID, State: state}), nil
+}
+
+// ListCheckpoints lists the session's snapshots, newest first.
+func (s *Service) ListCheckpoints(ctx context.Context, req *connect.Request[appv1.ListCheckpointsRequest]) (*connect.Response[appv1.ListCheckpointsResponse], error) {
+	rec, err := s.load(ctx, req.Msg.GetSessionId())
+	if err != nil {
+		return nil, err
+	}
+	cps, err := s.store.Checkpoints(ctx, rec.ID, s.d.Limits.Events.Max)
+	if err != nil {
+		return nil, err
+	}
+	out := &appv1.ListCheckpointsResponse{SessionId: rec.ID}
+	for _, c := range cps {
+		cursor := c.EventsCursor
+		out.Checkpoints = append(out.Checkpoints, &appv1.CheckpointSummary{
+			SnapshotId: c.SnapshotID, CreatedAt: clock.Format(c.CreatedAt), SizeBytes: uint64(c.SizeBytes),
+			EventsCursor: &cursor, Recoverable: true, IsLatest: c.SnapshotID == rec.LatestSnapshotID,
+		})
+	}
+	return connect.NewResponse(out), nil
+}
+
+// CreateArtifactFromPath publishes a file of the sandbox as an artifact.
+func (s *Service) CreateArtifactFromPath(ctx context.Context, req *connect.Request[appv1.CreateArtifactFromPathRequest]) (*connect.Response[appv1.CreateArtifactFromPathResponse], error) {
+	client, err := s.liveHost(ctx, req.Msg.GetSessionId())
+	if err != nil {
+		return nil, err
+	}
+	return client.CreateArtifactFromPath(ctx, connect.NewRequest(req.Msg))
+}

@@ -1,0 +1,356 @@
+// Package sessions is SessionService: sandboxed agent sessions as their owners see them. It owns
+// who may touch a session and what a request may ask; the work inside a sandbox happens on the
+// session's host, which this package finds through the fleet and calls over the host API,
+// passing streams through. Events and checkpoints are read straight from Firestore, so they stay
+// readable while a session is evicted or its host is gone.
+package sessions
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"regexp"
+	"strings"
+
+	"cloud.google.com/go/firestore"
+	"connectrpc.com/connect"
+	"gocloud.dev/blob"
+	"gocloud.dev/gcerrors"
+	"google.golang.org/protobuf/types/known/emptypb"
+
+	"github.com/hangar-dev/hangar/functions/platform/apierr"
+	"github.com/hangar-dev/hangar/functions/platform/auth"
+	"github.com/hangar-dev/hangar/functions/platform/clock"
+	"github.com/hangar-dev/hangar/functions/platform/config"
+	"github.com/hangar-dev/hangar/functions/platform/ids"
+	"github.com/hangar-dev/hangar/functions/platform/seal"
+	hostv1 "github.com/hangar-dev/hangar/gen/host/v1"
+	"github.com/hangar-dev/hangar/gen/host/v1/hostv1connect"
+	appv1 "github.com/hangar-dev/hangar/gen/svc/app/v1"
+	"github.com/hangar-dev/hangar/gen/svc/app/v1/appv1connect"
+	"github.com/hangar-dev/hangar/sandboxhosts/eventlog"
+	"github.com/hangar-dev/hangar/sandboxhosts/fleet"
+	"github.com/hangar-dev/hangar/sandboxhosts/hostclient"
+	"github.com/hangar-dev/hangar/sandboxhosts/sessions"
+	"github.com/hangar-dev/hangar/sandboxhosts/snapshots"
+)
+
+// Session modes. A sandbox session is a bare sandbox driven by exec and file calls; an agent
+// session also runs a harness on prompts (the harness work of a later issue).
+const (
+	ModeSandbox = "sandbox"
+	ModeAgent   = "agent"
+)
+
+// Kind is what CreateSessionResponse.kind says: the sandbox technology a session runs on.
+const Kind = "runc"
+
+// Deps are what the service runs on.
+type Deps struct {
+	DB     *firestore.Client
+	Hosts  *hostclient.Pool
+	Sealer *seal.Sealer
+	Bucket *blob.Bucket
+	Users  *auth.Users
+	Clock  clock.Clock
+	Limits config.Limits
+	// DefaultImage is the image of a session created without image_uri ("" makes it required).
+	DefaultImage string
+}
+
+// Service implements SessionService. Prompt and harness methods answer unimplemented until the
+// harness work lands.
+type Service struct {
+	appv1connect.UnimplementedSessionServiceHandler
+	d      Deps
+	store  *sessions.Store
+	events *eventlog.Reader
+	snaps  *snapshots.Store
+}
+
+// New returns the service over d.
+func New(d Deps) *Service {
+	return &Service{d: d, store: sessions.NewStore(d.DB, d.Clock.Now), events: eventlog.NewReader(d.DB),
+		// Only manifests are touched here, never chunks, so no local chunk cache is needed.
+		snaps: snapshots.NewStore(d.Bucket, "", snapshots.Options{})}
+}
+
+var (
+	// A client-chosen session id: what ids.New makes for "sess", or any short slug a client
+	// prefers, so that retries with the same id find the same session.
+	requestedID = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{2,62}$`)
+	envName     = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+)
+
+// CreateSession places a new sandbox on a host and starts it. With requested_session_id a retry
+// returns the session the first call made.
+func (s *Service) CreateSession(ctx context.Context, req *connect.Request[appv1.CreateSessionRequest]) (*connect.Response[appv1.CreateSessionResponse], error) {
+	m := req.Msg
+	caller, _ := auth.Caller(ctx)
+	var v apierr.Violations
+	image := strings.TrimSpace(cmp.Or(m.GetImageUri(), s.d.DefaultImage))
+	if image == "" {
+		v.Add("image_uri", "is required")
+	}
+	mode := cmp.Or(m.GetMode(), ModeSandbox)
+	if mode != ModeSandbox && mode != ModeAgent {
+		v.Addf("mode", "must be %q or %q", ModeSandbox, ModeAgent)
+	}
+	id := m.GetRequestedSessionId()
+	if id != "" && !requestedID.MatchString(id) {
+		v.Add("requested_session_id", "must be 3 to 63 lowercase letters, digits, '_' or '-'")
+	}
+	env, size := map[string]string{}, 0
+	for _, f := range []struct {
+		name string
+		vars map[string]string
+	}{{"harness_env", m.GetHarnessEnv()}, {"secrets", m.GetSecrets()}} {
+		for k, val := range f.vars {
+			if !envName.MatchString(k) {
+				v.Addf(f.name, "%q is not an environment variable name", k)
+			}
+			env[k] = val
+			size += len(k) + len(val)
+		}
+	}
+	if size > s.d.Limits.MaxSessionEnvBytes {
+		v.Addf("secrets", "secrets and harness_env hold %d bytes; at most %d", size, s.d.Limits.MaxSessionEnvBytes)
+	}
+	if m.Prompt != nil || m.PromptId != nil || m.Harness != nil || m.HarnessMode != nil || m.GetOauthCredential() != nil {
+		return nil, connect.NewError(connect.CodeUnimplemented, errors.New("prompts and harnesses in sessions are not available yet: create the session without prompt, prompt_id, harness, harness_mode and oauth_credential"))
+	}
+	if err := v.Err(); err != nil {
+		return nil, err
+	}
+	if id == "" {
+		id = ids.New("sess")
+	}
+	host, client, err := s.d.Hosts.Pick(ctx)
+	if errors.Is(err, fleet.ErrNoHost) {
+		return nil, connect.NewError(connect.CodeUnavailable, errors.New("no sandbox host has room; retry later"))
+	}
+	if err != nil {
+		return nil, err
+	}
+	sealed, err := s.d.Sealer.SealEnv(env, sessions.EnvOwner(id))
+	if err != nil {
+		return nil, err
+	}
+	rec := &sessions.Record{
+		ID: id, Owner: caller.UserID, Status: sessions.Creating, HostID: host.ID,
+		ImageURI: image, Mode: mode, SealedEnv: sealed,
+	}
+	if err := s.store.Create(ctx, rec); sessions.IsAlreadyExists(err) {
+		return s.existing(ctx, id, caller)
+	} else if err != nil {
+		return nil, err
+	}
+	resp, err := client.CreateSandbox(ctx, connect.NewRequest(&hostv1.CreateSandboxRequest{SessionId: id, Env: env}))
+	if err != nil {
+		return nil, err
+	}
+	return connect.NewResponse(&appv1.CreateSessionResponse{
+		SessionId: id, Status: resp.Msg.GetStatus(), ImageVersion: resp.Msg.GetImageDigest(), Kind: Kind,
+	}), nil
+}
+
+// existing answers a repeated CreateSession with the session the first one made, when it is
+// the caller's; another user's id is taken, whatever it holds.
+func (s *Service) existing(ctx context.Context, id string, caller auth.Principal) (*connect.Response[appv1.CreateSessionResponse], error) {
+	rec, err := s.store.Get(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if rec.Owner != caller.UserID {
+		return nil, apierr.AlreadyExists("session id %q is taken", id)
+	}
+	return connect.NewResponse(&appv1.CreateSessionResponse{
+		SessionId: id, Status: string(rec.Status), ImageVersion: rec.ImageDigest, Kind: Kind,
+	}), nil
+}
+
+// ListSessions returns the caller's sessions, newest first (every user's for an admin), with
+// their owners.
+func (s *Service) ListSessions(ctx context.Context, _ *connect.Request[emptypb.Empty]) (*connect.Response[appv1.ListSessionsResponse], error) {
+	caller, _ := auth.Caller(ctx)
+	owner := caller.UserID
+	if caller.Admin {
+		owner = ""
+	}
+	recs, err := s.store.ListByOwner(ctx, owner, s.d.Limits.Sessions)
+	if err != nil {
+		return nil, err
+	}
+	owners := make([]string, len(recs))
+	for i, r := range recs {
+		owners[i] = r.Owner
+	}
+	users, err := s.d.Users.GetMany(ctx, owners)
+	if err != nil {
+		return nil, err
+	}
+	out := &appv1.ListSessionsResponse{Sessions: make([]*appv1.SessionListItem, 0, len(recs))}
+	for _, r := range recs {
+		r = s.settle(ctx, r)
+		item := &appv1.SessionListItem{Session: toProto(r)}
+		if u, ok := users[r.Owner]; ok {
+			item.OwnerEmail, item.OwnerName, item.OwnerKind = &u.Email, &u.Name, &u.Kind
+		}
+		out.Sessions = append(out.Sessions, item)
+	}
+	return connect.NewResponse(out), nil
+}
+
+// GetSession returns one session.
+func (s *Service) GetSession(ctx context.Context, req *connect.Request[appv1.GetSessionRequest]) (*connect.Response[appv1.GetSessionResponse], error) {
+	rec, err := s.load(ctx, req.Msg.GetSessionId())
+	if err != nil {
+		return nil, err
+	}
+	return connect.NewResponse(&appv1.GetSessionResponse{Session: toProto(rec)}), nil
+}
+
+// DeleteSession stops the sandbox, frees its host and marks the record deleted; the session's
+// checkpoints go with the next snapshot garbage collection. Deleting a deleted session is a
+// success, as deletes are.
+func (s *Service) DeleteSession(ctx context.Context, req *connect.Request[appv1.DeleteSessionRequest]) (*connect.Response[emptypb.Empty], error) {
+	rec, err := s.loadAny(ctx, req.Msg.GetSessionId())
+	if err != nil {
+		return nil, err
+	}
+	if rec.Status == sessions.Deleted {
+		// A retry finishes what a failed first attempt left.
+		return connect.NewResponse(&emptypb.Empty{}), s.dropFiles(ctx, rec.ID)
+	}
+	if rec.Status.Live() {
+		_, client, err := s.d.Hosts.Host(ctx, rec.HostID)
+		switch {
+		case errors.Is(err, hostclient.ErrHostLost):
+			// Nothing to stop: the sandbox went with its host.
+		case err != nil:
+			return nil, err
+		default:
+			if _, err := client.DeleteSandbox(ctx, connect.NewRequest(&hostv1.DeleteSandboxRequest{SessionId: rec.ID})); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if _, _, err := s.store.Move(ctx, rec.ID, sessions.Deleted, "deleted by "+callerName(ctx), nil); err != nil {
+		return nil, err
+	}
+	return connect.NewResponse(&emptypb.Empty{}), s.dropFiles(ctx, rec.ID)
+}
+
+// dropFiles deletes a deleted session's checkpoint manifests and artifacts; the chunks only it
+// used go with the hosts' next snapshot garbage collection.
+func (s *Service) dropFiles(ctx context.Context, id string) error {
+	if _, err := s.snaps.DeleteSession(ctx, id); err != nil {
+		return fmt.Errorf("delete checkpoints of %s: %w", id, err)
+	}
+	it := s.d.Bucket.List(&blob.ListOptions{Prefix: sessions.ArtifactPrefix(id)})
+	for {
+		obj, err := it.Next(ctx)
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("list artifacts of %s: %w", id, err)
+		}
+		if err := s.d.Bucket.Delete(ctx, obj.Key); err != nil && gcerrors.Code(err) != gcerrors.NotFound {
+			return fmt.Errorf("delete artifact %s: %w", obj.Key, err)
+		}
+	}
+}
+
+func callerName(ctx context.Context) string {
+	caller, _ := auth.Caller(ctx)
+	return caller.UserID
+}
+
+// load reads a session the caller may see and that is not deleted; anything else is not_found,
+// so that ids of other users' sessions reveal nothing.
+func (s *Service) load(ctx context.Context, id string) (*sessions.Record, error) {
+	rec, err := s.loadAny(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if rec.Status == sessions.Deleted {
+		return nil, apierr.NotFound("session", id)
+	}
+	return rec, nil
+}
+
+// loadAny is load that also returns deleted sessions.
+func (s *Service) loadAny(ctx context.Context, id string) (*sessions.Record, error) {
+	if strings.TrimSpace(id) == "" {
+		return nil, apierr.InvalidArgument("session_id", "is required")
+	}
+	rec, err := s.store.Get(ctx, id)
+	if errors.Is(err, sessions.ErrNotFound) {
+		return nil, apierr.NotFound("session", id)
+	}
+	if err != nil {
+		return nil, err
+	}
+	caller, _ := auth.Caller(ctx)
+	if rec.Owner != caller.UserID && !caller.Admin {
+		return nil, apierr.NotFound("session", id)
+	}
+	return s.settle(ctx, rec), nil
+}
+
+// settle marks a session lost when the host it lives on stopped heartbeating, so nobody waits
+// on a sandbox that is gone; Resume then brings it back from its last checkpoint.
+func (s *Service) settle(ctx context.Context, rec *sessions.Record) *sessions.Record {
+	if !rec.Status.Live() || rec.HostID == "" {
+		return rec
+	}
+	if _, _, err := s.d.Hosts.Host(ctx, rec.HostID); !errors.Is(err, hostclient.ErrHostLost) {
+		return rec
+	}
+	_, moved, err := s.store.Move(ctx, rec.ID, sessions.Lost, "host "+rec.HostID+" stopped heartbeating", nil)
+	if err != nil {
+		return rec
+	}
+	return moved
+}
+
+// host returns the client of the host a live session runs on. An evicted or lost session is
+// resumed first when wake is set, and refused otherwise.
+func (s *Service) host(ctx context.Context, rec *sessions.Record, wake bool) (hostv1connect.HostServiceClient, error) {
+	if !rec.Status.Live() {
+		if !wake || !rec.Status.Resumable() {
+			return nil, apierr.FailedPrecondition("session %s is %s: resume it first (or pass wake)", rec.ID, rec.Status)
+		}
+		r, err := s.resume(ctx, rec)
+		if err != nil {
+			return nil, err
+		}
+		rec = r
+	}
+	_, client, err := s.d.Hosts.Host(ctx, rec.HostID)
+	if errors.Is(err, hostclient.ErrHostLost) {
+		return nil, apierr.FailedPrecondition("session %s lost its host: resume it", rec.ID)
+	}
+	return client, err
+}
+
+func toProto(r *sessions.Record) *appv1.Session {
+	p := &appv1.Session{
+		Id: r.ID, Status: string(r.Status), Image: r.ImageURI, Mode: r.Mode,
+		CreatedAt: clock.Format(r.CreatedAt), LastActiveAt: clock.Format(r.LastActiveAt),
+		LastEventAt: clock.FormatPtr(r.LastEventAt),
+	}
+	if r.HostID != "" {
+		p.HostId = &r.HostID
+	}
+	if r.SandboxID != "" {
+		p.SandboxId = &r.SandboxID
+	}
+	if r.SuggestedTitle != "" {
+		p.SuggestedTitle = &r.SuggestedTitle
+	}
+	return p
+}
