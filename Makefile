@@ -14,8 +14,13 @@ PROJECT ?= $(shell gcloud config get-value project 2>/dev/null)
 .PHONY: dev test check system-deps generate check-gen lint vet fmt-check bench deploy tools clean
 
 ## dev: run the whole system locally (emulators, every function, one server on 127.0.0.1:8080)
-dev: bin/hangar
+dev: bin/hangar bin/hangar-supervisor
 	bin/hangar dev
+
+# The sandbox's PID 1, bind-mounted into every sandbox: static, so it runs in any image.
+.PHONY: bin/hangar-supervisor
+bin/hangar-supervisor:
+	CGO_ENABLED=0 go build -trimpath -ldflags='-s -w' -o bin/hangar-supervisor ./cmd/hangar-supervisor
 
 # bin/hangar is rebuilt every time (go build is incremental and fast); the client commands use it.
 .PHONY: bin/hangar

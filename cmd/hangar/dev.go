@@ -14,12 +14,17 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"gocloud.dev/blob"
 
 	"github.com/hangar-dev/hangar/emulators"
 	"github.com/hangar-dev/hangar/functions/api"
 	"github.com/hangar-dev/hangar/functions/platform/auth"
+	"github.com/hangar-dev/hangar/functions/platform/bucket"
 	"github.com/hangar-dev/hangar/functions/platform/config"
+	"github.com/hangar-dev/hangar/functions/platform/ids"
+	"github.com/hangar-dev/hangar/functions/platform/seal"
 	"github.com/hangar-dev/hangar/functions/platform/store"
+	"github.com/hangar-dev/hangar/sandboxhosts/devimage"
 )
 
 func newDevCmd() *cobra.Command {
@@ -78,7 +83,25 @@ func runDev(ctx context.Context, addr, dataDir string, out interface{ Write([]by
 		return err
 	}
 	defer db.Close()
-	a := api.New(api.Deps{DB: db, Config: cfg, Log: log})
+	sb, err := openDevSandboxes(ctx, dataDir, &cfg)
+	if err != nil {
+		return err
+	}
+	defer sb.close()
+	log.Info("dev image ready", "ref", sb.image.Ref())
+	hostRun, err := startHost(ctx, hostParams{
+		addr: "127.0.0.1:0", id: "dev", dataDir: filepath.Join(dataDir, "host"),
+		cfg: cfg, db: db, bucket: sb.bucket, sealer: sb.sealer, log: log,
+	})
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err := hostRun.stop(); err != nil {
+			log.Error("stop host", "err", err)
+		}
+	}()
+	a := api.New(api.Deps{DB: db, Config: cfg, Log: log, Bucket: sb.bucket, Sealer: sb.sealer, DefaultImage: sb.image.Ref()})
 	key, created, err := ensureAdminKey(ctx, a, filepath.Join(dataDir, "admin.key"))
 	if err != nil {
 		return err
@@ -96,8 +119,8 @@ func runDev(ctx context.Context, addr, dataDir string, out interface{ Write([]by
 	if created {
 		fmt.Fprintf(out, "\nCreated the admin API key (also in %s):\n\n  %s\n", filepath.Join(dataDir, "admin.key"), key)
 	}
-	fmt.Fprintf(out, "\nHangar is serving on %s (Firestore %s, Pub/Sub %s)\n\n  export HANGAR_URL=%s\n  export HANGAR_API_KEY=$(cat %s)\n\nCtrl-C stops everything.\n\n",
-		url, emu.FirestoreHost(), emu.PubSubHost(), url, filepath.Join(dataDir, "admin.key"))
+	fmt.Fprintf(out, "\nHangar is serving on %s (Firestore %s, Pub/Sub %s, sandbox host %s)\n\n  export HANGAR_URL=%s\n  export HANGAR_API_KEY=$(cat %s)\n  hangar sessions create   # a sandbox of the dev image %s\n\nCtrl-C stops everything.\n\n",
+		url, emu.FirestoreHost(), emu.PubSubHost(), hostRun.addr, url, filepath.Join(dataDir, "admin.key"), sb.image.Ref())
 
 	select {
 	case err := <-errc:
@@ -137,4 +160,71 @@ func ensureAdminKey(ctx context.Context, a *api.API, path string) (key string, c
 		return "", false, fmt.Errorf("write admin key: %w", err)
 	}
 	return key, true, nil
+}
+
+// devSandboxes are what sessions need locally: a file bucket, a seal keyset and the dev image,
+// all under the data dir so they survive restarts.
+type devSandboxes struct {
+	bucket *blob.Bucket
+	sealer *seal.Sealer
+	image  *devimage.Registry
+}
+
+func openDevSandboxes(ctx context.Context, dataDir string, cfg *config.Config) (*devSandboxes, error) {
+	abs, err := filepath.Abs(dataDir)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.BlobURL == "" {
+		dir := filepath.Join(abs, "blob")
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return nil, fmt.Errorf("create blob dir: %w", err)
+		}
+		cfg.BlobURL = "file://" + dir
+	}
+	if len(cfg.SealKeyset) == 0 {
+		if cfg.SealKeyset, err = devKeyset(filepath.Join(abs, "seal.keyset")); err != nil {
+			return nil, err
+		}
+	}
+	if cfg.HostToken == "" {
+		// The in-process host and functions share it; it only has to be unguessable.
+		cfg.HostToken = ids.New("hosttoken")
+	}
+	sealer, err := seal.FromKeysetJSON(cfg.SealKeyset)
+	if err != nil {
+		return nil, err
+	}
+	b, err := bucket.Open(ctx, cfg.BlobURL)
+	if err != nil {
+		return nil, err
+	}
+	img, err := devimage.Serve(ctx, filepath.Join(abs, "image"), "127.0.0.1:0")
+	if err != nil {
+		b.Close()
+		return nil, fmt.Errorf("dev image: %w", err)
+	}
+	return &devSandboxes{bucket: b, sealer: sealer, image: img}, nil
+}
+
+func (d *devSandboxes) close() {
+	_ = d.image.Close()
+	_ = d.bucket.Close()
+}
+
+// devKeyset reads the local seal keyset, making it on first start.
+func devKeyset(path string) ([]byte, error) {
+	if b, err := os.ReadFile(path); err == nil {
+		return b, nil
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("read seal keyset: %w", err)
+	}
+	js, err := seal.NewKeysetJSON()
+	if err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(path, js, 0o600); err != nil {
+		return nil, fmt.Errorf("write seal keyset: %w", err)
+	}
+	return js, nil
 }

@@ -13,7 +13,7 @@ func newRootCmd() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newDevCmd(), newEmulatorsCmd())
+	root.AddCommand(newDevCmd(), newHostCmd(), newEmulatorsCmd())
 	addClientCommands(root)
 	return root
 }

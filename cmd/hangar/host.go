@@ -1,0 +1,164 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"cloud.google.com/go/firestore"
+	"github.com/spf13/cobra"
+	"gocloud.dev/blob"
+
+	"github.com/hangar-dev/hangar/functions/api"
+	"github.com/hangar-dev/hangar/functions/platform/bucket"
+	"github.com/hangar-dev/hangar/functions/platform/config"
+	"github.com/hangar-dev/hangar/functions/platform/seal"
+	"github.com/hangar-dev/hangar/functions/platform/store"
+	"github.com/hangar-dev/hangar/sandboxhosts/host"
+)
+
+// supervisorEnv names the hangar-supervisor binary when it is not beside hangar.
+const supervisorEnv = "HANGAR_SUPERVISOR_BIN"
+
+func newHostCmd() *cobra.Command {
+	var p hostParams
+	cmd := &cobra.Command{
+		Use:   "host",
+		Short: "Run a sandbox host: sandboxes on runc, registered in the fleet",
+		Long: `host runs one sandbox host. It registers in the fleet (Firestore) under --id with the
+URL the functions reach it at (--advertise, default http://<addr>), serves the internal host API
+behind HANGAR_HOST_TOKEN, and keeps sandboxes, the image cache and the chunk cache under
+--data-dir. It needs root, runc, HANGAR_BLOB_URL and HANGAR_SEAL_KEYSET (the same as the
+functions'), and the hangar-supervisor binary beside hangar or at $HANGAR_SUPERVISOR_BIN.
+SIGINT or SIGTERM checkpoints and evicts every sandbox before it stops.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			cfg, err := config.FromEnv()
+			if err != nil {
+				return err
+			}
+			log := slog.New(slog.NewJSONHandler(cmd.ErrOrStderr(), nil))
+			db, err := store.Open(ctx, cfg.Project)
+			if err != nil {
+				return err
+			}
+			defer db.Close()
+			b, err := bucket.Open(ctx, cfg.BlobURL)
+			if err != nil {
+				return err
+			}
+			defer b.Close()
+			sealer, err := seal.FromKeysetJSON(cfg.SealKeyset)
+			if err != nil {
+				return fmt.Errorf("HANGAR_SEAL_KEYSET: %w", err)
+			}
+			p.cfg, p.db, p.bucket, p.sealer, p.log = cfg, db, b, sealer, log
+			running, err := startHost(ctx, p)
+			if err != nil {
+				return err
+			}
+			log.Info("host serving", "id", running.host.ID(), "addr", running.addr)
+			<-ctx.Done()
+			return running.stop()
+		},
+	}
+	cmd.Flags().StringVar(&p.addr, "addr", "127.0.0.1:7070", "address to serve the host API on")
+	cmd.Flags().StringVar(&p.advertise, "advertise", "", "URL the functions reach this host at (default http://<addr>)")
+	cmd.Flags().StringVar(&p.id, "id", "", "fleet id of this host (default: hostname and a random suffix)")
+	cmd.Flags().StringVar(&p.dataDir, "data-dir", "/var/lib/hangar", "where sandboxes and caches are kept")
+	return cmd
+}
+
+// hostParams are what startHost needs.
+type hostParams struct {
+	addr, advertise, id, dataDir string
+	cfg                          config.Config
+	db                           *firestore.Client
+	bucket                       *blob.Bucket
+	sealer                       *seal.Sealer
+	log                          *slog.Logger
+}
+
+// runningHost is a host serving its API.
+type runningHost struct {
+	host *host.Host
+	addr string
+	stop func() error
+}
+
+// startHost starts a host and its API server; stop checkpoints its sandboxes and ends both.
+func startHost(ctx context.Context, p hostParams) (*runningHost, error) {
+	if p.cfg.HostToken == "" {
+		return nil, errors.New("set HANGAR_HOST_TOKEN: the functions authenticate to hosts with it")
+	}
+	sup, err := supervisorBinary()
+	if err != nil {
+		return nil, err
+	}
+	ln, err := net.Listen("tcp", p.addr)
+	if err != nil {
+		return nil, fmt.Errorf("listen on %s: %w", p.addr, err)
+	}
+	advertise := p.advertise
+	if advertise == "" {
+		advertise = "http://" + ln.Addr().String()
+	}
+	h, err := host.New(ctx, host.Options{
+		ID: p.id, Address: advertise, DataDir: p.dataDir, DB: p.db, Bucket: p.bucket, Sealer: p.sealer,
+		Supervisor: sup, Token: p.cfg.HostToken, Config: p.cfg.Host, Limits: p.cfg.Limits, Log: p.log,
+	})
+	if err != nil {
+		ln.Close()
+		return nil, err
+	}
+	mux := http.NewServeMux()
+	mux.Handle(h.Handler())
+	srv := api.NewServer(mux)
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	done := make(chan struct{})
+	go func() { defer close(done); h.Run(runCtx) }()
+	stop := func() error {
+		cancel()
+		<-done
+		shutCtx, cancelShut := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancelShut()
+		p.log.Info("host stopping: checkpointing sandboxes")
+		herr := h.Shutdown(shutCtx)
+		return errors.Join(herr, srv.Shutdown(shutCtx))
+	}
+	select {
+	case err := <-errc:
+		cancel()
+		return nil, fmt.Errorf("serve host api: %w", err)
+	default:
+	}
+	return &runningHost{host: h, addr: ln.Addr().String(), stop: stop}, nil
+}
+
+// supervisorBinary finds hangar-supervisor: $HANGAR_SUPERVISOR_BIN, else beside this binary.
+func supervisorBinary() (string, error) {
+	if p := os.Getenv(supervisorEnv); p != "" {
+		return p, nil
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return "", fmt.Errorf("find hangar-supervisor: %w", err)
+	}
+	p := filepath.Join(filepath.Dir(exe), "hangar-supervisor")
+	if _, err := os.Stat(p); err != nil {
+		return "", fmt.Errorf("hangar-supervisor is not beside %s: build it with `make bin/hangar-supervisor` or set %s", exe, supervisorEnv)
+	}
+	return p, nil
+}
