@@ -8,10 +8,12 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	"gocloud.dev/blob/memblob"
 
 	"github.com/hangar-dev/hangar/functions/api"
 	"github.com/hangar-dev/hangar/functions/platform/auth"
 	"github.com/hangar-dev/hangar/functions/platform/config"
+	"github.com/hangar-dev/hangar/functions/platform/seal"
 	"github.com/hangar-dev/hangar/internal/testenv"
 )
 
@@ -25,7 +27,30 @@ type stack struct {
 func newStack(t testing.TB) *stack {
 	t.Helper()
 	db, _ := testenv.Firestore(t)
-	a := api.New(api.Deps{DB: db, Config: config.Default()})
+	return serve(t, api.New(api.Deps{DB: db, Config: config.Default()}))
+}
+
+// newSessionsStack is newStack with SessionService configured (a bucket and a sealer) but no
+// sandbox host, for tests of the API surface rather than of sandboxes.
+func newSessionsStack(t testing.TB) *stack {
+	t.Helper()
+	db, _ := testenv.Firestore(t)
+	ks, err := seal.NewKeysetJSON()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sealer, err := seal.FromKeysetJSON(ks)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := memblob.OpenBucket(nil)
+	t.Cleanup(func() { _ = b.Close() })
+	return serve(t, api.New(api.Deps{DB: db, Config: config.Default(), Bucket: b, Sealer: sealer}))
+}
+
+// serve runs a on a real loopback server and mints an admin key.
+func serve(t testing.TB, a *api.API) *stack {
+	t.Helper()
 	// The production server (HTTP/1.1 and cleartext HTTP/2), not httptest's, so gRPC works too.
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -58,14 +83,30 @@ func (s *stack) mintKey(t testing.TB, email string, admin bool) string {
 // rpcURL is the base URL generated clients take.
 func (s *stack) rpcURL() string { return s.url + api.RPCPrefix }
 
-// withKey is a client option that sends key on every call.
+// withKey is a client option that sends key on every call, streams included.
 func withKey(key string) connect.ClientOption {
-	return connect.WithInterceptors(connect.UnaryInterceptorFunc(func(next connect.UnaryFunc) connect.UnaryFunc {
-		return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
-			req.Header().Set(auth.HeaderName, key)
-			return next(ctx, req)
-		}
-	}))
+	return connect.WithInterceptors(keyInterceptor(key))
+}
+
+type keyInterceptor string
+
+func (k keyInterceptor) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
+	return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
+		req.Header().Set(auth.HeaderName, string(k))
+		return next(ctx, req)
+	}
+}
+
+func (k keyInterceptor) WrapStreamingClient(next connect.StreamingClientFunc) connect.StreamingClientFunc {
+	return func(ctx context.Context, spec connect.Spec) connect.StreamingClientConn {
+		conn := next(ctx, spec)
+		conn.RequestHeader().Set(auth.HeaderName, string(k))
+		return conn
+	}
+}
+
+func (k keyInterceptor) WrapStreamingHandler(next connect.StreamingHandlerFunc) connect.StreamingHandlerFunc {
+	return next
 }
 
 var httpClient = &http.Client{Timeout: 30 * time.Second}

@@ -1,0 +1,170 @@
+package testenv
+
+import (
+	"context"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"testing"
+	"time"
+
+	"cloud.google.com/go/firestore"
+	"gocloud.dev/blob"
+	"gocloud.dev/blob/memblob"
+
+	"github.com/hangar-dev/hangar/functions/platform/config"
+	"github.com/hangar-dev/hangar/functions/platform/seal"
+	"github.com/hangar-dev/hangar/sandboxhosts/host"
+	"github.com/hangar-dev/hangar/sandboxhosts/images"
+	"github.com/hangar-dev/hangar/sandboxhosts/images/imagestest"
+	"github.com/hangar-dev/hangar/sandboxhosts/supervisor/supervisortest"
+)
+
+// RequireSandboxes fails (under CI) or skips (elsewhere) a test that runs sandboxes on a machine
+// that cannot: it needs root, runc and a static busybox for its images.
+func RequireSandboxes(t testing.TB) {
+	t.Helper()
+	missing := ""
+	switch {
+	case os.Geteuid() != 0:
+		missing = "sandbox tests need root (runc, overlay mounts)"
+	case func() bool { _, err := exec.LookPath("runc"); return err != nil }():
+		missing = "sandbox tests need runc: apt-get install runc (make test installs it when root)"
+	case func() bool { _, err := os.Stat(images.BusyboxPath); return err != nil }():
+		missing = "sandbox tests need " + images.BusyboxPath + ": apt-get install busybox-static"
+	}
+	if missing == "" {
+		return
+	}
+	if os.Getenv("CI") == "true" {
+		t.Fatal(missing)
+	}
+	t.Skip(missing)
+}
+
+// Sandboxes is what sessions run on in a test: a blob bucket, a sealer, a registry holding a
+// busybox image, and a way to start hosts over one Firestore project.
+type Sandboxes struct {
+	DB     *firestore.Client
+	Bucket *blob.Bucket
+	Sealer *seal.Sealer
+	Config config.Config
+	// Image is a busybox image with a few files, in a registry on 127.0.0.1.
+	Image    string
+	Registry string
+}
+
+// NewSandboxes prepares the parts; hosts come from StartHost.
+func NewSandboxes(t testing.TB, db *firestore.Client) *Sandboxes {
+	t.Helper()
+	RequireSandboxes(t)
+	ks, err := seal.NewKeysetJSON()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sealer, err := seal.FromKeysetJSON(ks)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := memblob.OpenBucket(nil)
+	t.Cleanup(func() { _ = b.Close() })
+	img, err := images.Busybox(map[string]images.File{
+		"/etc/motd":        {Content: []byte("welcome to the test image\n")},
+		"/opt/tool/run.sh": {Content: []byte("#!/bin/sh\necho tool ran\n"), Mode: 0o755},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := imagestest.Registry(t)
+	cfg := config.Default()
+	cfg.HostToken = "test-host-token"
+	// Tests drive idleness and host loss themselves; keep the clock's work quick.
+	cfg.Host.HeartbeatInterval = 200 * time.Millisecond
+	cfg.Host.HostTimeout = 2 * time.Second
+	cfg.Host.SandboxCPUs, cfg.Host.SandboxMemoryBytes, cfg.Host.SandboxPids = 1, 512<<20, 256
+	return &Sandboxes{
+		DB: db, Bucket: b, Sealer: sealer, Config: cfg, Registry: reg,
+		Image: imagestest.Push(t, reg, "test/busybox", img),
+	}
+}
+
+// TestHost is a host serving its API on 127.0.0.1.
+type TestHost struct {
+	*host.Host
+	Addr string
+	srv  *http.Server
+	stop context.CancelFunc
+	done chan struct{}
+}
+
+// StartHost starts a host with its periodic work running; it is shut down (sandboxes evicted)
+// when t ends unless Kill or Stop ended it first.
+func (s *Sandboxes) StartHost(t testing.TB, id string) *TestHost {
+	t.Helper()
+	// A short data dir: the supervisor's socket path lives in it and unix paths are short.
+	dir, err := os.MkdirTemp("", "hh-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := host.New(context.Background(), host.Options{
+		ID: id, Address: "http://" + ln.Addr().String(), DataDir: dir, DB: s.DB, Bucket: s.Bucket,
+		Sealer: s.Sealer, Supervisor: supervisortest.Binary(t), Token: s.Config.HostToken,
+		Config: s.Config.Host, Limits: s.Config.Limits, CgroupParent: "hangar-test",
+	})
+	if err != nil {
+		ln.Close()
+		t.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle(h.Handler())
+	// The host's server speaks cleartext HTTP/2, as in production, for many streams on one
+	// connection.
+	srv := &http.Server{Handler: mux, Protocols: new(http.Protocols)}
+	srv.Protocols.SetUnencryptedHTTP2(true)
+	go func() { _ = srv.Serve(ln) }()
+	ctx, cancel := context.WithCancel(context.Background())
+	th := &TestHost{Host: h, Addr: ln.Addr().String(), srv: srv, stop: cancel, done: make(chan struct{})}
+	go func() { defer close(th.done); h.Run(ctx) }()
+	t.Cleanup(func() {
+		if th.stopLoop() {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			if err := h.Shutdown(ctx); err != nil {
+				t.Errorf("host shutdown: %v", err)
+			}
+		}
+		_ = srv.Close()
+	})
+	return th
+}
+
+// stopLoop ends the host's periodic work; false when it had already ended.
+func (th *TestHost) stopLoop() bool {
+	select {
+	case <-th.done:
+		return false
+	default:
+	}
+	th.stop()
+	<-th.done
+	return true
+}
+
+// Kill stops the host the way a crash of its process does: it stops heartbeating and
+// answering, and nothing is checkpointed. Its sandboxes are discarded when t ends.
+func (th *TestHost) Kill(t testing.TB) {
+	t.Helper()
+	th.stopLoop()
+	_ = th.srv.Close()
+	t.Cleanup(func() {
+		if err := th.Host.Discard(context.Background()); err != nil {
+			t.Errorf("discard killed host: %v", err)
+		}
+	})
+}
