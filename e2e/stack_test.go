@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"cloud.google.com/go/firestore"
 	"connectrpc.com/connect"
 	"gocloud.dev/blob/memblob"
 
@@ -35,6 +36,12 @@ func newStack(t testing.TB) *stack {
 func newSessionsStack(t testing.TB) *stack {
 	t.Helper()
 	db, _ := testenv.Firestore(t)
+	return serveSessions(t, db)
+}
+
+// serveSessions is newSessionsStack over db.
+func serveSessions(t testing.TB, db *firestore.Client) *stack {
+	t.Helper()
 	ks, err := seal.NewKeysetJSON()
 	if err != nil {
 		t.Fatal(err)
