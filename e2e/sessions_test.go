@@ -14,7 +14,10 @@ import (
 	"google.golang.org/protobuf/types/known/emptypb"
 
 	appv1 "github.com/hangar-dev/hangar/gen/svc/app/v1"
+	"github.com/hangar-dev/hangar/gen/svc/app/v1/appv1connect"
 	"github.com/hangar-dev/hangar/internal/testenv"
+	"github.com/hangar-dev/hangar/sandboxhosts/images"
+	"github.com/hangar-dev/hangar/sandboxhosts/images/imagestest"
 )
 
 func TestSessionLifecycleAndOwnership(t *testing.T) {
@@ -377,4 +380,45 @@ func TestArtifactsOutliveTheSandbox(t *testing.T) {
 	if len(events) != 2 {
 		t.Fatalf("%d artifact.created events, want 2", len(events))
 	}
+}
+
+func TestDiscoverProfileReposLooksInsideTheImage(t *testing.T) {
+	s := newSandboxStack(t, 1, nil)
+	ctx := context.Background()
+	img, err := images.Busybox(map[string]images.File{
+		"/src/app/.git/config": {Content: []byte("[core]\n\tbare = false\n[remote \"origin\"]\n\turl = git@github.com:acme/app.git\n[remote \"upstream\"]\n\turl = https://gitlab.com/group/sub/app\n")},
+		"/src/app/.git/HEAD":   {Content: []byte("ref: refs/heads/main\n")},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref := imagestest.Push(t, s.sb.Registry, "test/with-repo", img)
+	profiles := appv1connect.NewProfileServiceClient(httpClient, s.rpcURL(), withKey(s.admin))
+	p, err := profiles.CreateProfile(ctx, connect.NewRequest(&appv1.CreateProfileRequest{
+		Name: "with repo", ImageId: ref,
+		Repos: []*appv1.ProfileRepo{{Path: "/work/api", RemoteUrl: "https://github.com/acme/api"}},
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := profiles.DiscoverProfileRepos(ctx, connect.NewRequest(&appv1.DiscoverProfileReposRequest{ProfileId: p.Msg.GetProfile().GetId()}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	repos := resp.Msg.GetRepos()
+	if len(repos) != 2 || repos[0].GetPath() != "/work/api" || repos[1].GetPath() != "/src/app" {
+		t.Fatalf("repos %v", repos)
+	}
+	remotes := repos[1].GetRemotes()
+	if len(remotes) != 2 || remotes[0].GetName() != "origin" || remotes[0].GetParsed().GetOwner() != "acme" || remotes[0].GetParsed().GetName() != "app" ||
+		remotes[1].GetName() != "upstream" || remotes[1].GetParsed().GetOwner() != "group/sub" {
+		t.Fatalf("remotes of /src/app: %v", remotes)
+	}
+
+	broken, err := profiles.CreateProfile(ctx, connect.NewRequest(&appv1.CreateProfileRequest{Name: "broken image", ImageId: s.sb.Registry + "/no/such:image"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = profiles.DiscoverProfileRepos(ctx, connect.NewRequest(&appv1.DiscoverProfileReposRequest{ProfileId: broken.Msg.GetProfile().GetId()}))
+	testenv.WantCode(t, err, connect.CodeFailedPrecondition)
 }

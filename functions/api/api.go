@@ -27,6 +27,7 @@ import (
 	"github.com/hangar-dev/hangar/functions/profiles"
 	"github.com/hangar-dev/hangar/functions/sessions"
 	"github.com/hangar-dev/hangar/functions/tasks"
+	hostv1 "github.com/hangar-dev/hangar/gen/host/v1"
 	"github.com/hangar-dev/hangar/gen/svc/app/v1/appv1connect"
 	"github.com/hangar-dev/hangar/sandboxhosts/fleet"
 	"github.com/hangar-dev/hangar/sandboxhosts/hostclient"
@@ -93,6 +94,7 @@ func New(d Deps) *API {
 			Clock: d.Clock, Limits: d.Config.Limits, DefaultImage: d.DefaultImage,
 		})
 		add(appv1connect.NewSessionServiceHandler(sessionSvc, opts))
+		profileSvc.WithRepoFinder(imageRepos(hosts))
 		a.routes["GET "+sessions.EventsPath] = sessionSvc.SSE(authn)
 	} else {
 		add(appv1connect.NewSessionServiceHandler(appv1connect.UnimplementedSessionServiceHandler{}, opts,
@@ -193,4 +195,35 @@ func (r *refuse) WrapStreamingClient(next connect.StreamingClientFunc) connect.S
 
 func (r *refuse) WrapStreamingHandler(connect.StreamingHandlerFunc) connect.StreamingHandlerFunc {
 	return func(context.Context, connect.StreamingHandlerConn) error { return r.err }
+}
+
+// imageRepos has a sandbox host look inside an image for git repositories. An image that cannot
+// be pulled is the profile's problem, not the request's.
+func imageRepos(hosts *hostclient.Pool) profiles.RepoFinder {
+	return func(ctx context.Context, image string) ([]*hostv1.Repo, error) {
+		_, client, err := hosts.Pick(ctx)
+		if errors.Is(err, fleet.ErrNoHost) {
+			return nil, connect.NewError(connect.CodeUnavailable, errors.New("no sandbox host is up to look inside the image; retry later"))
+		}
+		if err != nil {
+			return nil, err
+		}
+		resp, err := client.FindRepos(ctx, connect.NewRequest(&hostv1.FindReposRequest{ImageUri: image}))
+		if connect.CodeOf(err) == connect.CodeInvalidArgument {
+			return nil, apierr.FailedPrecondition("the profile's image %q cannot be used: %s", image, errMessage(err))
+		}
+		if err != nil {
+			return nil, err
+		}
+		return resp.Msg.GetRepos(), nil
+	}
+}
+
+// errMessage is a Connect error's message without its code.
+func errMessage(err error) string {
+	var ce *connect.Error
+	if errors.As(err, &ce) {
+		return ce.Message()
+	}
+	return err.Error()
 }

@@ -24,6 +24,7 @@ import (
 	"github.com/hangar-dev/hangar/functions/platform/config"
 	"github.com/hangar-dev/hangar/functions/platform/ids"
 	"github.com/hangar-dev/hangar/functions/platform/store"
+	hostv1 "github.com/hangar-dev/hangar/gen/host/v1"
 	appv1 "github.com/hangar-dev/hangar/gen/svc/app/v1"
 	"github.com/hangar-dev/hangar/gen/svc/app/v1/appv1connect"
 )
@@ -41,6 +42,16 @@ type Service struct {
 	db    *firestore.Client
 	clock clock.Clock
 	lim   config.Limits
+	repos RepoFinder
+}
+
+// RepoFinder looks inside an image for git repositories (a sandbox host pulls and walks it).
+type RepoFinder func(ctx context.Context, image string) ([]*hostv1.Repo, error)
+
+// WithRepoFinder lets DiscoverProfileRepos look inside profiles' images too.
+func (s *Service) WithRepoFinder(f RepoFinder) *Service {
+	s.repos = f
+	return s
 }
 
 var _ appv1connect.ProfileServiceHandler = (*Service)(nil)
@@ -159,15 +170,37 @@ func (s *Service) change(ctx context.Context, id string, fn func(*firestore.Tran
 	})
 }
 
-// DiscoverProfileRepos reports the profile's configured repositories with their remotes.
+// DiscoverProfileRepos reports the profile's configured repositories and, when a repo finder is
+// wired, the git repositories inside its image, each with its remotes. Until ImageService
+// resolves image ids, a profile's image_id is looked up as an image reference.
 func (s *Service) DiscoverProfileRepos(ctx context.Context, req *connect.Request[appv1.DiscoverProfileReposRequest]) (*connect.Response[appv1.DiscoverProfileReposResponse], error) {
 	rec, err := s.get(ctx, "profile_id", req.Msg.GetProfileId())
 	if err != nil {
 		return nil, err
 	}
 	out := make([]*appv1.DiscoveredRepo, len(rec.Repos))
+	seen := make(map[string]bool, len(rec.Repos))
 	for i, r := range rec.Repos {
 		out[i] = r.discovered()
+		seen[r.Path] = true
+	}
+	if s.repos == nil || rec.ImageID == "" {
+		return connect.NewResponse(&appv1.DiscoverProfileReposResponse{Repos: out}), nil
+	}
+	found, err := s.repos(ctx, rec.ImageID)
+	if err != nil {
+		return nil, fmt.Errorf("look inside image %s: %w", rec.ImageID, err)
+	}
+	for _, r := range found {
+		if seen[r.GetPath()] {
+			continue
+		}
+		d := &appv1.DiscoveredRepo{Path: r.GetPath()}
+		for _, rm := range r.GetRemotes() {
+			parsed, _ := ParseRemote(rm.GetUrl())
+			d.Remotes = append(d.Remotes, &appv1.DiscoveredRemote{Name: rm.GetName(), Url: rm.GetUrl(), Parsed: parsed})
+		}
+		out = append(out, d)
 	}
 	return connect.NewResponse(&appv1.DiscoverProfileReposResponse{Repos: out}), nil
 }
