@@ -8,18 +8,8 @@
 // composite indexes on production Firestore (the emulator needs none): idx with each of kind,
 // tool_name and durable, and with the combinations a caller uses.
 //
-// Event kinds are open strings. The kinds the host emits, with their payload_json fields:
-//
-//	session.status    {from, to, reason}                          the session moved between states
-//	exec.started      {exec_id, argv, command, workdir}            a command started in the sandbox
-//	exec.exited       {exec_id, exit_status, signal, timed_out, canceled, wall_ms, peak_rss_kb,
-//	                   user_cpu_ms, sys_cpu_ms}                    that command ended
-//	file.written      {path, size_bytes, sha256}                   a file was written through the API
-//	files.copied      {source_session_id, paths}                   files were copied from another session
-//	snapshot.taken    {snapshot_id, version, size_bytes, chunks_uploaded, bytes_uploaded}
-//	session.resumed   {snapshot_id}                                the session came back from a snapshot
-//	session.evicted   {reason, snapshot_id}                        the host gave the session up
-//	artifact.created  {artifact_id, path, media_type, size_bytes, caption}
+// Event kinds are open strings. The kinds the host emits and their payloads are listed in the
+// README ("Session events"), the one place a client reads them.
 //
 // Agent-turn kinds (prompt.queued, prompt.started, assistant.message, tool.call, tool.result,
 // turn.done, interrupted) are named here so that IsConversation can know them; their payloads
@@ -47,7 +37,6 @@ const (
 	KindExecStarted     = "exec.started"
 	KindExecExited      = "exec.exited"
 	KindFileWritten     = "file.written"
-	KindFilesCopied     = "files.copied"
 	KindSnapshotTaken   = "snapshot.taken"
 	KindSessionResumed  = "session.resumed"
 	KindSessionEvicted  = "session.evicted"
