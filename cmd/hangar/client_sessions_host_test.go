@@ -1,0 +1,109 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hangar-dev/hangar/functions/api"
+	"github.com/hangar-dev/hangar/functions/platform/auth"
+	"github.com/hangar-dev/hangar/internal/testenv"
+)
+
+// TestSessionsCommandsOnARealHost runs the sessions commands against the whole stack: the API
+// on a loopback server, a sandbox host on runc, the Firestore emulator.
+func TestSessionsCommandsOnARealHost(t *testing.T) {
+	db, _ := testenv.Firestore(t)
+	sb := testenv.NewSandboxes(t, db)
+	sb.StartHost(t, "cli-host")
+	a := api.New(api.Deps{DB: db, Config: sb.Config, Bucket: sb.Bucket, Sealer: sb.Sealer, DefaultImage: sb.Image})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := api.NewServer(a.Handler())
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() { _ = srv.Close() })
+	ctx := context.Background()
+	u, err := a.Users().EnsureHuman(ctx, "cli@example.com", "", time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, key, err := a.Keys().Create(ctx, auth.NewKeyInput{Name: "cli", Kind: auth.KindPersonal, UserID: u.ID}, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("HANGAR_URL", "http://"+ln.Addr().String())
+	t.Setenv("HANGAR_API_KEY", key)
+	run := func(args ...string) result { return runHangar(t, "", append([]string{"sessions"}, args...)...) }
+	must := func(args ...string) string {
+		t.Helper()
+		r := run(args...)
+		if r.err != nil {
+			t.Fatalf("hangar sessions %s: exit %d: %v %s", strings.Join(args, " "), r.code, r.err, r.errOut)
+		}
+		return r.out
+	}
+
+	var created struct {
+		SessionID string `json:"session_id"`
+	}
+	if err := json.Unmarshal([]byte(must("create", "--json", "--secret", "TOKEN=t0p")), &created); err != nil || created.SessionID == "" {
+		t.Fatalf("create --json: %v", err)
+	}
+	id := created.SessionID
+
+	for _, tc := range []struct {
+		name string
+		args []string
+		out  string
+		code int
+	}{
+		{"exit status mirrored", []string{"exec", id, "-c", `echo "$TOKEN"; exit 5`}, "t0p\n", 5},
+		{"argv after --", []string{"exec", id, "--", "echo", "a b"}, "a b\n", 0},
+		{"timeout exits 124", []string{"exec", id, "--timeout", "1s", "--", "sleep", "10"}, "", 124},
+		{"missing program exits 127", []string{"exec", id, "--", "/no/such"}, "", 127},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := run(tc.args...)
+			if r.code != tc.code || r.out != tc.out {
+				t.Fatalf("exit %d out %q (stderr %q), want %d %q", r.code, r.out, r.errOut, tc.code, tc.out)
+			}
+		})
+	}
+
+	local := filepath.Join(t.TempDir(), "in.txt")
+	if err := os.WriteFile(local, []byte("round trip\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	must("cp", local, id+":/root/in.txt")
+	back := filepath.Join(t.TempDir(), "out.txt")
+	must("cp", id+":/root/in.txt", back)
+	if b, _ := os.ReadFile(back); string(b) != "round trip\n" {
+		t.Fatalf("cp out brought back %q", b)
+	}
+	must("snapshot", id)
+	must("evict", id)
+	if out := must("get", id); !strings.Contains(out, "status:") || !strings.Contains(out, "evicted") {
+		t.Fatalf("get after evict: %q", out)
+	}
+	must("resume", id)
+	if out := must("exec", id, "--", "cat", "/root/in.txt"); out != "round trip\n" {
+		t.Fatalf("after resume: %q", out)
+	}
+	if out := must("checkpoints", id); !strings.Contains(out, "yes") {
+		t.Fatalf("checkpoints: %q", out)
+	}
+	if out := must("events", id, "--kind", "file.written"); !strings.Contains(out, "/root/in.txt") {
+		t.Fatalf("events: %q", out)
+	}
+	must("delete", id)
+	if r := run("get", id); r.code == 0 {
+		t.Fatalf("get after delete succeeded: %q", r.out)
+	}
+}
