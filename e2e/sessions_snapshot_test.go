@@ -13,6 +13,7 @@ import (
 	appv1 "github.com/hangar-dev/hangar/gen/svc/app/v1"
 	"github.com/hangar-dev/hangar/internal/testenv"
 	"github.com/hangar-dev/hangar/sandboxhosts/fleet"
+	"github.com/hangar-dev/hangar/sandboxhosts/sessions"
 )
 
 // seedTree makes files of several kinds the snapshots must carry: modes, a symlink, a hardlink,
@@ -207,5 +208,31 @@ func TestKilledHostLeavesItsSessionsRecoverableElsewhere(t *testing.T) {
 	}
 	if out := s.sh(t, id, "cat /root/kept; test -e /root/lost-with-host && echo survived || echo gone"); out != "checkpointed\ngone\n" {
 		t.Fatalf("after resume elsewhere: %q", out)
+	}
+}
+
+func TestSessionPlacedButNeverStartedIsNotStuck(t *testing.T) {
+	s := newSandboxStack(t, 1, nil)
+	ctx := context.Background()
+	admin, err := s.api.Users().EnsureHuman(ctx, "admin@example.com", "", time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A function placed this session on host-a two minutes ago and died before asking the host
+	// to start it.
+	twoMinutesAgo := func() time.Time { return time.Now().Add(-2 * time.Minute) }
+	err = sessions.NewStore(s.sb.DB, twoMinutesAgo).Create(ctx, &sessions.Record{
+		ID: "orphan-1", Owner: admin.ID, Status: sessions.Creating, HostID: "host-a", ImageURI: s.sb.Image, Mode: "sandbox",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.waitStatus(t, "orphan-1", "lost", 10*time.Second)
+	res, err := s.svc.Resume(ctx, connect.NewRequest(&appv1.ResumeRequest{SessionId: "orphan-1"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Msg.GetSnapshotId() != "" || s.status(t, "orphan-1") != "running" {
+		t.Fatalf("resume of a never-started session: %v, status %s", res.Msg, s.status(t, "orphan-1"))
 	}
 }

@@ -190,6 +190,45 @@ func (h *Host) markLost(ctx context.Context, hostID, reason string) error {
 	return nil
 }
 
+// orphanGrace is how long a session placed on this host may wait for its sandbox: the functions
+// place a session, then call CreateSandbox or Resume; a function that died in between leaves it.
+const orphanGrace = time.Minute
+
+// sweepOrphans marks lost the live sessions placed on this host that it holds no sandbox for, so
+// that no session waits forever on a call that never came; Resume brings them back.
+func (h *Host) sweepOrphans(ctx context.Context) error {
+	recs, err := h.store.ListByHost(ctx, h.id, liveStatuses...)
+	if err != nil {
+		return err
+	}
+	cutoff := h.clock.Now().Add(-orphanGrace)
+	for _, r := range recs {
+		h.mu.Lock()
+		_, held := h.boxes[r.ID]
+		h.mu.Unlock()
+		if held || r.UpdatedAt.After(cutoff) {
+			continue
+		}
+		_, _, err := h.store.Move(ctx, r.ID, sessions.Lost, "host "+h.id+" holds no sandbox for it", func(cur *sessions.Record) error {
+			h.mu.Lock()
+			_, held := h.boxes[cur.ID]
+			h.mu.Unlock()
+			if held || cur.HostID != h.id {
+				return errSkip
+			}
+			return nil
+		})
+		var me *sessions.MoveError
+		if err != nil && !errors.Is(err, errSkip) && !errors.As(err, &me) {
+			return fmt.Errorf("mark orphaned session %s lost: %w", r.ID, err)
+		}
+	}
+	return nil
+}
+
+// errSkip aborts a Move whose reason no longer holds.
+var errSkip = errors.New("skip")
+
 var liveStatuses = []sessions.Status{sessions.Creating, sessions.Running, sessions.Idle, sessions.Snapshotting, sessions.Resuming}
 
 // Handler serves HostService behind the host token.
@@ -238,9 +277,13 @@ func every(ctx context.Context, period time.Duration, fn func()) {
 	}
 }
 
-// housekeep is one round of idle handling and of marking dead hosts' sessions lost.
+// housekeep is one round of idle handling and of marking lost the sessions of dead hosts and
+// the sessions placed here that this host never started.
 func (h *Host) housekeep(ctx context.Context) {
 	h.sweepIdle(ctx)
+	if err := h.sweepOrphans(ctx); err != nil && ctx.Err() == nil {
+		h.log.Error("sweep orphaned sessions", "err", err)
+	}
 	lost, err := h.fleet.Lost(ctx)
 	if err != nil {
 		if ctx.Err() == nil {
