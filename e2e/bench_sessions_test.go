@@ -130,10 +130,22 @@ func BenchmarkSessionExecTrue(b *testing.B) {
 	id := s.create(b, nil)
 	req := &appv1.ExecRequest{SessionId: id, Argv: []string{"true"}}
 	for b.Loop() {
-		res, err := collectExec(ctx, s.svc, req)
-		if err != nil || res.exit == nil || res.exit.GetExitStatus() != 0 {
-			b.Fatalf("true: %+v, %v", res, err)
+		stream, err := s.svc.Exec(ctx, connect.NewRequest(req))
+		if err != nil {
+			b.Fatal(err)
 		}
+		var exit *appv1.ExecExit
+		for exit == nil && stream.Receive() {
+			exit = stream.Msg().GetExit()
+		}
+		b.StopTimer()
+		for stream.Receive() {
+		}
+		if err := stream.Err(); err != nil || exit == nil || exit.GetExitStatus() != 0 {
+			b.Fatalf("true: exit %v, %v", exit, err)
+		}
+		_ = stream.Close()
+		b.StartTimer()
 	}
 }
 
