@@ -20,6 +20,7 @@ import (
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"golang.org/x/sys/unix"
 
+	"github.com/hangar-dev/hangar/functions/platform/config"
 	appv1 "github.com/hangar-dev/hangar/gen/svc/app/v1"
 	"github.com/hangar-dev/hangar/gen/svc/app/v1/appv1connect"
 	"github.com/hangar-dev/hangar/internal/testenv"
@@ -56,7 +57,7 @@ func randomBytes(n int) []byte {
 // BenchmarkSessionCreateToFirstExec is what a user waits for between asking for a session and
 // seeing a command's first output. Deleting the session is not timed: nobody waits for it.
 func BenchmarkSessionCreateToFirstExec(b *testing.B) {
-	s := newSandboxStack(b, 1, nil)
+	s := newSandboxStack(b, 1, productionPace)
 	ctx := context.Background()
 	// The host's first session pulls and unpacks the image; the raw baseline pulls before its
 	// loop too, so neither loop pays for it.
@@ -125,7 +126,7 @@ func BenchmarkRawRuncRun(b *testing.B) {
 
 // BenchmarkSessionExecTrue is one command's round trip through the API, up to its exit frame.
 func BenchmarkSessionExecTrue(b *testing.B) {
-	s := newSandboxStack(b, 1, nil)
+	s := newSandboxStack(b, 1, productionPace)
 	ctx := context.Background()
 	id := s.create(b, nil)
 	req := &appv1.ExecRequest{SessionId: id, Argv: []string{"true"}}
@@ -256,7 +257,7 @@ func containerPrefix() string {
 // BenchmarkSessionWriteFile uploads a 64 MiB file. The client's sha256 is computed once, outside
 // the clock: a client can hash while it reads the file, and the host's check stays timed.
 func BenchmarkSessionWriteFile(b *testing.B) {
-	s := newSandboxStack(b, 1, nil)
+	s := newSandboxStack(b, 1, productionPace)
 	ctx := context.Background()
 	id := s.create(b, nil)
 	body := randomBytes(benchFileBytes)
@@ -289,7 +290,7 @@ func upload(ctx context.Context, svc appv1connect.SessionServiceClient, session,
 // BenchmarkSessionReadFile downloads a 64 MiB file and drops the bytes as they come, so that the
 // client's buffering is not part of the number.
 func BenchmarkSessionReadFile(b *testing.B) {
-	s := newSandboxStack(b, 1, nil)
+	s := newSandboxStack(b, 1, productionPace)
 	ctx := context.Background()
 	id := s.create(b, nil)
 	body := randomBytes(benchFileBytes)
@@ -343,7 +344,7 @@ func BenchmarkRawCp(b *testing.B) {
 // BenchmarkSessionSnapshot100MiB checkpoints a session holding 100 MiB written since its last
 // checkpoint, all of it new chunks to upload.
 func BenchmarkSessionSnapshot100MiB(b *testing.B) {
-	s := newSandboxStack(b, 1, nil)
+	s := newSandboxStack(b, 1, productionPace)
 	id := s.create(b, nil)
 	// A session's first checkpoint takes its whole upper dir; taking it here leaves each timed
 	// one exactly the fresh files (and the removal of the previous ones).
@@ -369,7 +370,7 @@ func snapshot(b *testing.B, s *sandboxStack, id string) {
 // The chunks are in the host's cache from the snapshot, as they are when a session is resumed
 // on the host that evicted it.
 func BenchmarkSessionResume100MiB(b *testing.B) {
-	s := newSandboxStack(b, 1, nil)
+	s := newSandboxStack(b, 1, productionPace)
 	ctx := context.Background()
 	id := s.create(b, nil)
 	s.sh(b, id, fillTreeCmd("/work/tree"))
@@ -446,7 +447,7 @@ func BenchmarkRawTarExtract100MiB(b *testing.B) {
 // BenchmarkSessionWriteTinyFile is the operation BenchmarkSessionEventDelivery watches for,
 // alone: the difference between the two is what delivering its event adds.
 func BenchmarkSessionWriteTinyFile(b *testing.B) {
-	s := newSandboxStack(b, 1, nil)
+	s := newSandboxStack(b, 1, productionPace)
 	ctx := context.Background()
 	id := s.create(b, nil)
 	tiny := []byte("hi\n")
@@ -464,7 +465,7 @@ func BenchmarkSessionWriteTinyFile(b *testing.B) {
 // append happened" is not observable from a client, while "I did something, when do watchers
 // see it" is the latency users feel. WriteTinyFile times the call alone.
 func BenchmarkSessionEventDelivery(b *testing.B) {
-	s := newSandboxStack(b, 1, nil)
+	s := newSandboxStack(b, 1, productionPace)
 	id := s.create(b, nil)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -497,4 +498,11 @@ func BenchmarkSessionEventDelivery(b *testing.B) {
 	for i := 0; b.Loop(); i++ {
 		written(fmt.Sprintf("/root/tiny-%d", i))
 	}
+}
+
+// productionPace gives a benchmark's host the production heartbeat and housekeeping periods:
+// tests quicken them to see hosts die fast, which would load the emulator under measurement.
+func productionPace(sb *testenv.Sandboxes) {
+	d := config.Default().Host
+	sb.Config.Host.HeartbeatInterval, sb.Config.Host.HostTimeout = d.HeartbeatInterval, d.HostTimeout
 }

@@ -122,6 +122,9 @@ func TestEvictLocalNeedsACheckpointAndMovesAreChecked(t *testing.T) {
 	s := newSandboxStack(t, 1, nil)
 	ctx := context.Background()
 	id := s.create(t, nil)
+	// An exec first, so that the API has the running session's record fresh in hand when the
+	// calls after the eviction come: they must still see the eviction.
+	s.sh(t, id, "true")
 	_, err := s.svc.EvictLocal(ctx, connect.NewRequest(&appv1.EvictLocalRequest{SessionId: id}))
 	testenv.WantCode(t, err, connect.CodeFailedPrecondition)
 	// EvictIdle leaves a busy session alone and says so.

@@ -93,7 +93,9 @@ func New(d Deps) *API {
 			DB: d.DB, Hosts: hosts, Sealer: d.Sealer, Bucket: d.Bucket, Users: a.users,
 			Clock: d.Clock, Limits: d.Config.Limits, DefaultImage: d.DefaultImage,
 		})
-		add(appv1connect.NewSessionServiceHandler(sessionSvc, opts))
+		// Session streams carry file bytes and command output, which gzip turns into CPU time
+		// rather than savings (ReadFile ran at 44 MiB/s compressed): answers go uncompressed.
+		add(appv1connect.NewSessionServiceHandler(sessionSvc, opts, connect.WithCompression("gzip", nil, nil)))
 		profileSvc.WithRepoFinder(imageRepos(hosts))
 		a.routes["GET "+sessions.EventsPath] = sessionSvc.SSE(authn)
 	} else {

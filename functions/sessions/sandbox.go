@@ -20,30 +20,9 @@ import (
 // Exec runs a command in the session's sandbox and passes its output stream through. The host
 // validates the command; this side decides who may run it and wakes an evicted session on wake.
 func (s *Service) Exec(ctx context.Context, req *connect.Request[appv1.ExecRequest], out *connect.ServerStream[appv1.ExecOutput]) error {
-	rec, err := s.load(ctx, req.Msg.GetSessionId())
-	if err != nil {
-		return err
-	}
-	client, err := s.host(ctx, rec, req.Msg.GetWake())
-	if err != nil {
-		return err
-	}
-	up, err := client.Exec(ctx, connect.NewRequest(req.Msg))
-	if err != nil {
-		return err
-	}
-	return pipe(up, out)
-}
-
-// pipe forwards a host's server stream to the caller.
-func pipe[T any](up *connect.ServerStreamForClient[T], down *connect.ServerStream[T]) error {
-	defer up.Close()
-	for up.Receive() {
-		if err := down.Send(up.Msg()); err != nil {
-			return err
-		}
-	}
-	return up.Err()
+	return proxyStream(ctx, s, req.Msg.GetSessionId(), req.Msg.GetWake(), out, func(c hostv1connect.HostServiceClient) (*connect.ServerStreamForClient[appv1.ExecOutput], error) {
+		return c.Exec(ctx, connect.NewRequest(req.Msg))
+	})
 }
 
 // CancelExec kills an exec's process group.
@@ -57,15 +36,9 @@ func (s *Service) CancelExec(ctx context.Context, req *connect.Request[appv1.Can
 
 // ReadFile streams a file out of the sandbox.
 func (s *Service) ReadFile(ctx context.Context, req *connect.Request[appv1.ReadFileRequest], out *connect.ServerStream[appv1.ReadFileResponse]) error {
-	client, err := s.liveHost(ctx, req.Msg.GetSessionId())
-	if err != nil {
-		return err
-	}
-	up, err := client.ReadFile(ctx, connect.NewRequest(req.Msg))
-	if err != nil {
-		return err
-	}
-	return pipe(up, out)
+	return proxyStream(ctx, s, req.Msg.GetSessionId(), false, out, func(c hostv1connect.HostServiceClient) (*connect.ServerStreamForClient[appv1.ReadFileResponse], error) {
+		return c.ReadFile(ctx, connect.NewRequest(req.Msg))
+	})
 }
 
 // WriteFile streams a file into the sandbox: the metadata frame names the session, the chunks
@@ -214,7 +187,7 @@ func (s *Service) Resume(ctx context.Context, req *connect.Request[appv1.ResumeR
 	if err != nil {
 		return nil, err
 	}
-	if rec.Status.Live() {
+	if rec = s.settle(ctx, rec); rec.Status.Live() {
 		return connect.NewResponse(&appv1.ResumeResponse{SessionId: rec.ID, Note: "session is " + string(rec.Status) + ": nothing to resume"}), nil
 	}
 	if !rec.Status.Resumable() {
@@ -244,6 +217,7 @@ func (s *Service) resumeOn(ctx context.Context, rec *sessions.Record) (*appv1.Re
 	if err != nil {
 		return nil, err
 	}
+	s.recent.drop(rec.ID)
 	_, _, err = s.store.Move(ctx, rec.ID, sessions.Resuming, "resume requested", func(r *sessions.Record) error {
 		r.HostID, r.SandboxID = host.ID, ""
 		return nil
@@ -313,7 +287,7 @@ func (s *Service) GetCowState(ctx context.Context, req *connect.Request[appv1.Ge
 	if err != nil {
 		return nil, err
 	}
-	if rec.Status.Live() {
+	if rec = s.settle(ctx, rec); rec.Status.Live() {
 		client, err := s.host(ctx, rec, false)
 		if err != nil {
 			return nil, err

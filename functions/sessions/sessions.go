@@ -68,6 +68,7 @@ type Service struct {
 	store  *sessions.Store
 	events *eventlog.Reader
 	snaps  *snapshots.Store
+	recent recent
 }
 
 // New returns the service over d.
@@ -209,7 +210,7 @@ func (s *Service) GetSession(ctx context.Context, req *connect.Request[appv1.Get
 	if err != nil {
 		return nil, err
 	}
-	return connect.NewResponse(&appv1.GetSessionResponse{Session: toProto(rec)}), nil
+	return connect.NewResponse(&appv1.GetSessionResponse{Session: toProto(s.settle(ctx, rec))}), nil
 }
 
 // DeleteSession stops the sandbox, frees its host and marks the record deleted; the session's
@@ -237,6 +238,7 @@ func (s *Service) DeleteSession(ctx context.Context, req *connect.Request[appv1.
 			}
 		}
 	}
+	s.recent.drop(rec.ID)
 	if _, _, err := s.store.Move(ctx, rec.ID, sessions.Deleted, "deleted by "+callerName(ctx), nil); err != nil {
 		return nil, err
 	}
@@ -294,15 +296,24 @@ func (s *Service) loadAny(ctx context.Context, id string) (*sessions.Record, err
 	if err != nil {
 		return nil, err
 	}
+	if err := visible(ctx, rec); err != nil {
+		return nil, err
+	}
+	return rec, nil
+}
+
+// visible answers not_found for another user's session, so that ids reveal nothing.
+func visible(ctx context.Context, rec *sessions.Record) error {
 	caller, _ := auth.Caller(ctx)
 	if rec.Owner != caller.UserID && !caller.Admin {
-		return nil, apierr.NotFound("session", id)
+		return apierr.NotFound("session", rec.ID)
 	}
-	return s.settle(ctx, rec), nil
+	return nil
 }
 
 // settle marks a session lost when the host it lives on stopped heartbeating, so nobody waits
-// on a sandbox that is gone; Resume then brings it back from its last checkpoint.
+// on a sandbox that is gone; Resume then brings it back from its last checkpoint. Reads that
+// show a session's state settle it; calls that need its sandbox find out through host.
 func (s *Service) settle(ctx context.Context, rec *sessions.Record) *sessions.Record {
 	if !rec.Status.Live() || rec.HostID == "" {
 		return rec
@@ -310,6 +321,12 @@ func (s *Service) settle(ctx context.Context, rec *sessions.Record) *sessions.Re
 	if _, _, err := s.d.Hosts.Host(ctx, rec.HostID); !errors.Is(err, hostclient.ErrHostLost) {
 		return rec
 	}
+	return s.markLost(ctx, rec)
+}
+
+// markLost records that a session's host is gone.
+func (s *Service) markLost(ctx context.Context, rec *sessions.Record) *sessions.Record {
+	s.recent.drop(rec.ID)
 	_, moved, err := s.store.Move(ctx, rec.ID, sessions.Lost, "host "+rec.HostID+" stopped heartbeating", nil)
 	if err != nil {
 		return rec
@@ -317,20 +334,25 @@ func (s *Service) settle(ctx context.Context, rec *sessions.Record) *sessions.Re
 	return moved
 }
 
-// host returns the client of the host a live session runs on. An evicted or lost session is
-// resumed first when wake is set, and refused otherwise.
+// host returns the client of the host a live session runs on, with one (usually cached) fleet
+// read. A session whose host died is marked lost; an evicted or lost one is resumed first when
+// wake is set, and refused otherwise.
 func (s *Service) host(ctx context.Context, rec *sessions.Record, wake bool) (hostv1connect.HostServiceClient, error) {
-	if !rec.Status.Live() {
-		if !wake || !rec.Status.Resumable() {
-			return nil, apierr.FailedPrecondition("session %s is %s: resume it first (or pass wake)", rec.ID, rec.Status)
+	if rec.Status.Live() {
+		_, client, err := s.d.Hosts.Host(ctx, rec.HostID)
+		if !errors.Is(err, hostclient.ErrHostLost) {
+			return client, err
 		}
-		r, err := s.resume(ctx, rec)
-		if err != nil {
-			return nil, err
-		}
-		rec = r
+		rec = s.markLost(ctx, rec)
 	}
-	_, client, err := s.d.Hosts.Host(ctx, rec.HostID)
+	if !wake || !rec.Status.Resumable() {
+		return nil, apierr.FailedPrecondition("session %s is %s: resume it first (or pass wake)", rec.ID, rec.Status)
+	}
+	r, err := s.resume(ctx, rec)
+	if err != nil {
+		return nil, err
+	}
+	_, client, err := s.d.Hosts.Host(ctx, r.HostID)
 	if errors.Is(err, hostclient.ErrHostLost) {
 		return nil, apierr.FailedPrecondition("session %s lost its host: resume it", rec.ID)
 	}

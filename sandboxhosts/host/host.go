@@ -235,7 +235,7 @@ var liveStatuses = []sessions.Status{sessions.Creating, sessions.Running, sessio
 func (h *Host) Handler() (string, http.Handler) {
 	return hostv1connect.NewHostServiceHandler(h, connect.WithInterceptors(
 		hostclient.Authorize(h.opts.Token), apierr.Interceptor(h.log),
-	))
+	), connect.WithCompression("gzip", nil, nil))
 }
 
 // Run heartbeats, moves quiet sessions to idle, evicts long-idle ones, marks the sessions of

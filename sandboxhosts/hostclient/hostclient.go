@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"net/http"
 	"sync"
+	"time"
 
 	"connectrpc.com/connect"
 
@@ -28,7 +29,19 @@ type Pool struct {
 
 	mu      sync.Mutex
 	clients map[string]hostv1connect.HostServiceClient
+	records map[string]seen
 }
+
+// seen is a host record read at a time.
+type seen struct {
+	host *fleet.Host
+	at   time.Time
+}
+
+// recordTTL is how long a host record read as alive is reused. Every proxied call needs its
+// host's address and liveness; a second-old answer is as good as a fresh one when hosts
+// heartbeat every few seconds, and it saves a Firestore read per call.
+const recordTTL = time.Second
 
 // New returns a pool over the fleet that authenticates with token.
 func New(f *fleet.Fleet, token string) *Pool {
@@ -36,7 +49,7 @@ func New(f *fleet.Fleet, token string) *Pool {
 	// Hosts speak h2c: one connection carries every proxied stream to a host.
 	tr.Protocols = new(http.Protocols)
 	tr.Protocols.SetUnencryptedHTTP2(true)
-	return &Pool{fleet: f, token: token, http: &http.Client{Transport: tr}, clients: map[string]hostv1connect.HostServiceClient{}}
+	return &Pool{fleet: f, token: token, http: &http.Client{Transport: tr}, clients: map[string]hostv1connect.HostServiceClient{}, records: map[string]seen{}}
 }
 
 // Fleet is the registry the pool reads.
@@ -48,7 +61,10 @@ func (p *Pool) Client(address string) hostv1connect.HostServiceClient {
 	defer p.mu.Unlock()
 	c, ok := p.clients[address]
 	if !ok {
-		c = hostv1connect.NewHostServiceClient(p.http, address, connect.WithInterceptors(tokenInterceptor(p.token)))
+		// No gzip between functions and hosts: file chunks do not compress, and on a private
+		// network the CPU costs more than the bytes.
+		c = hostv1connect.NewHostServiceClient(p.http, address, connect.WithInterceptors(tokenInterceptor(p.token)),
+			connect.WithAcceptCompression("gzip", nil, nil))
 		p.clients[address] = c
 	}
 	return c
@@ -57,8 +73,15 @@ func (p *Pool) Client(address string) hostv1connect.HostServiceClient {
 // ErrHostLost is a host whose record says it stopped heartbeating or shut down.
 var ErrHostLost = errors.New("sandbox host lost")
 
-// Host returns the record and client of a live host; a dead one is ErrHostLost.
+// Host returns the record and client of a live host; a dead one is ErrHostLost. A host seen
+// alive within recordTTL is not read again; one seen dead always is.
 func (p *Pool) Host(ctx context.Context, id string) (*fleet.Host, hostv1connect.HostServiceClient, error) {
+	p.mu.Lock()
+	r, ok := p.records[id]
+	p.mu.Unlock()
+	if ok && time.Since(r.at) < recordTTL {
+		return r.host, p.Client(r.host.Address), nil
+	}
 	h, err := p.fleet.Get(ctx, id)
 	if errors.Is(err, fleet.ErrNotFound) {
 		return nil, nil, fmt.Errorf("host %s: %w", id, ErrHostLost)
@@ -69,6 +92,9 @@ func (p *Pool) Host(ctx context.Context, id string) (*fleet.Host, hostv1connect.
 	if !p.fleet.Alive(h) {
 		return h, nil, fmt.Errorf("host %s: %w", id, ErrHostLost)
 	}
+	p.mu.Lock()
+	p.records[id] = seen{host: h, at: time.Now()}
+	p.mu.Unlock()
 	return h, p.Client(h.Address), nil
 }
 

@@ -1,0 +1,121 @@
+package sessions
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"connectrpc.com/connect"
+
+	"github.com/hangar-dev/hangar/gen/host/v1/hostv1connect"
+	"github.com/hangar-dev/hangar/sandboxhosts/sessions"
+)
+
+// recentTTL is how long a session record read for a sandbox call is reused by the next ones.
+// Exec and ReadFile come in bursts, and their Firestore read is a fifth of an exec's round trip.
+// A stale record is safe: the host is the authority on whether it holds the session's sandbox,
+// answers failed_precondition when it does not, and the call is then retried on a fresh read.
+const recentTTL = time.Second
+
+// recentMax bounds the cache; past it, it starts over.
+const recentMax = 10_000
+
+// recent keeps session records read within recentTTL.
+type recent struct {
+	mu sync.Mutex
+	m  map[string]recentRecord
+}
+
+type recentRecord struct {
+	rec *sessions.Record
+	at  time.Time
+}
+
+func (r *recent) get(id string) *sessions.Record {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if e, ok := r.m[id]; ok && time.Since(e.at) < recentTTL {
+		return e.rec
+	}
+	return nil
+}
+
+func (r *recent) put(rec *sessions.Record) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.m == nil || len(r.m) >= recentMax {
+		r.m = make(map[string]recentRecord)
+	}
+	r.m[rec.ID] = recentRecord{rec: rec, at: time.Now()}
+}
+
+func (r *recent) drop(id string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.m, id)
+}
+
+// loadRecent is load that may answer from the recent cache; cached says it did.
+func (s *Service) loadRecent(ctx context.Context, id string) (rec *sessions.Record, cached bool, err error) {
+	if rec := s.recent.get(id); rec != nil {
+		if err := visible(ctx, rec); err != nil {
+			return nil, false, err
+		}
+		return rec, true, nil
+	}
+	if rec, err = s.load(ctx, id); err != nil {
+		return nil, false, err
+	}
+	s.recent.put(rec)
+	return rec, false, nil
+}
+
+// proxyStream runs a server-streaming call on the session's host and passes its messages to
+// out. The session record may come from the recent cache; when the host refuses the call as
+// failed_precondition (it holds no sandbox for the session any more) before anything was sent,
+// the record is read afresh and the call made once more.
+func proxyStream[Res any](ctx context.Context, s *Service, id string, wake bool, out *connect.ServerStream[Res],
+	call func(hostv1connect.HostServiceClient) (*connect.ServerStreamForClient[Res], error)) error {
+	rec, cached, err := s.loadRecent(ctx, id)
+	if err != nil {
+		return err
+	}
+	for {
+		sent, err := streamOnce(ctx, s, rec, wake, out, call)
+		if !cached || sent || connect.CodeOf(err) != connect.CodeFailedPrecondition {
+			return err
+		}
+		s.recent.drop(id)
+		if rec, err = s.load(ctx, id); err != nil {
+			return err
+		}
+		s.recent.put(rec)
+		cached = false
+	}
+}
+
+func streamOnce[Res any](ctx context.Context, s *Service, rec *sessions.Record, wake bool, out *connect.ServerStream[Res],
+	call func(hostv1connect.HostServiceClient) (*connect.ServerStreamForClient[Res], error)) (bool, error) {
+	client, err := s.host(ctx, rec, wake)
+	if err != nil {
+		return false, err
+	}
+	up, err := call(client)
+	if err != nil {
+		return false, err
+	}
+	return pipe(up, out)
+}
+
+// pipe forwards a host's server stream to the caller and says whether it forwarded anything.
+func pipe[T any](up *connect.ServerStreamForClient[T], down *connect.ServerStream[T]) (bool, error) {
+	defer up.Close()
+	sent := false
+	for up.Receive() {
+		if err := down.Send(up.Msg()); err != nil {
+			return true, err
+		}
+		sent = true
+	}
+	return sent, up.Err()
+}
