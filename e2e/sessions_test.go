@@ -422,3 +422,17 @@ func TestDiscoverProfileReposLooksInsideTheImage(t *testing.T) {
 	_, err = profiles.DiscoverProfileRepos(ctx, connect.NewRequest(&appv1.DiscoverProfileReposRequest{ProfileId: broken.Msg.GetProfile().GetId()}))
 	testenv.WantCode(t, err, connect.CodeFailedPrecondition)
 }
+
+func TestAFullHostRefusesNewSandboxes(t *testing.T) {
+	s := newSandboxStack(t, 1, func(sb *testenv.Sandboxes) { sb.Config.Host.MaxSandboxes = 1 })
+	ctx := context.Background()
+	s.create(t, nil)
+	// The fleet still counts the host as having room until its next heartbeat; the host knows.
+	_, err := s.svc.CreateSession(ctx, connect.NewRequest(&appv1.CreateSessionRequest{RequestedSessionId: ptr("one-too-many")}))
+	if c := connect.CodeOf(err); c != connect.CodeResourceExhausted && c != connect.CodeUnavailable {
+		t.Fatalf("second session on a full host: %v, want resource_exhausted (or unavailable once the fleet knows)", err)
+	}
+	if c := connect.CodeOf(err); c == connect.CodeResourceExhausted && s.status(t, "one-too-many") != "failed" {
+		t.Fatalf("the refused session is %s, want failed", s.status(t, "one-too-many"))
+	}
+}

@@ -90,7 +90,7 @@ func runDev(ctx context.Context, addr, dataDir string, out interface{ Write([]by
 	defer sb.close()
 	log.Info("dev image ready", "ref", sb.image.Ref())
 	hostRun, err := startHost(ctx, hostParams{
-		addr: "127.0.0.1:0", id: "dev", dataDir: filepath.Join(dataDir, "host"),
+		addr: "127.0.0.1:0", id: "dev", dataDir: filepath.Join(dataDir, "host"), warm: []string{sb.image.Ref()},
 		cfg: cfg, db: db, bucket: sb.bucket, sealer: sb.sealer, log: log,
 	})
 	if err != nil {

@@ -82,6 +82,7 @@ SIGINT or SIGTERM checkpoints and evicts every sandbox before it stops.`,
 // hostParams are what startHost needs.
 type hostParams struct {
 	addr, advertise, id, dataDir string
+	warm                         []string // images to keep warm sandboxes of from the start
 	cfg                          config.Config
 	db                           *firestore.Client
 	bucket                       *blob.Bucket
@@ -116,6 +117,7 @@ func startHost(ctx context.Context, p hostParams) (*runningHost, error) {
 	h, err := host.New(ctx, host.Options{
 		ID: p.id, Address: advertise, DataDir: p.dataDir, DB: p.db, Bucket: p.bucket, Sealer: p.sealer,
 		Supervisor: sup, Token: p.cfg.HostToken, Config: p.cfg.Host, Limits: p.cfg.Limits, Log: p.log,
+		WarmImages: p.warm,
 	})
 	if err != nil {
 		ln.Close()

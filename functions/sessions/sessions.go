@@ -148,9 +148,16 @@ func (s *Service) CreateSession(ctx context.Context, req *connect.Request[appv1.
 	} else if err != nil {
 		return nil, err
 	}
-	resp, err := client.CreateSandbox(ctx, connect.NewRequest(&hostv1.CreateSandboxRequest{SessionId: id, Env: env}))
+	resp, err := client.CreateSandbox(ctx, connect.NewRequest(&hostv1.CreateSandboxRequest{SessionId: id, Env: env, ImageUri: image}))
 	if err != nil {
 		return nil, err
+	}
+	// A new session is used at once: its first exec should not wait for a read of what the
+	// host just wrote.
+	if resp.Msg.GetStatus() == string(sessions.Running) {
+		running := *rec
+		running.Status, running.SandboxID, running.ImageDigest = sessions.Running, resp.Msg.GetSandboxId(), resp.Msg.GetImageDigest()
+		s.recent.put(&running)
 	}
 	return connect.NewResponse(&appv1.CreateSessionResponse{
 		SessionId: id, Status: resp.Msg.GetStatus(), ImageVersion: resp.Msg.GetImageDigest(), Kind: Kind,

@@ -43,6 +43,9 @@ type WriterOptions struct {
 	Linger time.Duration
 	// Now stamps events appended with a zero At (default time.Now).
 	Now func() time.Time
+	// Empty says the session's log is known to be empty — a session being created, whose id was
+	// never used — so the writer starts at idx 1 without reading the log first.
+	Empty bool
 }
 
 // Writer numbers and stores one session's events. Only one Writer may exist per session at a
@@ -92,9 +95,11 @@ func OpenWriter(ctx context.Context, db *firestore.Client, sessionID string, opt
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	last, err := lastIdx(ctx, col)
-	if err != nil {
-		return nil, fmt.Errorf("open event writer for session %s: %w", sessionID, err)
+	var last int64
+	if !opts.Empty {
+		if last, err = lastIdx(ctx, col); err != nil {
+			return nil, fmt.Errorf("open event writer for session %s: %w", sessionID, err)
+		}
 	}
 	runCtx, stop := context.WithCancel(context.Background())
 	w := &Writer{

@@ -139,6 +139,11 @@ func (f *Fleet) Pick(ctx context.Context) (*Host, error) {
 	if err != nil {
 		return nil, err
 	}
+	return f.Choose(hosts)
+}
+
+// Choose is Pick over hosts already listed.
+func (f *Fleet) Choose(hosts []*Host) (*Host, error) {
 	var best *Host
 	for _, h := range hosts {
 		if h.State != Ready || !f.Alive(h) || h.Sandboxes >= h.MaxSandboxes {

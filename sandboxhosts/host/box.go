@@ -43,13 +43,12 @@ type box struct {
 	mu sync.Mutex
 
 	// Set once by start, before ready; read freely after.
-	sb     *runtime.Sandbox
-	sup    *supervisor.Client
-	root   *sandboxfs.Root
+	*sandbox
 	events *eventlog.Writer
-	runDir string
-	digest string
-	ready  atomic.Bool
+	// env is the session's environment (secrets and harness_env), given to every exec: a
+	// sandbox may have been started warm, before its session existed.
+	env   []string
+	ready atomic.Bool
 	// ctx lives as long as the sandbox, for work that outlasts a request.
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -87,16 +86,22 @@ func (h *Host) live(id string) (*box, error) {
 }
 
 // claim returns the session's box, making an empty one when there is none, with its mu held.
-func (h *Host) claim(id string) *box {
+// A full host refuses a new one: placements use heartbeat-old counts, so the host is the one
+// that knows.
+func (h *Host) claim(id string) (*box, error) {
 	h.mu.Lock()
 	b := h.boxes[id]
 	if b == nil {
+		if len(h.boxes) >= h.opts.Config.MaxSandboxes {
+			h.mu.Unlock()
+			return nil, apierr.ResourceExhausted("host %s holds its most sandboxes (%d); retry to be placed elsewhere", h.id, h.opts.Config.MaxSandboxes)
+		}
 		b = &box{session: id}
 		h.boxes[id] = b
 	}
 	h.mu.Unlock()
 	b.mu.Lock()
-	return b
+	return b, nil
 }
 
 // drop forgets a box that is no longer the session's.
@@ -141,13 +146,50 @@ func (h *Host) move(ctx context.Context, b *box, to sessions.Status, reason stri
 	return nil
 }
 
-// start creates the session's sandbox from its image, over the files of manifest when resuming,
-// and waits for its supervisor. On error everything it made is gone again.
-func (h *Host) start(ctx context.Context, b *box, rec *sessions.Record, env map[string]string, manifest *snapshots.Manifest) (err error) {
-	img, err := h.images.Pull(ctx, rec.ImageURI)
-	if err != nil {
-		return apierr.InvalidArgument("image_uri", fmt.Sprintf("cannot use image %s: %v", rec.ImageURI, err))
+// sandbox is a running sandbox and the handles the host keeps on it; sessions get one at start,
+// freshly booted or from the warm pool.
+type sandbox struct {
+	sb     *runtime.Sandbox
+	sup    *supervisor.Client
+	root   *sandboxfs.Root
+	runDir string
+	ref    string
+	digest string
+	booted time.Time
+}
+
+// start gives the session a sandbox — from the warm pool when it starts from its image, else
+// booted over its checkpoint's files — and opens its event log. On error nothing is left.
+func (h *Host) start(ctx context.Context, b *box, rec *sessions.Record, env map[string]string, manifest *snapshots.Manifest) error {
+	var sbx *sandbox
+	if manifest == nil {
+		sbx = h.pool.take(rec.ImageURI)
 	}
+	if sbx == nil {
+		img, err := h.images.Pull(ctx, rec.ImageURI)
+		if err != nil {
+			return apierr.InvalidArgument("image_uri", fmt.Sprintf("cannot use image %s: %v", rec.ImageURI, err))
+		}
+		if sbx, manifest, err = h.boot(ctx, rec.ImageURI, img, manifest); err != nil {
+			return err
+		}
+	}
+	h.pool.refill(rec.ImageURI)
+	events, err := eventlog.OpenWriter(ctx, h.opts.DB, rec.ID, eventlog.WriterOptions{Now: h.clock.Now, Empty: rec.Status == sessions.Creating})
+	if err != nil {
+		h.remove(context.WithoutCancel(ctx), sbx)
+		return err
+	}
+	b.sandbox, b.events, b.env = sbx, events, sessionEnv(env)
+	b.manifest, b.status = manifest, rec.Status
+	b.ctx, b.cancel = context.WithCancel(context.WithoutCancel(ctx))
+	b.lastActive.Store(h.clock.Now().UnixNano())
+	return nil
+}
+
+// boot creates a sandbox of img, over the files of manifest when one is given, and waits for
+// its supervisor. It returns manifest adopted to the restored files. On error nothing is left.
+func (h *Host) boot(ctx context.Context, ref string, img *images.Image, manifest *snapshots.Manifest) (_ *sandbox, _ *snapshots.Manifest, err error) {
 	id := newSandboxID()
 	dir := filepath.Join(h.boxDir, id)
 	runDir := filepath.Join(h.runDir, id)
@@ -158,18 +200,18 @@ func (h *Host) start(ctx context.Context, b *box, rec *sessions.Record, env map[
 		}
 	}()
 	if err := os.MkdirAll(runDir, 0o700); err != nil {
-		return err
+		return nil, nil, err
 	}
 	if manifest != nil {
 		upper := filepath.Join(dir, "upper")
 		if err := os.MkdirAll(upper, 0o755); err != nil {
-			return err
+			return nil, nil, err
 		}
 		if _, err := h.snaps.Restore(ctx, manifest, upper); err != nil {
-			return fmt.Errorf("restore checkpoint %s: %w", manifest.ID, err)
+			return nil, nil, fmt.Errorf("restore checkpoint %s: %w", manifest.ID, err)
 		}
 		if manifest, err = h.snaps.Adopt(manifest, upper); err != nil {
-			return err
+			return nil, nil, err
 		}
 	}
 	sb, err := h.driver.Create(ctx, runtime.Spec{
@@ -177,9 +219,9 @@ func (h *Host) start(ctx context.Context, b *box, rec *sessions.Record, env map[
 		Dir:       dir,
 		LowerDirs: img.LowerDirs,
 		Init:      []string{supervisorPath, "--socket", runMount + "/" + socketName},
-		Env:       sandboxEnv(img.Config.Env, env),
+		Env:       img.Config.Env,
 		Cwd:       img.Config.WorkingDir,
-		Hostname:  hostname(rec.ID),
+		Hostname:  id,
 		Mounts: []runtime.Mount{
 			{Source: h.opts.Supervisor, Destination: supervisorPath, ReadOnly: true},
 			{Source: runDir, Destination: runMount},
@@ -187,7 +229,7 @@ func (h *Host) start(ctx context.Context, b *box, rec *sessions.Record, env map[
 		Resources: h.resources(img.Config.SuggestedResources),
 	})
 	if err != nil {
-		return fmt.Errorf("create sandbox: %w", err)
+		return nil, nil, fmt.Errorf("create sandbox: %w", err)
 	}
 	defer func() {
 		if err != nil {
@@ -200,22 +242,18 @@ func (h *Host) start(ctx context.Context, b *box, rec *sessions.Record, env map[
 	readyCtx, cancel := context.WithTimeout(ctx, readyTimeout)
 	defer cancel()
 	if _, err := sup.WaitReady(readyCtx); err != nil {
-		return fmt.Errorf("sandbox %s did not start its supervisor: %w (see %s)", id, err, sb.LogPath())
+		return nil, nil, fmt.Errorf("sandbox %s did not start its supervisor: %w (see %s)", id, err, sb.LogPath())
 	}
 	root, err := sandboxfs.Open(sb.RootFS())
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
-	events, err := eventlog.OpenWriter(ctx, h.opts.DB, rec.ID, eventlog.WriterOptions{Now: h.clock.Now})
-	if err != nil {
-		root.Close()
-		return err
-	}
-	b.sb, b.sup, b.root, b.events, b.runDir, b.digest = sb, sup, root, events, runDir, img.Digest
-	b.manifest, b.status = manifest, rec.Status
-	b.ctx, b.cancel = context.WithCancel(context.WithoutCancel(ctx))
-	b.lastActive.Store(h.clock.Now().UnixNano())
-	return nil
+	return &sandbox{sb: sb, sup: sup, root: root, runDir: runDir, ref: ref, digest: img.Digest, booted: h.clock.Now()}, manifest, nil
+}
+
+// remove stops and deletes a sandbox and its files.
+func (h *Host) remove(ctx context.Context, sbx *sandbox) error {
+	return errors.Join(sbx.root.Close(), sbx.sb.Remove(ctx), os.RemoveAll(sbx.runDir))
 }
 
 // teardown stops and removes the sandbox and closes its log; the box is no longer served.
@@ -229,14 +267,8 @@ func (h *Host) teardown(ctx context.Context, b *box) error {
 	if b.events != nil {
 		errs = append(errs, b.events.Close(ctx))
 	}
-	if b.root != nil {
-		errs = append(errs, b.root.Close())
-	}
-	if b.sb != nil {
-		errs = append(errs, b.sb.Remove(ctx))
-	}
-	if b.runDir != "" {
-		errs = append(errs, os.RemoveAll(b.runDir))
+	if b.sandbox != nil {
+		errs = append(errs, h.remove(ctx, b.sandbox))
 	}
 	return errors.Join(errs...)
 }
@@ -256,26 +288,14 @@ func (h *Host) resources(s images.Resources) runtime.Resources {
 	return r
 }
 
-// sandboxEnv is the image's environment with the session's on top, in a stable order.
-func sandboxEnv(image []string, session map[string]string) []string {
-	out := slices.Clone(image)
-	keys := make([]string, 0, len(session))
-	for k := range session {
-		keys = append(keys, k)
+// sessionEnv is the session's environment as KEY=value entries, in a stable order.
+func sessionEnv(session map[string]string) []string {
+	out := make([]string, 0, len(session))
+	for k, v := range session {
+		out = append(out, k+"="+v)
 	}
-	slices.Sort(keys)
-	for _, k := range keys {
-		out = append(out, k+"="+session[k])
-	}
+	slices.Sort(out)
 	return out
-}
-
-// hostname is the sandbox's hostname: the session id, cut to what uts allows.
-func hostname(session string) string {
-	if len(session) > 63 {
-		return session[:63]
-	}
-	return session
 }
 
 // newSandboxID is a short container id: short because the socket path embeds it.

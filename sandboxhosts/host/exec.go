@@ -78,6 +78,7 @@ func (h *Host) Exec(ctx context.Context, req *connect.Request[appv1.ExecRequest]
 			return err
 		}
 		id = sreq.ExecID
+		sreq.Env = append(slices.Clone(b.env), sreq.Env...)
 		exit, err = b.sup.Exec(ctx, sreq, ev)
 	}
 	var se *supervisor.Error

@@ -61,8 +61,11 @@ type Options struct {
 	CgroupParent string
 	// ImageOptions tune the image cache (registry auth, transport).
 	ImageOptions []images.Option
-	Clock        clock.Clock
-	Log          *slog.Logger
+	// WarmImages are images to keep warm sandboxes of from the start (Config.WarmSandboxes
+	// each); others are warmed once a session uses them.
+	WarmImages []string
+	Clock      clock.Clock
+	Log        *slog.Logger
 }
 
 // Host is one running sandbox host.
@@ -79,6 +82,8 @@ type Host struct {
 	runDir  string
 	boxDir  string
 	stopped chan struct{}
+
+	pool *pool
 
 	mu    sync.Mutex
 	boxes map[string]*box
@@ -152,6 +157,7 @@ func New(ctx context.Context, opts Options) (*Host, error) {
 	}); err != nil {
 		return nil, fmt.Errorf("host: register: %w", err)
 	}
+	h.pool = newPool(h, opts.Config.WarmSandboxes, opts.WarmImages)
 	return h, nil
 }
 
@@ -304,6 +310,7 @@ func (h *Host) Shutdown(ctx context.Context) error {
 	if err := h.fleet.SetState(ctx, h.id, fleet.Draining); err != nil {
 		h.log.Error("drain", "err", err)
 	}
+	h.pool.close()
 	var wg sync.WaitGroup
 	for _, b := range h.all() {
 		wg.Go(func() {
@@ -320,6 +327,7 @@ func (h *Host) Shutdown(ctx context.Context) error {
 // of the machine would: for a host being thrown away. Its sessions become lost once its
 // heartbeat times out, and resume from their last checkpoints.
 func (h *Host) Discard(ctx context.Context) error {
+	h.pool.close()
 	var errs []error
 	for _, b := range h.all() {
 		b.mu.Lock()

@@ -36,19 +36,27 @@ func (h *Host) placed(ctx context.Context, id string) (*sessions.Record, error) 
 }
 
 // CreateSandbox starts a new session's sandbox. A repeated call for a session already running
-// here answers with it.
+// here answers with it. The request names the image, so the sandbox starts without reading the
+// record; the move to running then checks that the record is a new session placed here.
 func (h *Host) CreateSandbox(ctx context.Context, req *connect.Request[hostv1.CreateSandboxRequest]) (*connect.Response[hostv1.CreateSandboxResponse], error) {
-	rec, err := h.placed(ctx, req.Msg.GetSessionId())
-	if err != nil {
+	var v apierr.Violations
+	if req.Msg.GetSessionId() == "" {
+		v.Add("session_id", "is required")
+	}
+	if req.Msg.GetImageUri() == "" {
+		v.Add("image_uri", "is required")
+	}
+	if err := v.Err(); err != nil {
 		return nil, err
 	}
-	b := h.claim(rec.ID)
+	rec := &sessions.Record{ID: req.Msg.GetSessionId(), ImageURI: req.Msg.GetImageUri(), Status: sessions.Creating}
+	b, err := h.claim(rec.ID)
+	if err != nil {
+		h.fail(ctx, rec, err)
+		return nil, err
+	}
 	defer b.mu.Unlock()
 	if !b.ready.Load() {
-		if rec.Status != sessions.Creating {
-			h.drop(b)
-			return nil, apierr.FailedPrecondition("session %s is %s, not creating", rec.ID, rec.Status)
-		}
 		if err := h.launch(ctx, b, rec, req.Msg.GetEnv(), nil); err != nil {
 			return nil, err
 		}
@@ -58,30 +66,54 @@ func (h *Host) CreateSandbox(ctx context.Context, req *connect.Request[hostv1.Cr
 	}), nil
 }
 
-// launch starts the sandbox and moves the session to running; a failure moves it to failed
-// with the reason, so nobody waits on a sandbox that never came. b.mu must be held.
+// launch starts the sandbox and moves the session from rec.Status to running; a failure moves
+// it to failed with the reason, so nobody waits on a sandbox that never came. Both moves happen
+// only while the record is as rec says: placed on this host, in rec.Status, of rec's image.
+// b.mu must be held.
 func (h *Host) launch(ctx context.Context, b *box, rec *sessions.Record, env map[string]string, manifest *snapshots.Manifest) error {
 	if err := h.start(ctx, b, rec, env, manifest); err != nil {
 		h.drop(b)
-		if _, _, merr := h.store.Move(context.WithoutCancel(ctx), rec.ID, sessions.Failed, err.Error(), nil); merr != nil {
-			h.log.Error("mark session failed", "session", rec.ID, "err", merr)
-		}
+		h.fail(ctx, rec, err)
 		return err
 	}
 	sandboxID, digest := b.sb.ID(), b.digest
 	err := h.move(ctx, b, sessions.Running, "sandbox "+sandboxID+" started", func(r *sessions.Record) error {
-		if r.HostID != h.id {
-			return fmt.Errorf("session moved to host %s", r.HostID)
+		if err := h.placedHere(r, rec); err != nil {
+			return err
 		}
 		r.SandboxID, r.ImageDigest = sandboxID, digest
 		return nil
 	})
+	if errors.Is(err, sessions.ErrNotFound) {
+		err = apierr.NotFound("session", rec.ID)
+	}
 	if err != nil {
 		_ = h.teardown(context.WithoutCancel(ctx), b)
 		return err
 	}
 	b.ready.Store(true)
 	return nil
+}
+
+// placedHere checks that the record r is still as want says: placed on this host, in want's
+// state, of want's image.
+func (h *Host) placedHere(r, want *sessions.Record) error {
+	if r.HostID != h.id || r.Status != want.Status || r.ImageURI != want.ImageURI {
+		return apierr.FailedPrecondition("session %s is %s on host %q with image %q, not %s here with %q",
+			r.ID, r.Status, r.HostID, r.ImageURI, want.Status, want.ImageURI)
+	}
+	return nil
+}
+
+// fail moves a session this host could not start to failed, saying why, so nobody waits on a
+// sandbox that never came.
+func (h *Host) fail(ctx context.Context, rec *sessions.Record, why error) {
+	_, _, err := h.store.Move(context.WithoutCancel(ctx), rec.ID, sessions.Failed, why.Error(), func(r *sessions.Record) error {
+		return h.placedHere(r, rec)
+	})
+	if err != nil {
+		h.log.Warn("mark session failed", "session", rec.ID, "err", err)
+	}
 }
 
 // DeleteSandbox removes the session's sandbox and local files.
@@ -223,7 +255,11 @@ func (h *Host) Resume(ctx context.Context, req *connect.Request[appv1.ResumeRequ
 	if err != nil {
 		return nil, err
 	}
-	b := h.claim(rec.ID)
+	b, err := h.claim(rec.ID)
+	if err != nil {
+		h.fail(ctx, rec, err)
+		return nil, err
+	}
 	defer b.mu.Unlock()
 	if b.ready.Load() {
 		return connect.NewResponse(&appv1.ResumeResponse{SessionId: rec.ID, Note: "already running on " + h.id}), nil

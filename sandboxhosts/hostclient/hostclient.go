@@ -30,6 +30,9 @@ type Pool struct {
 	mu      sync.Mutex
 	clients map[string]hostv1connect.HostServiceClient
 	records map[string]seen
+	// fleetView is the fleet as last listed, at fleetAt.
+	fleetView []*fleet.Host
+	fleetAt   time.Time
 }
 
 // seen is a host record read at a time.
@@ -98,9 +101,28 @@ func (p *Pool) Host(ctx context.Context, id string) (*fleet.Host, hostv1connect.
 	return h, p.Client(h.Address), nil
 }
 
-// Pick chooses a host for a new sandbox.
+// Pick chooses a host for a new sandbox: the one with the largest free share, from a view of
+// the fleet at most recordTTL old (the sandbox counts in it are a heartbeat old anyway).
 func (p *Pool) Pick(ctx context.Context) (*fleet.Host, hostv1connect.HostServiceClient, error) {
-	h, err := p.fleet.Pick(ctx)
+	p.mu.Lock()
+	hosts, fresh := p.fleetView, time.Since(p.fleetAt) < recordTTL
+	p.mu.Unlock()
+	if !fresh {
+		var err error
+		if hosts, err = p.fleet.List(ctx); err != nil {
+			return nil, nil, err
+		}
+		now := time.Now()
+		p.mu.Lock()
+		p.fleetView, p.fleetAt = hosts, now
+		for _, h := range hosts {
+			if p.fleet.Alive(h) {
+				p.records[h.ID] = seen{host: h, at: now}
+			}
+		}
+		p.mu.Unlock()
+	}
+	h, err := p.fleet.Choose(hosts)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -3,6 +3,9 @@ package sessions_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -46,7 +49,7 @@ func TestEveryStateButDeletedCanBeDeleted(t *testing.T) {
 	}
 }
 
-func TestMoveChecksTheTableInATransaction(t *testing.T) {
+func TestMoveChecksTheTable(t *testing.T) {
 	db, _ := testenv.Firestore(t)
 	st := sessions.NewStore(db, func() time.Time { return time.Now().UTC() })
 	ctx := context.Background()
@@ -120,4 +123,61 @@ func ids(rs []*sessions.Record) []string {
 		out[i] = r.ID
 	}
 	return out
+}
+
+func TestMoveRechecksWhenAnotherWriteLandsFirst(t *testing.T) {
+	db, _ := testenv.Firestore(t)
+	st := sessions.NewStore(db, func() time.Time { return time.Now().UTC() })
+	ctx := context.Background()
+	if err := st.Create(ctx, &sessions.Record{ID: "sess_race", Owner: "u1", Status: sessions.Running}); err != nil {
+		t.Fatal(err)
+	}
+	// The first move reads "running", then the session is deleted before it writes: its write
+	// must fail, and its retry must see "deleted", which cannot become idle.
+	deleted := make(chan struct{})
+	calls := 0
+	_, _, err := st.Move(ctx, "sess_race", sessions.Idle, "quiet", func(*sessions.Record) error {
+		if calls++; calls == 1 {
+			go func() {
+				defer close(deleted)
+				if _, _, err := st.Move(ctx, "sess_race", sessions.Deleted, "deleted", nil); err != nil {
+					t.Errorf("delete: %v", err)
+				}
+			}()
+			<-deleted
+		}
+		return nil
+	})
+	var me *sessions.MoveError
+	if !errors.As(err, &me) || me.From != sessions.Deleted {
+		t.Fatalf("move raced by a delete: %v, want a MoveError from deleted found on re-reading", err)
+	}
+
+	// Concurrent moves that may all happen each get written once, none lost.
+	if err := st.Create(ctx, &sessions.Record{ID: "sess_many", Owner: "u1", Status: sessions.Running}); err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	for i := range 8 {
+		wg.Go(func() {
+			_, _, err := st.Move(ctx, "sess_many", sessions.Running, "placed", func(r *sessions.Record) error {
+				r.SandboxID = fmt.Sprintf("sb-%d", i)
+				return nil
+			})
+			if err != nil {
+				t.Errorf("mover %d: %v", i, err)
+			}
+		})
+	}
+	wg.Wait()
+	if got, err := st.Get(ctx, "sess_many"); err != nil || !strings.HasPrefix(got.SandboxID, "sb-") {
+		t.Fatalf("after concurrent moves: %+v, %v", got, err)
+	}
+	_, _, err = st.Move(ctx, "sess_many", sessions.Running, "", func(r *sessions.Record) error {
+		r.Owner = "someone else"
+		return nil
+	})
+	if err == nil {
+		t.Fatal("a move changed the owner")
+	}
 }

@@ -84,6 +84,9 @@ type Host struct {
 	EvictIdleAfter time.Duration
 	// MaxSandboxes, CPUs and MemoryBytes are the host's capacity as registered in the fleet.
 	MaxSandboxes int
+	// WarmSandboxes is how many booted sandboxes a host keeps ready for each of its recently used
+	// images, so a new session of one skips the boot (0: none).
+	WarmSandboxes int
 	// SandboxCPUs, SandboxMemoryBytes and SandboxPids are a sandbox's limits when its image
 	// suggests none.
 	SandboxCPUs        float64
@@ -121,6 +124,7 @@ func Default() Config {
 			IdleAfter:          2 * time.Minute,
 			EvictIdleAfter:     30 * time.Minute,
 			MaxSandboxes:       64,
+			WarmSandboxes:      1,
 			SandboxCPUs:        2,
 			SandboxMemoryBytes: 2 << 30,
 			SandboxPids:        1024,
@@ -140,11 +144,13 @@ func FromEnv() (Config, error) {
 	ints := []struct {
 		env string
 		dst *int
+		min int
 	}{
-		{"HANGAR_TASKS_PAGE_SIZE_MAX", &c.Limits.Tasks.Max},
-		{"HANGAR_MAX_REQUEST_BYTES", &c.Limits.MaxRequestBytes},
-		{"HANGAR_MAX_PROMPT_BYTES", &c.Limits.MaxPromptBytes},
-		{"HANGAR_MAX_SANDBOXES", &c.Host.MaxSandboxes},
+		{"HANGAR_TASKS_PAGE_SIZE_MAX", &c.Limits.Tasks.Max, 1},
+		{"HANGAR_MAX_REQUEST_BYTES", &c.Limits.MaxRequestBytes, 1},
+		{"HANGAR_MAX_PROMPT_BYTES", &c.Limits.MaxPromptBytes, 1},
+		{"HANGAR_MAX_SANDBOXES", &c.Host.MaxSandboxes, 1},
+		{"HANGAR_WARM_SANDBOXES", &c.Host.WarmSandboxes, 0},
 	}
 	for _, e := range ints {
 		v, ok := os.LookupEnv(e.env)
@@ -152,8 +158,8 @@ func FromEnv() (Config, error) {
 			continue
 		}
 		n, err := strconv.Atoi(v)
-		if err != nil || n <= 0 {
-			return c, fmt.Errorf("%s=%q: want a positive whole number", e.env, v)
+		if err != nil || n < e.min {
+			return c, fmt.Errorf("%s=%q: want a whole number of at least %d", e.env, v, e.min)
 		}
 		*e.dst = n
 	}

@@ -28,7 +28,10 @@ type CreateSandboxRequest struct {
 	SessionId string                 `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
 	// env holds the sandbox's environment: the session's secrets and harness_env, merged by the
 	// caller. It is never stored in clear.
-	Env           map[string]string `protobuf:"bytes,2,rep,name=env,proto3" json:"env,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	Env map[string]string `protobuf:"bytes,2,rep,name=env,proto3" json:"env,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// image_uri is the session record's image, so the host can start the sandbox without reading
+	// the record first; the move to running checks it against the record.
+	ImageUri      string `protobuf:"bytes,3,opt,name=image_uri,json=imageUri,proto3" json:"image_uri,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -75,6 +78,13 @@ func (x *CreateSandboxRequest) GetEnv() map[string]string {
 		return x.Env
 	}
 	return nil
+}
+
+func (x *CreateSandboxRequest) GetImageUri() string {
+	if x != nil {
+		return x.ImageUri
+	}
+	return ""
 }
 
 type CreateSandboxResponse struct {
@@ -561,11 +571,12 @@ var File_host_v1_host_proto protoreflect.FileDescriptor
 
 const file_host_v1_host_proto_rawDesc = "" +
 	"\n" +
-	"\x12host/v1/host.proto\x12\ahost.v1\x1a\x1bgoogle/protobuf/empty.proto\x1a\x18svc/app/v1/session.proto\"\xa7\x01\n" +
+	"\x12host/v1/host.proto\x12\ahost.v1\x1a\x1bgoogle/protobuf/empty.proto\x1a\x18svc/app/v1/session.proto\"\xc4\x01\n" +
 	"\x14CreateSandboxRequest\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x128\n" +
-	"\x03env\x18\x02 \x03(\v2&.host.v1.CreateSandboxRequest.EnvEntryR\x03env\x1a6\n" +
+	"\x03env\x18\x02 \x03(\v2&.host.v1.CreateSandboxRequest.EnvEntryR\x03env\x12\x1b\n" +
+	"\timage_uri\x18\x03 \x01(\tR\bimageUri\x1a6\n" +
 	"\bEnvEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x90\x01\n" +
