@@ -3,17 +3,21 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"strings"
 	"testing"
 	"time"
 
 	"connectrpc.com/connect"
+	"gocloud.dev/blob"
 
 	appv1 "github.com/hangar-dev/hangar/gen/svc/app/v1"
 	"github.com/hangar-dev/hangar/internal/testenv"
 	"github.com/hangar-dev/hangar/sandboxhosts/fleet"
 	"github.com/hangar-dev/hangar/sandboxhosts/sessions"
+	"github.com/hangar-dev/hangar/sandboxhosts/snapshots"
 )
 
 // seedTree makes files of several kinds the snapshots must carry: modes, a symlink, a hardlink,
@@ -237,5 +241,35 @@ func TestSessionPlacedButNeverStartedIsNotStuck(t *testing.T) {
 	}
 	if res.Msg.GetSnapshotId() != "" || s.status(t, "orphan-1") != "running" {
 		t.Fatalf("resume of a never-started session: %v, status %s", res.Msg, s.status(t, "orphan-1"))
+	}
+}
+
+func TestDeleteSessionDropsItsCheckpointsAndArtifacts(t *testing.T) {
+	s := newSandboxStack(t, 1, nil)
+	ctx := context.Background()
+	id := s.create(t, nil)
+	s.sh(t, id, "echo report > /root/report.txt")
+	if _, err := s.svc.Snapshot(ctx, connect.NewRequest(&appv1.SnapshotRequest{SessionId: id})); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.svc.CreateArtifactFromPath(ctx, connect.NewRequest(&appv1.CreateArtifactFromPathRequest{SessionId: id, Path: "/root/report.txt"})); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.svc.EvictLocal(ctx, connect.NewRequest(&appv1.EvictLocalRequest{SessionId: id})); err != nil {
+		t.Fatal(err)
+	}
+	snaps := snapshots.NewStore(s.sb.Bucket, t.TempDir(), snapshots.Options{})
+	if list, err := snaps.List(ctx, id); err != nil || len(list) != 1 {
+		t.Fatalf("checkpoints before delete: %v, %v", list, err)
+	}
+	if _, err := s.svc.DeleteSession(ctx, connect.NewRequest(&appv1.DeleteSessionRequest{SessionId: id})); err != nil {
+		t.Fatal(err)
+	}
+	if list, err := snaps.List(ctx, id); err != nil || len(list) != 0 {
+		t.Fatalf("checkpoints after delete: %v, %v", list, err)
+	}
+	left, err := s.sb.Bucket.List(&blob.ListOptions{Prefix: sessions.ArtifactPrefix(id)}).Next(ctx)
+	if !errors.Is(err, io.EOF) {
+		t.Fatalf("artifact left after delete: %v, %v", left, err)
 	}
 }
