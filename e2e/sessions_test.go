@@ -11,11 +11,15 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"google.golang.org/protobuf/types/known/emptypb"
 
+	hostv1 "github.com/hangar-dev/hangar/gen/host/v1"
 	appv1 "github.com/hangar-dev/hangar/gen/svc/app/v1"
 	"github.com/hangar-dev/hangar/gen/svc/app/v1/appv1connect"
 	"github.com/hangar-dev/hangar/internal/testenv"
+	"github.com/hangar-dev/hangar/sandboxhosts/fleet"
+	"github.com/hangar-dev/hangar/sandboxhosts/hostclient"
 	"github.com/hangar-dev/hangar/sandboxhosts/images"
 	"github.com/hangar-dev/hangar/sandboxhosts/images/imagestest"
 )
@@ -434,5 +438,64 @@ func TestAFullHostRefusesNewSandboxes(t *testing.T) {
 	}
 	if c := connect.CodeOf(err); c == connect.CodeResourceExhausted && s.status(t, "one-too-many") != "failed" {
 		t.Fatalf("the refused session is %s, want failed", s.status(t, "one-too-many"))
+	}
+}
+
+func TestSandboxLimitsComeFromTheImageAndIsolationHolds(t *testing.T) {
+	s := newSandboxStack(t, 1, nil)
+	base, err := images.Busybox(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := base.ConfigFile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg = cfg.DeepCopy()
+	cfg.Config.Labels = map[string]string{images.LabelCPUs: "0.5", images.LabelMemoryMB: "96", images.LabelPids: "50"}
+	img, err := mutate.ConfigFile(base, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref := imagestest.Push(t, s.sb.Registry, "test/limited", img)
+	id := s.create(t, &appv1.CreateSessionRequest{ImageUri: ref})
+	// The same limits read from cgroup v2 or, on machines such as this one, cgroup v1.
+	got := s.sh(t, id, `cd /sys/fs/cgroup; if [ -f memory.max ]; then cat memory.max pids.max cpu.max;
+		else cat memory/memory.limit_in_bytes pids/pids.max; echo $(cat cpu/cpu.cfs_quota_us cpu/cpu.cfs_period_us); fi`)
+	if got != "100663296\n50\n50000 100000\n" {
+		t.Fatalf("cgroup limits inside the sandbox:\n%s", got)
+	}
+	for _, tc := range []struct{ name, command, want string }{
+		{"only loopback", "ls /sys/class/net", "lo\n"},
+		{"its own pid namespace", "echo $(cat /proc/1/cmdline | tr '\\0' ' ')", "/.hangar/bin/supervisor --socket /.hangar/run/supervisor.sock\n"},
+		{"no mounting", "mount -t tmpfs none /mnt 2>/dev/null && echo mounted || echo refused", "refused\n"},
+		{"supervisor is read-only", "echo x > /.hangar/bin/supervisor 2>/dev/null && echo wrote || echo refused", "refused\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := s.sh(t, id, tc.command); got != tc.want {
+				t.Fatalf("%s: got %q, want %q", tc.command, got, tc.want)
+			}
+		})
+	}
+}
+
+func TestHostAPIRefusesCallsWithoutTheHostToken(t *testing.T) {
+	s := newSandboxStack(t, 1, nil)
+	f := fleet.New(s.sb.DB, time.Now, time.Minute)
+	h, err := f.Get(context.Background(), "host-a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, token := range []string{"", "not-the-token"} {
+		c := hostclient.New(f, token).Client(h.Address)
+		_, err := c.CreateSandbox(context.Background(), connect.NewRequest(&hostv1.CreateSandboxRequest{SessionId: "x", ImageUri: s.sb.Image}))
+		testenv.WantCode(t, err, connect.CodeUnauthenticated)
+		stream, err := c.Exec(context.Background(), connect.NewRequest(&appv1.ExecRequest{SessionId: "x", Command: ptr("true")}))
+		if err == nil {
+			for stream.Receive() {
+			}
+			err = stream.Err()
+		}
+		testenv.WantCode(t, err, connect.CodeUnauthenticated)
 	}
 }
