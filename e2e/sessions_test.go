@@ -499,3 +499,40 @@ func TestHostAPIRefusesCallsWithoutTheHostToken(t *testing.T) {
 		testenv.WantCode(t, err, connect.CodeUnauthenticated)
 	}
 }
+
+func TestCopyFilesBetweenSessionsOnDifferentHosts(t *testing.T) {
+	s := newSandboxStack(t, 2, nil)
+	ctx := context.Background()
+	hostOf := func(id string) string {
+		got, err := s.svc.GetSession(ctx, connect.NewRequest(&appv1.GetSessionRequest{SessionId: id}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got.Msg.GetSession().GetHostId()
+	}
+	src := s.create(t, nil)
+	// Placement follows heartbeats, so keep creating until a session lands on the other host.
+	dst := ""
+	for deadline := time.Now().Add(20 * time.Second); dst == "" && time.Now().Before(deadline); {
+		if id := s.create(t, nil); hostOf(id) != hostOf(src) {
+			dst = id
+		}
+	}
+	if dst == "" {
+		t.Fatal("every session landed on one host")
+	}
+	body := bytes.Repeat([]byte("cross-host "), 300_000)
+	s.write(t, src, "/data/big.txt", body, ptr[uint32](0o640))
+	resp, err := s.svc.CopyFiles(ctx, connect.NewRequest(&appv1.CopyFilesRequest{SourceSessionId: src, TargetSessionId: dst, Paths: []string{"/data/big.txt"}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f := resp.Msg.GetFiles(); len(f) != 1 || f[0].GetSha256() != sum(body) {
+		t.Fatalf("copy answered %v", resp.Msg)
+	}
+	if got, _ := s.read(t, dst, "/data/big.txt"); !bytes.Equal(got, body) {
+		t.Fatalf("the copy on %s holds %d bytes, want %d", hostOf(dst), len(got), len(body))
+	}
+	_, err = s.svc.CopyFiles(ctx, connect.NewRequest(&appv1.CopyFilesRequest{SourceSessionId: src, TargetSessionId: dst, Paths: []string{"/data/missing"}}))
+	testenv.WantCode(t, err, connect.CodeNotFound)
+}
