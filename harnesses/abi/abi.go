@@ -1,0 +1,185 @@
+// Package abi is the contract between Hangar and a harness plugin: a WebAssembly module (WASI
+// preview 1, reactor) that describes a coding-agent harness, plans how to launch it in a
+// sandbox, and parses its output into session events. Both sides import this package — the host
+// (harnesses/host) and plugins written with the SDK (harnesses/sdk) — so it depends on nothing
+// but the standard library and builds for GOOS=wasip1.
+//
+// # Version 1
+//
+// A plugin module exports:
+//
+//	hangar_abi_version() -> i32          Version; a module exporting another is refused
+//	hangar_alloc(size i32) -> i32        a buffer of size bytes in the module's memory, owned
+//	                                     by the host until the next call into the module
+//	hangar_describe() -> i64             -> Descriptor
+//	hangar_plan(ptr i32, len i32) -> i64  PlanRequest -> Plan
+//	hangar_parse(ptr i32, len i32) -> i64 ParseRequest -> ParseResult
+//
+// Requests are JSON written by the host into a buffer from hangar_alloc; an answer is JSON in
+// the module's memory, returned as (ptr << 32 | len), and is a Reply: exactly one of "ok" (the
+// result) and "error" (a message for the caller). A module may export _initialize (Go's
+// c-shared wasip1 build does), which the host runs once per instance. It gets WASI with no
+// files, no environment, no network and a clock that does not reveal the host's time; each call
+// runs under a CPU deadline and the instance under a memory cap. A call that traps, runs past
+// its deadline, exhausts its memory or answers what this package does not describe is an error
+// for that call; the host discards the instance and stays up.
+//
+// Plugins are pure: the same request gives the same answer, and parse carries what it needs
+// between chunks of output in ParseResult.State, which the host hands back with the next chunk.
+// So the host may run any call on any instance of the module.
+//
+// JSON field names follow the API's (svc.app.v1.HarnessDescriptor for Descriptor), so a
+// descriptor is read by the host as the API message itself.
+package abi
+
+import "encoding/json"
+
+// Version is the ABI version this package describes.
+const Version = 1
+
+// Exported function names.
+const (
+	ExportVersion  = "hangar_abi_version"
+	ExportAlloc    = "hangar_alloc"
+	ExportDescribe = "hangar_describe"
+	ExportPlan     = "hangar_plan"
+	ExportParse    = "hangar_parse"
+)
+
+// Reply is every answer of a plugin: exactly one of OK and Error.
+type Reply struct {
+	OK    json.RawMessage `json:"ok,omitempty"`
+	Error string          `json:"error,omitempty"`
+}
+
+// Descriptor says what a harness is and what it offers; it is svc.app.v1.HarnessDescriptor.
+type Descriptor struct {
+	Name            string   `json:"name"`
+	Label           string   `json:"label,omitempty"`
+	Description     string   `json:"description,omitempty"`
+	Auth            *Auth    `json:"auth,omitempty"`
+	Models          []Option `json:"models,omitempty"`
+	Effort          []Option `json:"effort,omitempty"`
+	Egress          *Egress  `json:"egress,omitempty"`
+	Modes           []Mode   `json:"modes,omitempty"`
+	RouterProtocols []string `json:"router_protocols,omitempty"`
+	NativeEgress    *Egress  `json:"native_egress,omitempty"`
+}
+
+// Auth names the environment variables a harness reads its credentials from.
+type Auth struct {
+	OrgEnv      string `json:"org_env,omitempty"`
+	UserEnv     string `json:"user_env,omitempty"`
+	OrgEnvHint  string `json:"org_env_hint,omitempty"`
+	UserEnvHint string `json:"user_env_hint,omitempty"`
+	UserOAuth   *OAuth `json:"user_oauth,omitempty"`
+}
+
+// OAuth is the OAuth provider whose credential bundle a harness can use.
+type OAuth struct {
+	Provider string `json:"provider"`
+	Delivery string `json:"delivery,omitempty"` // "OAUTH_DELIVERY_OPAQUE_BUNDLE"
+}
+
+// Egress is the network a harness needs.
+type Egress struct {
+	AllowHosts        []string `json:"allow_hosts,omitempty"`
+	AllowHostPatterns []string `json:"allow_host_patterns,omitempty"`
+}
+
+// Mode is one way a harness can run (e.g. "plan", "auto-edit").
+type Mode struct {
+	ID      string `json:"id"`
+	Label   string `json:"label,omitempty"`
+	Default bool   `json:"default,omitempty"`
+}
+
+// Option is a model or an effort level, with the environment it sets.
+type Option struct {
+	ID      string            `json:"id"`
+	Label   string            `json:"label,omitempty"`
+	Default bool              `json:"default,omitempty"`
+	Env     map[string]string `json:"env,omitempty"`
+}
+
+// PlanRequest asks how to run one prompt.
+type PlanRequest struct {
+	Prompt string            `json:"prompt"`
+	Model  string            `json:"model,omitempty"`
+	Effort string            `json:"effort,omitempty"`
+	Mode   string            `json:"mode,omitempty"`
+	Env    map[string]string `json:"env,omitempty"`
+	// Resume is what an earlier turn's events reported for continuing its conversation (e.g.
+	// Claude Code's session id), "" for a first turn.
+	Resume string `json:"resume,omitempty"`
+}
+
+// Plan is how to launch the harness for one prompt in the sandbox.
+type Plan struct {
+	Argv  []string          `json:"argv"`
+	Env   map[string]string `json:"env,omitempty"`
+	Files []File            `json:"files,omitempty"`
+	Stdin string            `json:"stdin,omitempty"`
+	// Workdir is where to run, "" for the sandbox's default.
+	Workdir string `json:"workdir,omitempty"`
+}
+
+// File is a file to place in the sandbox before launching.
+type File struct {
+	Path    string `json:"path"`
+	Content string `json:"content"`
+	Mode    uint32 `json:"mode,omitempty"` // permission bits; 0 means 0644
+}
+
+// ParseRequest hands the plugin the next chunk of the harness's output.
+type ParseRequest struct {
+	Stream string `json:"stream"` // "stdout" or "stderr"
+	Chunk  string `json:"chunk"`
+	// State is the previous ParseResult.State of this run ("" first).
+	State string `json:"state,omitempty"`
+	// Final is set once, after the process exited, with ExitStatus; Chunk is then empty.
+	Final      bool `json:"final,omitempty"`
+	ExitStatus int  `json:"exit_status,omitempty"`
+}
+
+// ParseResult is what a chunk meant.
+type ParseResult struct {
+	Events []Event `json:"events,omitempty"`
+	State  string  `json:"state,omitempty"`
+}
+
+// Event kinds a parser reports.
+const (
+	KindAssistantMessage = "assistant.message"
+	KindToolCall         = "tool.call"
+	KindToolResult       = "tool.result"
+	KindUsage            = "usage"
+	KindError            = "error"
+	KindTurnDone         = "turn.done"
+)
+
+// Event is one normalized thing the harness did.
+type Event struct {
+	Kind string `json:"kind"`
+	// Text is an assistant message's text, an error's message or a tool result's output.
+	Text       string          `json:"text,omitempty"`
+	ToolName   string          `json:"tool_name,omitempty"`
+	ToolCallID string          `json:"tool_call_id,omitempty"`
+	Input      json.RawMessage `json:"input,omitempty"` // a tool call's arguments
+	IsError    bool            `json:"is_error,omitempty"`
+	Usage      *Usage          `json:"usage,omitempty"`
+	// Resume is the harness's own conversation id, for PlanRequest.Resume of the next turn.
+	Resume string `json:"resume,omitempty"`
+}
+
+// Usage is what a turn cost.
+type Usage struct {
+	InputTokens  int64   `json:"input_tokens,omitempty"`
+	OutputTokens int64   `json:"output_tokens,omitempty"`
+	CostUSD      float64 `json:"cost_usd,omitempty"`
+}
+
+// Kinds lists the event kinds of version 1.
+func Kinds() []string {
+	return []string{KindAssistantMessage, KindToolCall, KindToolResult, KindUsage, KindError, KindTurnDone}
+}

@@ -1,0 +1,55 @@
+package oci_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/hangar-dev/hangar/harnesses/oci"
+	"github.com/hangar-dev/hangar/sandboxhosts/images"
+	"github.com/hangar-dev/hangar/sandboxhosts/images/imagestest"
+)
+
+// module is the smallest valid WebAssembly module: the magic and version 1.
+var module = []byte("\x00asm\x01\x00\x00\x00")
+
+func TestPublishedPluginsFetchByTagAndDigest(t *testing.T) {
+	ctx := context.Background()
+	reg := imagestest.Registry(t)
+	digest, err := oci.Publish(ctx, module, reg+"/plugins/echo:v1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ref := range []string{reg + "/plugins/echo:v1", reg + "/plugins/echo@" + digest} {
+		m, err := oci.Fetch(ctx, ref)
+		if err != nil {
+			t.Fatalf("fetch %s: %v", ref, err)
+		}
+		if !bytes.Equal(m.Wasm, module) || m.Digest != digest || m.LayerDigest == "" {
+			t.Fatalf("fetched %+v", m)
+		}
+	}
+}
+
+func TestWhatIsNotAPluginIsRefused(t *testing.T) {
+	ctx := context.Background()
+	reg := imagestest.Registry(t)
+	if _, err := oci.Publish(ctx, []byte("#!/bin/sh\n"), reg+"/plugins/script:v1"); !errors.Is(err, oci.ErrNotAPlugin) {
+		t.Fatalf("publishing a shell script: %v, want ErrNotAPlugin", err)
+	}
+	img, err := images.Busybox(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref := imagestest.Push(t, reg, "plugins/container", img)
+	if _, err := oci.Fetch(ctx, ref); !errors.Is(err, oci.ErrNotAPlugin) {
+		t.Fatalf("fetching a container image: %v, want ErrNotAPlugin", err)
+	}
+	if _, err := oci.Fetch(ctx, reg+"/plugins/missing:v1"); err == nil {
+		t.Fatal("fetching a missing plugin succeeded")
+	}
+	if _, err := oci.Fetch(ctx, "Not A Reference"); err == nil {
+		t.Fatal("a malformed reference was accepted")
+	}
+}
