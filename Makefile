@@ -11,7 +11,7 @@ GO_TEST_FLAGS ?= -count=1 -timeout=20m
 REGION ?= europe-west1
 PROJECT ?= $(shell gcloud config get-value project 2>/dev/null)
 
-.PHONY: dev test check system-deps generate check-gen lint vet fmt-check bench deploy tools clean
+.PHONY: dev test check system-deps plugins generate check-gen lint vet fmt-check bench deploy tools clean
 
 ## dev: run the whole system locally (emulators, every function, one server on 127.0.0.1:8080)
 dev: bin/hangar bin/hangar-supervisor
@@ -22,13 +22,17 @@ dev: bin/hangar bin/hangar-supervisor
 bin/hangar-supervisor:
 	CGO_ENABLED=0 go build -trimpath -ldflags='-s -w' -o bin/hangar-supervisor ./cmd/hangar-supervisor
 
+## plugins: the built-in harness plugins, built to WebAssembly and embedded into hangar
+plugins:
+	go run ./harnesses/plugins/cmd/buildplugins -o harnesses/builtin/wasm
+
 # bin/hangar is rebuilt every time (go build is incremental and fast); the client commands use it.
 .PHONY: bin/hangar
-bin/hangar:
+bin/hangar: plugins
 	go build -o bin/hangar ./cmd/hangar
 
 ## test: every check and test, with one Firestore + Pub/Sub emulator pair for the whole run
-test: check system-deps
+test: check system-deps plugins
 	go run ./cmd/hangar emulators -- go test $(GO_TEST_FLAGS) ./...
 
 ## system-deps: runc and busybox-static for the sandbox host (installed with apt-get when root)
@@ -75,7 +79,7 @@ bench:
 	go run ./cmd/hangar emulators -- go run ./bench/driver
 
 ## deploy: one Cloud Run function per service (not run in CI); see README "Deploy"
-deploy:
+deploy: plugins
 	@test -n "$(PROJECT)" || { echo "set PROJECT=<gcp project>"; exit 1; }
 	for fn in TaskService SessionService ProfileService ImageService HarnessCatalogService \
 		ModelRouterService ReviewService AutomationService AutomationRunService \

@@ -1,0 +1,101 @@
+// Package codex is the harness for OpenAI's Codex CLI, run headless:
+//
+//	codex exec --json --skip-git-repo-check [-m M] [-c model_reasoning_effort=E] SANDBOX
+//	      [resume THREAD] - < prompt
+//
+// The prompt goes to stdin ("-"), so a prompt that starts with "-" stays a prompt, none is
+// bounded by the kernel's 128 KiB limit on one argument, and `codex exec` does not wait for a
+// stdin to append to an argument. Every flag comes before `resume`, where `codex exec` accepts
+// all of them. --skip-git-repo-check because a session's directory need not be a repository.
+//
+// The sandbox is the isolation, so the default mode runs commands without Codex's own sandbox
+// (which needs kernel features a container seldom grants); the other modes ask Codex to sandbox
+// its commands too. Exec mode never asks for approval.
+//
+// An org's OPENAI_API_KEY reaches Codex as CODEX_API_KEY, the variable `codex exec` reads a key
+// from, unless the caller sets that one itself.
+//
+// parse.go reads the JSONL events.
+package codex
+
+import (
+	"errors"
+	"strings"
+
+	"github.com/hangar-dev/hangar/harnesses/abi"
+	"github.com/hangar-dev/hangar/harnesses/sdk"
+)
+
+// Harness implements the plugin; harnesses/plugins/<name>/plugin registers it.
+type Harness struct{}
+
+var descriptor = abi.Descriptor{
+	Name:        "codex",
+	Label:       "Codex",
+	Description: "OpenAI's Codex CLI, run headless in the sandbox.",
+	Auth: &abi.Auth{
+		OrgEnv:     "OPENAI_API_KEY",
+		OrgEnvHint: "An OpenAI API key (sk-…)",
+		UserOAuth:  &abi.OAuth{Provider: "openai", Delivery: "OAUTH_DELIVERY_OPAQUE_BUNDLE"},
+	},
+	Models: []abi.Option{
+		{ID: "gpt-5.5", Label: "GPT-5.5", Default: true},
+		{ID: "gpt-5.4", Label: "GPT-5.4"},
+		{ID: "gpt-5.4-mini", Label: "GPT-5.4 mini"},
+	},
+	Effort: []abi.Option{
+		{ID: "low", Label: "Low"},
+		{ID: "medium", Label: "Medium"},
+		{ID: "high", Label: "High"},
+		{ID: "xhigh", Label: "Extra high"},
+	},
+	Modes: []abi.Mode{
+		{ID: "full-access", Label: "Full access", Default: true},
+		{ID: "workspace-write", Label: "Sandboxed, may write the workspace"},
+		{ID: "read-only", Label: "Sandboxed, read-only"},
+	},
+	RouterProtocols: []string{"openai-responses"},
+	NativeEgress: &abi.Egress{
+		// The API for a key; ChatGPT's backend and OpenAI's auth server for a subscription.
+		AllowHosts: []string{"api.openai.com", "chatgpt.com", "auth.openai.com"},
+	},
+}
+
+// sandboxFlags are the flags of each mode.
+var sandboxFlags = map[string][]string{
+	"full-access":     {"--dangerously-bypass-approvals-and-sandbox"},
+	"workspace-write": {"--sandbox", "workspace-write"},
+	"read-only":       {"--sandbox", "read-only"},
+}
+
+func (Harness) Describe() abi.Descriptor { return descriptor }
+
+func (Harness) Plan(req abi.PlanRequest) (abi.Plan, error) {
+	mode, err := sdk.ResolveMode(descriptor, req.Mode)
+	if err != nil {
+		return abi.Plan{}, err
+	}
+	if err := sdk.CheckEffort(descriptor, req.Effort); err != nil {
+		return abi.Plan{}, err
+	}
+	if strings.TrimSpace(req.Prompt) == "" {
+		return abi.Plan{}, errors.New("the prompt is empty")
+	}
+	argv := []string{"codex", "exec", "--json", "--skip-git-repo-check"}
+	if req.Model != "" {
+		argv = append(argv, "-m", req.Model)
+	}
+	if req.Effort != "" {
+		argv = append(argv, "-c", `model_reasoning_effort="`+req.Effort+`"`)
+	}
+	argv = append(argv, sandboxFlags[mode]...)
+	if req.Resume != "" {
+		argv = append(argv, "resume", req.Resume)
+	}
+	argv = append(argv, "-")
+	var defaults map[string]string
+	if key := req.Env["OPENAI_API_KEY"]; key != "" {
+		defaults = map[string]string{"CODEX_API_KEY": key}
+	}
+	return abi.Plan{Argv: argv, Env: sdk.Env(req.Env, defaults), Stdin: req.Prompt}, nil
+}

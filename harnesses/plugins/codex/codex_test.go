@@ -1,0 +1,58 @@
+package codex
+
+import (
+	"testing"
+
+	"github.com/hangar-dev/hangar/harnesses/abi"
+	"github.com/hangar-dev/hangar/harnesses/sdk/sdktest"
+)
+
+func TestPlan(t *testing.T) {
+	base := []string{"codex", "exec", "--json", "--skip-git-repo-check"}
+	bypass := "--dangerously-bypass-approvals-and-sandbox"
+	sdktest.CheckPlans(t, Harness{}, []sdktest.PlanCase{
+		{
+			Name: "first turn in the default mode",
+			Req:  abi.PlanRequest{Prompt: "fix the build"},
+			Want: abi.Plan{Argv: append(base, bypass, "-"), Stdin: "fix the build"},
+		},
+		{
+			Name: "model, effort and mode",
+			Req:  abi.PlanRequest{Prompt: "p", Model: "gpt-5.4-mini", Effort: "xhigh", Mode: "read-only"},
+			Want: abi.Plan{Argv: append(base, "-m", "gpt-5.4-mini", "-c", `model_reasoning_effort="xhigh"`, "--sandbox", "read-only", "-"), Stdin: "p"},
+		},
+		{
+			Name: "resume comes after every flag",
+			Req:  abi.PlanRequest{Prompt: "-x is a prompt", Mode: "workspace-write", Resume: "019a7c3e-5b21-7d40-9e8f-3c2a1b0d4e5f"},
+			Want: abi.Plan{
+				Argv:  append(base, "--sandbox", "workspace-write", "resume", "019a7c3e-5b21-7d40-9e8f-3c2a1b0d4e5f", "-"),
+				Stdin: "-x is a prompt",
+			},
+		},
+		{
+			Name: "an org's OpenAI key reaches codex exec",
+			Req:  abi.PlanRequest{Prompt: "p", Env: map[string]string{"OPENAI_API_KEY": "sk-1"}},
+			Want: abi.Plan{Argv: append(base, bypass, "-"), Env: map[string]string{"OPENAI_API_KEY": "sk-1", "CODEX_API_KEY": "sk-1"}, Stdin: "p"},
+		},
+		{
+			Name: "a CODEX_API_KEY of the caller wins",
+			Req:  abi.PlanRequest{Prompt: "p", Env: map[string]string{"OPENAI_API_KEY": "sk-1", "CODEX_API_KEY": "sk-2"}},
+			Want: abi.Plan{Argv: append(base, bypass, "-"), Env: map[string]string{"OPENAI_API_KEY": "sk-1", "CODEX_API_KEY": "sk-2"}, Stdin: "p"},
+		},
+		{Name: "empty prompt", Req: abi.PlanRequest{Prompt: " \n"}, WantErr: "the prompt is empty"},
+		{Name: "unknown mode", Req: abi.PlanRequest{Prompt: "p", Mode: "plan"}, WantErr: `no mode "plan"`},
+		{Name: "unknown effort", Req: abi.PlanRequest{Prompt: "p", Effort: "max"}, WantErr: `no effort level "max"`},
+	})
+}
+
+func TestEveryModeHasFlags(t *testing.T) {
+	d := Harness{}.Describe()
+	if d.Name != "codex" {
+		t.Fatalf("name %q, want the plugin's directory name", d.Name)
+	}
+	for _, m := range d.Modes {
+		if len(sandboxFlags[m.ID]) == 0 {
+			t.Errorf("mode %q has no flags", m.ID)
+		}
+	}
+}

@@ -1,0 +1,87 @@
+package codex
+
+import (
+	"testing"
+
+	"github.com/hangar-dev/hangar/harnesses/abi"
+	"github.com/hangar-dev/hangar/harnesses/sdk/sdktest"
+)
+
+// Recorded runs tell the same story however their output is cut into chunks.
+func TestParseRecordedRuns(t *testing.T) {
+	const unauthorized = "unexpected status 401 Unauthorized: Incorrect API key provided: sk-proj-****. You can find your API key at https://platform.openai.com/account/api-keys."
+	sdktest.CheckRecordings(t, Harness{}, []sdktest.Recording{
+		{
+			File: "fix-test.jsonl",
+			Want: []abi.Event{
+				sdktest.ToolCall("item_1", "shell", `{"command":"/bin/bash -lc 'go test ./...'"}`),
+				sdktest.ToolResult("item_1", "--- FAIL: TestAdd (0.00s)\n    add_test.go:9: Add(2, 2) = 5, want 4\nFAIL\nFAIL\texample.com/add\t0.003s\nFAIL\n", true),
+				sdktest.ToolCall("item_3", "apply_patch", `{"changes":[{"path":"/workspace/add.go","kind":"update"}]}`),
+				sdktest.ToolResult("item_3", "update /workspace/add.go", false),
+				sdktest.ToolCall("item_4", "docs/search", `{"query":"table-driven tests"}`),
+				sdktest.ToolResult("item_4", "Prefer table-driven tests.", false),
+				sdktest.ToolCall("item_5", "shell", `{"command":"/bin/bash -lc 'go test ./...'"}`),
+				sdktest.ToolResult("item_5", "ok  \texample.com/add\t0.002s\n", false),
+				sdktest.Message("Fixed `Add` in `add.go`: it returned `a + b + 1`. The tests pass now."),
+				{Kind: abi.KindUsage, Usage: &abi.Usage{InputTokens: 24763, OutputTokens: 422}},
+				sdktest.Done("019a7c3e-5b21-7d40-9e8f-3c2a1b0d4e5f"),
+			},
+		},
+		{
+			File:   "auth-failed.jsonl",
+			Status: 1,
+			Want: []abi.Event{
+				sdktest.Error("Model metadata for `gpt-next` not found. Defaulting to fallback metadata; this can degrade performance and cause issues."),
+				sdktest.Error(unauthorized),
+				sdktest.Done("019a7c41-0e9d-7a12-b3c4-d5e6f7a8b9c0"),
+			},
+		},
+	})
+}
+
+func TestParseOddOutput(t *testing.T) {
+	const started = `{"type":"thread.started","thread_id":"t1"}` + "\n"
+	const completed = `{"type":"turn.completed","usage":{"input_tokens":0,"cached_input_tokens":0,"output_tokens":0}}` + "\n"
+	sdktest.CheckOutputs(t, Harness{}, []sdktest.Output{
+		{
+			Name:   "unknown events and items are ignored",
+			Stdout: started + `{"type":"item.plan.delta","item_id":"item_0","delta":"1."}` + "\n" + `{"type":"item.completed","item":{"id":"item_1","type":"collab_tool_call","tool":"wait"}}` + "\n" + completed,
+			Want:   []abi.Event{sdktest.Done("t1")},
+		},
+		{
+			Name:   "stderr chatter is no error while the run succeeds",
+			Stdout: started + completed,
+			Stderr: "Reading prompt from stdin...\n",
+			Want:   []abi.Event{sdktest.Done("t1")},
+		},
+		{
+			Name:   "garbage and stderr explain a run that dies",
+			Stdout: started + "thread 'main' panicked at core/src/codex.rs:1:1\n",
+			Stderr: "Error: stream disconnected\n",
+			Status: 101,
+			Want:   []abi.Event{sdktest.Error("exit status 101\nthread 'main' panicked at core/src/codex.rs:1:1\nError: stream disconnected"), sdktest.Done("t1")},
+		},
+		{
+			Name:   "a tool running when the process dies stays a call",
+			Stdout: started + `{"type":"item.started","item":{"id":"item_0","type":"command_execution","command":"sleep 100","aggregated_output":"","exit_code":null,"status":"in_progress"}}` + "\n",
+			Status: 137,
+			Want:   []abi.Event{sdktest.ToolCall("item_0", "shell", `{"command":"sleep 100"}`), sdktest.Error("exit status 137"), sdktest.Done("t1")},
+		},
+		{
+			Name: "a web search is reported when it completes",
+			Stdout: started + `{"type":"item.started","item":{"id":"item_0","type":"web_search","query":"","action":{"type":"other"}}}` + "\n" +
+				`{"type":"item.completed","item":{"id":"item_0","type":"web_search","query":"wazero memory limit","action":{"type":"search","query":"wazero memory limit"}}}` + "\n" + completed,
+			Want: []abi.Event{sdktest.ToolCall("item_0", "web_search", `{"query":"wazero memory limit"}`), sdktest.ToolResult("item_0", "", false), sdktest.Done("t1")},
+		},
+		{
+			Name: "a declined command and a failed MCP call are errors",
+			Stdout: started + `{"type":"item.completed","item":{"id":"item_0","type":"command_execution","command":"rm -rf /","aggregated_output":"","exit_code":null,"status":"declined"}}` + "\n" +
+				`{"type":"item.completed","item":{"id":"item_1","type":"mcp_tool_call","server":"gh","tool":"pr","arguments":{},"result":null,"error":{"message":"timed out"},"status":"failed"}}` + "\n" + completed,
+			Want: []abi.Event{
+				sdktest.ToolCall("item_0", "shell", `{"command":"rm -rf /"}`), sdktest.ToolResult("item_0", "declined", true),
+				sdktest.ToolCall("item_1", "gh/pr", `{}`), sdktest.ToolResult("item_1", "timed out", true),
+				sdktest.Done("t1"),
+			},
+		},
+	})
+}

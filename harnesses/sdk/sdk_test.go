@@ -1,0 +1,172 @@
+package sdk
+
+import (
+	"encoding/json"
+	"errors"
+	"reflect"
+	"strings"
+	"testing"
+	"unicode/utf8"
+
+	"github.com/hangar-dev/hangar/harnesses/abi"
+)
+
+// echo is a harness whose Plan behaves as its prompt says, to drive every outcome of a call, and
+// whose Parse reports all output so far, kept in State.
+type echo struct{}
+
+func (echo) Describe() abi.Descriptor { return abi.Descriptor{Name: "echo"} }
+
+func (echo) Plan(req abi.PlanRequest) (abi.Plan, error) {
+	switch req.Prompt {
+	case "fail":
+		return abi.Plan{}, errors.New("cannot plan that")
+	case "fail silently":
+		return abi.Plan{}, errors.New("")
+	case "panic":
+		var argv []string
+		return abi.Plan{Argv: []string{argv[1]}}, nil
+	}
+	return abi.Plan{Argv: []string{"echo", req.Prompt}}, nil
+}
+
+func (echo) Parse(req abi.ParseRequest) (abi.ParseResult, error) {
+	return abi.ParseResult{
+		Events: []abi.Event{{Kind: abi.KindAssistantMessage, Text: req.State + req.Chunk}},
+		State:  req.State + req.Chunk,
+	}, nil
+}
+
+func decodeReply(t *testing.T, b []byte) abi.Reply {
+	t.Helper()
+	var r abi.Reply
+	if err := json.Unmarshal(b, &r); err != nil {
+		t.Fatalf("reply %s is not JSON: %v", b, err)
+	}
+	if (r.OK == nil) == (r.Error == "") {
+		t.Fatalf("reply %s must carry exactly one of ok and error", b)
+	}
+	return r
+}
+
+func TestPlanReplies(t *testing.T) {
+	tests := []struct {
+		name    string
+		harness Harness
+		request string
+		want    abi.Plan
+		wantErr string
+	}{
+		{name: "result becomes ok", harness: echo{}, request: `{"prompt":"hi"}`, want: abi.Plan{Argv: []string{"echo", "hi"}}},
+		{name: "error becomes error", harness: echo{}, request: `{"prompt":"fail"}`, wantErr: "cannot plan that"},
+		{name: "empty error still says something", harness: echo{}, request: `{"prompt":"fail silently"}`, wantErr: "unknown error"},
+		{name: "panic becomes error", harness: echo{}, request: `{"prompt":"panic"}`, wantErr: "Plan panicked: runtime error: index out of range"},
+		{name: "bad JSON is refused", harness: echo{}, request: `{"prompt":`, wantErr: "decode request"},
+		{name: "wrong field type is refused", harness: echo{}, request: `{"prompt":3}`, wantErr: "decode request"},
+		{name: "no harness is an error", harness: nil, request: `{"prompt":"hi"}`, wantErr: "no harness registered"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := decodeReply(t, plan(tt.harness, []byte(tt.request)))
+			if tt.wantErr != "" {
+				if !strings.Contains(r.Error, tt.wantErr) {
+					t.Fatalf("error %q, want it to contain %q", r.Error, tt.wantErr)
+				}
+				return
+			}
+			var got abi.Plan
+			if err := json.Unmarshal(r.OK, &got); err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(got, tt.want) {
+				t.Fatalf("plan %+v, want %+v", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestDescribeAndParseReplies(t *testing.T) {
+	var d abi.Descriptor
+	if err := json.Unmarshal(decodeReply(t, describe(echo{})).OK, &d); err != nil || d.Name != "echo" {
+		t.Fatalf("descriptor %+v, %v", d, err)
+	}
+	if r := decodeReply(t, describe(nil)); !strings.Contains(r.Error, "no harness registered") {
+		t.Fatalf("describe without a harness: %q", r.Error)
+	}
+
+	var res abi.ParseResult
+	r := decodeReply(t, parse(echo{}, []byte(`{"stream":"stdout","chunk":"b","state":"a"}`)))
+	if err := json.Unmarshal(r.OK, &res); err != nil {
+		t.Fatal(err)
+	}
+	want := abi.ParseResult{Events: []abi.Event{{Kind: abi.KindAssistantMessage, Text: "ab"}}, State: "ab"}
+	if !reflect.DeepEqual(res, want) {
+		t.Fatalf("parse result %+v, want %+v", res, want)
+	}
+}
+
+func TestRegisterRefusesASecondHarness(t *testing.T) {
+	defer func() { registered = nil }()
+	Register(echo{})
+	defer func() {
+		if recover() == nil {
+			t.Fatal("a second Register did not panic")
+		}
+	}()
+	Register(echo{})
+}
+
+func TestStateRoundTrip(t *testing.T) {
+	type state struct {
+		Out  LineBuffer `json:"out,omitzero"`
+		Turn Turn       `json:"turn,omitzero"`
+	}
+	var first state
+	if err := DecodeState("", &first); err != nil || !reflect.DeepEqual(first, state{}) {
+		t.Fatalf("empty state decoded to %+v, %v", first, err)
+	}
+	in := state{Out: LineBuffer{Partial: "half a li"}, Turn: Turn{Resume: "s1", Done: true}}
+	s, err := EncodeState(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out state
+	if err := DecodeState(s, &out); err != nil || !reflect.DeepEqual(out, in) {
+		t.Fatalf("state %s decoded to %+v, %v; want %+v", s, out, err, in)
+	}
+	if err := DecodeState("{", &out); err == nil {
+		t.Fatal("a corrupt state decoded")
+	}
+}
+
+func TestReplayThreadsStateAndChecksKinds(t *testing.T) {
+	events, err := Replay(echo{}, Chunked("stdout", "abcde", 2)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var texts []string
+	for _, e := range events {
+		texts = append(texts, e.Text)
+	}
+	if !reflect.DeepEqual(texts, []string{"ab", "abcd", "abcde"}) {
+		t.Fatalf("chunks %q", texts)
+	}
+
+	if _, err := Replay(badKind{}, Exited(0)); err == nil || !strings.Contains(err.Error(), `unknown kind "thought"`) {
+		t.Fatalf("an unknown kind replayed with error %v", err)
+	}
+}
+
+type badKind struct{ echo }
+
+func (badKind) Parse(abi.ParseRequest) (abi.ParseResult, error) {
+	return abi.ParseResult{Events: []abi.Event{{Kind: "thought"}}}, nil
+}
+
+func TestChunkedKeepsCharactersWhole(t *testing.T) {
+	for _, r := range Chunked("stdout", "aé€😀b", 1) {
+		if !utf8.ValidString(r.Chunk) {
+			t.Fatalf("chunk %q cuts a character", r.Chunk)
+		}
+	}
+}

@@ -1,0 +1,126 @@
+// Package sdktest helps test a harness plugin natively, before it is ever built to WebAssembly:
+// constructors of the events a parser reports, and a runner for tables of plans.
+package sdktest
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/hangar-dev/hangar/harnesses/abi"
+	"github.com/hangar-dev/hangar/harnesses/sdk"
+)
+
+// Message is an assistant message.
+func Message(text string) abi.Event { return abi.Event{Kind: abi.KindAssistantMessage, Text: text} }
+
+// ToolCall is a call of tool name with the JSON input.
+func ToolCall(id, name, input string) abi.Event {
+	return abi.Event{Kind: abi.KindToolCall, ToolCallID: id, ToolName: name, Input: json.RawMessage(input)}
+}
+
+// ToolResult is what tool call id gave.
+func ToolResult(id, text string, isError bool) abi.Event {
+	return abi.Event{Kind: abi.KindToolResult, ToolCallID: id, Text: text, IsError: isError}
+}
+
+// Usage is a turn's cost.
+func Usage(in, out int64, cost float64) abi.Event {
+	return abi.Event{Kind: abi.KindUsage, Usage: &abi.Usage{InputTokens: in, OutputTokens: out, CostUSD: cost}}
+}
+
+// Error is an error the harness reported.
+func Error(text string) abi.Event { return abi.Event{Kind: abi.KindError, Text: text} }
+
+// Done ends a turn; resume continues its conversation.
+func Done(resume string) abi.Event { return abi.Event{Kind: abi.KindTurnDone, Resume: resume} }
+
+// PlanCase is one row of a plan table: the plan Req must give, or the error it must give.
+type PlanCase struct {
+	Name    string
+	Req     abi.PlanRequest
+	Want    abi.Plan
+	WantErr string // a part of the error's message
+}
+
+// CheckPlans runs each case against h as a subtest.
+func CheckPlans(t *testing.T, h sdk.Harness, cases []PlanCase) {
+	t.Helper()
+	for _, tc := range cases {
+		t.Run(tc.Name, func(t *testing.T) {
+			got, err := h.Plan(tc.Req)
+			if tc.WantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.WantErr) {
+					t.Fatalf("error %v, want %q", err, tc.WantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(got, tc.Want) {
+				t.Fatalf("plan\n%+v\nwant\n%+v", got, tc.Want)
+			}
+		})
+	}
+}
+
+// Recording is a run of a harness recorded in a file of stdout, with its exit status, and the
+// events it must give.
+type Recording struct {
+	File   string // under testdata/
+	Status int
+	Want   []abi.Event
+}
+
+// CheckRecordings replays each recording into h in chunks of 1, 7 and 100 bytes and whole: a
+// parser must tell the same story however its output is cut.
+func CheckRecordings(t *testing.T, h sdk.Harness, recs []Recording) {
+	t.Helper()
+	for _, rec := range recs {
+		t.Run(rec.File, func(t *testing.T) {
+			stdout, err := os.ReadFile(filepath.Join("testdata", rec.File))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, size := range []int{1, 7, 100, len(stdout)} {
+				got, err := sdk.Replay(h, append(sdk.Chunked("stdout", string(stdout), size), sdk.Exited(rec.Status))...)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !reflect.DeepEqual(got, rec.Want) {
+					t.Fatalf("in chunks of %d:\n%+v\nwant\n%+v", size, got, rec.Want)
+				}
+			}
+		})
+	}
+}
+
+// Output is a run given inline: what it printed on each stream, its exit status and the events
+// it must give.
+type Output struct {
+	Name           string
+	Stdout, Stderr string
+	Status         int
+	Want           []abi.Event
+}
+
+// CheckOutputs replays each output into h, both streams in chunks of 5 bytes.
+func CheckOutputs(t *testing.T, h sdk.Harness, outs []Output) {
+	t.Helper()
+	for _, out := range outs {
+		t.Run(out.Name, func(t *testing.T) {
+			reqs := append(sdk.Chunked("stdout", out.Stdout, 5), sdk.Chunked("stderr", out.Stderr, 5)...)
+			got, err := sdk.Replay(h, append(reqs, sdk.Exited(out.Status))...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(got, out.Want) {
+				t.Fatalf("events\n%+v\nwant\n%+v", got, out.Want)
+			}
+		})
+	}
+}
