@@ -27,7 +27,6 @@ var unbuilt = map[string]bool{
 	"svc.app.v1.SessionService.EnsureBrowser":       true,
 	"svc.app.v1.SessionService.EnsureIde":           true,
 	"svc.app.v1.ImageService":                       true,
-	"svc.app.v1.HarnessCatalogService":              true,
 	"svc.app.v1.ModelRouterService":                 true,
 	"svc.app.v1.ReviewService":                      true,
 	"svc.app.v1.AutomationService":                  true,

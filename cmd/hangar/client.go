@@ -23,7 +23,7 @@ const defaultURL = "http://127.0.0.1:8080"
 
 // addClientCommands adds the API client commands (tasks, profiles, keys, sessions).
 func addClientCommands(root *cobra.Command) {
-	root.AddCommand(newTasksCmd(), newProfilesCmd(), newKeysCmd(), newSessionsCmd())
+	root.AddCommand(newTasksCmd(), newProfilesCmd(), newKeysCmd(), newSessionsCmd(), newHarnessesCmd())
 }
 
 // clientFlags are the persistent flags every client command group has.
@@ -90,6 +90,7 @@ type apiClient struct {
 	profiles  appv1connect.ProfileServiceClient
 	keys      appv1connect.ApiKeyServiceClient
 	sessions  appv1connect.SessionServiceClient
+	harnesses appv1connect.HarnessCatalogServiceClient
 	out       io.Writer
 	json      bool
 }
@@ -126,6 +127,7 @@ func (f *clientFlags) run(fn func(c *apiClient, cmd *cobra.Command, args []strin
 			profiles:  appv1connect.NewProfileServiceClient(http.DefaultClient, base, opts),
 			keys:      appv1connect.NewApiKeyServiceClient(http.DefaultClient, base, opts),
 			sessions:  appv1connect.NewSessionServiceClient(http.DefaultClient, base, opts),
+			harnesses: appv1connect.NewHarnessCatalogServiceClient(http.DefaultClient, base, opts),
 			out:       cmd.OutOrStdout(),
 			json:      f.json,
 		}

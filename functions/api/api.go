@@ -18,6 +18,7 @@ import (
 	"gocloud.dev/blob"
 
 	"github.com/hangar-dev/hangar/functions/apikeys"
+	"github.com/hangar-dev/hangar/functions/harnesses"
 	"github.com/hangar-dev/hangar/functions/platform/apierr"
 	"github.com/hangar-dev/hangar/functions/platform/auth"
 	"github.com/hangar-dev/hangar/functions/platform/clock"
@@ -29,6 +30,9 @@ import (
 	"github.com/hangar-dev/hangar/functions/tasks"
 	hostv1 "github.com/hangar-dev/hangar/gen/host/v1"
 	"github.com/hangar-dev/hangar/gen/svc/app/v1/appv1connect"
+	"github.com/hangar-dev/hangar/harnesses/builtin"
+	"github.com/hangar-dev/hangar/harnesses/catalog"
+	harnesshost "github.com/hangar-dev/hangar/harnesses/host"
 	"github.com/hangar-dev/hangar/sandboxhosts/fleet"
 	"github.com/hangar-dev/hangar/sandboxhosts/hostclient"
 )
@@ -48,6 +52,9 @@ type Deps struct {
 	Sealer *seal.Sealer
 	// DefaultImage is the image of sessions created without image_uri ("": image_uri required).
 	DefaultImage string
+	// Harnesses is the harness catalog; without one, one is made over Bucket with the embedded
+	// built-in plugins and an in-memory compilation cache.
+	Harnesses *catalog.Catalog
 }
 
 // API is the assembled set of services.
@@ -103,9 +110,22 @@ func New(d Deps) *API {
 			connect.WithInterceptors(unavailable("sessions are not configured here: set HANGAR_BLOB_URL, HANGAR_SEAL_KEYSET and HANGAR_HOST_TOKEN"))))
 	}
 
+	if d.Harnesses == nil && d.Bucket != nil {
+		if rt, err := harnesshost.NewRuntime(context.Background(), harnesshost.Options{}); err == nil {
+			d.Harnesses = catalog.New(d.DB, d.Bucket, rt, builtin.Modules(), d.Clock.Now)
+		} else {
+			d.Log.Error("harness plugin runtime", "err", err)
+		}
+	}
+	if d.Harnesses != nil {
+		add(appv1connect.NewHarnessCatalogServiceHandler(harnesses.New(d.Harnesses), opts))
+	} else {
+		add(appv1connect.NewHarnessCatalogServiceHandler(appv1connect.UnimplementedHarnessCatalogServiceHandler{}, opts,
+			connect.WithInterceptors(unavailable("the harness catalog is not configured here: set HANGAR_BLOB_URL"))))
+	}
+
 	// Services that later work builds answer unimplemented, naming the method, until then.
 	add(appv1connect.NewImageServiceHandler(appv1connect.UnimplementedImageServiceHandler{}, opts))
-	add(appv1connect.NewHarnessCatalogServiceHandler(appv1connect.UnimplementedHarnessCatalogServiceHandler{}, opts))
 	add(appv1connect.NewModelRouterServiceHandler(appv1connect.UnimplementedModelRouterServiceHandler{}, opts))
 	add(appv1connect.NewReviewServiceHandler(appv1connect.UnimplementedReviewServiceHandler{}, opts))
 	add(appv1connect.NewAutomationServiceHandler(appv1connect.UnimplementedAutomationServiceHandler{}, opts))
