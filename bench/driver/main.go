@@ -40,16 +40,19 @@ var pairs = []pair{
 	{name: "SessionSnapshot100MiB", baseline: "RawTarCreate100MiB", what: "Snapshot of 100 MiB fresh data vs tar -c", bytes: 100 * mib},
 	{name: "SessionResume100MiB", baseline: "RawTarExtract100MiB", what: "Resume of 100 MiB (chunks cached) vs tar -x", bytes: 100 * mib},
 	{name: "SessionEventDelivery", baseline: "SessionWriteTinyFile", what: "tiny WriteFile until its event streams vs the write alone"},
+	{name: "ParsePerEvent", baseline: "RawJSONLineSplit/PerEvent", what: "harness plugin parse of one event vs the same in native Go"},
+	{name: "ParseMiB", baseline: "RawJSONLineSplit/MiB", what: "harness plugin parse of 1 MiB of output vs native Go", bytes: mib},
+	{name: "LoadWarmCache", baseline: "LoadCold", what: "harness plugin load, warm compilation cache vs cold"},
 }
 
-var line = regexp.MustCompile(`^Benchmark(\w+?)(?:-\d+)?\s+\d+\s+([\d.]+) ns/op`)
+var line = regexp.MustCompile(`^Benchmark([\w/]+?)(?:-\d+)?\s+\d+\s+([\d.]+) ns/op`)
 
 func main() {
 	count := flag.Int("count", 5, "runs of each benchmark; the median is reported")
 	benchtime := flag.String("benchtime", "1s", "go test -benchtime")
 	flag.Parse()
 
-	args := []string{"test", "-run", "^$", "-bench", ".", "-count", strconv.Itoa(*count), "-benchtime", *benchtime, "./e2e/"}
+	args := []string{"test", "-run", "^$", "-bench", ".", "-count", strconv.Itoa(*count), "-benchtime", *benchtime, "./e2e/", "./harnesses/host/"}
 	cmd := exec.Command("go", args...)
 	cmd.Stderr = os.Stderr
 	out, err := cmd.Output()
