@@ -199,7 +199,7 @@ func openDevSandboxes(ctx context.Context, dataDir string, cfg *config.Config) (
 	if err != nil {
 		return nil, err
 	}
-	img, err := devimage.Serve(ctx, filepath.Join(abs, "image"), "127.0.0.1:0")
+	img, err := serveDevImage(ctx, filepath.Join(abs, "image"))
 	if err != nil {
 		b.Close()
 		return nil, fmt.Errorf("dev image: %w", err)
@@ -227,4 +227,26 @@ func devKeyset(path string) ([]byte, error) {
 		return nil, fmt.Errorf("write seal keyset: %w", err)
 	}
 	return js, nil
+}
+
+// serveDevImage serves the dev image on the address it had last time when that is free:
+// sessions record their image by reference, port included, and must still resolve after a
+// restart to be resumed.
+func serveDevImage(ctx context.Context, dir string) (*devimage.Registry, error) {
+	addrFile := filepath.Join(dir, "registry-addr")
+	if b, err := os.ReadFile(addrFile); err == nil {
+		if img, err := devimage.Serve(ctx, dir, strings.TrimSpace(string(b))); err == nil {
+			return img, nil
+		}
+	}
+	img, err := devimage.Serve(ctx, dir, "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	addr, _, _ := strings.Cut(img.Ref(), "/")
+	if err := os.WriteFile(addrFile, []byte(addr+"\n"), 0o600); err != nil {
+		img.Close()
+		return nil, fmt.Errorf("remember the dev registry's address: %w", err)
+	}
+	return img, nil
 }
