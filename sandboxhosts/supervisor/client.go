@@ -3,6 +3,7 @@ package supervisor
 import (
 	"bufio"
 	"context"
+	"encoding/base64"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -36,6 +37,10 @@ type ExecRequest struct {
 	Workdir string
 	// Timeout SIGKILLs the exec's process group; zero means none. Millisecond precision.
 	Timeout time.Duration
+	// Stdin is written to the exec's stdin, which is then closed (EOF); empty means /dev/null.
+	// It travels base64-encoded inside the request, whose 1 MiB limit it counts toward. An exec
+	// that already exists under ExecID ignores it.
+	Stdin []byte
 }
 
 // AttachRequest re-attaches to an exec from absolute offsets of its two streams.
@@ -54,8 +59,9 @@ type Events struct {
 }
 
 // Exec starts req (or attaches to the exec with its ExecID) and streams it to ev until it exits.
-// A spawn failure is a *Error with Code CodeSpawnFailed. Canceling ctx closes the connection and
-// leaves the exec running.
+// A spawn failure is a *Error with Code CodeSpawnFailed; a request too large for the protocol
+// (usually because of Stdin) is a *Error with Code CodeBadRequest, returned without sending it.
+// Canceling ctx closes the connection and leaves the exec running.
 func (c *Client) Exec(ctx context.Context, req ExecRequest, ev Events) (Exit, error) {
 	return c.stream(ctx, Request{
 		Op:        OpExec,
@@ -64,6 +70,7 @@ func (c *Client) Exec(ctx context.Context, req ExecRequest, ev Events) (Exit, er
 		Env:       req.Env,
 		Workdir:   req.Workdir,
 		TimeoutMS: req.Timeout.Milliseconds(),
+		Stdin:     req.Stdin,
 	}, ev)
 }
 
@@ -118,16 +125,21 @@ type call struct {
 }
 
 func (c *Client) open(ctx context.Context, req Request) (*call, error) {
+	line, err := json.Marshal(req)
+	if err != nil {
+		return nil, fmt.Errorf("encode %s request: %w", req.Op, err)
+	}
+	line = append(line, '\n')
+	// The supervisor would stop reading at the limit and answer bad_request, but the rest of the
+	// write would then fail first and hide its answer.
+	if len(line) > maxRequestLine {
+		return nil, requestTooLarge(req, len(line))
+	}
 	conn, err := c.dialer.DialContext(ctx, "unix", c.socketPath)
 	if err != nil {
 		return nil, fmt.Errorf("dial supervisor: %w", err)
 	}
-	line, err := json.Marshal(req)
-	if err != nil {
-		conn.Close()
-		return nil, fmt.Errorf("encode %s request: %w", req.Op, err)
-	}
-	if _, err := conn.Write(append(line, '\n')); err != nil {
+	if _, err := conn.Write(line); err != nil {
 		conn.Close()
 		return nil, fmt.Errorf("send %s request: %w", req.Op, err)
 	}
@@ -136,6 +148,14 @@ func (c *Client) open(ctx context.Context, req Request) (*call, error) {
 		r:    bufio.NewReaderSize(conn, frameHeaderLen+maxFramePayload),
 		stop: context.AfterFunc(ctx, func() { conn.Close() }),
 	}, nil
+}
+
+func requestTooLarge(req Request, n int) *Error {
+	msg := fmt.Sprintf("%s request is %d bytes encoded, over the %d-byte limit", req.Op, n, maxRequestLine)
+	if len(req.Stdin) > 0 {
+		msg += fmt.Sprintf("; its %d bytes of stdin take %d as base64", len(req.Stdin), base64.StdEncoding.EncodedLen(len(req.Stdin)))
+	}
+	return &Error{Code: CodeBadRequest, Message: msg}
 }
 
 func (cl *call) close() {

@@ -9,9 +9,10 @@
 // # Protocol
 //
 // One unix connection per call. The client writes one request: a JSON object ([Request]) ending
-// in a newline, at most 1 MiB, and then keeps its write side open: EOF from the client means it
-// has gone, and an exec or attach stream stops (the exec does not). The server answers with
-// frames and then closes the connection.
+// in a newline, at most 1 MiB (an exec's stdin included, base64-encoded: a little under 768 KiB
+// of stdin fits), and then keeps its write side open: EOF from the client means it has gone, and
+// an exec or attach stream stops (the exec does not). The server answers with frames and then
+// closes the connection. A longer request is a "bad_request" error; [Client] refuses to send one.
 // A frame is a 5-byte header — one kind byte and a big-endian uint32 payload length — and the
 // payload:
 //
@@ -25,12 +26,15 @@
 //
 // Operations (Request.Op):
 //
-//   - "exec": starts Argv in its own process group, stdin /dev/null, stdout and stderr on
-//     separate pipes, then streams like attach from offset 0. An ExecID that already exists
-//     attaches to that exec instead of starting a second process (Started.Attached is true);
-//     an empty ExecID gets one assigned. A spawn failure is an error frame with code
-//     "spawn_failed" and a [SpawnFailure] reason; hosts map "not_found" to exit status 127 and
-//     "not_executable" to 126, as shells do ([SpawnFailure.ShellExitStatus]).
+//   - "exec": starts Argv in its own process group, stdout and stderr on separate pipes, then
+//     streams like attach from offset 0. Stdin is a pipe the supervisor writes Request.Stdin to
+//     and then closes, or /dev/null when Stdin is empty; whatever is still unwritten when every
+//     reader has closed stdin, or when the main process exits, is dropped. An ExecID that already
+//     exists attaches to that exec instead of starting a second process (Started.Attached is
+//     true, and the request's Stdin is ignored); an empty ExecID gets one assigned. A spawn
+//     failure is an error frame with code "spawn_failed" and a [SpawnFailure] reason; hosts map
+//     "not_found" to exit status 127 and "not_executable" to 126, as shells do
+//     ([SpawnFailure.ShellExitStatus]).
 //   - "attach": replays stdout and stderr from the given absolute offsets, follows them live, and
 //     ends with the exit frame: nothing lost, nothing doubled. An offset older than what is
 //     retained (each stream keeps only its newest StreamCap bytes) is an "offset_dropped" error

@@ -24,6 +24,7 @@ type execution struct {
 	pid     int
 	started time.Time
 	timer   *time.Timer
+	stdinW  *os.File // owned by feedStdin; nil when stdin is /dev/null
 	stdoutR *os.File // owned by the stdout pump
 	stderrR *os.File // owned by the stderr pump
 

@@ -26,6 +26,9 @@ type Request struct {
 	Env       []string `json:"env,omitempty"` // "KEY=value"
 	Workdir   string   `json:"workdir,omitempty"`
 	TimeoutMS int64    `json:"timeout_ms,omitempty"` // 0: no timeout
+	// Stdin is written to the exec's stdin, which is then closed; empty means /dev/null. It is
+	// base64 in the JSON, so it counts 4/3 of its size toward the request line's limit.
+	Stdin []byte `json:"stdin,omitempty"`
 	// Attach only.
 	StdoutOffset int64 `json:"stdout_offset,omitempty"`
 	StderrOffset int64 `json:"stderr_offset,omitempty"`
@@ -159,7 +162,8 @@ const (
 	maxChunk = 64 << 10
 	// maxFramePayload bounds every frame; JSON frames are far smaller than an output frame.
 	maxFramePayload = 8 + maxChunk
-	maxRequestLine  = 1 << 20
+	// maxRequestLine bounds a request line, newline included.
+	maxRequestLine = 1 << 20
 )
 
 var errFrameTooLarge = errors.New("frame larger than the protocol allows")

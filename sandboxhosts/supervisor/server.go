@@ -185,6 +185,10 @@ func (s *server) onReaped(e *execution, ws unix.WaitStatus, ru *unix.Rusage, now
 	// Deadlines, not Close: the pumps own the files and see a timeout as the end of the stream.
 	_ = e.stdoutR.SetReadDeadline(now.Add(s.opts.OutputGrace))
 	_ = e.stderrR.SetReadDeadline(now.Add(s.opts.OutputGrace))
+	if e.stdinW != nil {
+		// A process the exec left behind may hold stdin open without reading it.
+		_ = e.stdinW.SetWriteDeadline(now)
+	}
 	done := e.finishIfDoneLocked(now)
 	e.mu.Unlock()
 	if done {
@@ -298,7 +302,7 @@ func readRequest(br *bufio.Reader) (Request, error) {
 		chunk, err := br.ReadSlice('\n')
 		line = append(line, chunk...)
 		if len(line) > maxRequestLine {
-			return Request{}, fmt.Errorf("request line longer than %d bytes", maxRequestLine)
+			return Request{}, fmt.Errorf("request line longer than %d bytes (an exec's stdin counts toward it, base64-encoded)", maxRequestLine)
 		}
 		if err == nil {
 			break
@@ -392,12 +396,18 @@ func (s *server) spawnLocked(req Request) (*execution, error) {
 		id = newExecID()
 	}
 
+	stdin, stdinW, err := s.stdinFor(req.Stdin)
+	if err != nil {
+		return nil, err
+	}
 	stdoutR, stdoutW, err := os.Pipe()
 	if err != nil {
+		closeStdin(stdin, stdinW)
 		return nil, fmt.Errorf("stdout pipe: %w", err)
 	}
 	stderrR, stderrW, err := os.Pipe()
 	if err != nil {
+		closeStdin(stdin, stdinW)
 		stdoutR.Close()
 		stdoutW.Close()
 		return nil, fmt.Errorf("stderr pipe: %w", err)
@@ -406,21 +416,27 @@ func (s *server) spawnLocked(req Request) (*execution, error) {
 	pid, err := syscall.ForkExec(argv0, req.Argv, &syscall.ProcAttr{
 		Dir:   workdir,
 		Env:   env,
-		Files: []uintptr{s.devNull.Fd(), stdoutW.Fd(), stderrW.Fd()},
+		Files: []uintptr{stdin.Fd(), stdoutW.Fd(), stderrW.Fd()},
 		Sys:   &syscall.SysProcAttr{Setpgid: true},
 	})
 	stdoutW.Close()
 	stderrW.Close()
 	if err != nil {
+		closeStdin(stdin, stdinW)
 		stdoutR.Close()
 		stderrR.Close()
 		return nil, &spawnError{classifyExecErrno(err), fmt.Errorf("start %s: %w", req.Argv[0], err)}
+	}
+	if stdinW != nil {
+		// Only the child may hold the read end, so its exit (or close) breaks the pipe.
+		stdin.Close()
 	}
 
 	e := &execution{
 		id:         id,
 		pid:        pid,
 		started:    started,
+		stdinW:     stdinW,
 		stdoutR:    stdoutR,
 		stderrR:    stderrR,
 		stdout:     newRing(s.opts.StreamCap),
@@ -445,7 +461,40 @@ func (s *server) spawnLocked(req Request) (*execution, error) {
 	s.lastActivity = started
 	go s.pump(e, Stdout)
 	go s.pump(e, Stderr)
+	if stdinW != nil {
+		go feedStdin(stdinW, req.Stdin)
+	}
 	return e, nil
+}
+
+// stdinFor returns the file an exec gets as stdin and, when data is not empty, the write end of
+// the pipe it reads from.
+func (s *server) stdinFor(data []byte) (stdin, w *os.File, err error) {
+	if len(data) == 0 {
+		return s.devNull, nil, nil
+	}
+	r, w, err := os.Pipe()
+	if err != nil {
+		return nil, nil, fmt.Errorf("stdin pipe: %w", err)
+	}
+	return r, w, nil
+}
+
+// closeStdin closes what stdinFor opened; the shared /dev/null stays open.
+func closeStdin(stdin, w *os.File) {
+	if w != nil {
+		stdin.Close()
+		w.Close()
+	}
+}
+
+// feedStdin writes data to the exec's stdin and closes it, on its own goroutine because the
+// process may read slowly or never. The write ends early with EPIPE once no process holds the
+// read end (Go turns SIGPIPE on a descriptor other than 1 and 2 into that error), or when the
+// deadline set at reaping passes; either way the rest is dropped.
+func feedStdin(w *os.File, data []byte) {
+	_, _ = w.Write(data)
+	w.Close()
 }
 
 func newExecID() string {

@@ -3,6 +3,7 @@ package supervisor
 import (
 	"bufio"
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -394,6 +395,77 @@ func TestExecIDIsIdempotent(t *testing.T) {
 	})
 }
 
+func TestExecStdin(t *testing.T) {
+	sv := startSupervisor(t, startConfig{})
+	ctx := context.Background()
+	allBytes := make([]byte, 256)
+	for i := range allBytes {
+		allBytes[i] = byte(i)
+	}
+	// Larger than a pipe's buffer, so the supervisor is still writing when a reader stops.
+	large := make([]byte, 512<<10)
+	if _, err := rand.Read(large); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name       string
+		argv       []string
+		stdin      []byte
+		wantStdout string
+	}{
+		{"cat echoes every byte value", []string{busybox, "cat"}, allBytes, string(allBytes)},
+		{"cat echoes 512 KiB exactly", []string{busybox, "cat"}, large, string(large)},
+		{"read gets a line", sh(`read x; echo "$x"`), []byte("hi\n"), "hi\n"},
+		{"a reader that stops early leaves the rest unread", []string{busybox, "head", "-c", "1"}, large, string(large[:1])},
+		{"a command that closes stdin and keeps running", sh("busybox head -c 1; exec 0</dev/null; busybox sleep 0.2; echo ok"), large, string(large[:1]) + "ok\n"},
+		{"a command that never reads stdin", sh("busybox sleep 0.2; echo ok"), large, "ok\n"},
+		{"empty stdin is /dev/null", sh("cat; echo eof"), []byte{}, "eof\n"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			r := run(t, sv.Client, ExecRequest{Argv: tc.argv, Stdin: tc.stdin})
+			if got := r.stdout.String(); got != tc.wantStdout {
+				t.Errorf("stdout is %d bytes, want %d; they differ (stdout %.40q, want %.40q)", len(got), len(tc.wantStdout), got, tc.wantStdout)
+			}
+			if r.exit.ExitStatus != 0 || r.stderr.Len() != 0 {
+				t.Errorf("exit %+v stderr %q, want a clean exit", r.exit, r.stderr.String())
+			}
+			// Stdin the process left unread must not cost the supervisor (SIGPIPE, a stuck write).
+			if h, err := sv.Ping(ctx); err != nil || h.Running != 0 {
+				t.Fatalf("ping %+v %v after the exec, want a healthy supervisor with nothing running", h, err)
+			}
+			if next := run(t, sv.Client, ExecRequest{Argv: []string{busybox, "echo", "next"}}); next.stdout.String() != "next\n" {
+				t.Errorf("the next exec printed %q", next.stdout.String())
+			}
+		})
+	}
+
+	t.Run("a retry with the same exec id ignores its stdin", func(t *testing.T) {
+		first := run(t, sv.Client, ExecRequest{ExecID: "stdin-once", Argv: []string{busybox, "cat"}, Stdin: []byte("first")})
+		retry := run(t, sv.Client, ExecRequest{ExecID: "stdin-once", Argv: []string{busybox, "cat"}, Stdin: []byte("second")})
+		if first.stdout.String() != "first" || retry.stdout.String() != "first" || !retry.started.Attached {
+			t.Errorf("first run printed %q, the attached retry %q (attached %v); want the first stdin both times", first.stdout.String(), retry.stdout.String(), retry.started.Attached)
+		}
+	})
+
+	t.Run("stdin too large for a request fails before sending", func(t *testing.T) {
+		before, err := sv.Ping(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// 800 KiB is under the 1 MiB limit raw, over it as base64.
+		_, err = sv.Exec(ctx, ExecRequest{Argv: []string{busybox, "cat"}, Stdin: make([]byte, 800<<10)}, Events{})
+		fe := asError(t, err)
+		if fe.Code != CodeBadRequest || !strings.Contains(fe.Message, "stdin") {
+			t.Errorf("error %+v, want bad_request naming stdin", fe)
+		}
+		after, err := sv.Ping(ctx)
+		if err != nil || after.Finished != before.Finished || after.Running != 0 {
+			t.Errorf("ping %+v %v after a refused exec, before it %+v: something ran", after, err, before)
+		}
+	})
+}
+
 func TestContextCancelLeavesTheExecRunning(t *testing.T) {
 	sv := startSupervisor(t, startConfig{})
 	ctx, cancel := context.WithCancel(context.Background())
@@ -535,6 +607,8 @@ func TestMalformedRequestsGetErrorFrames(t *testing.T) {
 		{"attach past the end of a stream", `{"op":"attach","exec_id":"done","stdout_offset":7}` + "\n", CodeBadRequest},
 		{"attach at a negative offset", `{"op":"attach","exec_id":"done","stderr_offset":-1}` + "\n", CodeBadRequest},
 		{"request line over 1 MiB", `{"op":"ping","exec_id":"` + strings.Repeat("x", maxRequestLine) + "\"}\n", CodeBadRequest},
+		{"exec stdin over the request limit", `{"op":"exec","argv":["/bin/busybox","cat"],"stdin":"` + strings.Repeat("A", maxRequestLine) + "\"}\n", CodeBadRequest},
+		{"exec stdin that is not base64", `{"op":"exec","argv":["/bin/busybox","cat"],"stdin":"not base64!"}` + "\n", CodeBadRequest},
 		{"connection closed before the newline", `{"op":"ping"`, CodeBadRequest},
 	}
 	for _, tc := range tests {
