@@ -18,20 +18,16 @@ import (
 // unbuilt are the services and methods later issues build; until then each must answer
 // unimplemented, naming itself, and never a fake success.
 var unbuilt = map[string]bool{
-	// SessionService's prompt and harness methods come with the harness work.
-	"svc.app.v1.SessionService.SendPrompt":          true,
-	"svc.app.v1.SessionService.Interrupt":           true,
-	"svc.app.v1.SessionService.EditQueuedPrompt":    true,
-	"svc.app.v1.SessionService.DequeueQueuedPrompt": true,
-	"svc.app.v1.SessionService.CompleteToolCall":    true,
-	"svc.app.v1.SessionService.EnsureBrowser":       true,
-	"svc.app.v1.SessionService.EnsureIde":           true,
-	"svc.app.v1.ImageService":                       true,
-	"svc.app.v1.ModelRouterService":                 true,
-	"svc.app.v1.ReviewService":                      true,
-	"svc.app.v1.AutomationService":                  true,
-	"svc.app.v1.AutomationRunService":               true,
-	"svc.app.v1.OAuthCredentialService":             true,
+	// SessionService's client-side tools and browser / IDE apps come later.
+	"svc.app.v1.SessionService.CompleteToolCall": true,
+	"svc.app.v1.SessionService.EnsureBrowser":    true,
+	"svc.app.v1.SessionService.EnsureIde":        true,
+	"svc.app.v1.ImageService":                    true,
+	"svc.app.v1.ModelRouterService":              true,
+	"svc.app.v1.ReviewService":                   true,
+	"svc.app.v1.AutomationService":               true,
+	"svc.app.v1.AutomationRunService":            true,
+	"svc.app.v1.OAuthCredentialService":          true,
 }
 
 func allMethods(t *testing.T) []protoreflect.MethodDescriptor {

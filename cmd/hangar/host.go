@@ -22,6 +22,9 @@ import (
 	"github.com/hangar-dev/hangar/functions/platform/config"
 	"github.com/hangar-dev/hangar/functions/platform/seal"
 	"github.com/hangar-dev/hangar/functions/platform/store"
+	"github.com/hangar-dev/hangar/harnesses/builtin"
+	"github.com/hangar-dev/hangar/harnesses/catalog"
+	harnesshost "github.com/hangar-dev/hangar/harnesses/host"
 	"github.com/hangar-dev/hangar/sandboxhosts/host"
 )
 
@@ -114,8 +117,16 @@ func startHost(ctx context.Context, p hostParams) (*runningHost, error) {
 	if advertise == "" {
 		advertise = "http://" + ln.Addr().String()
 	}
+	// Compiled harness plugins are cached beside the sandboxes, so a restart loads them in
+	// milliseconds.
+	rt, err := harnesshost.NewRuntime(ctx, harnesshost.Options{CacheDir: filepath.Join(p.dataDir, "wasm-cache")})
+	if err != nil {
+		ln.Close()
+		return nil, err
+	}
 	h, err := host.New(ctx, host.Options{
-		ID: p.id, Address: advertise, DataDir: p.dataDir, DB: p.db, Bucket: p.bucket, Sealer: p.sealer,
+		Harnesses: catalog.New(p.db, p.bucket, rt, builtin.Modules(), time.Now),
+		ID:        p.id, Address: advertise, DataDir: p.dataDir, DB: p.db, Bucket: p.bucket, Sealer: p.sealer,
 		Supervisor: sup, Token: p.cfg.HostToken, Config: p.cfg.Host, Limits: p.cfg.Limits, Log: p.log,
 		WarmImages: p.warm,
 	})

@@ -94,22 +94,6 @@ func New(d Deps) *API {
 	add(appv1connect.NewProfileServiceHandler(profileSvc, opts))
 	add(appv1connect.NewTaskServiceHandler(tasks.New(d.DB, profileSvc, a.users, d.Clock, d.Config.Limits), opts))
 
-	if d.Bucket != nil && d.Sealer != nil {
-		hosts := hostclient.New(fleet.New(d.DB, d.Clock.Now, d.Config.Host.HostTimeout), d.Config.HostToken)
-		sessionSvc := sessions.New(sessions.Deps{
-			DB: d.DB, Hosts: hosts, Sealer: d.Sealer, Bucket: d.Bucket, Users: a.users,
-			Clock: d.Clock, Limits: d.Config.Limits, DefaultImage: d.DefaultImage,
-		})
-		// Session streams carry file bytes and command output, which gzip turns into CPU time
-		// rather than savings (ReadFile ran at 44 MiB/s compressed): answers go uncompressed.
-		add(appv1connect.NewSessionServiceHandler(sessionSvc, opts, connect.WithCompression("gzip", nil, nil)))
-		profileSvc.WithRepoFinder(imageRepos(hosts))
-		a.routes["GET "+sessions.EventsPath] = sessionSvc.SSE(authn)
-	} else {
-		add(appv1connect.NewSessionServiceHandler(appv1connect.UnimplementedSessionServiceHandler{}, opts,
-			connect.WithInterceptors(unavailable("sessions are not configured here: set HANGAR_BLOB_URL, HANGAR_SEAL_KEYSET and HANGAR_HOST_TOKEN"))))
-	}
-
 	if d.Harnesses == nil && d.Bucket != nil {
 		if rt, err := harnesshost.NewRuntime(context.Background(), harnesshost.Options{}); err == nil {
 			d.Harnesses = catalog.New(d.DB, d.Bucket, rt, builtin.Modules(), d.Clock.Now)
@@ -122,6 +106,22 @@ func New(d Deps) *API {
 	} else {
 		add(appv1connect.NewHarnessCatalogServiceHandler(appv1connect.UnimplementedHarnessCatalogServiceHandler{}, opts,
 			connect.WithInterceptors(unavailable("the harness catalog is not configured here: set HANGAR_BLOB_URL"))))
+	}
+
+	if d.Bucket != nil && d.Sealer != nil {
+		hosts := hostclient.New(fleet.New(d.DB, d.Clock.Now, d.Config.Host.HostTimeout), d.Config.HostToken)
+		sessionSvc := sessions.New(sessions.Deps{
+			DB: d.DB, Hosts: hosts, Sealer: d.Sealer, Bucket: d.Bucket, Users: a.users,
+			Clock: d.Clock, Limits: d.Config.Limits, DefaultImage: d.DefaultImage, Harnesses: d.Harnesses,
+		})
+		// Session streams carry file bytes and command output, which gzip turns into CPU time
+		// rather than savings (ReadFile ran at 44 MiB/s compressed): answers go uncompressed.
+		add(appv1connect.NewSessionServiceHandler(sessionSvc, opts, connect.WithCompression("gzip", nil, nil)))
+		profileSvc.WithRepoFinder(imageRepos(hosts))
+		a.routes["GET "+sessions.EventsPath] = sessionSvc.SSE(authn)
+	} else {
+		add(appv1connect.NewSessionServiceHandler(appv1connect.UnimplementedSessionServiceHandler{}, opts,
+			connect.WithInterceptors(unavailable("sessions are not configured here: set HANGAR_BLOB_URL, HANGAR_SEAL_KEYSET and HANGAR_HOST_TOKEN"))))
 	}
 
 	// Services that later work builds answer unimplemented, naming the method, until then.

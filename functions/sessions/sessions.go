@@ -30,6 +30,8 @@ import (
 	"github.com/hangar-dev/hangar/gen/host/v1/hostv1connect"
 	appv1 "github.com/hangar-dev/hangar/gen/svc/app/v1"
 	"github.com/hangar-dev/hangar/gen/svc/app/v1/appv1connect"
+	"github.com/hangar-dev/hangar/harnesses/abi"
+	"github.com/hangar-dev/hangar/harnesses/catalog"
 	"github.com/hangar-dev/hangar/sandboxhosts/eventlog"
 	"github.com/hangar-dev/hangar/sandboxhosts/fleet"
 	"github.com/hangar-dev/hangar/sandboxhosts/hostclient"
@@ -43,6 +45,19 @@ const (
 	ModeSandbox = "sandbox"
 	ModeAgent   = "agent"
 )
+
+// DefaultHarness runs an agent session's prompts when it names no harness: it needs no model,
+// so an agent session works offline.
+const DefaultHarness = "bash"
+
+func hasMode(modes []abi.Mode, id string) bool {
+	for _, m := range modes {
+		if m.ID == id {
+			return true
+		}
+	}
+	return false
+}
 
 // Kind is what CreateSessionResponse.kind says: the sandbox technology a session runs on.
 const Kind = "runc"
@@ -58,6 +73,8 @@ type Deps struct {
 	Limits config.Limits
 	// DefaultImage is the image of a session created without image_uri ("" makes it required).
 	DefaultImage string
+	// Harnesses resolves the harness an agent session names.
+	Harnesses *catalog.Catalog
 }
 
 // Service implements SessionService. Prompt and harness methods answer unimplemented until the
@@ -119,8 +136,30 @@ func (s *Service) CreateSession(ctx context.Context, req *connect.Request[appv1.
 	if size > s.d.Limits.MaxSessionEnvBytes {
 		v.Addf("secrets", "secrets and harness_env hold %d bytes; at most %d", size, s.d.Limits.MaxSessionEnvBytes)
 	}
-	if m.Prompt != nil || m.PromptId != nil || m.Harness != nil || m.HarnessMode != nil || m.GetOauthCredential() != nil {
-		return nil, connect.NewError(connect.CodeUnimplemented, errors.New("prompts and harnesses in sessions are not available yet: create the session without prompt, prompt_id, harness, harness_mode and oauth_credential"))
+	if m.GetOauthCredential() != nil {
+		return nil, connect.NewError(connect.CodeUnimplemented, errors.New("oauth_credential is not available yet: create the session without it"))
+	}
+	harness := m.GetHarness()
+	if harness == "" && (mode == ModeAgent || m.Prompt != nil) {
+		harness = DefaultHarness
+	}
+	if harness != "" {
+		if m.GetMode() == ModeSandbox {
+			v.Add("mode", "a sandbox session runs no harness: use mode agent, or leave mode empty")
+		}
+		mode = ModeAgent
+		if s.d.Harnesses == nil {
+			v.Add("harness", "this deployment has no harness catalog")
+		} else if e, err := s.d.Harnesses.Get(ctx, harness); err != nil {
+			v.Addf("harness", "no harness %q: see ListHarnesses", harness)
+		} else if hm := m.GetHarnessMode(); hm != "" && !hasMode(e.Descriptor.Modes, hm) {
+			v.Addf("harness_mode", "harness %s has no mode %q", harness, hm)
+		}
+	} else if m.HarnessMode != nil {
+		v.Add("harness_mode", "needs a harness")
+	}
+	if m.Prompt != nil && m.GetPrompt() == "" {
+		v.Add("prompt", "is empty")
 	}
 	if err := v.Err(); err != nil {
 		return nil, err
@@ -141,7 +180,7 @@ func (s *Service) CreateSession(ctx context.Context, req *connect.Request[appv1.
 	}
 	rec := &sessions.Record{
 		ID: id, Owner: caller.UserID, Status: sessions.Creating, HostID: host.ID,
-		ImageURI: image, Mode: mode, SealedEnv: sealed,
+		ImageURI: image, Mode: mode, SealedEnv: sealed, Harness: harness, HarnessMode: m.GetHarnessMode(),
 	}
 	if err := s.store.Create(ctx, rec); sessions.IsAlreadyExists(err) {
 		return s.existing(ctx, id, caller)
@@ -158,6 +197,11 @@ func (s *Service) CreateSession(ctx context.Context, req *connect.Request[appv1.
 		running := *rec
 		running.Status, running.SandboxID, running.ImageDigest = sessions.Running, resp.Msg.GetSandboxId(), resp.Msg.GetImageDigest()
 		s.recent.put(&running)
+	}
+	if m.Prompt != nil {
+		if _, err := client.SendPrompt(ctx, connect.NewRequest(&appv1.SendPromptRequest{SessionId: id, Text: m.GetPrompt(), PromptId: m.GetPromptId()})); err != nil {
+			return nil, fmt.Errorf("first prompt of %s: %w", id, err)
+		}
 	}
 	return connect.NewResponse(&appv1.CreateSessionResponse{
 		SessionId: id, Status: resp.Msg.GetStatus(), ImageVersion: resp.Msg.GetImageDigest(), Kind: Kind,

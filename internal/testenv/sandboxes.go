@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -15,6 +16,9 @@ import (
 
 	"github.com/hangar-dev/hangar/functions/platform/config"
 	"github.com/hangar-dev/hangar/functions/platform/seal"
+	"github.com/hangar-dev/hangar/harnesses/builtin"
+	"github.com/hangar-dev/hangar/harnesses/catalog"
+	harnesshost "github.com/hangar-dev/hangar/harnesses/host"
 	"github.com/hangar-dev/hangar/sandboxhosts/host"
 	"github.com/hangar-dev/hangar/sandboxhosts/images"
 	"github.com/hangar-dev/hangar/sandboxhosts/images/imagestest"
@@ -42,6 +46,9 @@ func RequireSandboxes(t testing.TB) {
 	}
 	t.Skip(missing)
 }
+
+// wasmCache keeps the plugins compiled by one test for the next: compiling one costs seconds.
+var wasmCache = filepath.Join(os.TempDir(), "hangar-test-wasm-cache")
 
 // Sandboxes is what sessions run on in a test: a blob bucket, a sealer, a registry holding a
 // busybox image, and a way to start hosts over one Firestore project.
@@ -112,8 +119,15 @@ func (s *Sandboxes) StartHost(t testing.TB, id string) *TestHost {
 	if err != nil {
 		t.Fatal(err)
 	}
+	rt, err := harnesshost.NewRuntime(context.Background(), harnesshost.Options{CacheDir: wasmCache})
+	if err != nil {
+		ln.Close()
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = rt.Close(context.Background()) })
 	h, err := host.New(context.Background(), host.Options{
-		ID: id, Address: "http://" + ln.Addr().String(), DataDir: dir, DB: s.DB, Bucket: s.Bucket,
+		Harnesses: catalog.New(s.DB, s.Bucket, rt, builtin.Modules(), time.Now),
+		ID:        id, Address: "http://" + ln.Addr().String(), DataDir: dir, DB: s.DB, Bucket: s.Bucket,
 		Sealer: s.Sealer, Supervisor: supervisortest.Binary(t), Token: s.Config.HostToken,
 		Config: s.Config.Host, Limits: s.Config.Limits, CgroupParent: "hangar-test",
 	})

@@ -44,6 +44,10 @@ const (
 
 	KindPromptQueued     = "prompt.queued"
 	KindPromptStarted    = "prompt.started"
+	KindPromptEdited     = "prompt.edited"
+	KindPromptDequeued   = "prompt.dequeued"
+	KindUsage            = "usage"
+	KindError            = "error"
 	KindAssistantMessage = "assistant.message"
 	KindToolCall         = "tool.call"
 	KindToolResult       = "tool.result"
@@ -56,6 +60,9 @@ const (
 var conversationKinds = map[string]bool{
 	KindPromptQueued:     true,
 	KindPromptStarted:    true,
+	KindPromptEdited:     true,
+	KindPromptDequeued:   true,
+	KindError:            true,
 	KindAssistantMessage: true,
 	KindToolCall:         true,
 	KindToolResult:       true,

@@ -49,6 +49,8 @@ type box struct {
 	// sandbox may have been started warm, before its session existed.
 	env   []string
 	ready atomic.Bool
+	// agent is the prompt queue's side of an agent session.
+	agent agent
 	// ctx lives as long as the sandbox, for work that outlasts a request.
 	ctx    context.Context
 	cancel context.CancelFunc

@@ -28,6 +28,7 @@ import (
 	"github.com/hangar-dev/hangar/functions/platform/config"
 	"github.com/hangar-dev/hangar/functions/platform/seal"
 	"github.com/hangar-dev/hangar/gen/host/v1/hostv1connect"
+	"github.com/hangar-dev/hangar/harnesses/catalog"
 	"github.com/hangar-dev/hangar/sandboxhosts/fleet"
 	"github.com/hangar-dev/hangar/sandboxhosts/hostclient"
 	"github.com/hangar-dev/hangar/sandboxhosts/images"
@@ -64,6 +65,8 @@ type Options struct {
 	// WarmImages are images to keep warm sandboxes of from the start (Config.WarmSandboxes
 	// each); others are warmed once a session uses them.
 	WarmImages []string
+	// Harnesses gives agent sessions their harness plugins; without it, prompts are refused.
+	Harnesses *catalog.Catalog
 	Clock      clock.Clock
 	Log        *slog.Logger
 }

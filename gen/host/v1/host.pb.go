@@ -615,7 +615,7 @@ const file_host_v1_host_proto_rawDesc = "" +
 	"\aremotes\x18\x02 \x03(\v2\x0f.host.v1.RemoteR\aremotes\".\n" +
 	"\x06Remote\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x10\n" +
-	"\x03url\x18\x02 \x01(\tR\x03url2\x87\a\n" +
+	"\x03url\x18\x02 \x01(\tR\x03url2\xe5\t\n" +
 	"\vHostService\x12N\n" +
 	"\rCreateSandbox\x12\x1d.host.v1.CreateSandboxRequest\x1a\x1e.host.v1.CreateSandboxResponse\x12N\n" +
 	"\rDeleteSandbox\x12\x1d.host.v1.DeleteSandboxRequest\x1a\x1e.host.v1.DeleteSandboxResponse\x129\n" +
@@ -629,7 +629,12 @@ const file_host_v1_host_proto_rawDesc = "" +
 	"\x05Evict\x12\x15.host.v1.EvictRequest\x1a\x16.host.v1.EvictResponse\x12N\n" +
 	"\vGetCowState\x12\x1e.svc.app.v1.GetCowStateRequest\x1a\x1f.svc.app.v1.GetCowStateResponse\x12o\n" +
 	"\x16CreateArtifactFromPath\x12).svc.app.v1.CreateArtifactFromPathRequest\x1a*.svc.app.v1.CreateArtifactFromPathResponse\x12B\n" +
-	"\tFindRepos\x12\x19.host.v1.FindReposRequest\x1a\x1a.host.v1.FindReposResponseB1Z/github.com/hangar-dev/hangar/gen/host/v1;hostv1b\x06proto3"
+	"\tFindRepos\x12\x19.host.v1.FindReposRequest\x1a\x1a.host.v1.FindReposResponse\x12K\n" +
+	"\n" +
+	"SendPrompt\x12\x1d.svc.app.v1.SendPromptRequest\x1a\x1e.svc.app.v1.SendPromptResponse\x12]\n" +
+	"\x10EditQueuedPrompt\x12#.svc.app.v1.EditQueuedPromptRequest\x1a$.svc.app.v1.EditQueuedPromptResponse\x12f\n" +
+	"\x13DequeueQueuedPrompt\x12&.svc.app.v1.DequeueQueuedPromptRequest\x1a'.svc.app.v1.DequeueQueuedPromptResponse\x12H\n" +
+	"\tInterrupt\x12\x1c.svc.app.v1.InterruptRequest\x1a\x1d.svc.app.v1.InterruptResponseB1Z/github.com/hangar-dev/hangar/gen/host/v1;hostv1b\x06proto3"
 
 var (
 	file_host_v1_host_proto_rawDescOnce sync.Once
@@ -664,14 +669,22 @@ var file_host_v1_host_proto_goTypes = []any{
 	(*v1.ResumeRequest)(nil),                  // 16: svc.app.v1.ResumeRequest
 	(*v1.GetCowStateRequest)(nil),             // 17: svc.app.v1.GetCowStateRequest
 	(*v1.CreateArtifactFromPathRequest)(nil),  // 18: svc.app.v1.CreateArtifactFromPathRequest
-	(*v1.ExecOutput)(nil),                     // 19: svc.app.v1.ExecOutput
-	(*emptypb.Empty)(nil),                     // 20: google.protobuf.Empty
-	(*v1.WriteFileResponse)(nil),              // 21: svc.app.v1.WriteFileResponse
-	(*v1.ReadFileResponse)(nil),               // 22: svc.app.v1.ReadFileResponse
-	(*v1.SnapshotResponse)(nil),               // 23: svc.app.v1.SnapshotResponse
-	(*v1.ResumeResponse)(nil),                 // 24: svc.app.v1.ResumeResponse
-	(*v1.GetCowStateResponse)(nil),            // 25: svc.app.v1.GetCowStateResponse
-	(*v1.CreateArtifactFromPathResponse)(nil), // 26: svc.app.v1.CreateArtifactFromPathResponse
+	(*v1.SendPromptRequest)(nil),              // 19: svc.app.v1.SendPromptRequest
+	(*v1.EditQueuedPromptRequest)(nil),        // 20: svc.app.v1.EditQueuedPromptRequest
+	(*v1.DequeueQueuedPromptRequest)(nil),     // 21: svc.app.v1.DequeueQueuedPromptRequest
+	(*v1.InterruptRequest)(nil),               // 22: svc.app.v1.InterruptRequest
+	(*v1.ExecOutput)(nil),                     // 23: svc.app.v1.ExecOutput
+	(*emptypb.Empty)(nil),                     // 24: google.protobuf.Empty
+	(*v1.WriteFileResponse)(nil),              // 25: svc.app.v1.WriteFileResponse
+	(*v1.ReadFileResponse)(nil),               // 26: svc.app.v1.ReadFileResponse
+	(*v1.SnapshotResponse)(nil),               // 27: svc.app.v1.SnapshotResponse
+	(*v1.ResumeResponse)(nil),                 // 28: svc.app.v1.ResumeResponse
+	(*v1.GetCowStateResponse)(nil),            // 29: svc.app.v1.GetCowStateResponse
+	(*v1.CreateArtifactFromPathResponse)(nil), // 30: svc.app.v1.CreateArtifactFromPathResponse
+	(*v1.SendPromptResponse)(nil),             // 31: svc.app.v1.SendPromptResponse
+	(*v1.EditQueuedPromptResponse)(nil),       // 32: svc.app.v1.EditQueuedPromptResponse
+	(*v1.DequeueQueuedPromptResponse)(nil),    // 33: svc.app.v1.DequeueQueuedPromptResponse
+	(*v1.InterruptResponse)(nil),              // 34: svc.app.v1.InterruptResponse
 }
 var file_host_v1_host_proto_depIdxs = []int32{
 	10, // 0: host.v1.CreateSandboxRequest.env:type_name -> host.v1.CreateSandboxRequest.EnvEntry
@@ -689,20 +702,28 @@ var file_host_v1_host_proto_depIdxs = []int32{
 	17, // 12: host.v1.HostService.GetCowState:input_type -> svc.app.v1.GetCowStateRequest
 	18, // 13: host.v1.HostService.CreateArtifactFromPath:input_type -> svc.app.v1.CreateArtifactFromPathRequest
 	6,  // 14: host.v1.HostService.FindRepos:input_type -> host.v1.FindReposRequest
-	1,  // 15: host.v1.HostService.CreateSandbox:output_type -> host.v1.CreateSandboxResponse
-	3,  // 16: host.v1.HostService.DeleteSandbox:output_type -> host.v1.DeleteSandboxResponse
-	19, // 17: host.v1.HostService.Exec:output_type -> svc.app.v1.ExecOutput
-	20, // 18: host.v1.HostService.CancelExec:output_type -> google.protobuf.Empty
-	21, // 19: host.v1.HostService.WriteFile:output_type -> svc.app.v1.WriteFileResponse
-	22, // 20: host.v1.HostService.ReadFile:output_type -> svc.app.v1.ReadFileResponse
-	23, // 21: host.v1.HostService.Snapshot:output_type -> svc.app.v1.SnapshotResponse
-	24, // 22: host.v1.HostService.Resume:output_type -> svc.app.v1.ResumeResponse
-	5,  // 23: host.v1.HostService.Evict:output_type -> host.v1.EvictResponse
-	25, // 24: host.v1.HostService.GetCowState:output_type -> svc.app.v1.GetCowStateResponse
-	26, // 25: host.v1.HostService.CreateArtifactFromPath:output_type -> svc.app.v1.CreateArtifactFromPathResponse
-	7,  // 26: host.v1.HostService.FindRepos:output_type -> host.v1.FindReposResponse
-	15, // [15:27] is the sub-list for method output_type
-	3,  // [3:15] is the sub-list for method input_type
+	19, // 15: host.v1.HostService.SendPrompt:input_type -> svc.app.v1.SendPromptRequest
+	20, // 16: host.v1.HostService.EditQueuedPrompt:input_type -> svc.app.v1.EditQueuedPromptRequest
+	21, // 17: host.v1.HostService.DequeueQueuedPrompt:input_type -> svc.app.v1.DequeueQueuedPromptRequest
+	22, // 18: host.v1.HostService.Interrupt:input_type -> svc.app.v1.InterruptRequest
+	1,  // 19: host.v1.HostService.CreateSandbox:output_type -> host.v1.CreateSandboxResponse
+	3,  // 20: host.v1.HostService.DeleteSandbox:output_type -> host.v1.DeleteSandboxResponse
+	23, // 21: host.v1.HostService.Exec:output_type -> svc.app.v1.ExecOutput
+	24, // 22: host.v1.HostService.CancelExec:output_type -> google.protobuf.Empty
+	25, // 23: host.v1.HostService.WriteFile:output_type -> svc.app.v1.WriteFileResponse
+	26, // 24: host.v1.HostService.ReadFile:output_type -> svc.app.v1.ReadFileResponse
+	27, // 25: host.v1.HostService.Snapshot:output_type -> svc.app.v1.SnapshotResponse
+	28, // 26: host.v1.HostService.Resume:output_type -> svc.app.v1.ResumeResponse
+	5,  // 27: host.v1.HostService.Evict:output_type -> host.v1.EvictResponse
+	29, // 28: host.v1.HostService.GetCowState:output_type -> svc.app.v1.GetCowStateResponse
+	30, // 29: host.v1.HostService.CreateArtifactFromPath:output_type -> svc.app.v1.CreateArtifactFromPathResponse
+	7,  // 30: host.v1.HostService.FindRepos:output_type -> host.v1.FindReposResponse
+	31, // 31: host.v1.HostService.SendPrompt:output_type -> svc.app.v1.SendPromptResponse
+	32, // 32: host.v1.HostService.EditQueuedPrompt:output_type -> svc.app.v1.EditQueuedPromptResponse
+	33, // 33: host.v1.HostService.DequeueQueuedPrompt:output_type -> svc.app.v1.DequeueQueuedPromptResponse
+	34, // 34: host.v1.HostService.Interrupt:output_type -> svc.app.v1.InterruptResponse
+	19, // [19:35] is the sub-list for method output_type
+	3,  // [3:19] is the sub-list for method input_type
 	3,  // [3:3] is the sub-list for extension type_name
 	3,  // [3:3] is the sub-list for extension extendee
 	0,  // [0:3] is the sub-list for field type_name

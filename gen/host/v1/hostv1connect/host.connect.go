@@ -62,6 +62,16 @@ const (
 	HostServiceCreateArtifactFromPathProcedure = "/host.v1.HostService/CreateArtifactFromPath"
 	// HostServiceFindReposProcedure is the fully-qualified name of the HostService's FindRepos RPC.
 	HostServiceFindReposProcedure = "/host.v1.HostService/FindRepos"
+	// HostServiceSendPromptProcedure is the fully-qualified name of the HostService's SendPrompt RPC.
+	HostServiceSendPromptProcedure = "/host.v1.HostService/SendPrompt"
+	// HostServiceEditQueuedPromptProcedure is the fully-qualified name of the HostService's
+	// EditQueuedPrompt RPC.
+	HostServiceEditQueuedPromptProcedure = "/host.v1.HostService/EditQueuedPrompt"
+	// HostServiceDequeueQueuedPromptProcedure is the fully-qualified name of the HostService's
+	// DequeueQueuedPrompt RPC.
+	HostServiceDequeueQueuedPromptProcedure = "/host.v1.HostService/DequeueQueuedPrompt"
+	// HostServiceInterruptProcedure is the fully-qualified name of the HostService's Interrupt RPC.
+	HostServiceInterruptProcedure = "/host.v1.HostService/Interrupt"
 )
 
 // HostServiceClient is a client for the host.v1.HostService service.
@@ -84,6 +94,12 @@ type HostServiceClient interface {
 	CreateArtifactFromPath(context.Context, *connect.Request[v11.CreateArtifactFromPathRequest]) (*connect.Response[v11.CreateArtifactFromPathResponse], error)
 	// FindRepos pulls an image and reports the git repositories inside it.
 	FindRepos(context.Context, *connect.Request[v1.FindReposRequest]) (*connect.Response[v1.FindReposResponse], error)
+	// The prompt queue of an agent session: the host owns it, runs its prompts one at a time
+	// through the session's harness plugin and logs every step.
+	SendPrompt(context.Context, *connect.Request[v11.SendPromptRequest]) (*connect.Response[v11.SendPromptResponse], error)
+	EditQueuedPrompt(context.Context, *connect.Request[v11.EditQueuedPromptRequest]) (*connect.Response[v11.EditQueuedPromptResponse], error)
+	DequeueQueuedPrompt(context.Context, *connect.Request[v11.DequeueQueuedPromptRequest]) (*connect.Response[v11.DequeueQueuedPromptResponse], error)
+	Interrupt(context.Context, *connect.Request[v11.InterruptRequest]) (*connect.Response[v11.InterruptResponse], error)
 }
 
 // NewHostServiceClient constructs a client for the host.v1.HostService service. By default, it uses
@@ -169,6 +185,30 @@ func NewHostServiceClient(httpClient connect.HTTPClient, baseURL string, opts ..
 			connect.WithSchema(hostServiceMethods.ByName("FindRepos")),
 			connect.WithClientOptions(opts...),
 		),
+		sendPrompt: connect.NewClient[v11.SendPromptRequest, v11.SendPromptResponse](
+			httpClient,
+			baseURL+HostServiceSendPromptProcedure,
+			connect.WithSchema(hostServiceMethods.ByName("SendPrompt")),
+			connect.WithClientOptions(opts...),
+		),
+		editQueuedPrompt: connect.NewClient[v11.EditQueuedPromptRequest, v11.EditQueuedPromptResponse](
+			httpClient,
+			baseURL+HostServiceEditQueuedPromptProcedure,
+			connect.WithSchema(hostServiceMethods.ByName("EditQueuedPrompt")),
+			connect.WithClientOptions(opts...),
+		),
+		dequeueQueuedPrompt: connect.NewClient[v11.DequeueQueuedPromptRequest, v11.DequeueQueuedPromptResponse](
+			httpClient,
+			baseURL+HostServiceDequeueQueuedPromptProcedure,
+			connect.WithSchema(hostServiceMethods.ByName("DequeueQueuedPrompt")),
+			connect.WithClientOptions(opts...),
+		),
+		interrupt: connect.NewClient[v11.InterruptRequest, v11.InterruptResponse](
+			httpClient,
+			baseURL+HostServiceInterruptProcedure,
+			connect.WithSchema(hostServiceMethods.ByName("Interrupt")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
@@ -186,6 +226,10 @@ type hostServiceClient struct {
 	getCowState            *connect.Client[v11.GetCowStateRequest, v11.GetCowStateResponse]
 	createArtifactFromPath *connect.Client[v11.CreateArtifactFromPathRequest, v11.CreateArtifactFromPathResponse]
 	findRepos              *connect.Client[v1.FindReposRequest, v1.FindReposResponse]
+	sendPrompt             *connect.Client[v11.SendPromptRequest, v11.SendPromptResponse]
+	editQueuedPrompt       *connect.Client[v11.EditQueuedPromptRequest, v11.EditQueuedPromptResponse]
+	dequeueQueuedPrompt    *connect.Client[v11.DequeueQueuedPromptRequest, v11.DequeueQueuedPromptResponse]
+	interrupt              *connect.Client[v11.InterruptRequest, v11.InterruptResponse]
 }
 
 // CreateSandbox calls host.v1.HostService.CreateSandbox.
@@ -248,6 +292,26 @@ func (c *hostServiceClient) FindRepos(ctx context.Context, req *connect.Request[
 	return c.findRepos.CallUnary(ctx, req)
 }
 
+// SendPrompt calls host.v1.HostService.SendPrompt.
+func (c *hostServiceClient) SendPrompt(ctx context.Context, req *connect.Request[v11.SendPromptRequest]) (*connect.Response[v11.SendPromptResponse], error) {
+	return c.sendPrompt.CallUnary(ctx, req)
+}
+
+// EditQueuedPrompt calls host.v1.HostService.EditQueuedPrompt.
+func (c *hostServiceClient) EditQueuedPrompt(ctx context.Context, req *connect.Request[v11.EditQueuedPromptRequest]) (*connect.Response[v11.EditQueuedPromptResponse], error) {
+	return c.editQueuedPrompt.CallUnary(ctx, req)
+}
+
+// DequeueQueuedPrompt calls host.v1.HostService.DequeueQueuedPrompt.
+func (c *hostServiceClient) DequeueQueuedPrompt(ctx context.Context, req *connect.Request[v11.DequeueQueuedPromptRequest]) (*connect.Response[v11.DequeueQueuedPromptResponse], error) {
+	return c.dequeueQueuedPrompt.CallUnary(ctx, req)
+}
+
+// Interrupt calls host.v1.HostService.Interrupt.
+func (c *hostServiceClient) Interrupt(ctx context.Context, req *connect.Request[v11.InterruptRequest]) (*connect.Response[v11.InterruptResponse], error) {
+	return c.interrupt.CallUnary(ctx, req)
+}
+
 // HostServiceHandler is an implementation of the host.v1.HostService service.
 type HostServiceHandler interface {
 	// CreateSandbox starts the session's sandbox on this host; the session record (image, mode,
@@ -268,6 +332,12 @@ type HostServiceHandler interface {
 	CreateArtifactFromPath(context.Context, *connect.Request[v11.CreateArtifactFromPathRequest]) (*connect.Response[v11.CreateArtifactFromPathResponse], error)
 	// FindRepos pulls an image and reports the git repositories inside it.
 	FindRepos(context.Context, *connect.Request[v1.FindReposRequest]) (*connect.Response[v1.FindReposResponse], error)
+	// The prompt queue of an agent session: the host owns it, runs its prompts one at a time
+	// through the session's harness plugin and logs every step.
+	SendPrompt(context.Context, *connect.Request[v11.SendPromptRequest]) (*connect.Response[v11.SendPromptResponse], error)
+	EditQueuedPrompt(context.Context, *connect.Request[v11.EditQueuedPromptRequest]) (*connect.Response[v11.EditQueuedPromptResponse], error)
+	DequeueQueuedPrompt(context.Context, *connect.Request[v11.DequeueQueuedPromptRequest]) (*connect.Response[v11.DequeueQueuedPromptResponse], error)
+	Interrupt(context.Context, *connect.Request[v11.InterruptRequest]) (*connect.Response[v11.InterruptResponse], error)
 }
 
 // NewHostServiceHandler builds an HTTP handler from the service implementation. It returns the path
@@ -349,6 +419,30 @@ func NewHostServiceHandler(svc HostServiceHandler, opts ...connect.HandlerOption
 		connect.WithSchema(hostServiceMethods.ByName("FindRepos")),
 		connect.WithHandlerOptions(opts...),
 	)
+	hostServiceSendPromptHandler := connect.NewUnaryHandler(
+		HostServiceSendPromptProcedure,
+		svc.SendPrompt,
+		connect.WithSchema(hostServiceMethods.ByName("SendPrompt")),
+		connect.WithHandlerOptions(opts...),
+	)
+	hostServiceEditQueuedPromptHandler := connect.NewUnaryHandler(
+		HostServiceEditQueuedPromptProcedure,
+		svc.EditQueuedPrompt,
+		connect.WithSchema(hostServiceMethods.ByName("EditQueuedPrompt")),
+		connect.WithHandlerOptions(opts...),
+	)
+	hostServiceDequeueQueuedPromptHandler := connect.NewUnaryHandler(
+		HostServiceDequeueQueuedPromptProcedure,
+		svc.DequeueQueuedPrompt,
+		connect.WithSchema(hostServiceMethods.ByName("DequeueQueuedPrompt")),
+		connect.WithHandlerOptions(opts...),
+	)
+	hostServiceInterruptHandler := connect.NewUnaryHandler(
+		HostServiceInterruptProcedure,
+		svc.Interrupt,
+		connect.WithSchema(hostServiceMethods.ByName("Interrupt")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/host.v1.HostService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case HostServiceCreateSandboxProcedure:
@@ -375,6 +469,14 @@ func NewHostServiceHandler(svc HostServiceHandler, opts ...connect.HandlerOption
 			hostServiceCreateArtifactFromPathHandler.ServeHTTP(w, r)
 		case HostServiceFindReposProcedure:
 			hostServiceFindReposHandler.ServeHTTP(w, r)
+		case HostServiceSendPromptProcedure:
+			hostServiceSendPromptHandler.ServeHTTP(w, r)
+		case HostServiceEditQueuedPromptProcedure:
+			hostServiceEditQueuedPromptHandler.ServeHTTP(w, r)
+		case HostServiceDequeueQueuedPromptProcedure:
+			hostServiceDequeueQueuedPromptHandler.ServeHTTP(w, r)
+		case HostServiceInterruptProcedure:
+			hostServiceInterruptHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -430,4 +532,20 @@ func (UnimplementedHostServiceHandler) CreateArtifactFromPath(context.Context, *
 
 func (UnimplementedHostServiceHandler) FindRepos(context.Context, *connect.Request[v1.FindReposRequest]) (*connect.Response[v1.FindReposResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("host.v1.HostService.FindRepos is not implemented"))
+}
+
+func (UnimplementedHostServiceHandler) SendPrompt(context.Context, *connect.Request[v11.SendPromptRequest]) (*connect.Response[v11.SendPromptResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("host.v1.HostService.SendPrompt is not implemented"))
+}
+
+func (UnimplementedHostServiceHandler) EditQueuedPrompt(context.Context, *connect.Request[v11.EditQueuedPromptRequest]) (*connect.Response[v11.EditQueuedPromptResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("host.v1.HostService.EditQueuedPrompt is not implemented"))
+}
+
+func (UnimplementedHostServiceHandler) DequeueQueuedPrompt(context.Context, *connect.Request[v11.DequeueQueuedPromptRequest]) (*connect.Response[v11.DequeueQueuedPromptResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("host.v1.HostService.DequeueQueuedPrompt is not implemented"))
+}
+
+func (UnimplementedHostServiceHandler) Interrupt(context.Context, *connect.Request[v11.InterruptRequest]) (*connect.Response[v11.InterruptResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("host.v1.HostService.Interrupt is not implemented"))
 }

@@ -1,0 +1,143 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"connectrpc.com/connect"
+
+	appv1 "github.com/hangar-dev/hangar/gen/svc/app/v1"
+	"github.com/hangar-dev/hangar/internal/testenv"
+)
+
+// promptEvent is the part of a prompt's events the tests read.
+type promptEvent struct {
+	Kind     string
+	PromptID string `json:"prompt_id"`
+	Text     string `json:"text"`
+	Source   string `json:"source"`
+}
+
+// waitEvent polls the session's log until an event of kind for prompt appears, and returns the
+// prompt's events up to then.
+func (s *sandboxStack) waitEvent(t *testing.T, session, kind, prompt string) []promptEvent {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var mine []promptEvent
+		for _, e := range s.listEvents(t, session) {
+			var p promptEvent
+			_ = json.Unmarshal([]byte(e.GetPayloadJson()), &p)
+			p.Kind = e.GetKind()
+			if p.PromptID == prompt {
+				mine = append(mine, p)
+				if p.Kind == kind {
+					return mine
+				}
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no %s event for prompt %s; its events: %+v", kind, prompt, mine)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func kindsOf(events []promptEvent) string {
+	out := make([]string, len(events))
+	for i, e := range events {
+		out[i] = e.Kind
+	}
+	return strings.Join(out, " ")
+}
+
+func TestAgentSessionRunsPromptsThroughTheBashHarness(t *testing.T) {
+	builtins(t)
+	s := newSandboxStack(t, 1, nil)
+	ctx := context.Background()
+	id := s.create(t, &appv1.CreateSessionRequest{Mode: "agent", Prompt: ptr("echo hello; echo world"), PromptId: ptr("p1")})
+	events := s.waitEvent(t, id, "turn.done", "p1")
+	if got := kindsOf(events); !strings.HasPrefix(got, "prompt.queued prompt.started assistant.message") || !strings.HasSuffix(got, "turn.done") {
+		t.Fatalf("first prompt's events: %s", got)
+	}
+	var said []string
+	for _, e := range events {
+		if e.Kind == "assistant.message" {
+			said = append(said, strings.TrimSuffix(e.Text, "\n"))
+		}
+	}
+	// The bash harness reports each chunk's complete lines as one message.
+	if got := strings.Join(said, "\n"); got != "hello\nworld" {
+		t.Fatalf("the harness said %q", got)
+	}
+
+	send := func(pid, text string) (*connect.Response[appv1.SendPromptResponse], error) {
+		return s.svc.SendPrompt(ctx, connect.NewRequest(&appv1.SendPromptRequest{SessionId: id, PromptId: pid, Text: text}))
+	}
+	for _, p := range []struct{ id, text string }{{"p2", "echo slow-start; sleep 30; echo never"}, {"p3", "echo three"}, {"p4", "echo four"}} {
+		if _, err := send(p.id, p.text); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.waitEvent(t, id, "prompt.started", "p2")
+	// A queued prompt can change or leave the queue; a running one cannot.
+	if _, err := s.svc.EditQueuedPrompt(ctx, connect.NewRequest(&appv1.EditQueuedPromptRequest{SessionId: id, PromptId: "p3", Text: "echo THREE"})); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.svc.DequeueQueuedPrompt(ctx, connect.NewRequest(&appv1.DequeueQueuedPromptRequest{SessionId: id, PromptId: "p4"})); err != nil {
+		t.Fatal(err)
+	}
+	_, err := s.svc.EditQueuedPrompt(ctx, connect.NewRequest(&appv1.EditQueuedPromptRequest{SessionId: id, PromptId: "p2", Text: "echo changed"}))
+	testenv.WantCode(t, err, connect.CodeFailedPrecondition)
+	_, err = s.svc.DequeueQueuedPrompt(ctx, connect.NewRequest(&appv1.DequeueQueuedPromptRequest{SessionId: id, PromptId: "p1"}))
+	testenv.WantCode(t, err, connect.CodeFailedPrecondition)
+	// The same prompt_id again is the same prompt; with other text it is a mistake.
+	if _, err := send("p3", "echo three"); err == nil {
+		t.Fatal("resending p3 with its old text after an edit was taken as the same prompt")
+	}
+	if resp, err := send("p1", "echo hello; echo world"); err != nil || !strings.Contains(resp.Msg.GetNote(), "done") {
+		t.Fatalf("resending p1: %v, %v", resp, err)
+	}
+	_, err = send("p1", "echo other")
+	testenv.WantCode(t, err, connect.CodeAlreadyExists)
+
+	if _, err := s.svc.Interrupt(ctx, connect.NewRequest(&appv1.InterruptRequest{SessionId: id, Source: "test"})); err != nil {
+		t.Fatal(err)
+	}
+	slow := s.waitEvent(t, id, "turn.done", "p2")
+	interrupted := false
+	for _, e := range slow {
+		if e.Kind == "interrupted" && e.Source == "test" {
+			interrupted = true
+		}
+		if e.Kind == "assistant.message" && strings.Contains(e.Text, "never") {
+			t.Fatalf("the interrupted prompt went on: %+v", slow)
+		}
+	}
+	if !interrupted {
+		t.Fatalf("no interrupted event: %s", kindsOf(slow))
+	}
+	three := s.waitEvent(t, id, "turn.done", "p3")
+	if got := kindsOf(three); !strings.Contains(got, "prompt.edited") || !strings.Contains(three[len(three)-2].Text+three[len(three)-3].Text, "THREE") {
+		t.Fatalf("the edited prompt: %+v", three)
+	}
+	for _, e := range s.listEvents(t, id) {
+		if strings.Contains(e.GetPayloadJson(), `"four"`) || (e.GetKind() == "prompt.started" && strings.Contains(e.GetPayloadJson(), `"p4"`)) {
+			t.Fatalf("the dequeued prompt ran: %v", e)
+		}
+	}
+
+	log, err := s.svc.GetLog(ctx, connect.NewRequest(&appv1.GetLogRequest{SessionId: id, Kind: ptr("assistant.message")}))
+	if err != nil || len(log.Msg.GetEvents()) < 2 {
+		t.Fatalf("GetLog of assistant messages: %v, %v", log, err)
+	}
+
+	plain := s.create(t, nil)
+	_, err = s.svc.SendPrompt(ctx, connect.NewRequest(&appv1.SendPromptRequest{SessionId: plain, Text: "echo hi"}))
+	testenv.WantCode(t, err, connect.CodeFailedPrecondition)
+	_, err = s.svc.CreateSession(ctx, connect.NewRequest(&appv1.CreateSessionRequest{Harness: ptr("no-such-harness")}))
+	testenv.WantCode(t, err, connect.CodeInvalidArgument)
+}

@@ -1,0 +1,408 @@
+package host
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"os"
+	"path"
+	"regexp"
+	"slices"
+	"sync"
+	"unicode/utf8"
+
+	"connectrpc.com/connect"
+
+	"github.com/hangar-dev/hangar/functions/platform/apierr"
+	"github.com/hangar-dev/hangar/functions/platform/ids"
+	appv1 "github.com/hangar-dev/hangar/gen/svc/app/v1"
+	"github.com/hangar-dev/hangar/harnesses/abi"
+	"github.com/hangar-dev/hangar/sandboxhosts/eventlog"
+	"github.com/hangar-dev/hangar/sandboxhosts/sessions"
+	"github.com/hangar-dev/hangar/sandboxhosts/supervisor"
+)
+
+var promptID = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$`)
+
+// agent is the prompt side of an agent session's box: its harness and the turn in progress.
+type agent struct {
+	mu      sync.Mutex
+	harness string
+	mode    string
+	resume  string
+	envMap  map[string]string
+	loaded  bool
+	wake    chan struct{}
+	running *turn
+}
+
+// turn is the prompt running now.
+type turn struct {
+	promptID, execID string
+	interrupted      bool
+}
+
+// agentOf returns the session's harness settings, read from its record once.
+func (h *Host) agentOf(ctx context.Context, b *box) (*agent, error) {
+	if h.opts.Harnesses == nil {
+		return nil, apierr.FailedPrecondition("host %s runs no harnesses", h.id)
+	}
+	a := &b.agent
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if !a.loaded {
+		rec, err := h.store.Get(ctx, b.session)
+		if err != nil {
+			return nil, err
+		}
+		if rec.Harness == "" {
+			return nil, apierr.FailedPrecondition("session %s runs no harness: create it with harness (mode agent) to send it prompts", b.session)
+		}
+		env, err := h.opts.Sealer.OpenEnv(rec.SealedEnv, sessions.EnvOwner(rec.ID))
+		if err != nil {
+			return nil, fmt.Errorf("open the environment of %s: %w", rec.ID, err)
+		}
+		a.harness, a.mode, a.resume, a.envMap, a.loaded = rec.Harness, rec.HarnessMode, rec.HarnessResume, env, true
+		a.wake = make(chan struct{}, 1)
+		go h.runPrompts(b)
+	}
+	return a, nil
+}
+
+// SendPrompt queues a prompt (idempotent on prompt_id) and has the session's runner take it.
+func (h *Host) SendPrompt(ctx context.Context, req *connect.Request[appv1.SendPromptRequest]) (*connect.Response[appv1.SendPromptResponse], error) {
+	m := req.Msg
+	b, err := h.live(m.GetSessionId())
+	if err != nil {
+		return nil, err
+	}
+	var v apierr.Violations
+	if m.GetText() == "" {
+		v.Add("text", "is required")
+	}
+	if len(m.GetText()) > h.opts.Limits.MaxPromptBytes {
+		v.Addf("text", "at most %d bytes", h.opts.Limits.MaxPromptBytes)
+	}
+	if m.GetPromptId() != "" && !promptID.MatchString(m.GetPromptId()) {
+		v.Add("prompt_id", "must be 1 to 128 letters, digits, '_', '.' or '-', starting with a letter or digit")
+	}
+	if err := v.Err(); err != nil {
+		return nil, err
+	}
+	a, err := h.agentOf(ctx, b)
+	if err != nil {
+		return nil, err
+	}
+	id := m.GetPromptId()
+	if id == "" {
+		id = ids.New("prompt")
+	}
+	h.touch(ctx, b)
+	p, created, err := h.store.AddPrompt(ctx, b.session, sessions.Prompt{ID: id, Text: m.GetText(), HarnessMode: m.GetHarnessMode()})
+	if err != nil {
+		return nil, err
+	}
+	if !created {
+		if p.Text != m.GetText() {
+			return nil, apierr.AlreadyExists("prompt_id %q names another prompt of this session", id)
+		}
+		return connect.NewResponse(&appv1.SendPromptResponse{SessionId: b.session, Note: fmt.Sprintf("prompt %s is %s", id, p.Status)}), nil
+	}
+	b.emit(eventlog.KindPromptQueued, map[string]any{"prompt_id": id, "text": p.Text, "harness_mode": p.HarnessMode})
+	a.mu.Lock()
+	busy := a.running != nil
+	a.mu.Unlock()
+	kick(a)
+	note := "prompt " + id + " queued; it runs now"
+	if busy {
+		note = "prompt " + id + " queued behind the running one"
+	}
+	return connect.NewResponse(&appv1.SendPromptResponse{SessionId: b.session, Note: note}), nil
+}
+
+func kick(a *agent) {
+	select {
+	case a.wake <- struct{}{}:
+	default:
+	}
+}
+
+// EditQueuedPrompt changes the text of a prompt that has not started.
+func (h *Host) EditQueuedPrompt(ctx context.Context, req *connect.Request[appv1.EditQueuedPromptRequest]) (*connect.Response[appv1.EditQueuedPromptResponse], error) {
+	m := req.Msg
+	b, err := h.live(m.GetSessionId())
+	if err != nil {
+		return nil, err
+	}
+	if m.GetText() == "" || len(m.GetText()) > h.opts.Limits.MaxPromptBytes {
+		return nil, apierr.InvalidArgument("text", fmt.Sprintf("must be 1 to %d bytes", h.opts.Limits.MaxPromptBytes))
+	}
+	if _, err := h.changeQueued(ctx, b, m.GetPromptId(), func(p *sessions.Prompt) { p.Text = m.GetText() }); err != nil {
+		return nil, err
+	}
+	b.emit(eventlog.KindPromptEdited, map[string]any{"prompt_id": m.GetPromptId(), "text": m.GetText()})
+	return connect.NewResponse(&appv1.EditQueuedPromptResponse{SessionId: b.session, Note: "prompt " + m.GetPromptId() + " edited"}), nil
+}
+
+// DequeueQueuedPrompt removes a prompt that has not started from the queue.
+func (h *Host) DequeueQueuedPrompt(ctx context.Context, req *connect.Request[appv1.DequeueQueuedPromptRequest]) (*connect.Response[appv1.DequeueQueuedPromptResponse], error) {
+	m := req.Msg
+	b, err := h.live(m.GetSessionId())
+	if err != nil {
+		return nil, err
+	}
+	if _, err := h.changeQueued(ctx, b, m.GetPromptId(), func(p *sessions.Prompt) {
+		p.Status, p.EndedAt = sessions.PromptDequeued, h.clock.Now()
+	}); err != nil {
+		return nil, err
+	}
+	b.emit(eventlog.KindPromptDequeued, map[string]any{"prompt_id": m.GetPromptId()})
+	return connect.NewResponse(&appv1.DequeueQueuedPromptResponse{SessionId: b.session, Note: "prompt " + m.GetPromptId() + " dequeued"}), nil
+}
+
+// changeQueued changes a queued prompt; one that started (or ended) is failed_precondition.
+func (h *Host) changeQueued(ctx context.Context, b *box, id string, change func(*sessions.Prompt)) (*sessions.Prompt, error) {
+	if id == "" {
+		return nil, apierr.InvalidArgument("prompt_id", "is required")
+	}
+	p, err := h.store.ChangePrompt(ctx, b.session, id, sessions.PromptQueued, change)
+	switch {
+	case errors.Is(err, sessions.ErrNotFound):
+		return nil, apierr.NotFound("prompt", id)
+	case errors.Is(err, sessions.ErrPromptMoved):
+		return nil, apierr.FailedPrecondition("prompt %s is %s: only a queued prompt can change", id, p.Status)
+	}
+	return p, err
+}
+
+// Interrupt stops the running turn: its process group is killed and the prompt ends
+// interrupted. The queue goes on with the next prompt.
+func (h *Host) Interrupt(ctx context.Context, req *connect.Request[appv1.InterruptRequest]) (*connect.Response[appv1.InterruptResponse], error) {
+	b, err := h.live(req.Msg.GetSessionId())
+	if err != nil {
+		return nil, err
+	}
+	a, err := h.agentOf(ctx, b)
+	if err != nil {
+		return nil, err
+	}
+	source := req.Msg.GetSource()
+	if source == "" {
+		source = "user"
+	}
+	a.mu.Lock()
+	t := a.running
+	if t != nil {
+		t.interrupted = true
+	}
+	a.mu.Unlock()
+	if t == nil {
+		return connect.NewResponse(&appv1.InterruptResponse{SessionId: b.session, Note: "nothing is running"}), nil
+	}
+	b.emit(eventlog.KindInterrupted, map[string]any{"prompt_id": t.promptID, "source": source})
+	var se *supervisor.Error
+	if err := b.sup.Cancel(ctx, t.execID); err != nil && !(errors.As(err, &se) && se.Code == supervisor.CodeNotFound) {
+		return nil, fmt.Errorf("interrupt %s: %w", t.promptID, err)
+	}
+	return connect.NewResponse(&appv1.InterruptResponse{SessionId: b.session, Note: "prompt " + t.promptID + " interrupted"}), nil
+}
+
+// runPrompts runs the session's queued prompts one at a time, for as long as its sandbox lives.
+func (h *Host) runPrompts(b *box) {
+	a := &b.agent
+	kick(a) // prompts queued before this sandbox (e.g. before an eviction) run too
+	for {
+		select {
+		case <-b.ctx.Done():
+			return
+		case <-a.wake:
+		}
+		for b.ctx.Err() == nil {
+			p, err := h.store.NextQueued(b.ctx, b.session)
+			if err != nil {
+				h.log.Error("next prompt", "session", b.session, "err", err)
+				break
+			}
+			if p == nil {
+				break
+			}
+			h.runPrompt(b, a, p)
+		}
+	}
+}
+
+// runPrompt takes a queued prompt through the harness: plan, launch, parse, log.
+func (h *Host) runPrompt(b *box, a *agent, p *sessions.Prompt) {
+	ctx := b.ctx
+	started, err := h.store.ChangePrompt(ctx, b.session, p.ID, sessions.PromptQueued, func(p *sessions.Prompt) {
+		p.Status, p.StartedAt = sessions.PromptRunning, h.clock.Now()
+	})
+	if err != nil {
+		return // dequeued meanwhile, or gone
+	}
+	b.emit(eventlog.KindPromptStarted, map[string]any{"prompt_id": p.ID})
+	t := &turn{promptID: p.ID, execID: "prompt-" + p.ID}
+	a.mu.Lock()
+	a.running = t
+	mode, resume, env := a.mode, a.resume, maps.Clone(a.envMap)
+	a.mu.Unlock()
+	if started.HarnessMode != "" {
+		mode = started.HarnessMode
+	}
+	final := sessions.PromptDone
+	if err := h.turn(ctx, b, a, t, started, mode, resume, env); err != nil {
+		b.emit(eventlog.KindError, map[string]any{"prompt_id": p.ID, "text": err.Error()})
+		final = sessions.PromptFailed
+	}
+	a.mu.Lock()
+	a.running = nil
+	if t.interrupted {
+		final = sessions.PromptInterrupted
+	}
+	a.mu.Unlock()
+	if _, err := h.store.ChangePrompt(context.WithoutCancel(ctx), b.session, p.ID, sessions.PromptRunning, func(p *sessions.Prompt) {
+		p.Status, p.EndedAt = final, h.clock.Now()
+	}); err != nil {
+		h.log.Error("end prompt", "session", b.session, "prompt", p.ID, "err", err)
+	}
+}
+
+// turn plans the prompt with the harness plugin, runs the plan through the supervisor and
+// parses what it prints into events.
+func (h *Host) turn(ctx context.Context, b *box, a *agent, t *turn, p *sessions.Prompt, mode, resume string, env map[string]string) error {
+	plugin, err := h.opts.Harnesses.Plugin(ctx, a.harness)
+	if err != nil {
+		return fmt.Errorf("harness %s: %w", a.harness, err)
+	}
+	plan, err := plugin.Plan(ctx, abi.PlanRequest{Prompt: p.Text, Mode: mode, Env: env, Resume: resume})
+	if err != nil {
+		return fmt.Errorf("plan: %w", err)
+	}
+	for _, f := range plan.Files {
+		if err := placeFile(b, f); err != nil {
+			return fmt.Errorf("place %s: %w", f.Path, err)
+		}
+	}
+	planEnv := make([]string, 0, len(plan.Env))
+	for k, v := range plan.Env {
+		planEnv = append(planEnv, k+"="+v)
+	}
+	slices.Sort(planEnv)
+	ps := &parser{h: h, b: b, a: a, plugin: plugin, promptID: p.ID}
+	exit, err := b.sup.Exec(ctx, supervisor.ExecRequest{
+		ExecID: t.execID, Argv: plan.Argv, Env: append(slices.Clone(b.env), planEnv...),
+		Workdir: plan.Workdir, Stdin: []byte(plan.Stdin), Timeout: h.opts.Limits.ExecTimeout.Max,
+	}, supervisor.Events{Output: ps.output})
+	if err != nil {
+		return fmt.Errorf("launch %s: %w", plan.Argv[0], err)
+	}
+	ps.flush()
+	ps.parse(ctx, abi.ParseRequest{Final: true, ExitStatus: exit.ShellExitStatus()})
+	return nil
+}
+
+// parser feeds a turn's output to the plugin and logs the events it reports.
+type parser struct {
+	h        *Host
+	b        *box
+	a        *agent
+	plugin   interface {
+		Parse(context.Context, abi.ParseRequest) (abi.ParseResult, error)
+	}
+	promptID string
+	state    string
+	carry    [2][]byte // the unfinished UTF-8 character at the end of each stream
+}
+
+func (ps *parser) output(o supervisor.Output) error {
+	i, stream := 0, "stdout"
+	if o.Stream == supervisor.Stderr {
+		i, stream = 1, "stderr"
+	}
+	data := append(ps.carry[i], o.Data...)
+	n := completeRunes(data)
+	ps.carry[i] = slices.Clone(data[n:])
+	if n > 0 {
+		ps.parse(ps.b.ctx, abi.ParseRequest{Stream: stream, Chunk: string(data[:n])})
+	}
+	return nil
+}
+
+// flush hands over whatever bytes a stream ended with.
+func (ps *parser) flush() {
+	for i, stream := range []string{"stdout", "stderr"} {
+		if len(ps.carry[i]) > 0 {
+			ps.parse(ps.b.ctx, abi.ParseRequest{Stream: stream, Chunk: string(ps.carry[i])})
+			ps.carry[i] = nil
+		}
+	}
+}
+
+func (ps *parser) parse(ctx context.Context, req abi.ParseRequest) {
+	req.State = ps.state
+	res, err := ps.plugin.Parse(ctx, req)
+	if err != nil {
+		ps.b.emit(eventlog.KindError, map[string]any{"prompt_id": ps.promptID, "text": "harness output not understood: " + err.Error()})
+		return
+	}
+	ps.state = res.State
+	for _, e := range res.Events {
+		ps.log(e)
+	}
+}
+
+// log appends one harness event; a turn's resume token is kept for the next turn.
+func (ps *parser) log(e abi.Event) {
+	js, err := json.Marshal(struct {
+		PromptID string `json:"prompt_id"`
+		abi.Event
+	}{ps.promptID, e})
+	if err != nil {
+		return
+	}
+	ps.b.events.Append(eventlog.Event{Kind: e.Kind, PayloadJSON: string(js), ToolName: e.ToolName, Durable: true})
+	if e.Resume != "" {
+		ps.a.mu.Lock()
+		ps.a.resume = e.Resume
+		ps.a.mu.Unlock()
+		if err := ps.h.store.SetHarnessResume(ps.b.ctx, ps.b.session, e.Resume); err != nil {
+			ps.h.log.Warn("record harness resume", "session", ps.b.session, "err", err)
+		}
+	}
+}
+
+// completeRunes is the length of the longest prefix of b that does not end inside a UTF-8
+// character, so that a chunk passed on as a JSON string never splits one.
+func completeRunes(b []byte) int {
+	for i := len(b) - 1; i >= 0 && i >= len(b)-utf8.UTFMax; i-- {
+		if utf8.RuneStart(b[i]) {
+			if utf8.FullRune(b[i:]) {
+				return len(b)
+			}
+			return i
+		}
+	}
+	return len(b)
+}
+
+// placeFile writes a file a plan asks for into the sandbox.
+func placeFile(b *box, f abi.File) error {
+	mode := os.FileMode(0o644)
+	if f.Mode != 0 {
+		mode = os.FileMode(f.Mode & 0o777)
+	}
+	if err := b.root.MkdirAll(path.Dir(f.Path), 0o755); err != nil {
+		return err
+	}
+	up, err := b.root.Create(f.Path, mode)
+	if err != nil {
+		return err
+	}
+	if _, err := up.WriteString(f.Content); err != nil {
+		up.Abort()
+		return err
+	}
+	return up.Commit()
+}
