@@ -67,8 +67,8 @@ type Options struct {
 	WarmImages []string
 	// Harnesses gives agent sessions their harness plugins; without it, prompts are refused.
 	Harnesses *catalog.Catalog
-	Clock      clock.Clock
-	Log        *slog.Logger
+	Clock     clock.Clock
+	Log       *slog.Logger
 }
 
 // Host is one running sandbox host.

@@ -305,10 +305,10 @@ func (h *Host) turn(ctx context.Context, b *box, a *agent, t *turn, p *sessions.
 
 // parser feeds a turn's output to the plugin and logs the events it reports.
 type parser struct {
-	h        *Host
-	b        *box
-	a        *agent
-	plugin   interface {
+	h      *Host
+	b      *box
+	a      *agent
+	plugin interface {
 		Parse(context.Context, abi.ParseRequest) (abi.ParseResult, error)
 	}
 	promptID string

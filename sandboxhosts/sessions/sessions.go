@@ -40,18 +40,18 @@ type Record struct {
 	// key, so a resume on any host restores it without anyone reading it from the database.
 	SealedEnv []byte `firestore:"sealed_env"`
 	// LatestSnapshotID is the checkpoint a resume starts from ("" when none was taken).
-	LatestSnapshotID string    `firestore:"latest_snapshot_id"`
+	LatestSnapshotID string `firestore:"latest_snapshot_id"`
 	// Harness runs the prompts of an agent session ("" for a plain sandbox session), in
 	// HarnessMode unless a prompt names another; HarnessResume is what its last turn reported
 	// for continuing the conversation.
-	Harness       string `firestore:"harness"`
-	HarnessMode   string `firestore:"harness_mode"`
-	HarnessResume string `firestore:"harness_resume"`
-	SuggestedTitle   string    `firestore:"suggested_title"`
-	CreatedAt        time.Time `firestore:"created_at"`
-	UpdatedAt        time.Time `firestore:"updated_at"`
-	LastActiveAt     time.Time `firestore:"last_active_at"`
-	LastEventAt      time.Time `firestore:"last_event_at"`
+	Harness        string    `firestore:"harness"`
+	HarnessMode    string    `firestore:"harness_mode"`
+	HarnessResume  string    `firestore:"harness_resume"`
+	SuggestedTitle string    `firestore:"suggested_title"`
+	CreatedAt      time.Time `firestore:"created_at"`
+	UpdatedAt      time.Time `firestore:"updated_at"`
+	LastActiveAt   time.Time `firestore:"last_active_at"`
+	LastEventAt    time.Time `firestore:"last_event_at"`
 }
 
 // ErrNotFound is a session id with no record.
