@@ -24,6 +24,7 @@ import (
 	"github.com/hangar-dev/hangar/functions/platform/config"
 	appv1 "github.com/hangar-dev/hangar/gen/svc/app/v1"
 	"github.com/hangar-dev/hangar/gen/svc/app/v1/appv1connect"
+	"github.com/hangar-dev/hangar/harnesses/builtin"
 	"github.com/hangar-dev/hangar/internal/testenv"
 	"github.com/hangar-dev/hangar/sandboxhosts/eventlog"
 	"github.com/hangar-dev/hangar/sandboxhosts/images"
@@ -528,4 +529,57 @@ func BenchmarkSessionEventDelivery(b *testing.B) {
 func productionPace(sb *testenv.Sandboxes) {
 	d := config.Default().Host
 	sb.Config.Host.HeartbeatInterval, sb.Config.Host.HostTimeout = d.HeartbeatInterval, d.HostTimeout
+}
+
+// BenchmarkSessionPromptFirstEvent is a prompt's latency on the bash harness: from SendPrompt to
+// its first assistant message on an open StreamEvents stream — the queue, the plugin's plan and
+// parse, and the log on top of running `echo hi` in the sandbox. Its baseline is Exec of the same
+// command through the API, output included.
+func BenchmarkSessionPromptFirstEvent(b *testing.B) {
+	if len(builtin.Modules()) == 0 {
+		b.Skip("no built-in harness plugins embedded: run `make plugins` first (make bench does)")
+	}
+	s := newSandboxStack(b, 1, productionPace)
+	id := s.create(b, &appv1.CreateSessionRequest{Mode: "agent"})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	follower := appv1connect.NewSessionServiceClient(&http.Client{}, s.rpcURL(), withKey(s.admin))
+	stream, err := follower.StreamEvents(ctx, connect.NewRequest(&appv1.StreamEventsRequest{SessionId: id}))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer stream.Close()
+	answered := func(prompt string) {
+		b.Helper()
+		if _, err := s.svc.SendPrompt(ctx, connect.NewRequest(&appv1.SendPromptRequest{SessionId: id, PromptId: prompt, Text: "echo hi"})); err != nil {
+			b.Fatal(err)
+		}
+		for stream.Receive() {
+			var p struct {
+				PromptID string `json:"prompt_id"`
+			}
+			ev := stream.Msg()
+			if ev.GetKind() == eventlog.KindAssistantMessage && json.Unmarshal([]byte(ev.GetPayloadJson()), &p) == nil && p.PromptID == prompt {
+				return
+			}
+		}
+		b.Fatalf("event stream ended before %s answered: %v", prompt, stream.Err())
+	}
+	// The first prompt compiles the plugin and starts the queue's runner: not what is measured.
+	answered("warm")
+	for i := 0; b.Loop(); i++ {
+		answered(fmt.Sprintf("p-%d", i))
+	}
+}
+
+// BenchmarkSessionExecEcho is Exec of `echo hi` through the API to its exit: the prompt
+// benchmark's baseline.
+func BenchmarkSessionExecEcho(b *testing.B) {
+	s := newSandboxStack(b, 1, productionPace)
+	id := s.create(b, nil)
+	for b.Loop() {
+		if res := s.exec(b, &appv1.ExecRequest{SessionId: id, Argv: []string{"echo", "hi"}}); res.stdout != "hi\n" {
+			b.Fatalf("echo hi: %+v", res)
+		}
+	}
 }

@@ -141,3 +141,29 @@ func TestAgentSessionRunsPromptsThroughTheBashHarness(t *testing.T) {
 	_, err = s.svc.CreateSession(ctx, connect.NewRequest(&appv1.CreateSessionRequest{Harness: ptr("no-such-harness")}))
 	testenv.WantCode(t, err, connect.CodeInvalidArgument)
 }
+
+func TestPromptQueueCarriesOnAfterEviction(t *testing.T) {
+	builtins(t)
+	s := newSandboxStack(t, 1, nil)
+	ctx := context.Background()
+	id := s.create(t, &appv1.CreateSessionRequest{Mode: "agent", Prompt: ptr("echo kept > /root/f; sleep 30"), PromptId: ptr("long")})
+	s.waitEvent(t, id, "prompt.started", "long")
+	if _, err := s.svc.Snapshot(ctx, connect.NewRequest(&appv1.SnapshotRequest{SessionId: id})); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.svc.EvictLocal(ctx, connect.NewRequest(&appv1.EvictLocalRequest{SessionId: id})); err != nil {
+		t.Fatal(err)
+	}
+	// A prompt to an evicted session wakes it; the turn the eviction cut off ends interrupted.
+	if _, err := s.svc.SendPrompt(ctx, connect.NewRequest(&appv1.SendPromptRequest{SessionId: id, PromptId: "after", Text: "cat /root/f"})); err != nil {
+		t.Fatal(err)
+	}
+	after := s.waitEvent(t, id, "turn.done", "after")
+	if got := after[len(after)-2]; got.Kind != "assistant.message" || strings.TrimSpace(got.Text) != "kept" {
+		t.Fatalf("the prompt after resume: %+v", after)
+	}
+	long := s.waitEvent(t, id, "interrupted", "long")
+	if last := long[len(long)-1]; last.Source != "sandbox restarted" {
+		t.Fatalf("the cut-off turn ended with %+v", last)
+	}
+}

@@ -40,6 +40,7 @@ var pairs = []pair{
 	{name: "SessionSnapshot100MiB", baseline: "RawTarCreate100MiB", what: "Snapshot of 100 MiB fresh data vs tar -c", bytes: 100 * mib},
 	{name: "SessionResume100MiB", baseline: "RawTarExtract100MiB", what: "Resume of 100 MiB (chunks cached) vs tar -x", bytes: 100 * mib},
 	{name: "SessionEventDelivery", baseline: "SessionWriteTinyFile", what: "tiny WriteFile until its event streams vs the write alone"},
+	{name: "SessionPromptFirstEvent", baseline: "SessionExecEcho", what: "prompt to first assistant message (bash harness) vs exec echo"},
 	{name: "ParsePerEvent", baseline: "RawJSONLineSplit/PerEvent", what: "harness plugin parse of one event vs the same in native Go"},
 	{name: "ParseMiB", baseline: "RawJSONLineSplit/MiB", what: "harness plugin parse of 1 MiB of output vs native Go", bytes: mib},
 	{name: "LoadWarmCache", baseline: "LoadCold", what: "harness plugin load, warm compilation cache vs cold"},

@@ -595,7 +595,7 @@ func TestIsConversation(t *testing.T) {
 			t.Errorf("IsConversation(%q) = true", kind)
 		}
 	}
-	if n := len(eventlog.ConversationKinds()); n != 10 {
-		t.Errorf("%d conversation kinds, want the 10 documented", n)
+	if n := len(eventlog.ConversationKinds()); n != 13 {
+		t.Errorf("%d conversation kinds, want the 13 documented", n)
 	}
 }

@@ -51,6 +51,9 @@ type box struct {
 	ready atomic.Bool
 	// agent is the prompt queue's side of an agent session.
 	agent agent
+	// logMu guards logClosed: teardown closes the log while late work may still emit.
+	logMu     sync.RWMutex
+	logClosed bool
 	// ctx lives as long as the sandbox, for work that outlasts a request.
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -73,7 +76,17 @@ func (b *box) emit(kind string, payload any) {
 	if err != nil {
 		js = []byte("{}")
 	}
-	b.events.Append(eventlog.Event{Kind: kind, PayloadJSON: string(js), Durable: true})
+	b.append(eventlog.Event{Kind: kind, PayloadJSON: string(js), Durable: true})
+}
+
+// append logs e unless the sandbox is gone: work that outlived it (a turn cut off by an
+// eviction) has nothing more to say in this sandbox's name, and the log is closed.
+func (b *box) append(e eventlog.Event) {
+	b.logMu.RLock()
+	defer b.logMu.RUnlock()
+	if !b.logClosed {
+		b.events.Append(e)
+	}
 }
 
 // live returns the session's ready sandbox on this host.
@@ -267,6 +280,9 @@ func (h *Host) teardown(ctx context.Context, b *box) error {
 	}
 	var errs []error
 	if b.events != nil {
+		b.logMu.Lock()
+		b.logClosed = true
+		b.logMu.Unlock()
 		errs = append(errs, b.events.Close(ctx))
 	}
 	if b.sandbox != nil {

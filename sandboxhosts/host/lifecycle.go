@@ -292,6 +292,12 @@ func (h *Host) Resume(ctx context.Context, req *connect.Request[appv1.ResumeRequ
 		payload["snapshot_id"], payload["size_bytes"] = m.ID, m.TotalSize
 	}
 	b.emit(eventlog.KindSessionResumed, payload)
+	if rec.Harness != "" {
+		// The prompt queue carries on in the new sandbox without waiting for the next prompt.
+		if _, err := h.agentOf(ctx, b); err != nil {
+			h.log.Warn("restart prompt queue", "session", rec.ID, "err", err)
+		}
+	}
 	return connect.NewResponse(resp), nil
 }
 

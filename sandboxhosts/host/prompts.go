@@ -212,6 +212,7 @@ func (h *Host) Interrupt(ctx context.Context, req *connect.Request[appv1.Interru
 // runPrompts runs the session's queued prompts one at a time, for as long as its sandbox lives.
 func (h *Host) runPrompts(b *box) {
 	a := &b.agent
+	h.endOrphanedTurns(b)
 	kick(a) // prompts queued before this sandbox (e.g. before an eviction) run too
 	for {
 		select {
@@ -229,6 +230,23 @@ func (h *Host) runPrompts(b *box) {
 				break
 			}
 			h.runPrompt(b, a, p)
+		}
+	}
+}
+
+// endOrphanedTurns ends the prompts an earlier sandbox of the session was running when it went
+// (evicted, or its host lost): their processes went with it.
+func (h *Host) endOrphanedTurns(b *box) {
+	running, err := h.store.PromptsIn(b.ctx, b.session, sessions.PromptRunning)
+	if err != nil {
+		h.log.Error("find orphaned prompts", "session", b.session, "err", err)
+		return
+	}
+	for _, p := range running {
+		if _, err := h.store.ChangePrompt(b.ctx, b.session, p.ID, sessions.PromptRunning, func(p *sessions.Prompt) {
+			p.Status, p.EndedAt = sessions.PromptInterrupted, h.clock.Now()
+		}); err == nil {
+			b.emit(eventlog.KindInterrupted, map[string]any{"prompt_id": p.ID, "source": "sandbox restarted"})
 		}
 	}
 }
@@ -252,7 +270,13 @@ func (h *Host) runPrompt(b *box, a *agent, p *sessions.Prompt) {
 		mode = started.HarnessMode
 	}
 	final := sessions.PromptDone
-	if err := h.turn(ctx, b, a, t, started, mode, resume, env); err != nil {
+	err = h.turn(ctx, b, a, t, started, mode, resume, env)
+	if ctx.Err() != nil {
+		// The sandbox went (evicted, deleted, host stopping) mid-turn: the prompt stays running
+		// for the session's next sandbox to end as interrupted.
+		return
+	}
+	if err != nil {
 		b.emit(eventlog.KindError, map[string]any{"prompt_id": p.ID, "text": err.Error()})
 		final = sessions.PromptFailed
 	}
@@ -362,7 +386,7 @@ func (ps *parser) log(e abi.Event) {
 	if err != nil {
 		return
 	}
-	ps.b.events.Append(eventlog.Event{Kind: e.Kind, PayloadJSON: string(js), ToolName: e.ToolName, Durable: true})
+	ps.b.append(eventlog.Event{Kind: e.Kind, PayloadJSON: string(js), ToolName: e.ToolName, Durable: true})
 	if e.Resume != "" {
 		ps.a.mu.Lock()
 		ps.a.resume = e.Resume
