@@ -148,6 +148,16 @@ func TestPromptQueueCarriesOnAfterEviction(t *testing.T) {
 	ctx := context.Background()
 	id := s.create(t, &appv1.CreateSessionRequest{Mode: "agent", Prompt: ptr("echo kept > /root/f; sleep 30"), PromptId: ptr("long")})
 	s.waitEvent(t, id, "prompt.started", "long")
+	// The turn has started; wait until its script has written the file, then checkpoint.
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		res := s.exec(t, &appv1.ExecRequest{SessionId: id, Command: ptr("cat /root/f 2>/dev/null")})
+		if res.stdout == "kept\n" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the long prompt never wrote /root/f")
+		}
+	}
 	if _, err := s.svc.Snapshot(ctx, connect.NewRequest(&appv1.SnapshotRequest{SessionId: id})); err != nil {
 		t.Fatal(err)
 	}
