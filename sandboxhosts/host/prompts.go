@@ -36,6 +36,9 @@ type agent struct {
 	loaded  bool
 	wake    chan struct{}
 	running *turn
+	// pending are prompts this host queued, in order, handed to the runner in memory so it
+	// needs no query to find them; the queue in Firestore stays the truth.
+	pending []*sessions.Prompt
 }
 
 // turn is the prompt running now.
@@ -113,6 +116,7 @@ func (h *Host) SendPrompt(ctx context.Context, req *connect.Request[appv1.SendPr
 	b.emit(eventlog.KindPromptQueued, map[string]any{"prompt_id": id, "text": p.Text, "harness_mode": p.HarnessMode})
 	a.mu.Lock()
 	busy := a.running != nil
+	a.pending = append(a.pending, p)
 	a.mu.Unlock()
 	kick(a)
 	note := "prompt " + id + " queued; it runs now"
@@ -213,6 +217,7 @@ func (h *Host) Interrupt(ctx context.Context, req *connect.Request[appv1.Interru
 func (h *Host) runPrompts(b *box) {
 	a := &b.agent
 	h.endOrphanedTurns(b)
+	scanned := false
 	kick(a) // prompts queued before this sandbox (e.g. before an eviction) run too
 	for {
 		select {
@@ -221,7 +226,7 @@ func (h *Host) runPrompts(b *box) {
 		case <-a.wake:
 		}
 		for b.ctx.Err() == nil {
-			p, err := h.store.NextQueued(b.ctx, b.session)
+			p, err := h.nextPrompt(b, a, &scanned)
 			if err != nil {
 				h.log.Error("next prompt", "session", b.session, "err", err)
 				break
@@ -232,6 +237,27 @@ func (h *Host) runPrompts(b *box) {
 			h.runPrompt(b, a, p)
 		}
 	}
+}
+
+// nextPrompt is the next prompt to try: one this host queued, else — the first time, for
+// prompts queued before this sandbox — the oldest queued in Firestore.
+func (h *Host) nextPrompt(b *box, a *agent, scanned *bool) (*sessions.Prompt, error) {
+	a.mu.Lock()
+	if len(a.pending) > 0 {
+		p := a.pending[0]
+		a.pending = a.pending[1:]
+		a.mu.Unlock()
+		return p, nil
+	}
+	a.mu.Unlock()
+	if *scanned {
+		return nil, nil
+	}
+	p, err := h.store.NextQueued(b.ctx, b.session)
+	if p == nil && err == nil {
+		*scanned = true
+	}
+	return p, err
 }
 
 // endOrphanedTurns ends the prompts an earlier sandbox of the session was running when it went
@@ -254,7 +280,7 @@ func (h *Host) endOrphanedTurns(b *box) {
 // runPrompt takes a queued prompt through the harness: plan, launch, parse, log.
 func (h *Host) runPrompt(b *box, a *agent, p *sessions.Prompt) {
 	ctx := b.ctx
-	started, err := h.store.ChangePrompt(ctx, b.session, p.ID, sessions.PromptQueued, func(p *sessions.Prompt) {
+	started, err := h.store.ChangeHeldPrompt(ctx, b.session, p, sessions.PromptQueued, func(p *sessions.Prompt) {
 		p.Status, p.StartedAt = sessions.PromptRunning, h.clock.Now()
 	})
 	if err != nil {
@@ -286,7 +312,7 @@ func (h *Host) runPrompt(b *box, a *agent, p *sessions.Prompt) {
 		final = sessions.PromptInterrupted
 	}
 	a.mu.Unlock()
-	if _, err := h.store.ChangePrompt(context.WithoutCancel(ctx), b.session, p.ID, sessions.PromptRunning, func(p *sessions.Prompt) {
+	if _, err := h.store.ChangeHeldPrompt(context.WithoutCancel(ctx), b.session, started, sessions.PromptRunning, func(p *sessions.Prompt) {
 		p.Status, p.EndedAt = final, h.clock.Now()
 	}); err != nil {
 		h.log.Error("end prompt", "session", b.session, "prompt", p.ID, "err", err)

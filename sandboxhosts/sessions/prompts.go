@@ -37,6 +37,9 @@ type Prompt struct {
 	CreatedAt time.Time `firestore:"created_at"`
 	StartedAt time.Time `firestore:"started_at"`
 	EndedAt   time.Time `firestore:"ended_at"`
+	// Version is the document's update time as last read or written here: ChangePrompt on a
+	// prompt in hand writes conditionally on it without reading first.
+	Version time.Time `firestore:"-"`
 }
 
 func (s *Store) prompts(id string) *firestore.CollectionRef {
@@ -47,7 +50,7 @@ func (s *Store) prompts(id string) *firestore.CollectionRef {
 // so a retried SendPrompt never queues twice.
 func (s *Store) AddPrompt(ctx context.Context, id string, p Prompt) (*Prompt, bool, error) {
 	p.CreatedAt, p.Seq, p.Status = s.now(), s.now().UnixNano(), PromptQueued
-	_, err := s.prompts(id).Doc(p.ID).Create(ctx, p)
+	wr, err := s.prompts(id).Doc(p.ID).Create(ctx, p)
 	if status.Code(err) == codes.AlreadyExists {
 		cur, err := s.Prompt(ctx, id, p.ID)
 		return cur, false, err
@@ -55,6 +58,7 @@ func (s *Store) AddPrompt(ctx context.Context, id string, p Prompt) (*Prompt, bo
 	if err != nil {
 		return nil, false, fmt.Errorf("queue prompt %s of session %s: %w", p.ID, id, err)
 	}
+	p.Version = wr.UpdateTime
 	return &p, true, nil
 }
 
@@ -106,30 +110,46 @@ var ErrPromptMoved = errors.New("prompt changed state")
 // update time (re-read on a race). A prompt in another state is ErrPromptMoved, wrapped with
 // the state it is in; a missing one ErrNotFound.
 func (s *Store) ChangePrompt(ctx context.Context, id, promptID string, from PromptStatus, change func(*Prompt)) (*Prompt, error) {
+	return s.changePrompt(ctx, id, promptID, nil, from, change)
+}
+
+// ChangeHeldPrompt is ChangePrompt on a prompt read or written before: its first write is
+// conditional on held.Version, without a read, and only a lost race re-reads.
+func (s *Store) ChangeHeldPrompt(ctx context.Context, id string, held *Prompt, from PromptStatus, change func(*Prompt)) (*Prompt, error) {
+	return s.changePrompt(ctx, id, held.ID, held, from, change)
+}
+
+func (s *Store) changePrompt(ctx context.Context, id, promptID string, held *Prompt, from PromptStatus, change func(*Prompt)) (*Prompt, error) {
 	ref := s.prompts(id).Doc(promptID)
 	for attempt := 1; ; attempt++ {
-		snap, err := ref.Get(ctx)
-		if status.Code(err) == codes.NotFound {
-			return nil, ErrNotFound
-		}
-		if err != nil {
-			return nil, fmt.Errorf("read prompt %s: %w", promptID, err)
-		}
 		var p Prompt
-		if err := snap.DataTo(&p); err != nil {
-			return nil, fmt.Errorf("decode prompt %s: %w", promptID, err)
+		if attempt == 1 && held != nil && !held.Version.IsZero() {
+			p = *held
+		} else {
+			snap, err := ref.Get(ctx)
+			if status.Code(err) == codes.NotFound {
+				return nil, ErrNotFound
+			}
+			if err != nil {
+				return nil, fmt.Errorf("read prompt %s: %w", promptID, err)
+			}
+			if err := snap.DataTo(&p); err != nil {
+				return nil, fmt.Errorf("decode prompt %s: %w", promptID, err)
+			}
+			p.Version = snap.UpdateTime
 		}
 		if p.Status != from {
 			return &p, fmt.Errorf("prompt %s is %s, not %s: %w", promptID, p.Status, from, ErrPromptMoved)
 		}
 		change(&p)
-		_, err = ref.Update(ctx, []firestore.Update{
+		wr, err := ref.Update(ctx, []firestore.Update{
 			{Path: "text", Value: p.Text},
 			{Path: "status", Value: p.Status},
 			{Path: "started_at", Value: p.StartedAt},
 			{Path: "ended_at", Value: p.EndedAt},
-		}, firestore.LastUpdateTime(snap.UpdateTime))
+		}, firestore.LastUpdateTime(p.Version))
 		if err == nil {
+			p.Version = wr.UpdateTime
 			return &p, nil
 		}
 		if code := status.Code(err); (code == codes.FailedPrecondition || code == codes.Aborted) && attempt < maxMoveAttempts {
