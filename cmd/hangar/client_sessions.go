@@ -29,7 +29,8 @@ func newSessionsCmd() *cobra.Command {
 	return newClientGroup("sessions", "Create sessions, run commands and copy files in them, read their events, snapshot and resume them",
 		newSessionsCreateCmd, newSessionsListCmd, newSessionsGetCmd, newSessionsDeleteCmd,
 		newSessionsExecCmd, newSessionsCpCmd, newSessionsEventsCmd, newSessionsLogCmd,
-		newSessionsSnapshotCmd, newSessionsResumeCmd, newSessionsCheckpointsCmd, newSessionsEvictCmd, newSessionsCowCmd)
+		newSessionsSnapshotCmd, newSessionsResumeCmd, newSessionsCheckpointsCmd, newSessionsEvictCmd, newSessionsCowCmd,
+		newSessionsPromptCmd, newSessionsInterruptCmd)
 }
 
 func newSessionsCreateCmd(f *clientFlags) *cobra.Command {
@@ -47,6 +48,8 @@ func newSessionsCreateCmd(f *clientFlags) *cobra.Command {
 				return err
 			}
 			req.RequestedSessionId = optString(cmd, "id")
+			req.Harness, req.HarnessMode = optString(cmd, "harness"), optString(cmd, "harness-mode")
+			req.Prompt, req.PromptId = optString(cmd, "prompt"), optString(cmd, "prompt-id")
 			return send(c, c.sessions.CreateSession, req, func(w io.Writer, resp *appv1.CreateSessionResponse) {
 				fmt.Fprintf(w, "session_id:\t%s\nstatus:\t%s\n", resp.GetSessionId(), resp.GetStatus())
 			})
@@ -57,6 +60,35 @@ func newSessionsCreateCmd(f *clientFlags) *cobra.Command {
 	fl.StringArray("secret", nil, "secret `K=V` given to the session (repeatable)")
 	fl.StringArray("env", nil, "environment variable `K=V` of the harness (repeatable)")
 	fl.String("id", "", "ask for this session `ID`; creating it again is safe")
+	fl.String("harness", "", "run prompts with this `HARNESS` (an agent session; see hangar harnesses list)")
+	fl.String("harness-mode", "", "the harness's `MODE`")
+	fl.String("prompt", "", "the first `PROMPT` (an agent session, bash harness unless --harness)")
+	fl.String("prompt-id", "", "the first prompt's `ID`")
+	return cmd
+}
+
+func newSessionsPromptCmd(f *clientFlags) *cobra.Command {
+	var id string
+	cmd := clientCmd(f, "prompt SESSION TEXT [--id PROMPT_ID]", "Queue a prompt on an agent session (follow it with events --follow)",
+		cobra.ExactArgs(2), func(c *apiClient, cmd *cobra.Command, args []string) error {
+			req := &appv1.SendPromptRequest{SessionId: args[0], Text: args[1], PromptId: id, HarnessMode: optString(cmd, "harness-mode")}
+			return send(c, c.sessions.SendPrompt, req, func(w io.Writer, resp *appv1.SendPromptResponse) {
+				fmt.Fprintln(w, resp.GetNote())
+			})
+		})
+	cmd.Flags().StringVar(&id, "id", "", "the prompt's `ID`; sending it again is safe")
+	cmd.Flags().String("harness-mode", "", "the harness `MODE` for this prompt")
+	return cmd
+}
+
+func newSessionsInterruptCmd(f *clientFlags) *cobra.Command {
+	var source string
+	cmd := idCmd(f, "interrupt SESSION", "Stop an agent session's running turn", func(c *apiClient, _ *cobra.Command, id string) error {
+		return send(c, c.sessions.Interrupt, &appv1.InterruptRequest{SessionId: id, Source: source}, func(w io.Writer, resp *appv1.InterruptResponse) {
+			fmt.Fprintln(w, resp.GetNote())
+		})
+	})
+	cmd.Flags().StringVar(&source, "source", "cli", "who interrupts, as the event records it")
 	return cmd
 }
 

@@ -12,6 +12,7 @@ import (
 
 	"github.com/hangar-dev/hangar/functions/api"
 	"github.com/hangar-dev/hangar/functions/platform/auth"
+	"github.com/hangar-dev/hangar/harnesses/builtin"
 	"github.com/hangar-dev/hangar/internal/testenv"
 )
 
@@ -105,5 +106,31 @@ func TestSessionsCommandsOnARealHost(t *testing.T) {
 	must("delete", id)
 	if r := run("get", id); r.code == 0 {
 		t.Fatalf("get after delete succeeded: %q", r.out)
+	}
+
+	if len(builtin.Modules()) == 0 {
+		return // the agent half needs `make plugins`; make test builds them
+	}
+	var agent struct {
+		SessionID string `json:"session_id"`
+	}
+	if err := json.Unmarshal([]byte(must("create", "--json", "--prompt", "echo first", "--prompt-id", "one")), &agent); err != nil {
+		t.Fatal(err)
+	}
+	if out := must("prompt", agent.SessionID, "echo second", "--id", "two"); !strings.Contains(out, "two") {
+		t.Fatalf("prompt: %q", out)
+	}
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		out := must("events", agent.SessionID, "--kind", "assistant.message")
+		if strings.Contains(out, "first") && strings.Contains(out, "second") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the prompts' messages never came: %q", out)
+		}
+	}
+	// The second turn may still be ending: either answer is right, an error is not.
+	if out := must("interrupt", agent.SessionID); !strings.Contains(out, "nothing is running") && !strings.Contains(out, "interrupted") {
+		t.Fatalf("interrupt: %q", out)
 	}
 }
