@@ -23,7 +23,6 @@ var unbuilt = map[string]bool{
 	"svc.app.v1.SessionService.EnsureBrowser":    true,
 	"svc.app.v1.SessionService.EnsureIde":        true,
 	"svc.app.v1.ImageService":                    true,
-	"svc.app.v1.ModelRouterService":              true,
 	"svc.app.v1.ReviewService":                   true,
 	"svc.app.v1.AutomationService":               true,
 	"svc.app.v1.AutomationRunService":            true,

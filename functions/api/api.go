@@ -19,6 +19,7 @@ import (
 
 	"github.com/hangar-dev/hangar/functions/apikeys"
 	"github.com/hangar-dev/hangar/functions/harnesses"
+	"github.com/hangar-dev/hangar/functions/modelrouters"
 	"github.com/hangar-dev/hangar/functions/platform/apierr"
 	"github.com/hangar-dev/hangar/functions/platform/auth"
 	"github.com/hangar-dev/hangar/functions/platform/clock"
@@ -126,7 +127,9 @@ func New(d Deps) *API {
 
 	// Services that later work builds answer unimplemented, naming the method, until then.
 	add(appv1connect.NewImageServiceHandler(appv1connect.UnimplementedImageServiceHandler{}, opts))
-	add(appv1connect.NewModelRouterServiceHandler(appv1connect.UnimplementedModelRouterServiceHandler{}, opts))
+	// Router credentials come with the org secret store; until then routers are called without
+	// a key and say so (credential_configured: false).
+	add(appv1connect.NewModelRouterServiceHandler(modelrouters.New(d.DB, d.Clock, d.Config, nil), opts))
 	add(appv1connect.NewReviewServiceHandler(appv1connect.UnimplementedReviewServiceHandler{}, opts))
 	add(appv1connect.NewAutomationServiceHandler(appv1connect.UnimplementedAutomationServiceHandler{}, opts))
 	add(appv1connect.NewAutomationRunServiceHandler(appv1connect.UnimplementedAutomationRunServiceHandler{}, opts))

@@ -27,6 +27,9 @@ type Config struct {
 	BlobURL string
 	// SealKeyset is the Tink AEAD keyset (JSON) that seals secrets kept in records.
 	SealKeyset []byte
+	// ModelRouters are the model routers the deployment offers, from HANGAR_MODEL_ROUTERS (a
+	// JSON list) or HANGAR_MODEL_ROUTERS_FILE (a JSON file holding one); none by default.
+	ModelRouters []ModelRouter
 }
 
 // Limits are the API's bounds. Each has a default here and an environment override.
@@ -65,6 +68,12 @@ type Limits struct {
 	MaxFileBytes int64
 	// MaxCopyPaths bounds the paths of one CopyFiles.
 	MaxCopyPaths int
+	// RouterCatalogTimeout, MaxRouterCatalogBytes and MaxRouterModels bound one refresh of a
+	// model router's catalog: the upstream's time to answer, its answer's size, and the models
+	// kept from it.
+	RouterCatalogTimeout  time.Duration
+	MaxRouterCatalogBytes int64
+	MaxRouterModels       int
 }
 
 // TimeoutBounds is a timeout's default and ceiling.
@@ -117,6 +126,10 @@ func Default() Config {
 			ExecTimeout:         TimeoutBounds{Default: 10 * time.Minute, Max: 2 * time.Hour},
 			MaxFileBytes:        1 << 30,
 			MaxCopyPaths:        100,
+			// OpenRouter's catalog is about 350 models and 1 MiB.
+			RouterCatalogTimeout:  30 * time.Second,
+			MaxRouterCatalogBytes: 16 << 20,
+			MaxRouterModels:       5000,
 		},
 		Host: Host{
 			HeartbeatInterval:  5 * time.Second,
@@ -196,5 +209,10 @@ func FromEnv() (Config, error) {
 	c.HostToken = os.Getenv("HANGAR_HOST_TOKEN")
 	c.BlobURL = os.Getenv("HANGAR_BLOB_URL")
 	c.SealKeyset = []byte(os.Getenv("HANGAR_SEAL_KEYSET"))
+	routers, err := loadModelRouters()
+	if err != nil {
+		return c, err
+	}
+	c.ModelRouters = routers
 	return c, nil
 }

@@ -1,0 +1,168 @@
+package modelrouters
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/netip"
+	"regexp"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/hangar-dev/hangar/functions/platform/config"
+)
+
+// upstreamModel is one entry of an OpenRouter-shaped catalog (GET /api/v1/models); fields
+// Hangar does not keep are left out.
+type upstreamModel struct {
+	ID            string `json:"id"`
+	CanonicalSlug string `json:"canonical_slug"`
+	HuggingFaceID string `json:"hugging_face_id"`
+	Name          string `json:"name"`
+	Description   string `json:"description"`
+	ContextLength int64  `json:"context_length"`
+	Pricing       struct {
+		Prompt     string `json:"prompt"`
+		Completion string `json:"completion"`
+	} `json:"pricing"`
+	Architecture struct {
+		InputModalities  []string `json:"input_modalities"`
+		OutputModalities []string `json:"output_modalities"`
+	} `json:"architecture"`
+	SupportedParameters []string `json:"supported_parameters"`
+}
+
+// modelIDPattern keeps ids that are safe as Firestore document ids once escaped and sane to
+// show; OpenRouter's look like "openai/gpt-4o" or "meta-llama/llama-3.1-8b-instruct:free".
+var modelIDPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:/@+~-]{0,255}$`)
+
+// fetcher reads routers' catalogs over HTTP.
+type fetcher struct {
+	client   *http.Client
+	timeout  time.Duration
+	maxBytes int64
+	maxCount int
+}
+
+func newFetcher(lim config.Limits) *fetcher {
+	dialer := &net.Dialer{Timeout: 10 * time.Second, Control: refuseForbiddenAddr}
+	transport := http.DefaultTransport.(*http.Transport).Clone()
+	transport.DialContext = dialer.DialContext
+	transport.Proxy = nil
+	return &fetcher{
+		client:   &http.Client{Transport: transport},
+		timeout:  lim.RouterCatalogTimeout,
+		maxBytes: lim.MaxRouterCatalogBytes,
+		maxCount: lim.MaxRouterModels,
+	}
+}
+
+// refuseForbiddenAddr stops a connection to a metadata address that a router's name resolved
+// to, or that a redirect pointed at: config validation can only see the names.
+func refuseForbiddenAddr(_, address string, _ syscall.RawConn) error {
+	ap, err := netip.ParseAddrPort(address)
+	if err != nil {
+		return fmt.Errorf("dial %s: %w", address, err)
+	}
+	if config.ForbiddenRouterAddr(ap.Addr()) {
+		return fmt.Errorf("dial %s: link-local and cloud metadata addresses are refused", address)
+	}
+	return nil
+}
+
+// catalogURL is where a router lists its models.
+func catalogURL(r config.ModelRouter) string {
+	return strings.TrimSuffix(r.BaseURL, "/") + "/models"
+}
+
+// fetch reads r's catalog; secret, when not "", is sent as a bearer token. The error says what
+// went wrong in words fit for an admin, without the secret.
+func (f *fetcher) fetch(ctx context.Context, r config.ModelRouter, secret string) ([]upstreamModel, error) {
+	ctx, cancel := context.WithTimeout(ctx, f.timeout)
+	defer cancel()
+	u := catalogURL(r)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return nil, fmt.Errorf("GET %s: %w", u, err)
+	}
+	req.Header.Set("Accept", "application/json")
+	if secret != "" {
+		req.Header.Set("Authorization", "Bearer "+secret)
+	}
+	resp, err := f.client.Do(req)
+	if err != nil {
+		if errors.Is(err, context.DeadlineExceeded) {
+			return nil, fmt.Errorf("GET %s: no answer within %s", u, f.timeout)
+		}
+		return nil, fmt.Errorf("GET %s: %w", u, err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, f.maxBytes+1))
+	if err != nil {
+		return nil, fmt.Errorf("GET %s: read answer: %w", u, err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("GET %s: %s: %s", u, resp.Status, snippet(body))
+	}
+	if int64(len(body)) > f.maxBytes {
+		return nil, fmt.Errorf("GET %s: catalog is larger than %d bytes", u, f.maxBytes)
+	}
+	var cat struct {
+		Data *[]upstreamModel `json:"data"`
+	}
+	if err := json.Unmarshal(body, &cat); err != nil {
+		return nil, fmt.Errorf("GET %s: not a model catalog: %w", u, err)
+	}
+	// An empty list is far likelier an upstream fault than a router with no models, and taking
+	// it at its word would mark the whole catalog unavailable.
+	if cat.Data == nil || len(*cat.Data) == 0 {
+		return nil, fmt.Errorf("GET %s: the catalog lists no models (want {\"data\": [...]})", u)
+	}
+	if len(*cat.Data) > f.maxCount {
+		return nil, fmt.Errorf("GET %s: the catalog lists %d models, more than the %d allowed", u, len(*cat.Data), f.maxCount)
+	}
+	return *cat.Data, nil
+}
+
+// snippet is the start of an error answer, on one line, for the sync error.
+func snippet(body []byte) string {
+	s := strings.Join(strings.Fields(string(body)), " ")
+	if len(s) > 200 {
+		s = s[:200] + "…"
+	}
+	return s
+}
+
+// entry is the catalog part of a model record; the upstream URL is the catalog it came from.
+func (m upstreamModel) entry(r config.ModelRouter) catalogEntry {
+	author, _, found := strings.Cut(m.ID, "/")
+	if !found {
+		author = ""
+	}
+	return catalogEntry{
+		CanonicalSlug:       m.CanonicalSlug,
+		Name:                m.Name,
+		Author:              author,
+		Description:         m.Description,
+		ContextLength:       m.ContextLength,
+		PromptPrice:         m.Pricing.Prompt,
+		CompletionPrice:     m.Pricing.Completion,
+		InputModalities:     nonEmpty(m.Architecture.InputModalities),
+		OutputModalities:    nonEmpty(m.Architecture.OutputModalities),
+		SupportedParameters: nonEmpty(m.SupportedParameters),
+		ModelHubID:          m.HuggingFaceID,
+		UpstreamURL:         catalogURL(r),
+	}
+}
+
+func nonEmpty(s []string) []string {
+	if len(s) == 0 {
+		return nil
+	}
+	return s
+}
