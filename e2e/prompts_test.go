@@ -10,6 +10,7 @@ import (
 	"connectrpc.com/connect"
 
 	appv1 "github.com/hangar-dev/hangar/gen/svc/app/v1"
+	"github.com/hangar-dev/hangar/gen/svc/app/v1/appv1connect"
 	"github.com/hangar-dev/hangar/internal/testenv"
 )
 
@@ -176,4 +177,83 @@ func TestPromptQueueCarriesOnAfterEviction(t *testing.T) {
 	if last := long[len(long)-1]; last.Source != "sandbox restarted" {
 		t.Fatalf("the cut-off turn ended with %+v", last)
 	}
+}
+
+func TestTaskRunsInASessionOfItsProfile(t *testing.T) {
+	builtins(t)
+	s := newSandboxStack(t, 1, nil)
+	ctx := context.Background()
+	profiles := appv1connect.NewProfileServiceClient(httpClient, s.rpcURL(), withKey(s.admin))
+	p, err := profiles.CreateProfile(ctx, connect.NewRequest(&appv1.CreateProfileRequest{Name: "shell work", ImageId: s.sb.Image, Harness: ptr("bash")}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tasks := appv1connect.NewTaskServiceClient(httpClient, s.rpcURL(), withKey(s.admin))
+	created, err := tasks.CreateTask(ctx, connect.NewRequest(&appv1.CreateTaskRequest{
+		ProfileId: p.Msg.GetProfile().GetId(), Prompt: ptr("echo the task ran"),
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	task := created.Msg.GetTask()
+	if task.GetStatus() != "running" || len(task.GetSessions()) != 1 {
+		t.Fatalf("new task: status %s, sessions %v", task.GetStatus(), task.GetSessions())
+	}
+	sid := task.GetSessions()[0].GetSessionId()
+	events := s.waitEvent(t, sid, "turn.done", promptOf(t, s, sid))
+	if got := kindsOf(events); !strings.Contains(got, "assistant.message") {
+		t.Fatalf("the task's prompt: %s", got)
+	}
+	// The task follows its session: the turn is done, so it waits for the user.
+	var got *appv1.Task
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		resp, err := tasks.GetTask(ctx, connect.NewRequest(&appv1.GetTaskRequest{TaskId: task.GetId()}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got = resp.Msg.GetTask(); got.GetStatus() == "waiting" || time.Now().After(deadline) {
+			break
+		}
+	}
+	ref := got.GetSessions()[0]
+	if got.GetStatus() != "waiting" || ref.GetSession().GetId() != sid || ref.GetProfile().GetName() != "shell work" || ref.GetRole() != "primary" {
+		t.Fatalf("task after its turn: status %s, session ref %v", got.GetStatus(), ref)
+	}
+	list, err := tasks.ListTasks(ctx, connect.NewRequest(&appv1.ListTasksRequest{States: []string{"waiting"}}))
+	if err != nil || len(list.Msg.GetTasks()) != 1 || list.Msg.GetSessionStateUnavailable() {
+		t.Fatalf("waiting tasks: %v, %v", list, err)
+	}
+
+	// A deferred prompt starts the session and sends nothing.
+	deferred, err := tasks.CreateTask(ctx, connect.NewRequest(&appv1.CreateTaskRequest{
+		ProfileId: p.Msg.GetProfile().GetId(), Prompt: ptr("echo later"), DeferInitialPrompt: true,
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dsid := deferred.Msg.GetTask().GetSessions()[0].GetSessionId()
+	if n := len(s.listEvents(t, dsid, "prompt.queued")); n != 0 {
+		t.Fatalf("a deferred task queued %d prompts", n)
+	}
+
+	if _, err := tasks.DeleteTask(ctx, connect.NewRequest(&appv1.DeleteTaskRequest{TaskId: task.GetId()})); err != nil {
+		t.Fatal(err)
+	}
+	_, err = s.svc.GetSession(ctx, connect.NewRequest(&appv1.GetSessionRequest{SessionId: sid}))
+	testenv.WantCode(t, err, connect.CodeNotFound)
+}
+
+// promptOf is the id of the session's first queued prompt.
+func promptOf(t *testing.T, s *sandboxStack, session string) string {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		for _, e := range s.listEvents(t, session, "prompt.queued") {
+			var p promptEvent
+			if json.Unmarshal([]byte(e.GetPayloadJson()), &p) == nil {
+				return p.PromptID
+			}
+		}
+	}
+	t.Fatal("the session queued no prompt")
+	return ""
 }

@@ -30,6 +30,7 @@ import (
 	"github.com/hangar-dev/hangar/functions/sessions"
 	"github.com/hangar-dev/hangar/functions/tasks"
 	hostv1 "github.com/hangar-dev/hangar/gen/host/v1"
+	appv1 "github.com/hangar-dev/hangar/gen/svc/app/v1"
 	"github.com/hangar-dev/hangar/gen/svc/app/v1/appv1connect"
 	"github.com/hangar-dev/hangar/harnesses/builtin"
 	"github.com/hangar-dev/hangar/harnesses/catalog"
@@ -93,7 +94,8 @@ func New(d Deps) *API {
 	profileSvc := profiles.New(d.DB, d.Clock, d.Config.Limits)
 	add(appv1connect.NewApiKeyServiceHandler(apikeys.New(a.keys, a.users, d.Clock, d.Config.Limits), opts))
 	add(appv1connect.NewProfileServiceHandler(profileSvc, opts))
-	add(appv1connect.NewTaskServiceHandler(tasks.New(d.DB, profileSvc, a.users, d.Clock, d.Config.Limits), opts))
+	taskSvc := tasks.New(d.DB, profileSvc, a.users, d.Clock, d.Config.Limits)
+	add(appv1connect.NewTaskServiceHandler(taskSvc, opts))
 
 	if d.Harnesses == nil && d.Bucket != nil {
 		if rt, err := harnesshost.NewRuntime(context.Background(), harnesshost.Options{}); err == nil {
@@ -118,6 +120,7 @@ func New(d Deps) *API {
 		// Session streams carry file bytes and command output, which gzip turns into CPU time
 		// rather than savings (ReadFile ran at 44 MiB/s compressed): answers go uncompressed.
 		add(appv1connect.NewSessionServiceHandler(sessionSvc, opts, connect.WithCompression("gzip", nil, nil)))
+		taskSvc.WithSessions(taskSessions{sessionSvc})
 		profileSvc.WithRepoFinder(imageRepos(hosts))
 		a.routes["GET "+sessions.EventsPath] = sessionSvc.SSE(authn)
 	} else {
@@ -251,4 +254,46 @@ func errMessage(err error) string {
 		return ce.Message()
 	}
 	return err.Error()
+}
+
+// taskSessions lets tasks run in sessions, calling SessionService in process with the caller's
+// identity, so a task's session is its creator's.
+type taskSessions struct{ svc *sessions.Service }
+
+func (t taskSessions) Start(ctx context.Context, spec tasks.SessionSpec) (string, error) {
+	req := &appv1.CreateSessionRequest{ImageUri: spec.Image, Mode: sessions.ModeAgent}
+	if spec.Harness != "" {
+		req.Harness = &spec.Harness
+	}
+	if spec.HarnessMode != "" {
+		req.HarnessMode = &spec.HarnessMode
+	}
+	if spec.Prompt != "" {
+		req.Prompt = &spec.Prompt
+	}
+	resp, err := t.svc.CreateSession(ctx, connect.NewRequest(req))
+	if err != nil {
+		return "", err
+	}
+	return resp.Msg.GetSessionId(), nil
+}
+
+func (t taskSessions) States(ctx context.Context, ids []string) (map[string]tasks.SessionState, error) {
+	recs, agents, err := t.svc.Records(ctx, ids)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]tasks.SessionState, len(recs))
+	for id, s := range recs {
+		out[id] = tasks.SessionState{Session: s, AgentState: agents[id]}
+	}
+	return out, nil
+}
+
+func (t taskSessions) Delete(ctx context.Context, id string) error {
+	_, err := t.svc.DeleteSession(ctx, connect.NewRequest(&appv1.DeleteSessionRequest{SessionId: id}))
+	if connect.CodeOf(err) == connect.CodeNotFound {
+		return nil
+	}
+	return err
 }

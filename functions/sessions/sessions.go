@@ -427,3 +427,18 @@ func toProto(r *sessions.Record) *appv1.Session {
 	}
 	return p
 }
+
+// Records reads sessions by id for another service (tasks follow their sessions): each as the
+// API shows it, with its harness's agent state. Ids not found are left out; no ownership check,
+// as the caller checked who may see the task that names them.
+func (s *Service) Records(ctx context.Context, ids []string) (map[string]*appv1.Session, map[string]string, error) {
+	recs, err := s.store.GetMany(ctx, ids)
+	if err != nil {
+		return nil, nil, err
+	}
+	sessions, agents := make(map[string]*appv1.Session, len(recs)), make(map[string]string, len(recs))
+	for id, r := range recs {
+		sessions[id], agents[id] = toProto(r), r.AgentState
+	}
+	return sessions, agents, nil
+}

@@ -73,12 +73,12 @@ func (s *Service) ListTasks(ctx context.Context, req *connect.Request[appv1.List
 	if err := errors.Join(listErr, countErr); err != nil {
 		return nil, fmt.Errorf("list tasks: %w", err)
 	}
-	out, err := s.protos(ctx, recs)
+	out, unavailable, err := s.protosFollowing(ctx, recs)
 	if err != nil {
 		return nil, err
 	}
 	return connect.NewResponse(&appv1.ListTasksResponse{
-		Tasks: out, TotalCount: int32(min(total, math.MaxInt32)),
+		Tasks: out, TotalCount: int32(min(total, math.MaxInt32)), SessionStateUnavailable: unavailable,
 	}), nil
 }
 

@@ -65,6 +65,7 @@ type Profiles interface {
 type Service struct {
 	db       *firestore.Client
 	profiles Profiles
+	sessions Sessions
 	users    *auth.Users
 	clock    clock.Clock
 	lim      config.Limits
@@ -75,6 +76,13 @@ var _ appv1connect.TaskServiceHandler = (*Service)(nil)
 // New returns the service over db, starting tasks from profiles.
 func New(db *firestore.Client, profiles Profiles, users *auth.Users, c clock.Clock, lim config.Limits) *Service {
 	return &Service{db: db, profiles: profiles, users: users, clock: c, lim: lim}
+}
+
+// WithSessions makes tasks run in sessions: CreateTask starts one, reads follow them, DeleteTask
+// deletes them. Without it, tasks are records only.
+func (s *Service) WithSessions(sessions Sessions) *Service {
+	s.sessions = sessions
+	return s
 }
 
 // CreateTask validates a task, snapshots its profile and stores it, pending, with a name unique
@@ -92,6 +100,24 @@ func (s *Service) CreateTask(ctx context.Context, req *connect.Request[appv1.Cre
 	base, err := newRecord(in, profile, caller.UserID, s.clock.Now())
 	if err != nil {
 		return nil, err
+	}
+	if s.sessions != nil {
+		// The session first: a task that cannot run is not created. Until ImageService resolves
+		// image ids, the profile's image_id is an image reference.
+		prompt := in.Prompt
+		if in.DeferInitialPrompt {
+			prompt = ""
+		}
+		sid, err := s.sessions.Start(ctx, SessionSpec{Image: profile.GetImageId(), Harness: base.Harness, HarnessMode: in.HarnessMode, Prompt: prompt})
+		if err != nil {
+			return nil, fmt.Errorf("start the task's session: %w", err)
+		}
+		base.SessionIDs, base.Status = []string{sid}, StateRunning
+		defer func() {
+			if err != nil {
+				_ = s.sessions.Delete(context.WithoutCancel(ctx), sid)
+			}
+		}()
 	}
 	var rec record
 	err = s.db.RunTransaction(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
@@ -358,6 +384,9 @@ func (s *Service) DeleteTask(ctx context.Context, req *connect.Request[appv1.Del
 	if err != nil {
 		return nil, err
 	}
+	if err := s.deleteSessions(ctx, root); err != nil {
+		return nil, fmt.Errorf("delete the sessions of task %s: %w", id, err)
+	}
 	for done := false; !done; {
 		if done, err = s.deleteSome(ctx, root); err != nil {
 			return nil, fmt.Errorf("delete task %s: %w", id, err)
@@ -426,19 +455,25 @@ func (s *Service) load(ctx context.Context, tx *firestore.Transaction, kind, id 
 
 // protos renders tasks with their creators, read in one round trip.
 func (s *Service) protos(ctx context.Context, recs []record) ([]*appv1.Task, error) {
+	out, _, err := s.protosFollowing(ctx, recs)
+	return out, err
+}
+
+// protosFollowing is protos that also says when session state could not be read.
+func (s *Service) protosFollowing(ctx context.Context, recs []record) ([]*appv1.Task, bool, error) {
 	owners := make([]string, len(recs))
 	for i, r := range recs {
 		owners[i] = r.CreatedBy
 	}
 	users, err := s.users.GetMany(ctx, owners)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	out := make([]*appv1.Task, len(recs))
 	for i, r := range recs {
 		out[i] = r.proto(users)
 	}
-	return out, nil
+	return out, s.follow(ctx, recs, out), nil
 }
 
 func (s *Service) col() *firestore.CollectionRef { return s.db.Collection(tasksCollection) }
@@ -458,4 +493,23 @@ func (s *Service) subtree(id string) firestore.Query {
 
 func (s *Service) query(ctx context.Context, q firestore.Query) ([]record, error) {
 	return store.All[record](q.Documents(ctx))
+}
+
+// deleteSessions deletes the sessions of a task and of every task below it.
+func (s *Service) deleteSessions(ctx context.Context, root record) error {
+	if s.sessions == nil {
+		return nil
+	}
+	desc, err := s.query(ctx, s.subtree(root.ID))
+	if err != nil {
+		return err
+	}
+	for _, r := range append(desc, root) {
+		for _, id := range r.SessionIDs {
+			if err := s.sessions.Delete(ctx, id); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }

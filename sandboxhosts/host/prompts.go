@@ -36,6 +36,8 @@ type agent struct {
 	loaded  bool
 	wake    chan struct{}
 	running *turn
+	// state is the agent state last recorded (only the runner touches it).
+	state string
 	// pending are prompts this host queued, in order, handed to the runner in memory so it
 	// needs no query to find them; the queue in Firestore stays the truth.
 	pending []*sessions.Prompt
@@ -232,11 +234,25 @@ func (h *Host) runPrompts(b *box) {
 				break
 			}
 			if p == nil {
+				h.setAgentState(b, a, sessions.AgentWaiting)
 				break
 			}
+			h.setAgentState(b, a, sessions.AgentWorking)
 			h.runPrompt(b, a, p)
 		}
 	}
+}
+
+// setAgentState records what the harness is doing when it changed, for tasks to follow.
+func (h *Host) setAgentState(b *box, a *agent, state string) {
+	if a.state == state || b.ctx.Err() != nil {
+		return
+	}
+	if err := h.store.SetAgentState(b.ctx, b.session, state); err != nil {
+		h.log.Warn("agent state", "session", b.session, "err", err)
+		return
+	}
+	a.state = state
 }
 
 // nextPrompt is the next prompt to try: one this host queued, else — the first time, for

@@ -44,9 +44,12 @@ type Record struct {
 	// Harness runs the prompts of an agent session ("" for a plain sandbox session), in
 	// HarnessMode unless a prompt names another; HarnessResume is what its last turn reported
 	// for continuing the conversation.
-	Harness        string    `firestore:"harness"`
-	HarnessMode    string    `firestore:"harness_mode"`
-	HarnessResume  string    `firestore:"harness_resume"`
+	Harness       string `firestore:"harness"`
+	HarnessMode   string `firestore:"harness_mode"`
+	HarnessResume string `firestore:"harness_resume"`
+	// AgentState is what an agent session's harness is doing: AgentWorking while a prompt runs,
+	// AgentWaiting once its queue is empty ("" before its first prompt).
+	AgentState     string    `firestore:"agent_state"`
 	SuggestedTitle string    `firestore:"suggested_title"`
 	CreatedAt      time.Time `firestore:"created_at"`
 	UpdatedAt      time.Time `firestore:"updated_at"`
@@ -321,3 +324,41 @@ func ArtifactPrefix(session string) string { return "artifacts/" + session + "/"
 
 // ArtifactKey is where one artifact's bytes live in the blob store.
 func ArtifactKey(session, artifact string) string { return ArtifactPrefix(session) + artifact }
+
+// Agent states of an agent session (Record.AgentState).
+const (
+	AgentWorking = "working"
+	AgentWaiting = "waiting"
+)
+
+// SetAgentState records what the session's harness is doing; only the session's host writes it.
+func (s *Store) SetAgentState(ctx context.Context, id, state string) error {
+	if _, err := s.doc(id).Update(ctx, []firestore.Update{{Path: "agent_state", Value: state}}); err != nil {
+		return fmt.Errorf("record agent state of session %s: %w", id, err)
+	}
+	return nil
+}
+
+// GetMany reads the sessions with the given ids in one round trip; missing ones are left out.
+func (s *Store) GetMany(ctx context.Context, ids []string) (map[string]*Record, error) {
+	refs := make([]*firestore.DocumentRef, len(ids))
+	for i, id := range ids {
+		refs[i] = s.doc(id)
+	}
+	snaps, err := s.db.GetAll(ctx, refs)
+	if err != nil {
+		return nil, fmt.Errorf("read sessions: %w", err)
+	}
+	out := make(map[string]*Record, len(snaps))
+	for _, snap := range snaps {
+		if !snap.Exists() {
+			continue
+		}
+		var r Record
+		if err := snap.DataTo(&r); err != nil {
+			return nil, fmt.Errorf("decode session %s: %w", snap.Ref.ID, err)
+		}
+		out[r.ID] = &r
+	}
+	return out, nil
+}
