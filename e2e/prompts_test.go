@@ -9,6 +9,7 @@ import (
 
 	"connectrpc.com/connect"
 
+	"github.com/hangar-dev/hangar/functions/platform/config"
 	appv1 "github.com/hangar-dev/hangar/gen/svc/app/v1"
 	"github.com/hangar-dev/hangar/gen/svc/app/v1/appv1connect"
 	"github.com/hangar-dev/hangar/internal/testenv"
@@ -256,4 +257,33 @@ func promptOf(t *testing.T, s *sandboxStack, session string) string {
 	}
 	t.Fatal("the session queued no prompt")
 	return ""
+}
+
+func TestAgentSessionsReachModelsThroughRouters(t *testing.T) {
+	builtins(t)
+	s := newSandboxStack(t, 1, func(sb *testenv.Sandboxes) {
+		sb.Config.ModelRouters = []config.ModelRouter{{
+			ID: "lab", Label: "Lab", BaseURL: "http://127.0.0.1:9/v1", Protocols: []string{"anthropic"}, DefaultModel: "claude-test",
+		}}
+	})
+	ctx := context.Background()
+	id := s.create(t, &appv1.CreateSessionRequest{Harness: ptr("claude-code"), ModelRouter: ptr("lab")})
+	if got := s.sh(t, id, `echo "$ANTHROPIC_BASE_URL $ANTHROPIC_MODEL $HANGAR_MODEL_ROUTER"`); got != "http://127.0.0.1:9/v1 claude-test lab\n" {
+		t.Fatalf("router env in the sandbox: %q", got)
+	}
+	for _, tc := range []struct {
+		name string
+		req  *appv1.CreateSessionRequest
+		code connect.Code
+	}{
+		{"a harness that speaks none of the router's protocols", &appv1.CreateSessionRequest{Harness: ptr("bash"), ModelRouter: ptr("lab")}, connect.CodeFailedPrecondition},
+		{"an unknown router", &appv1.CreateSessionRequest{Harness: ptr("claude-code"), ModelRouter: ptr("nope")}, connect.CodeInvalidArgument},
+		{"an effort the harness does not offer", &appv1.CreateSessionRequest{Harness: ptr("claude-code"), Effort: ptr("ultra")}, connect.CodeInvalidArgument},
+		{"a model without a harness", &appv1.CreateSessionRequest{Mode: "sandbox", Model: ptr("m")}, connect.CodeInvalidArgument},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := s.svc.CreateSession(ctx, connect.NewRequest(tc.req))
+			testenv.WantCode(t, err, tc.code)
+		})
+	}
 }

@@ -116,6 +116,7 @@ func New(d Deps) *API {
 		sessionSvc := sessions.New(sessions.Deps{
 			DB: d.DB, Hosts: hosts, Sealer: d.Sealer, Bucket: d.Bucket, Users: a.users,
 			Clock: d.Clock, Limits: d.Config.Limits, DefaultImage: d.DefaultImage, Harnesses: d.Harnesses,
+			Routers: d.Config.ModelRouters,
 		})
 		// Session streams carry file bytes and command output, which gzip turns into CPU time
 		// rather than savings (ReadFile ran at 44 MiB/s compressed): answers go uncompressed.
@@ -262,6 +263,14 @@ type taskSessions struct{ svc *sessions.Service }
 
 func (t taskSessions) Start(ctx context.Context, spec tasks.SessionSpec) (string, error) {
 	req := &appv1.CreateSessionRequest{ImageUri: spec.Image, Mode: sessions.ModeAgent}
+	for _, f := range []struct {
+		dst **string
+		val string
+	}{{&req.Model, spec.Model}, {&req.Effort, spec.Effort}, {&req.ModelRouter, spec.ModelRouter}} {
+		if f.val != "" {
+			*f.dst = &f.val
+		}
+	}
 	if spec.Harness != "" {
 		req.Harness = &spec.Harness
 	}

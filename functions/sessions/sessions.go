@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"io"
 	"regexp"
+	"slices"
 	"strings"
 
 	"cloud.google.com/go/firestore"
@@ -50,6 +51,59 @@ const (
 // so an agent session works offline.
 const DefaultHarness = "bash"
 
+// harnessEntry is the catalog entry of harness, nil for none.
+func (s *Service) harnessEntry(ctx context.Context, harness string) (*catalog.Entry, error) {
+	if harness == "" || s.d.Harnesses == nil {
+		return nil, nil
+	}
+	return s.d.Harnesses.Get(ctx, harness)
+}
+
+// router is the configured model router called name, or nil.
+func (s *Service) router(name string) *config.ModelRouter {
+	for i := range s.d.Routers {
+		if s.d.Routers[i].ID == name {
+			return &s.d.Routers[i]
+		}
+	}
+	return nil
+}
+
+// commonProtocol is the first of the harness's router protocols the router speaks, or "".
+func commonProtocol(harness, router []string) string {
+	for _, p := range harness {
+		if slices.Contains(router, p) {
+			return p
+		}
+	}
+	return ""
+}
+
+// routerEnv points a harness at a model router in the variables its protocol's clients read.
+// The router's key joins them once org secrets exist; until then the router is called without.
+func routerEnv(r *config.ModelRouter, protocol, model string) map[string]string {
+	env := map[string]string{"HANGAR_MODEL_ROUTER": r.ID, "HANGAR_MODEL_ROUTER_URL": r.BaseURL}
+	switch {
+	case protocol == "anthropic":
+		env["ANTHROPIC_BASE_URL"] = r.BaseURL
+		if model != "" {
+			env["ANTHROPIC_MODEL"] = model
+		}
+	case strings.HasPrefix(protocol, "openai"):
+		env["OPENAI_BASE_URL"] = r.BaseURL
+	}
+	return env
+}
+
+func hasOption(opts []abi.Option, id string) bool {
+	for _, o := range opts {
+		if o.ID == id {
+			return true
+		}
+	}
+	return false
+}
+
 func hasMode(modes []abi.Mode, id string) bool {
 	for _, m := range modes {
 		if m.ID == id {
@@ -75,6 +129,8 @@ type Deps struct {
 	DefaultImage string
 	// Harnesses resolves the harness an agent session names.
 	Harnesses *catalog.Catalog
+	// Routers are the deployment's model routers.
+	Routers []config.ModelRouter
 }
 
 // Service implements SessionService. Prompt and harness methods answer unimplemented until the
@@ -161,6 +217,29 @@ func (s *Service) CreateSession(ctx context.Context, req *connect.Request[appv1.
 	if m.Prompt != nil && m.GetPrompt() == "" {
 		v.Add("prompt", "is empty")
 	}
+	var router *config.ModelRouter
+	if (m.Model != nil || m.Effort != nil || m.ModelRouter != nil) && harness == "" {
+		v.Add("model", "model, effort and model_router need a harness")
+	}
+	if e, err := s.harnessEntry(ctx, harness); err == nil && e != nil {
+		if ef := m.GetEffort(); ef != "" && !hasOption(e.Descriptor.Effort, ef) {
+			v.Addf("effort", "harness %s has no effort level %q", harness, ef)
+		}
+		if name := m.GetModelRouter(); name != "" {
+			if router = s.router(name); router == nil {
+				v.Addf("model_router", "no model router %q: see ListModelRouters", name)
+			} else if proto := commonProtocol(e.Descriptor.RouterProtocols, router.Protocols); proto == "" {
+				if err := v.Err(); err != nil {
+					return nil, err
+				}
+				return nil, apierr.FailedPrecondition("harness %s speaks none of model router %s's protocols (%s)", harness, name, strings.Join(router.Protocols, ", "))
+			} else {
+				for k, val := range routerEnv(router, proto, cmp.Or(m.GetModel(), router.DefaultModel)) {
+					env[k] = val
+				}
+			}
+		}
+	}
 	if err := v.Err(); err != nil {
 		return nil, err
 	}
@@ -181,6 +260,10 @@ func (s *Service) CreateSession(ctx context.Context, req *connect.Request[appv1.
 	rec := &sessions.Record{
 		ID: id, Owner: caller.UserID, Status: sessions.Creating, HostID: host.ID,
 		ImageURI: image, Mode: mode, SealedEnv: sealed, Harness: harness, HarnessMode: m.GetHarnessMode(),
+		Model: m.GetModel(), Effort: m.GetEffort(), ModelRouter: m.GetModelRouter(),
+	}
+	if router != nil && rec.Model == "" {
+		rec.Model = router.DefaultModel
 	}
 	if err := s.store.Create(ctx, rec); sessions.IsAlreadyExists(err) {
 		return s.existing(ctx, id, caller)

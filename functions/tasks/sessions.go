@@ -24,6 +24,7 @@ type Sessions interface {
 // SessionSpec is the session a task runs in, from the task and its profile.
 type SessionSpec struct {
 	Image, Harness, HarnessMode, Prompt string
+	Model, Effort, ModelRouter          string
 }
 
 // SessionState is a session as a task follows it.

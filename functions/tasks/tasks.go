@@ -108,7 +108,10 @@ func (s *Service) CreateTask(ctx context.Context, req *connect.Request[appv1.Cre
 		if in.DeferInitialPrompt {
 			prompt = ""
 		}
-		sid, err := s.sessions.Start(ctx, SessionSpec{Image: profile.GetImageId(), Harness: base.Harness, HarnessMode: in.HarnessMode, Prompt: prompt})
+		sid, err := s.sessions.Start(ctx, SessionSpec{
+			Image: profile.GetImageId(), Harness: base.Harness, HarnessMode: in.HarnessMode, Prompt: prompt,
+			Model: base.Model, Effort: base.Effort, ModelRouter: base.ModelRouter,
+		})
 		if err != nil {
 			return nil, fmt.Errorf("start the task's session: %w", err)
 		}

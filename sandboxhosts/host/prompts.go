@@ -31,6 +31,8 @@ type agent struct {
 	mu      sync.Mutex
 	harness string
 	mode    string
+	model   string
+	effort  string
 	resume  string
 	envMap  map[string]string
 	loaded  bool
@@ -70,6 +72,7 @@ func (h *Host) agentOf(ctx context.Context, b *box) (*agent, error) {
 			return nil, fmt.Errorf("open the environment of %s: %w", rec.ID, err)
 		}
 		a.harness, a.mode, a.resume, a.envMap, a.loaded = rec.Harness, rec.HarnessMode, rec.HarnessResume, env, true
+		a.model, a.effort = rec.Model, rec.Effort
 		a.wake = make(chan struct{}, 1)
 		go h.runPrompts(b)
 	}
@@ -342,7 +345,7 @@ func (h *Host) turn(ctx context.Context, b *box, a *agent, t *turn, p *sessions.
 	if err != nil {
 		return fmt.Errorf("harness %s: %w", a.harness, err)
 	}
-	plan, err := plugin.Plan(ctx, abi.PlanRequest{Prompt: p.Text, Mode: mode, Env: env, Resume: resume})
+	plan, err := plugin.Plan(ctx, abi.PlanRequest{Prompt: p.Text, Model: a.model, Effort: a.effort, Mode: mode, Env: env, Resume: resume})
 	if err != nil {
 		return fmt.Errorf("plan: %w", err)
 	}

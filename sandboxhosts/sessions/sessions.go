@@ -49,7 +49,12 @@ type Record struct {
 	HarnessResume string `firestore:"harness_resume"`
 	// AgentState is what an agent session's harness is doing: AgentWorking while a prompt runs,
 	// AgentWaiting once its queue is empty ("" before its first prompt).
-	AgentState     string    `firestore:"agent_state"`
+	AgentState string `firestore:"agent_state"`
+	// Model and Effort are what the harness runs with ("" for its defaults); ModelRouter the
+	// router it reaches the model through.
+	Model          string    `firestore:"model"`
+	Effort         string    `firestore:"effort"`
+	ModelRouter    string    `firestore:"model_router"`
 	SuggestedTitle string    `firestore:"suggested_title"`
 	CreatedAt      time.Time `firestore:"created_at"`
 	UpdatedAt      time.Time `firestore:"updated_at"`

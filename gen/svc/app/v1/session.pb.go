@@ -1230,8 +1230,13 @@ type CreateSessionRequest struct {
 	HarnessMode           *string                 `protobuf:"bytes,12,opt,name=harness_mode,json=harnessMode,proto3,oneof" json:"harness_mode,omitempty"`
 	RequestedSessionId    *string                 `protobuf:"bytes,13,opt,name=requested_session_id,json=requestedSessionId,proto3,oneof" json:"requested_session_id,omitempty"`
 	Apps                  []*AppEndpoint          `protobuf:"bytes,14,rep,name=apps,proto3" json:"apps,omitempty"`
-	unknownFields         protoimpl.UnknownFields
-	sizeCache             protoimpl.SizeCache
+	// Hangar's additions (numbered from 100): the model and effort the harness runs with, and the
+	// model router it reaches the model through (TaskService passes a task's; see README).
+	Model         *string `protobuf:"bytes,100,opt,name=model,proto3,oneof" json:"model,omitempty"`
+	Effort        *string `protobuf:"bytes,101,opt,name=effort,proto3,oneof" json:"effort,omitempty"`
+	ModelRouter   *string `protobuf:"bytes,102,opt,name=model_router,json=modelRouter,proto3,oneof" json:"model_router,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *CreateSessionRequest) Reset() {
@@ -1360,6 +1365,27 @@ func (x *CreateSessionRequest) GetApps() []*AppEndpoint {
 		return x.Apps
 	}
 	return nil
+}
+
+func (x *CreateSessionRequest) GetModel() string {
+	if x != nil && x.Model != nil {
+		return *x.Model
+	}
+	return ""
+}
+
+func (x *CreateSessionRequest) GetEffort() string {
+	if x != nil && x.Effort != nil {
+		return *x.Effort
+	}
+	return ""
+}
+
+func (x *CreateSessionRequest) GetModelRouter() string {
+	if x != nil && x.ModelRouter != nil {
+		return *x.ModelRouter
+	}
+	return ""
 }
 
 type CreateSessionResponse struct {
@@ -4118,7 +4144,7 @@ const file_svc_app_v1_session_proto_rawDesc = "" +
 	"\x04mode\x18\x05 \x01(\rH\x00R\x04mode\x88\x01\x01B\a\n" +
 	"\x05_mode\"O\n" +
 	"\x14ListSessionsResponse\x127\n" +
-	"\bsessions\x18\x01 \x03(\v2\x1b.svc.app.v1.SessionListItemR\bsessions\"\xeb\x06\n" +
+	"\bsessions\x18\x01 \x03(\v2\x1b.svc.app.v1.SessionListItemR\bsessions\"\xf1\a\n" +
 	"\x14CreateSessionRequest\x12\x1b\n" +
 	"\timage_uri\x18\x01 \x01(\tR\bimageUri\x12\x12\n" +
 	"\x04mode\x18\x02 \x01(\tR\x04mode\x12\x1b\n" +
@@ -4135,7 +4161,10 @@ const file_svc_app_v1_session_proto_rawDesc = "" +
 	"\x10oauth_credential\x18\v \x01(\v2\".svc.app.v1.OAuthCredentialBindingR\x0foauthCredential\x12&\n" +
 	"\fharness_mode\x18\f \x01(\tH\x03R\vharnessMode\x88\x01\x01\x125\n" +
 	"\x14requested_session_id\x18\r \x01(\tH\x04R\x12requestedSessionId\x88\x01\x01\x12+\n" +
-	"\x04apps\x18\x0e \x03(\v2\x17.svc.app.v1.AppEndpointR\x04apps\x1a:\n" +
+	"\x04apps\x18\x0e \x03(\v2\x17.svc.app.v1.AppEndpointR\x04apps\x12\x19\n" +
+	"\x05model\x18d \x01(\tH\x05R\x05model\x88\x01\x01\x12\x1b\n" +
+	"\x06effort\x18e \x01(\tH\x06R\x06effort\x88\x01\x01\x12&\n" +
+	"\fmodel_router\x18f \x01(\tH\aR\vmodelRouter\x88\x01\x01\x1a:\n" +
 	"\fSecretsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a=\n" +
@@ -4148,7 +4177,10 @@ const file_svc_app_v1_session_proto_rawDesc = "" +
 	"\n" +
 	"\b_harnessB\x0f\n" +
 	"\r_harness_modeB\x17\n" +
-	"\x15_requested_session_id\"\x87\x01\n" +
+	"\x15_requested_session_idB\b\n" +
+	"\x06_modelB\t\n" +
+	"\a_effortB\x0f\n" +
+	"\r_model_router\"\x87\x01\n" +
 	"\x15CreateSessionResponse\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x16\n" +
