@@ -185,13 +185,13 @@ func TestTaskRunsInASessionOfItsProfile(t *testing.T) {
 	s := newSandboxStack(t, 1, nil)
 	ctx := context.Background()
 	profiles := appv1connect.NewProfileServiceClient(httpClient, s.rpcURL(), withKey(s.admin))
-	p, err := profiles.CreateProfile(ctx, connect.NewRequest(&appv1.CreateProfileRequest{Name: "shell work", ImageId: s.sb.Image, Harness: ptr("bash")}))
+	p, err := profiles.CreateProfile(ctx, connect.NewRequest(&appv1.CreateProfileRequest{Name: "shell work", ImageId: s.sb.Image, Harness: ptr("bash"), EnvVars: map[string]string{"GREETING": "from-profile"}}))
 	if err != nil {
 		t.Fatal(err)
 	}
 	tasks := appv1connect.NewTaskServiceClient(httpClient, s.rpcURL(), withKey(s.admin))
 	created, err := tasks.CreateTask(ctx, connect.NewRequest(&appv1.CreateTaskRequest{
-		ProfileId: p.Msg.GetProfile().GetId(), Prompt: ptr("echo the task ran"),
+		ProfileId: p.Msg.GetProfile().GetId(), Prompt: ptr("echo the task ran $GREETING"),
 	}))
 	if err != nil {
 		t.Fatal(err)
@@ -202,8 +202,8 @@ func TestTaskRunsInASessionOfItsProfile(t *testing.T) {
 	}
 	sid := task.GetSessions()[0].GetSessionId()
 	events := s.waitEvent(t, sid, "turn.done", promptOf(t, s, sid))
-	if got := kindsOf(events); !strings.Contains(got, "assistant.message") {
-		t.Fatalf("the task's prompt: %s", got)
+	if got := kindsOf(events); !strings.Contains(got, "assistant.message") || !strings.Contains(events[2].Text, "the task ran from-profile") {
+		t.Fatalf("the task's prompt (with its profile's env): %+v", events)
 	}
 	// The task follows its session: the turn is done, so it waits for the user.
 	var got *appv1.Task

@@ -262,7 +262,7 @@ func errMessage(err error) string {
 type taskSessions struct{ svc *sessions.Service }
 
 func (t taskSessions) Start(ctx context.Context, spec tasks.SessionSpec) (string, error) {
-	req := &appv1.CreateSessionRequest{ImageUri: spec.Image, Mode: sessions.ModeAgent}
+	req := &appv1.CreateSessionRequest{ImageUri: spec.Image, Mode: sessions.ModeAgent, HarnessEnv: spec.Env}
 	for _, f := range []struct {
 		dst **string
 		val string

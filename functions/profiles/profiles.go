@@ -231,17 +231,18 @@ func (s *Service) DeleteProfile(ctx context.Context, req *connect.Request[appv1.
 	return connect.NewResponse(&emptypb.Empty{}), nil
 }
 
-// Snapshot returns the profile as a task's session starts from it. An unknown or malformed id is
-// not_found; an archived profile is failed_precondition, since no new work may start from it.
-func (s *Service) Snapshot(ctx context.Context, id string) (*appv1.ProfileSnapshot, error) {
+// Launch returns the profile as a task's session starts from it: its snapshot and its env vars.
+// An unknown or malformed id is not_found; an archived profile is failed_precondition, since no
+// new work may start from it.
+func (s *Service) Launch(ctx context.Context, id string) (*appv1.ProfileSnapshot, map[string]string, error) {
 	rec, err := s.read(ctx, nil, id)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if rec.Archived {
-		return nil, apierr.FailedPrecondition("profile %s is archived", id)
+		return nil, nil, apierr.FailedPrecondition("profile %s is archived", id)
 	}
-	return rec.snapshot(), nil
+	return rec.snapshot(), rec.EnvVars, nil
 }
 
 // mayChange says whether the caller may update or delete rec: profiles are shared for reading,

@@ -2,6 +2,7 @@ package profiles
 
 import (
 	"context"
+	"maps"
 	"slices"
 	"sync"
 	"testing"
@@ -504,7 +505,7 @@ func TestDiscoverProfileReposReportsConfiguredRemotes(t *testing.T) {
 	wantProto(t, "discovered", resp.Msg, want)
 }
 
-func TestSnapshot(t *testing.T) {
+func TestLaunch(t *testing.T) {
 	f := newFixture(t, defaultLimits())
 	ctx := as(t, alice)
 	live := f.create(t, ctx, named("Live"))
@@ -525,7 +526,7 @@ func TestSnapshot(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := f.svc.Snapshot(t.Context(), tc.id)
+			got, env, err := f.svc.Launch(t.Context(), tc.id)
 			if tc.want != 0 {
 				testenv.WantCode(t, err, tc.want)
 				return
@@ -534,6 +535,9 @@ func TestSnapshot(t *testing.T) {
 				t.Fatal(err)
 			}
 			in := validRequest()
+			if !maps.Equal(env, in.GetEnvVars()) {
+				t.Fatalf("env vars %v, want %v", env, in.GetEnvVars())
+			}
 			wantProto(t, "snapshot", got, &appv1.ProfileSnapshot{
 				Id: live.GetId(), Name: "Live", ImageId: in.GetImageId(), Harness: in.Harness, Model: in.Model,
 				Effort: in.Effort, ModelRouter: in.ModelRouter, UpdatedAt: clock.Format(t0),

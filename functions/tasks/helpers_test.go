@@ -32,18 +32,18 @@ const (
 	profArchived = "prof_archived"
 )
 
-// fakeProfiles answers Snapshot the way ProfileService does.
+// fakeProfiles answers Launch the way ProfileService does.
 type fakeProfiles map[string]*appv1.ProfileSnapshot
 
-func (f fakeProfiles) Snapshot(_ context.Context, id string) (*appv1.ProfileSnapshot, error) {
+func (f fakeProfiles) Launch(_ context.Context, id string) (*appv1.ProfileSnapshot, map[string]string, error) {
 	p, ok := f[id]
 	switch {
 	case !ok:
-		return nil, apierr.NotFound("profile", id)
+		return nil, nil, apierr.NotFound("profile", id)
 	case id == profArchived:
-		return nil, apierr.FailedPrecondition("profile %s is archived", id)
+		return nil, nil, apierr.FailedPrecondition("profile %s is archived", id)
 	}
-	return p, nil
+	return p, nil, nil
 }
 
 var profiles = fakeProfiles{

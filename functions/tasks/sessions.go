@@ -25,6 +25,8 @@ type Sessions interface {
 type SessionSpec struct {
 	Image, Harness, HarnessMode, Prompt string
 	Model, Effort, ModelRouter          string
+	// Env is the profile's env vars, the session's harness_env.
+	Env map[string]string
 }
 
 // SessionState is a session as a task follows it.

@@ -56,8 +56,9 @@ const (
 
 // Profiles is what tasks need of ProfileService; the api package wires the real one in.
 type Profiles interface {
-	// Snapshot returns apierr NotFound for an unknown profile and FailedPrecondition for an archived one.
-	Snapshot(ctx context.Context, id string) (*appv1.ProfileSnapshot, error)
+	// Launch returns the profile's snapshot and env vars, apierr NotFound for an unknown profile
+	// and FailedPrecondition for an archived one.
+	Launch(ctx context.Context, id string) (*appv1.ProfileSnapshot, map[string]string, error)
 }
 
 // Service implements TaskService. A task is its creator's: other non-admins get not_found for
@@ -92,7 +93,7 @@ func (s *Service) CreateTask(ctx context.Context, req *connect.Request[appv1.Cre
 	if err != nil {
 		return nil, err
 	}
-	profile, err := s.profiles.Snapshot(ctx, in.ProfileID)
+	profile, profileEnv, err := s.profiles.Launch(ctx, in.ProfileID)
 	if err != nil {
 		return nil, err
 	}
@@ -110,7 +111,7 @@ func (s *Service) CreateTask(ctx context.Context, req *connect.Request[appv1.Cre
 		}
 		sid, err := s.sessions.Start(ctx, SessionSpec{
 			Image: profile.GetImageId(), Harness: base.Harness, HarnessMode: in.HarnessMode, Prompt: prompt,
-			Model: base.Model, Effort: base.Effort, ModelRouter: base.ModelRouter,
+			Model: base.Model, Effort: base.Effort, ModelRouter: base.ModelRouter, Env: profileEnv,
 		})
 		if err != nil {
 			return nil, fmt.Errorf("start the task's session: %w", err)
