@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"regexp"
 	"slices"
 	"strings"
@@ -51,12 +52,63 @@ const (
 // so an agent session works offline.
 const DefaultHarness = "bash"
 
-// harnessEntry is the catalog entry of harness, nil for none.
-func (s *Service) harnessEntry(ctx context.Context, harness string) (*catalog.Entry, error) {
-	if harness == "" || s.d.Harnesses == nil {
-		return nil, nil
+// agentChoice is what CreateSession makes of a request's harness fields.
+type agentChoice struct {
+	harness string
+	router  *config.ModelRouter
+	env     map[string]string // the router's variables for the harness
+}
+
+// chooseAgent checks the harness fields of m against the harness's descriptor, reporting bad
+// ones in v. A router the harness speaks no protocol of is failed_precondition, for the
+// caller to answer once the request is otherwise valid.
+func (s *Service) chooseAgent(ctx context.Context, m *appv1.CreateSessionRequest, v *apierr.Violations) (agentChoice, error) {
+	c := agentChoice{harness: m.GetHarness()}
+	if c.harness == "" && (m.GetMode() == ModeAgent || m.Prompt != nil) {
+		c.harness = DefaultHarness
 	}
-	return s.d.Harnesses.Get(ctx, harness)
+	if c.harness == "" {
+		if m.HarnessMode != nil {
+			v.Add("harness_mode", "needs a harness")
+		}
+		if m.Model != nil || m.Effort != nil || m.ModelRouter != nil {
+			v.Add("model", "model, effort and model_router need a harness")
+		}
+		return c, nil
+	}
+	if m.GetMode() == ModeSandbox {
+		v.Add("mode", "a sandbox session runs no harness: use mode agent, or leave mode empty")
+	}
+	if s.d.Harnesses == nil {
+		v.Add("harness", "this deployment has no harness catalog")
+		return c, nil
+	}
+	e, err := s.d.Harnesses.Get(ctx, c.harness)
+	if err != nil {
+		v.Addf("harness", "no harness %q: see ListHarnesses", c.harness)
+		return c, nil
+	}
+	d := e.Descriptor
+	if hm := m.GetHarnessMode(); hm != "" && !slices.ContainsFunc(d.Modes, func(x abi.Mode) bool { return x.ID == hm }) {
+		v.Addf("harness_mode", "harness %s has no mode %q", c.harness, hm)
+	}
+	if ef := m.GetEffort(); ef != "" && !slices.ContainsFunc(d.Effort, func(o abi.Option) bool { return o.ID == ef }) {
+		v.Addf("effort", "harness %s has no effort level %q", c.harness, ef)
+	}
+	name := m.GetModelRouter()
+	if name == "" {
+		return c, nil
+	}
+	if c.router = s.router(name); c.router == nil {
+		v.Addf("model_router", "no model router %q: see ListModelRouters", name)
+		return c, nil
+	}
+	proto := commonProtocol(d.RouterProtocols, c.router.Protocols)
+	if proto == "" {
+		return c, apierr.FailedPrecondition("harness %s speaks none of model router %s's protocols (%s)", c.harness, name, strings.Join(c.router.Protocols, ", "))
+	}
+	c.env = routerEnv(c.router, proto, cmp.Or(m.GetModel(), c.router.DefaultModel))
+	return c, nil
 }
 
 // router is the configured model router called name, or nil.
@@ -95,24 +147,6 @@ func routerEnv(r *config.ModelRouter, protocol, model string) map[string]string 
 	return env
 }
 
-func hasOption(opts []abi.Option, id string) bool {
-	for _, o := range opts {
-		if o.ID == id {
-			return true
-		}
-	}
-	return false
-}
-
-func hasMode(modes []abi.Mode, id string) bool {
-	for _, m := range modes {
-		if m.ID == id {
-			return true
-		}
-	}
-	return false
-}
-
 // Kind is what CreateSessionResponse.kind says: the sandbox technology a session runs on.
 const Kind = "runc"
 
@@ -133,8 +167,8 @@ type Deps struct {
 	Routers []config.ModelRouter
 }
 
-// Service implements SessionService. Prompt and harness methods answer unimplemented until the
-// harness work lands.
+// Service implements SessionService. CompleteToolCall, EnsureBrowser and EnsureIde answer
+// unimplemented until later work builds them.
 type Service struct {
 	appv1connect.UnimplementedSessionServiceHandler
 	d      Deps
@@ -195,53 +229,19 @@ func (s *Service) CreateSession(ctx context.Context, req *connect.Request[appv1.
 	if m.GetOauthCredential() != nil {
 		return nil, connect.NewError(connect.CodeUnimplemented, errors.New("oauth_credential is not available yet: create the session without it"))
 	}
-	harness := m.GetHarness()
-	if harness == "" && (mode == ModeAgent || m.Prompt != nil) {
-		harness = DefaultHarness
-	}
-	if harness != "" {
-		if m.GetMode() == ModeSandbox {
-			v.Add("mode", "a sandbox session runs no harness: use mode agent, or leave mode empty")
-		}
-		mode = ModeAgent
-		if s.d.Harnesses == nil {
-			v.Add("harness", "this deployment has no harness catalog")
-		} else if e, err := s.d.Harnesses.Get(ctx, harness); err != nil {
-			v.Addf("harness", "no harness %q: see ListHarnesses", harness)
-		} else if hm := m.GetHarnessMode(); hm != "" && !hasMode(e.Descriptor.Modes, hm) {
-			v.Addf("harness_mode", "harness %s has no mode %q", harness, hm)
-		}
-	} else if m.HarnessMode != nil {
-		v.Add("harness_mode", "needs a harness")
-	}
 	if m.Prompt != nil && m.GetPrompt() == "" {
 		v.Add("prompt", "is empty")
 	}
-	var router *config.ModelRouter
-	if (m.Model != nil || m.Effort != nil || m.ModelRouter != nil) && harness == "" {
-		v.Add("model", "model, effort and model_router need a harness")
+	agent, agentErr := s.chooseAgent(ctx, m, &v)
+	if agent.harness != "" {
+		mode = ModeAgent
 	}
-	if e, err := s.harnessEntry(ctx, harness); err == nil && e != nil {
-		if ef := m.GetEffort(); ef != "" && !hasOption(e.Descriptor.Effort, ef) {
-			v.Addf("effort", "harness %s has no effort level %q", harness, ef)
-		}
-		if name := m.GetModelRouter(); name != "" {
-			if router = s.router(name); router == nil {
-				v.Addf("model_router", "no model router %q: see ListModelRouters", name)
-			} else if proto := commonProtocol(e.Descriptor.RouterProtocols, router.Protocols); proto == "" {
-				if err := v.Err(); err != nil {
-					return nil, err
-				}
-				return nil, apierr.FailedPrecondition("harness %s speaks none of model router %s's protocols (%s)", harness, name, strings.Join(router.Protocols, ", "))
-			} else {
-				for k, val := range routerEnv(router, proto, cmp.Or(m.GetModel(), router.DefaultModel)) {
-					env[k] = val
-				}
-			}
-		}
-	}
+	maps.Copy(env, agent.env)
 	if err := v.Err(); err != nil {
 		return nil, err
+	}
+	if agentErr != nil {
+		return nil, agentErr
 	}
 	if id == "" {
 		id = ids.New("sess")
@@ -259,11 +259,11 @@ func (s *Service) CreateSession(ctx context.Context, req *connect.Request[appv1.
 	}
 	rec := &sessions.Record{
 		ID: id, Owner: caller.UserID, Status: sessions.Creating, HostID: host.ID,
-		ImageURI: image, Mode: mode, SealedEnv: sealed, Harness: harness, HarnessMode: m.GetHarnessMode(),
+		ImageURI: image, Mode: mode, SealedEnv: sealed, Harness: agent.harness, HarnessMode: m.GetHarnessMode(),
 		Model: m.GetModel(), Effort: m.GetEffort(), ModelRouter: m.GetModelRouter(),
 	}
-	if router != nil && rec.Model == "" {
-		rec.Model = router.DefaultModel
+	if agent.router != nil && rec.Model == "" {
+		rec.Model = agent.router.DefaultModel
 	}
 	if err := s.store.Create(ctx, rec); sessions.IsAlreadyExists(err) {
 		return s.existing(ctx, id, caller)
