@@ -21,7 +21,8 @@ import (
 
 var (
 	envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
-	execID  = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$`)
+	// clientID is an id a client chooses to make a call idempotent: an exec_id or a prompt_id.
+	clientID = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$`)
 )
 
 // Exec runs a command through the sandbox's supervisor and streams started, output and exit.
@@ -32,7 +33,7 @@ func (h *Host) Exec(ctx context.Context, req *connect.Request[appv1.ExecRequest]
 	if err != nil {
 		return err
 	}
-	if m.ExecId != nil && !execID.MatchString(m.GetExecId()) {
+	if m.ExecId != nil && !clientID.MatchString(m.GetExecId()) {
 		return apierr.InvalidArgument("exec_id", "must be 1 to 128 letters, digits, '_', '.' or '-', starting with a letter or digit")
 	}
 	attach := m.StdoutOffset != nil || m.StderrOffset != nil || (m.ExecId != nil && m.Command == nil && len(m.Argv) == 0)

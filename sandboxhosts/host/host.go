@@ -254,7 +254,7 @@ func (h *Host) Run(ctx context.Context) {
 	var wg sync.WaitGroup
 	wg.Go(func() {
 		every(ctx, h.opts.Config.HeartbeatInterval, func() {
-			if err := h.fleet.Heartbeat(ctx, h.id, h.count()); err != nil && ctx.Err() == nil {
+			if err := h.fleet.Heartbeat(ctx, h.id, h.Sandboxes()); err != nil && ctx.Err() == nil {
 				h.log.Error("heartbeat", "err", err)
 			}
 		})
@@ -340,10 +340,8 @@ func (h *Host) Discard(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// Sandboxes counts the sandboxes this host holds.
-func (h *Host) Sandboxes() int { return h.count() }
-
-func (h *Host) count() int {
+// Sandboxes counts the sandboxes this host holds for sessions (warm ones not included).
+func (h *Host) Sandboxes() int {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return len(h.boxes)

@@ -8,7 +8,6 @@ import (
 	"maps"
 	"os"
 	"path"
-	"regexp"
 	"slices"
 	"sync"
 	"unicode/utf8"
@@ -23,8 +22,6 @@ import (
 	"github.com/hangar-dev/hangar/sandboxhosts/sessions"
 	"github.com/hangar-dev/hangar/sandboxhosts/supervisor"
 )
-
-var promptID = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$`)
 
 // agent is the prompt side of an agent session's box: its harness and the turn in progress.
 type agent struct {
@@ -93,7 +90,7 @@ func (h *Host) SendPrompt(ctx context.Context, req *connect.Request[appv1.SendPr
 	if len(m.GetText()) > h.opts.Limits.MaxPromptBytes {
 		v.Addf("text", "at most %d bytes", h.opts.Limits.MaxPromptBytes)
 	}
-	if m.GetPromptId() != "" && !promptID.MatchString(m.GetPromptId()) {
+	if m.GetPromptId() != "" && !clientID.MatchString(m.GetPromptId()) {
 		v.Add("prompt_id", "must be 1 to 128 letters, digits, '_', '.' or '-', starting with a letter or digit")
 	}
 	if err := v.Err(); err != nil {
