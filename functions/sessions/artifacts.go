@@ -4,17 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 
 	"connectrpc.com/connect"
 
 	"github.com/hangar-dev/hangar/functions/platform/apierr"
+	"github.com/hangar-dev/hangar/functions/platform/filestream"
 	appv1 "github.com/hangar-dev/hangar/gen/svc/app/v1"
 	"github.com/hangar-dev/hangar/sandboxhosts/sessions"
 )
-
-// artifactChunk is the size of GetArtifact's chunk frames.
-const artifactChunk = 256 << 10
 
 // GetArtifact streams a published artifact from the blob store: its metadata, then its bytes.
 // It needs no sandbox, so artifacts outlive evictions and hosts.
@@ -40,19 +37,11 @@ func (s *Service) GetArtifact(ctx context.Context, req *connect.Request[appv1.Ge
 	}}}); err != nil {
 		return err
 	}
-	buf := make([]byte, artifactChunk)
-	for {
-		n, err := io.ReadFull(r, buf)
-		if n > 0 {
-			if err := out.Send(&appv1.GetArtifactResponse{Msg: &appv1.GetArtifactResponse_Chunk{Chunk: buf[:n]}}); err != nil {
-				return err
-			}
-		}
-		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
-			return nil
-		}
-		if err != nil {
-			return fmt.Errorf("read artifact %s: %w", a.ID, err)
-		}
+	err = filestream.Send(r, func(p []byte) error {
+		return out.Send(&appv1.GetArtifactResponse{Msg: &appv1.GetArtifactResponse_Chunk{Chunk: p}})
+	})
+	if err != nil {
+		return fmt.Errorf("send artifact %s: %w", a.ID, err)
 	}
+	return nil
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/hangar-dev/hangar/functions/platform/apierr"
 	"github.com/hangar-dev/hangar/functions/platform/clock"
+	"github.com/hangar-dev/hangar/functions/platform/filestream"
 	hostv1 "github.com/hangar-dev/hangar/gen/host/v1"
 	"github.com/hangar-dev/hangar/gen/host/v1/hostv1connect"
 	appv1 "github.com/hangar-dev/hangar/gen/svc/app/v1"
@@ -44,15 +45,9 @@ func (s *Service) ReadFile(ctx context.Context, req *connect.Request[appv1.ReadF
 // WriteFile streams a file into the sandbox: the metadata frame names the session, the chunks
 // follow, and the host verifies size and sha256 before the file appears.
 func (s *Service) WriteFile(ctx context.Context, in *connect.ClientStream[appv1.WriteFileRequest]) (*connect.Response[appv1.WriteFileResponse], error) {
-	if !in.Receive() {
-		if err := in.Err(); err != nil {
-			return nil, err
-		}
-		return nil, apierr.InvalidArgument("metadata", "the first frame must be the file's metadata")
-	}
-	meta := in.Msg().GetMetadata()
-	if meta == nil {
-		return nil, apierr.InvalidArgument("metadata", "the first frame must be the file's metadata")
+	meta, err := filestream.Metadata(in)
+	if err != nil {
+		return nil, err
 	}
 	client, err := s.liveHost(ctx, meta.GetSessionId())
 	if err != nil {

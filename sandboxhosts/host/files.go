@@ -20,6 +20,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/hangar-dev/hangar/functions/platform/apierr"
+	"github.com/hangar-dev/hangar/functions/platform/filestream"
 	"github.com/hangar-dev/hangar/functions/platform/ids"
 	appv1 "github.com/hangar-dev/hangar/gen/svc/app/v1"
 	"github.com/hangar-dev/hangar/sandboxhosts/eventlog"
@@ -27,24 +28,14 @@ import (
 	"github.com/hangar-dev/hangar/sandboxhosts/sessions"
 )
 
-// chunkSize is how many bytes a ReadFile or GetArtifact frame carries: large enough that framing
-// costs nothing, small enough that a stream stays responsive.
-const chunkSize = 512 << 10
-
 var sha256Hex = regexp.MustCompile(`^[0-9a-f]{64}$`)
 
 // WriteFile writes a file into the sandbox: the metadata frame first, then chunks. The bytes go
 // to a temporary file that replaces the target only once its size and sha256 match.
 func (h *Host) WriteFile(ctx context.Context, in *connect.ClientStream[appv1.WriteFileRequest]) (*connect.Response[appv1.WriteFileResponse], error) {
-	if !in.Receive() {
-		if err := in.Err(); err != nil {
-			return nil, err
-		}
-		return nil, apierr.InvalidArgument("metadata", "the first frame must be the file's metadata")
-	}
-	meta := in.Msg().GetMetadata()
-	if meta == nil {
-		return nil, apierr.InvalidArgument("metadata", "the first frame must be the file's metadata")
+	meta, err := filestream.Metadata(in)
+	if err != nil {
+		return nil, err
 	}
 	b, err := h.live(meta.GetSessionId())
 	if err != nil {
@@ -153,7 +144,7 @@ func (h *Host) ReadFile(ctx context.Context, req *connect.Request[appv1.ReadFile
 	if err != nil {
 		return err
 	}
-	return sendChunks(io.NewSectionReader(f, 0, size), func(p []byte) error {
+	return filestream.Send(io.NewSectionReader(f, 0, size), func(p []byte) error {
 		return out.Send(&appv1.ReadFileResponse{Frame: &appv1.ReadFileResponse_Chunk{Chunk: p}})
 	})
 }
@@ -184,25 +175,6 @@ func (h *Host) openRegular(b *box, p string) (*os.File, int64, string, error) {
 		return nil, 0, "", fmt.Errorf("read %s: %w", p, err)
 	}
 	return f, fi.Size(), hex.EncodeToString(hash.Sum(nil)), nil
-}
-
-// sendChunks reads r to its end in chunkSize pieces.
-func sendChunks(r io.Reader, send func([]byte) error) error {
-	buf := make([]byte, chunkSize)
-	for {
-		n, err := io.ReadFull(r, buf)
-		if n > 0 {
-			if serr := send(buf[:n]); serr != nil {
-				return serr
-			}
-		}
-		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-	}
 }
 
 func kind(m fs.FileMode) string {
