@@ -24,7 +24,6 @@ import (
 	"github.com/hangar-dev/hangar/functions/platform/config"
 	appv1 "github.com/hangar-dev/hangar/gen/svc/app/v1"
 	"github.com/hangar-dev/hangar/gen/svc/app/v1/appv1connect"
-	"github.com/hangar-dev/hangar/harnesses/builtin"
 	"github.com/hangar-dev/hangar/internal/testenv"
 	"github.com/hangar-dev/hangar/sandboxhosts/eventlog"
 	"github.com/hangar-dev/hangar/sandboxhosts/images"
@@ -536,9 +535,7 @@ func productionPace(sb *testenv.Sandboxes) {
 // parse, and the log on top of running `echo hi` in the sandbox. Its baseline is Exec of the same
 // command through the API, output included.
 func BenchmarkSessionPromptFirstEvent(b *testing.B) {
-	if len(builtin.Modules()) == 0 {
-		b.Skip("no built-in harness plugins embedded: run `make plugins` first (make bench does)")
-	}
+	testenv.RequirePlugins(b)
 	s := newSandboxStack(b, 1, productionPace)
 	id := s.create(b, &appv1.CreateSessionRequest{Mode: "agent"})
 	ctx, cancel := context.WithCancel(context.Background())

@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"context"
-	"os"
 	"testing"
 
 	"connectrpc.com/connect"
@@ -10,30 +9,14 @@ import (
 
 	appv1 "github.com/hangar-dev/hangar/gen/svc/app/v1"
 	"github.com/hangar-dev/hangar/gen/svc/app/v1/appv1connect"
-	"github.com/hangar-dev/hangar/harnesses/builtin"
 	"github.com/hangar-dev/hangar/harnesses/oci"
 	"github.com/hangar-dev/hangar/internal/testenv"
 	"github.com/hangar-dev/hangar/sandboxhosts/images"
 	"github.com/hangar-dev/hangar/sandboxhosts/images/imagestest"
 )
 
-// builtins returns the embedded plugins, which `make plugins` builds.
-func builtins(t *testing.T) map[string]builtin.Module {
-	t.Helper()
-	mods := builtin.Modules()
-	if len(mods) > 0 {
-		return mods
-	}
-	msg := "no built-in harness plugins are embedded: run the tests with `make test` (or `make plugins` first)"
-	if os.Getenv("CI") == "true" {
-		t.Fatal(msg)
-	}
-	t.Skip(msg)
-	return nil
-}
-
 func TestHarnessCatalogRegistersListsAndDeletes(t *testing.T) {
-	mods := builtins(t)
+	mods := testenv.RequirePlugins(t)
 	s := newSessionsStack(t)
 	ctx := context.Background()
 	svc := appv1connect.NewHarnessCatalogServiceClient(httpClient, s.rpcURL(), withKey(s.admin))

@@ -57,7 +57,7 @@ func kindsOf(events []promptEvent) string {
 }
 
 func TestAgentSessionRunsPromptsThroughTheBashHarness(t *testing.T) {
-	builtins(t)
+	testenv.RequirePlugins(t)
 	s := newSandboxStack(t, 1, nil)
 	ctx := context.Background()
 	id := s.create(t, &appv1.CreateSessionRequest{Mode: "agent", Prompt: ptr("echo hello; echo world"), PromptId: ptr("p1")})
@@ -145,7 +145,7 @@ func TestAgentSessionRunsPromptsThroughTheBashHarness(t *testing.T) {
 }
 
 func TestPromptQueueCarriesOnAfterEviction(t *testing.T) {
-	builtins(t)
+	testenv.RequirePlugins(t)
 	s := newSandboxStack(t, 1, nil)
 	ctx := context.Background()
 	id := s.create(t, &appv1.CreateSessionRequest{Mode: "agent", Prompt: ptr("echo kept > /root/f; sleep 30"), PromptId: ptr("long")})
@@ -181,7 +181,7 @@ func TestPromptQueueCarriesOnAfterEviction(t *testing.T) {
 }
 
 func TestTaskRunsInASessionOfItsProfile(t *testing.T) {
-	builtins(t)
+	testenv.RequirePlugins(t)
 	s := newSandboxStack(t, 1, nil)
 	ctx := context.Background()
 	profiles := appv1connect.NewProfileServiceClient(httpClient, s.rpcURL(), withKey(s.admin))
@@ -260,7 +260,7 @@ func promptOf(t *testing.T, s *sandboxStack, session string) string {
 }
 
 func TestAgentSessionsReachModelsThroughRouters(t *testing.T) {
-	builtins(t)
+	testenv.RequirePlugins(t)
 	s := newSandboxStack(t, 1, func(sb *testenv.Sandboxes) {
 		sb.Config.ModelRouters = []config.ModelRouter{{
 			ID: "lab", Label: "Lab", BaseURL: "http://127.0.0.1:9/v1", Protocols: []string{"anthropic"}, DefaultModel: "claude-test",

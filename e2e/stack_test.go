@@ -14,7 +14,6 @@ import (
 	"github.com/hangar-dev/hangar/functions/api"
 	"github.com/hangar-dev/hangar/functions/platform/auth"
 	"github.com/hangar-dev/hangar/functions/platform/config"
-	"github.com/hangar-dev/hangar/functions/platform/seal"
 	"github.com/hangar-dev/hangar/internal/testenv"
 )
 
@@ -42,14 +41,7 @@ func newSessionsStack(t testing.TB) *stack {
 // serveSessions is newSessionsStack over db.
 func serveSessions(t testing.TB, db *firestore.Client) *stack {
 	t.Helper()
-	ks, err := seal.NewKeysetJSON()
-	if err != nil {
-		t.Fatal(err)
-	}
-	sealer, err := seal.FromKeysetJSON(ks)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, sealer := testenv.Keyset(t)
 	b := memblob.OpenBucket(nil)
 	t.Cleanup(func() { _ = b.Close() })
 	return serve(t, api.New(api.Deps{DB: db, Config: config.Default(), Bucket: b, Sealer: sealer}))

@@ -1,9 +1,7 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -11,8 +9,6 @@ import (
 	"time"
 
 	"github.com/hangar-dev/hangar/functions/api"
-	"github.com/hangar-dev/hangar/functions/platform/auth"
-	"github.com/hangar-dev/hangar/harnesses/builtin"
 	"github.com/hangar-dev/hangar/internal/testenv"
 )
 
@@ -22,25 +18,7 @@ func TestSessionsCommandsOnARealHost(t *testing.T) {
 	db, _ := testenv.Firestore(t)
 	sb := testenv.NewSandboxes(t, db)
 	sb.StartHost(t, "cli-host")
-	a := api.New(api.Deps{DB: db, Config: sb.Config, Bucket: sb.Bucket, Sealer: sb.Sealer, DefaultImage: sb.Image})
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := api.NewServer(a.Handler())
-	go func() { _ = srv.Serve(ln) }()
-	t.Cleanup(func() { _ = srv.Close() })
-	ctx := context.Background()
-	u, err := a.Users().EnsureHuman(ctx, "cli@example.com", "", time.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, key, err := a.Keys().Create(ctx, auth.NewKeyInput{Name: "cli", Kind: auth.KindPersonal, UserID: u.ID}, time.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Setenv("HANGAR_URL", "http://"+ln.Addr().String())
-	t.Setenv("HANGAR_API_KEY", key)
+	serveCLI(t, api.Deps{DB: db, Config: sb.Config, Bucket: sb.Bucket, Sealer: sb.Sealer, DefaultImage: sb.Image}, "cli@example.com")
 	run := func(args ...string) result { return runHangar(t, "", append([]string{"sessions"}, args...)...) }
 	must := func(args ...string) string {
 		t.Helper()
@@ -108,9 +86,7 @@ func TestSessionsCommandsOnARealHost(t *testing.T) {
 		t.Fatalf("get after delete succeeded: %q", r.out)
 	}
 
-	if len(builtin.Modules()) == 0 {
-		return // the agent half needs `make plugins`; make test builds them
-	}
+	testenv.RequirePlugins(t)
 	var agent struct {
 		SessionID string `json:"session_id"`
 	}

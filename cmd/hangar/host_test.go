@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -16,9 +15,7 @@ import (
 	"connectrpc.com/connect"
 
 	"github.com/hangar-dev/hangar/functions/api"
-	"github.com/hangar-dev/hangar/functions/platform/auth"
 	"github.com/hangar-dev/hangar/functions/platform/bucket"
-	"github.com/hangar-dev/hangar/functions/platform/seal"
 	appv1 "github.com/hangar-dev/hangar/gen/svc/app/v1"
 	"github.com/hangar-dev/hangar/gen/svc/app/v1/appv1connect"
 	"github.com/hangar-dev/hangar/internal/testenv"
@@ -94,13 +91,8 @@ func TestKilledHostProcessLeavesSessionsRecoverable(t *testing.T) {
 	if sb.Bucket, err = bucket.Open(ctx, "file://"+blobDir); err != nil {
 		t.Fatal(err)
 	}
-	ks, err := seal.NewKeysetJSON()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if sb.Sealer, err = seal.FromKeysetJSON(ks); err != nil {
-		t.Fatal(err)
-	}
+	ks, sealer := testenv.Keyset(t)
+	sb.Sealer = sealer
 	env := []string{
 		"HANGAR_PROJECT=" + project, "HANGAR_BLOB_URL=file://" + blobDir, "HANGAR_SEAL_KEYSET=" + string(ks),
 		"HANGAR_HOST_TOKEN=" + sb.Config.HostToken, "HANGAR_HEARTBEAT_INTERVAL=200ms", "HANGAR_HOST_TIMEOUT=2s",
@@ -113,23 +105,8 @@ func TestKilledHostProcessLeavesSessionsRecoverable(t *testing.T) {
 	t.Cleanup(func() { _ = os.RemoveAll(hostDir) })
 	proc := startHostProcess(t, bin, "proc-host", hostDir, env, f)
 
-	a := api.New(api.Deps{DB: db, Config: sb.Config, Bucket: sb.Bucket, Sealer: sb.Sealer, DefaultImage: sb.Image})
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := api.NewServer(a.Handler())
-	go func() { _ = srv.Serve(ln) }()
-	t.Cleanup(func() { _ = srv.Close() })
-	u, err := a.Users().EnsureHuman(ctx, "ops@example.com", "", time.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, key, err := a.Keys().Create(ctx, auth.NewKeyInput{Name: "ops", Kind: auth.KindPersonal, UserID: u.ID}, time.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
-	svc := appv1connect.NewSessionServiceClient(http.DefaultClient, "http://"+ln.Addr().String()+api.RPCPrefix, connect.WithInterceptors(apiKeyInterceptor(key)))
+	url, key := serveAPI(t, api.Deps{DB: db, Config: sb.Config, Bucket: sb.Bucket, Sealer: sb.Sealer, DefaultImage: sb.Image}, "ops@example.com")
+	svc := appv1connect.NewSessionServiceClient(http.DefaultClient, url+api.RPCPrefix, connect.WithInterceptors(apiKeyInterceptor(key)))
 
 	created, err := svc.CreateSession(ctx, connect.NewRequest(&appv1.CreateSessionRequest{Secrets: map[string]string{"KEEP": "me"}}))
 	if err != nil {

@@ -50,6 +50,36 @@ func RequireSandboxes(t testing.TB) {
 // wasmCache keeps the plugins compiled by one test for the next: compiling one costs seconds.
 var wasmCache = filepath.Join(os.TempDir(), "hangar-test-wasm-cache")
 
+// Keyset is a fresh seal keyset (as HANGAR_SEAL_KEYSET holds it) and its sealer.
+func Keyset(t testing.TB) ([]byte, *seal.Sealer) {
+	t.Helper()
+	ks, err := seal.NewKeysetJSON()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sealer, err := seal.FromKeysetJSON(ks)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ks, sealer
+}
+
+// RequirePlugins returns the embedded built-in harness plugins, which `make plugins` builds;
+// without them a test fails under CI and skips elsewhere.
+func RequirePlugins(t testing.TB) map[string]builtin.Module {
+	t.Helper()
+	mods := builtin.Modules()
+	if len(mods) > 0 {
+		return mods
+	}
+	msg := "no built-in harness plugins are embedded: run the tests with `make test` (or `make plugins` first)"
+	if os.Getenv("CI") == "true" {
+		t.Fatal(msg)
+	}
+	t.Skip(msg)
+	return nil
+}
+
 // Sandboxes is what sessions run on in a test: a blob bucket, a sealer, a registry holding a
 // busybox image, and a way to start hosts over one Firestore project.
 type Sandboxes struct {
@@ -66,14 +96,7 @@ type Sandboxes struct {
 func NewSandboxes(t testing.TB, db *firestore.Client) *Sandboxes {
 	t.Helper()
 	RequireSandboxes(t)
-	ks, err := seal.NewKeysetJSON()
-	if err != nil {
-		t.Fatal(err)
-	}
-	sealer, err := seal.FromKeysetJSON(ks)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, sealer := Keyset(t)
 	b := memblob.OpenBucket(nil)
 	t.Cleanup(func() { _ = b.Close() })
 	img, err := images.Busybox(map[string]images.File{
