@@ -18,7 +18,6 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
-	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"golang.org/x/sys/unix"
 
 	"github.com/hangar-dev/hangar/functions/platform/config"
@@ -27,6 +26,7 @@ import (
 	"github.com/hangar-dev/hangar/internal/testenv"
 	"github.com/hangar-dev/hangar/sandboxhosts/eventlog"
 	"github.com/hangar-dev/hangar/sandboxhosts/images"
+	"github.com/hangar-dev/hangar/sandboxhosts/runtime/runtimetest"
 )
 
 // Session benchmarks, each paired with the bare operation it competes with, measured in the same
@@ -122,7 +122,7 @@ func deleteSession(b *testing.B, s *sandboxStack, id string) {
 // BenchmarkRawRuncRun runs `echo hi` as a container's init and stops the clock at its output, as
 // BenchmarkSessionCreateToFirstExec does; runc's teardown after that is not timed either.
 func BenchmarkRawRuncRun(b *testing.B) {
-	bundle := runcBundle(b, imageRootfs(b), "/bin/echo", "hi")
+	bundle := runtimetest.Bundle(b, imageRootfs(b), "/bin/echo", "hi")
 	root := b.TempDir()
 	prefix := containerPrefix()
 	first := make([]byte, 64)
@@ -175,7 +175,7 @@ func BenchmarkSessionExecTrue(b *testing.B) {
 
 // BenchmarkRawRuncExec is `runc exec` of /bin/true into a running container of the same image.
 func BenchmarkRawRuncExec(b *testing.B) {
-	bundle := runcBundle(b, imageRootfs(b), "/bin/sleep", "1000000")
+	bundle := runtimetest.Bundle(b, imageRootfs(b), "/bin/sleep", "1000000")
 	root := b.TempDir()
 	id := containerPrefix() + "exec"
 	// A detached init is reparented when runc exits; as the subreaper, this process can reap it
@@ -242,35 +242,6 @@ func imageRootfs(b *testing.B) string {
 	return dir
 }
 
-// runcBundle is runc's own default spec (`runc spec`) over rootfs, read-only and without a
-// terminal: what runc costs with none of a sandbox's extra mounts, limits or seccomp filter.
-func runcBundle(b *testing.B, rootfs string, args ...string) string {
-	b.Helper()
-	bundle := b.TempDir()
-	if out, err := exec.Command("runc", "spec", "--bundle", bundle).CombinedOutput(); err != nil {
-		b.Fatalf("runc spec: %v: %s", err, out)
-	}
-	path := filepath.Join(bundle, "config.json")
-	raw, err := os.ReadFile(path)
-	if err != nil {
-		b.Fatal(err)
-	}
-	var spec specs.Spec
-	if err := json.Unmarshal(raw, &spec); err != nil {
-		b.Fatal(err)
-	}
-	spec.Root = &specs.Root{Path: rootfs, Readonly: true}
-	spec.Process.Terminal = false
-	spec.Process.Args = args
-	if raw, err = json.Marshal(spec); err != nil {
-		b.Fatal(err)
-	}
-	if err := os.WriteFile(path, raw, 0o600); err != nil {
-		b.Fatal(err)
-	}
-	return bundle
-}
-
 // containerPrefix starts container ids unique to this run: runc names each container's cgroups
 // after its id, and a crashed run may have left some behind.
 func containerPrefix() string {
@@ -287,27 +258,11 @@ func BenchmarkSessionWriteFile(b *testing.B) {
 	digest := sum(body)
 	b.SetBytes(benchFileBytes)
 	for b.Loop() {
-		resp, err := upload(ctx, s.svc, id, "/root/big", body, digest)
+		resp, err := upload(ctx, s.svc, id, "/root/big", body, digest, nil)
 		if err != nil || resp.GetSizeBytes() != benchFileBytes {
 			b.Fatalf("write: %v, %v", resp, err)
 		}
 	}
-}
-
-// upload is writeFile with the sha256 given rather than computed on every call.
-func upload(ctx context.Context, svc appv1connect.SessionServiceClient, session, path string, body []byte, digest string) (*appv1.WriteFileResponse, error) {
-	up := svc.WriteFile(ctx)
-	err := up.Send(&appv1.WriteFileRequest{Frame: &appv1.WriteFileRequest_Metadata{Metadata: &appv1.WriteFileMetadata{
-		SessionId: session, Path: path, SizeBytes: uint64(len(body)), Sha256: digest,
-	}}})
-	for off := 0; err == nil && off < len(body); off += 1 << 20 {
-		err = up.Send(&appv1.WriteFileRequest{Frame: &appv1.WriteFileRequest_Chunk{Chunk: body[off:min(off+1<<20, len(body))]}})
-	}
-	resp, cerr := up.CloseAndReceive()
-	if cerr != nil {
-		return nil, cerr
-	}
-	return resp.Msg, err
 }
 
 // BenchmarkSessionReadFile downloads a 64 MiB file and drops the bytes as they come, so that the
@@ -318,7 +273,7 @@ func BenchmarkSessionReadFile(b *testing.B) {
 	id := s.create(b, nil)
 	body := randomBytes(benchFileBytes)
 	digest := sum(body)
-	if _, err := upload(ctx, s.svc, id, "/root/big", body, digest); err != nil {
+	if _, err := upload(ctx, s.svc, id, "/root/big", body, digest, nil); err != nil {
 		b.Fatal(err)
 	}
 	req := &appv1.ReadFileRequest{SessionId: id, Path: "/root/big"}
@@ -476,7 +431,7 @@ func BenchmarkSessionWriteTinyFile(b *testing.B) {
 	tiny := []byte("hi\n")
 	digest := sum(tiny)
 	for i := 0; b.Loop(); i++ {
-		if _, err := upload(ctx, s.svc, id, fmt.Sprintf("/root/tiny-%d", i), tiny, digest); err != nil {
+		if _, err := upload(ctx, s.svc, id, fmt.Sprintf("/root/tiny-%d", i), tiny, digest, nil); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -490,36 +445,44 @@ func BenchmarkSessionWriteTinyFile(b *testing.B) {
 func BenchmarkSessionEventDelivery(b *testing.B) {
 	s := newSandboxStack(b, 1, productionPace)
 	id := s.create(b, nil)
+	tiny := []byte("hi\n")
+	digest := sum(tiny)
+	untilEvent(b, s, id, eventlog.KindFileWritten, "path", func(key string) string {
+		path := "/root/" + key
+		if _, err := upload(context.Background(), s.svc, id, path, tiny, digest, nil); err != nil {
+			b.Fatal(err)
+		}
+		return path
+	})
+}
+
+// untilEvent times an operation until the event it causes arrives on a StreamEvents stream
+// opened once: do runs the operation for a key and returns the value the event's payload field
+// carries. One round before the clock starts takes the stream's backlog and first listen.
+func untilEvent(b *testing.B, s *sandboxStack, session, kind, field string, do func(key string) string) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	// A client of its own: the shared one's timeout would cut a long-lived stream.
 	follower := appv1connect.NewSessionServiceClient(&http.Client{}, s.rpcURL(), withKey(s.admin))
-	stream, err := follower.StreamEvents(ctx, connect.NewRequest(&appv1.StreamEventsRequest{SessionId: id}))
+	stream, err := follower.StreamEvents(ctx, connect.NewRequest(&appv1.StreamEventsRequest{SessionId: session}))
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer stream.Close()
-	tiny := []byte("hi\n")
-	digest := sum(tiny)
-	written := func(path string) {
-		b.Helper()
-		if _, err := upload(ctx, s.svc, id, path, tiny, digest); err != nil {
-			b.Fatal(err)
-		}
+	round := func(key string) {
+		want := do(key)
 		for stream.Receive() {
-			var p struct{ Path string }
+			var p map[string]any
 			ev := stream.Msg()
-			if ev.GetKind() == eventlog.KindFileWritten && json.Unmarshal([]byte(ev.GetPayloadJson()), &p) == nil && p.Path == path {
+			if ev.GetKind() == kind && json.Unmarshal([]byte(ev.GetPayloadJson()), &p) == nil && p[field] == want {
 				return
 			}
 		}
-		b.Fatalf("event stream ended before %s was written: %v", path, stream.Err())
+		b.Fatalf("event stream ended before %s %s: %v", kind, want, stream.Err())
 	}
-	// The backlog (the session's creation) and the stream's first listen are not what is
-	// measured: one round before the clock starts takes both.
-	written("/root/warm")
+	round("warm")
 	for i := 0; b.Loop(); i++ {
-		written(fmt.Sprintf("/root/tiny-%d", i))
+		round(fmt.Sprintf("k-%d", i))
 	}
 }
 
@@ -538,35 +501,13 @@ func BenchmarkSessionPromptFirstEvent(b *testing.B) {
 	testenv.RequirePlugins(b)
 	s := newSandboxStack(b, 1, productionPace)
 	id := s.create(b, &appv1.CreateSessionRequest{Mode: "agent"})
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	follower := appv1connect.NewSessionServiceClient(&http.Client{}, s.rpcURL(), withKey(s.admin))
-	stream, err := follower.StreamEvents(ctx, connect.NewRequest(&appv1.StreamEventsRequest{SessionId: id}))
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer stream.Close()
-	answered := func(prompt string) {
-		b.Helper()
-		if _, err := s.svc.SendPrompt(ctx, connect.NewRequest(&appv1.SendPromptRequest{SessionId: id, PromptId: prompt, Text: "echo hi"})); err != nil {
+	// The first round also compiles the plugin and starts the queue's runner.
+	untilEvent(b, s, id, eventlog.KindAssistantMessage, "prompt_id", func(prompt string) string {
+		if _, err := s.svc.SendPrompt(context.Background(), connect.NewRequest(&appv1.SendPromptRequest{SessionId: id, PromptId: prompt, Text: "echo hi"})); err != nil {
 			b.Fatal(err)
 		}
-		for stream.Receive() {
-			var p struct {
-				PromptID string `json:"prompt_id"`
-			}
-			ev := stream.Msg()
-			if ev.GetKind() == eventlog.KindAssistantMessage && json.Unmarshal([]byte(ev.GetPayloadJson()), &p) == nil && p.PromptID == prompt {
-				return
-			}
-		}
-		b.Fatalf("event stream ended before %s answered: %v", prompt, stream.Err())
-	}
-	// The first prompt compiles the plugin and starts the queue's runner: not what is measured.
-	answered("warm")
-	for i := 0; b.Loop(); i++ {
-		answered(fmt.Sprintf("p-%d", i))
-	}
+		return prompt
+	})
 }
 
 // BenchmarkSessionExecEcho is Exec of `echo hi` through the API to its exit: the prompt

@@ -2,8 +2,8 @@ package runtime
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
+	"github.com/hangar-dev/hangar/sandboxhosts/runtime/runtimetest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"golang.org/x/sys/unix"
 )
 
@@ -20,34 +19,12 @@ import (
 // sandbox costs through the driver. Each reports the median of its
 // iterations as median-ms.
 
-// rawBundle writes a bundle of runc's own default spec (`runc spec`, no
-// terminal) over a plain busybox rootfs dir: no overlay, no driver.
+// rawBundle is a raw runc bundle over a plain busybox rootfs dir: no overlay, no driver.
 func rawBundle(b *testing.B, args ...string) string {
 	b.Helper()
-	bundle := b.TempDir()
-	busyboxRootfs(b, filepath.Join(bundle, "rootfs"))
-	if out, err := exec.Command("runc", "spec", "--bundle", bundle).CombinedOutput(); err != nil {
-		b.Fatalf("runc spec: %v: %s", err, out)
-	}
-	path := filepath.Join(bundle, "config.json")
-	raw, err := os.ReadFile(path)
-	if err != nil {
-		b.Fatal(err)
-	}
-	var s specs.Spec
-	if err := json.Unmarshal(raw, &s); err != nil {
-		b.Fatal(err)
-	}
-	s.Process.Terminal = false
-	s.Process.Args = args
-	raw, err = json.Marshal(s)
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := os.WriteFile(path, raw, 0o600); err != nil {
-		b.Fatal(err)
-	}
-	return bundle
+	rootfs := filepath.Join(b.TempDir(), "rootfs")
+	busyboxRootfs(b, rootfs)
+	return runtimetest.Bundle(b, rootfs, args...)
 }
 
 // timeEach runs op b.N times and reports the median duration.
