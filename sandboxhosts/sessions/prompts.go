@@ -120,43 +120,30 @@ func (s *Store) ChangeHeldPrompt(ctx context.Context, id string, held *Prompt, f
 }
 
 func (s *Store) changePrompt(ctx context.Context, id, promptID string, held *Prompt, from PromptStatus, change func(*Prompt)) (*Prompt, error) {
-	ref := s.prompts(id).Doc(promptID)
-	for attempt := 1; ; attempt++ {
-		var p Prompt
-		if attempt == 1 && held != nil && !held.Version.IsZero() {
-			p = *held
-		} else {
-			snap, err := ref.Get(ctx)
-			if status.Code(err) == codes.NotFound {
-				return nil, ErrNotFound
-			}
-			if err != nil {
-				return nil, fmt.Errorf("read prompt %s: %w", promptID, err)
-			}
-			if err := snap.DataTo(&p); err != nil {
-				return nil, fmt.Errorf("decode prompt %s: %w", promptID, err)
-			}
-			p.Version = snap.UpdateTime
-		}
+	var version time.Time
+	if held != nil {
+		version = held.Version
+	}
+	p, version, err := swap(ctx, s.prompts(id).Doc(promptID), held, version, func(p *Prompt) ([]firestore.Update, error) {
 		if p.Status != from {
-			return &p, fmt.Errorf("prompt %s is %s, not %s: %w", promptID, p.Status, from, ErrPromptMoved)
+			return nil, fmt.Errorf("prompt %s is %s, not %s: %w", promptID, p.Status, from, ErrPromptMoved)
 		}
-		change(&p)
-		wr, err := ref.Update(ctx, []firestore.Update{
+		change(p)
+		return []firestore.Update{
 			{Path: "text", Value: p.Text},
 			{Path: "status", Value: p.Status},
 			{Path: "started_at", Value: p.StartedAt},
 			{Path: "ended_at", Value: p.EndedAt},
-		}, firestore.LastUpdateTime(p.Version))
-		if err == nil {
-			p.Version = wr.UpdateTime
-			return &p, nil
-		}
-		if code := status.Code(err); (code == codes.FailedPrecondition || code == codes.Aborted) && attempt < maxMoveAttempts {
-			continue
-		}
-		return nil, fmt.Errorf("change prompt %s: %w", promptID, err)
+		}, nil
+	})
+	if errors.Is(err, ErrPromptMoved) {
+		return p, err
 	}
+	if err != nil {
+		return nil, fmt.Errorf("change prompt %s of session %s: %w", promptID, id, err)
+	}
+	p.Version = version
+	return p, nil
 }
 
 // SetHarnessResume records what the harness's last turn said to continue its conversation.

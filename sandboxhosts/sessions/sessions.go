@@ -120,75 +120,38 @@ func (s *Store) Get(ctx context.Context, id string) (*Record, error) {
 // Move changes a session's state after checking the table allows it, and lets mutate change
 // the session's placement (HostID, SandboxID, ImageDigest) in the same write; mutate may refuse
 // the move by returning an error, and changing any other field is refused. It returns the state
-// the session left and the record as written.
-//
-// A move is a compare-and-swap on the document's update time, not a transaction: one read and
-// one conditional write cost a third of a Firestore transaction (begin, read, commit) and hold
-// no lock. When another write lands in between, the move is re-read and re-checked.
+// the session left and the record as written. A move is a swap: when another write lands in
+// between, it is re-read and re-checked.
 func (s *Store) Move(ctx context.Context, id string, to Status, reason string, mutate func(*Record) error) (Status, *Record, error) {
-	for attempt := 1; ; attempt++ {
-		from, rec, err := s.moveOnce(ctx, id, to, reason, mutate)
-		var raced errRaced
-		if errors.As(err, &raced) && attempt < maxMoveAttempts {
-			continue
+	var from Status
+	r, _, err := swap(ctx, s.doc(id), nil, time.Time{}, func(r *Record) ([]firestore.Update, error) {
+		from = r.Status
+		if from != to && !CanMove(from, to) {
+			return nil, &MoveError{ID: id, From: from, To: to}
 		}
-		if err != nil {
-			return from, nil, fmt.Errorf("move session %s to %s: %w", id, to, err)
+		if mutate != nil {
+			before := *r
+			if err := mutate(r); err != nil {
+				return nil, err
+			}
+			if !onlyPlacementChanged(before, *r) {
+				return nil, errors.New("a move may change only host_id, sandbox_id and image_digest")
+			}
 		}
-		return from, rec, nil
-	}
-}
-
-// maxMoveAttempts bounds the re-reads of a contended move.
-const maxMoveAttempts = 10
-
-// errRaced is the failed precondition of a move whose record changed after it was read.
-type errRaced struct{ err error }
-
-func (e errRaced) Error() string { return e.err.Error() }
-func (e errRaced) Unwrap() error { return e.err }
-
-func (s *Store) moveOnce(ctx context.Context, id string, to Status, reason string, mutate func(*Record) error) (Status, *Record, error) {
-	snap, err := s.doc(id).Get(ctx)
-	if status.Code(err) == codes.NotFound {
-		return "", nil, ErrNotFound
-	}
+		r.Status, r.StatusReason, r.UpdatedAt = to, reason, s.now()
+		return []firestore.Update{
+			{Path: "status", Value: r.Status},
+			{Path: "status_reason", Value: r.StatusReason},
+			{Path: "updated_at", Value: r.UpdatedAt},
+			{Path: "host_id", Value: r.HostID},
+			{Path: "sandbox_id", Value: r.SandboxID},
+			{Path: "image_digest", Value: r.ImageDigest},
+		}, nil
+	})
 	if err != nil {
-		return "", nil, err
+		return from, nil, fmt.Errorf("move session %s to %s: %w", id, to, err)
 	}
-	var r Record
-	if err := snap.DataTo(&r); err != nil {
-		return "", nil, fmt.Errorf("decode: %w", err)
-	}
-	from := r.Status
-	if from != to && !CanMove(from, to) {
-		return from, nil, &MoveError{ID: id, From: from, To: to}
-	}
-	if mutate != nil {
-		before := r
-		if err := mutate(&r); err != nil {
-			return from, nil, err
-		}
-		if !onlyPlacementChanged(before, r) {
-			return from, nil, errors.New("a move may change only host_id, sandbox_id and image_digest")
-		}
-	}
-	r.Status, r.StatusReason, r.UpdatedAt = to, reason, s.now()
-	_, err = s.doc(id).Update(ctx, []firestore.Update{
-		{Path: "status", Value: r.Status},
-		{Path: "status_reason", Value: r.StatusReason},
-		{Path: "updated_at", Value: r.UpdatedAt},
-		{Path: "host_id", Value: r.HostID},
-		{Path: "sandbox_id", Value: r.SandboxID},
-		{Path: "image_digest", Value: r.ImageDigest},
-	}, firestore.LastUpdateTime(snap.UpdateTime))
-	if code := status.Code(err); code == codes.FailedPrecondition || code == codes.Aborted {
-		return from, nil, errRaced{err}
-	}
-	if err != nil {
-		return from, nil, err
-	}
-	return from, &r, nil
+	return from, r, nil
 }
 
 // onlyPlacementChanged reports whether b differs from a in the placement fields at most.
