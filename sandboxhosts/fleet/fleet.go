@@ -131,18 +131,9 @@ func (f *Fleet) List(ctx context.Context) ([]*Host, error) {
 	return out, nil
 }
 
-// Pick chooses the live, ready host with the largest share of its sandbox slots free, or
-// ErrNoHost. The counts are as of each host's last heartbeat, so two placements
-// in one heartbeat may land on one host; each host still refuses past its own capacity.
-func (f *Fleet) Pick(ctx context.Context) (*Host, error) {
-	hosts, err := f.List(ctx)
-	if err != nil {
-		return nil, err
-	}
-	return f.Choose(hosts)
-}
-
-// Choose is Pick over hosts already listed.
+// Choose picks, of hosts, the live, ready one with the largest share of its sandbox slots free,
+// or ErrNoHost. The counts are as of each host's last heartbeat, so two placements in one
+// heartbeat may land on one host; each host still refuses past its own capacity.
 func (f *Fleet) Choose(hosts []*Host) (*Host, error) {
 	var best *Host
 	for _, h := range hosts {
