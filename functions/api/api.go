@@ -266,19 +266,13 @@ func (t taskSessions) Start(ctx context.Context, spec tasks.SessionSpec) (string
 	for _, f := range []struct {
 		dst **string
 		val string
-	}{{&req.Model, spec.Model}, {&req.Effort, spec.Effort}, {&req.ModelRouter, spec.ModelRouter}} {
+	}{
+		{&req.Harness, spec.Harness}, {&req.HarnessMode, spec.HarnessMode}, {&req.Prompt, spec.Prompt},
+		{&req.Model, spec.Model}, {&req.Effort, spec.Effort}, {&req.ModelRouter, spec.ModelRouter},
+	} {
 		if f.val != "" {
 			*f.dst = &f.val
 		}
-	}
-	if spec.Harness != "" {
-		req.Harness = &spec.Harness
-	}
-	if spec.HarnessMode != "" {
-		req.HarnessMode = &spec.HarnessMode
-	}
-	if spec.Prompt != "" {
-		req.Prompt = &spec.Prompt
 	}
 	resp, err := t.svc.CreateSession(ctx, connect.NewRequest(req))
 	if err != nil {
