@@ -69,16 +69,8 @@ func BenchmarkSnapshot100MiB(b *testing.B) {
 // BenchmarkSnapshotUnchanged100MiB is the common case of a session's later snapshots: the tree
 // did not change since base, so nothing is read or uploaded.
 func BenchmarkSnapshotUnchanged100MiB(b *testing.B) {
-	requireRoot(b)
 	ctx := context.Background()
-	tree := benchTree(b)
-	bucket := benchBucket(b, b.TempDir())
-	b.Cleanup(func() { bucket.Close() })
-	s := NewStore(bucket, b.TempDir(), Options{})
-	base, _, err := s.Snapshot(ctx, tree, nil, meta)
-	if err != nil {
-		b.Fatal(err)
-	}
+	s, tree, base := benchSnapshot(b)
 	b.SetBytes(benchTreeBytes)
 	b.ResetTimer()
 	for range b.N {
@@ -89,16 +81,8 @@ func BenchmarkSnapshotUnchanged100MiB(b *testing.B) {
 }
 
 func BenchmarkRestore100MiB(b *testing.B) {
-	requireRoot(b)
 	ctx := context.Background()
-	tree := benchTree(b)
-	bucket := benchBucket(b, b.TempDir())
-	b.Cleanup(func() { bucket.Close() })
-	s := NewStore(bucket, b.TempDir(), Options{})
-	m, _, err := s.Snapshot(ctx, tree, nil, meta)
-	if err != nil {
-		b.Fatal(err)
-	}
+	s, _, m := benchSnapshot(b)
 	work := b.TempDir()
 	b.SetBytes(benchTreeBytes)
 	b.ResetTimer()
@@ -230,4 +214,20 @@ func tarExtract(archive, dir string) error {
 			return err
 		}
 	}
+}
+
+// benchSnapshot is a store holding one snapshot of a fresh benchTree, for the benchmarks that
+// start from one.
+func benchSnapshot(b *testing.B) (*Store, string, *Manifest) {
+	b.Helper()
+	requireRoot(b)
+	tree := benchTree(b)
+	bucket := benchBucket(b, b.TempDir())
+	b.Cleanup(func() { bucket.Close() })
+	s := NewStore(bucket, b.TempDir(), Options{})
+	m, _, err := s.Snapshot(context.Background(), tree, nil, meta)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return s, tree, m
 }
