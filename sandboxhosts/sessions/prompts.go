@@ -124,7 +124,7 @@ func (s *Store) changePrompt(ctx context.Context, id, promptID string, held *Pro
 	if held != nil {
 		version = held.Version
 	}
-	p, version, err := swap(ctx, s.prompts(id).Doc(promptID), held, version, func(p *Prompt) ([]firestore.Update, error) {
+	p, version, err := store.Swap(ctx, s.prompts(id).Doc(promptID), held, version, func(p *Prompt) ([]firestore.Update, error) {
 		if p.Status != from {
 			return nil, fmt.Errorf("prompt %s is %s, not %s: %w", promptID, p.Status, from, ErrPromptMoved)
 		}

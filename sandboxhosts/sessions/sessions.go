@@ -63,7 +63,7 @@ type Record struct {
 }
 
 // ErrNotFound is a session id with no record.
-var ErrNotFound = errors.New("session not found")
+var ErrNotFound = store.ErrNotFound
 
 // MoveError is a move the state machine does not allow.
 type MoveError struct {
@@ -124,7 +124,7 @@ func (s *Store) Get(ctx context.Context, id string) (*Record, error) {
 // between, it is re-read and re-checked.
 func (s *Store) Move(ctx context.Context, id string, to Status, reason string, mutate func(*Record) error) (Status, *Record, error) {
 	var from Status
-	r, _, err := swap(ctx, s.doc(id), nil, time.Time{}, func(r *Record) ([]firestore.Update, error) {
+	r, _, err := store.Swap(ctx, s.doc(id), nil, time.Time{}, func(r *Record) ([]firestore.Update, error) {
 		from = r.Status
 		if from != to && !CanMove(from, to) {
 			return nil, &MoveError{ID: id, From: from, To: to}
