@@ -22,9 +22,11 @@ dev: bin/hangar bin/hangar-supervisor
 bin/hangar-supervisor:
 	CGO_ENABLED=0 go build -trimpath -ldflags='-s -w' -o bin/hangar-supervisor ./cmd/hangar-supervisor
 
-## plugins: the built-in harness plugins, built to WebAssembly and embedded into hangar
+## plugins: the built-in harness plugins and automation/jsbox's JavaScript guest, built to WebAssembly and embedded into hangar
 plugins:
 	go run ./harnesses/plugins/cmd/buildplugins -o harnesses/builtin/wasm
+	GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared -trimpath -ldflags=-s \
+		-o automation/jsbox/wasm/jsbox.wasm ./automation/jsbox/guest
 
 # bin/hangar is rebuilt every time (go build is incremental and fast); the client commands use it.
 .PHONY: bin/hangar
@@ -74,9 +76,10 @@ fmt-check:
 vet:
 	go vet ./...
 
-## bench: benchmarks through the full stack against raw baselines, with ratios
+## bench: benchmarks through the full stack against raw baselines, with ratios (BENCH=regexp for some)
+BENCH ?= .
 bench:
-	go run ./cmd/hangar emulators -- go run ./bench/driver
+	go run ./cmd/hangar emulators -- go run ./bench/driver -bench '$(BENCH)'
 
 ## deploy: one Cloud Run function per service (not run in CI); see README "Deploy"
 deploy: plugins

@@ -16,6 +16,8 @@ import (
 
 	"github.com/hangar-dev/hangar/functions/api"
 	"github.com/hangar-dev/hangar/functions/platform/config"
+	"github.com/hangar-dev/hangar/functions/platform/pubsub"
+	"github.com/hangar-dev/hangar/functions/platform/seal"
 	"github.com/hangar-dev/hangar/functions/platform/store"
 )
 
@@ -32,12 +34,32 @@ var deployed = []string{
 	"svc.app.v1.AutomationRunService",
 	"svc.app.v1.OAuthCredentialService",
 	"svc.app.v1.ApiKeyService",
+	"svc.app.v1.OrgSecretService",
+	// Also serves POST /api/v1/webhooks/{id}, the inbound route its registrations' senders use.
+	"svc.app.v1.WebhookRegistrationService",
 }
 
 func init() {
 	for _, name := range deployed {
 		functions.HTTP(strings.TrimPrefix(name, "svc.app.v1."), serve(name))
 	}
+	functions.HTTP("AutomationWorker", automationWorker)
+}
+
+// automationWorker is the function Pub/Sub pushes automation deliveries and run steps to, and
+// Cloud Scheduler ticks each minute (automationworker's paths).
+func automationWorker(w http.ResponseWriter, r *http.Request) {
+	a, err := assemble()
+	if err != nil || a.AutomationWorker() == nil {
+		slog.Error("assemble automation worker", "err", err)
+		http.Error(w, "service unavailable", http.StatusServiceUnavailable)
+		return
+	}
+	mux := http.NewServeMux()
+	for pattern, h := range a.AutomationWorker().Routes() {
+		mux.Handle(pattern, h)
+	}
+	mux.ServeHTTP(w, r)
 }
 
 // assemble builds the API once per instance, on the first request rather than at start-up, so
@@ -52,7 +74,19 @@ var assemble = sync.OnceValues(func() (*api.API, error) {
 	if err != nil {
 		return nil, err
 	}
-	return api.New(api.Deps{DB: db, Config: cfg, Log: log}), nil
+	d := api.Deps{DB: db, Config: cfg, Log: log}
+	// Webhooks and automation runs need Pub/Sub: without it they answer unavailable and the
+	// rest serves.
+	if d.PubSub, err = pubsub.Open(context.Background(), cfg.Project); err != nil {
+		log.Error("open pubsub", "err", err)
+	}
+	if len(cfg.SealKeyset) > 0 {
+		// Org secrets and OAuth credentials are kept only sealed.
+		if d.Sealer, err = seal.FromKeysetJSON(cfg.SealKeyset); err != nil {
+			return nil, err
+		}
+	}
+	return api.New(d), nil
 })
 
 func serve(name string) http.HandlerFunc {

@@ -2,8 +2,6 @@ package e2e
 
 import (
 	"context"
-	"log/slog"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -13,11 +11,6 @@ import (
 	"google.golang.org/protobuf/types/known/emptypb"
 
 	"github.com/hangar-dev/hangar/functions/api"
-	"github.com/hangar-dev/hangar/functions/modelrouters"
-	"github.com/hangar-dev/hangar/functions/platform/apierr"
-	"github.com/hangar-dev/hangar/functions/platform/auth"
-	"github.com/hangar-dev/hangar/functions/platform/clock"
-	"github.com/hangar-dev/hangar/functions/platform/codec"
 	"github.com/hangar-dev/hangar/functions/platform/config"
 	appv1 "github.com/hangar-dev/hangar/gen/svc/app/v1"
 	"github.com/hangar-dev/hangar/gen/svc/app/v1/appv1connect"
@@ -25,13 +18,19 @@ import (
 )
 
 // TestModelRouterOverTheWire drives ModelRouterService through Connect JSON with real keys,
-// against a loopback upstream serving an OpenRouter-shaped catalog.
+// against a loopback upstream serving an OpenRouter-shaped catalog that checks the router's key,
+// put by an admin in the org secret store.
 func TestModelRouterOverTheWire(t *testing.T) {
 	catalog, err := os.ReadFile("../functions/modelrouters/testdata/openrouter_models.json")
 	if err != nil {
 		t.Fatal(err)
 	}
+	const key = "sk-or-e2e"
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") != "Bearer "+key {
+			http.Error(w, `{"error":{"message":"No auth credentials found"}}`, http.StatusUnauthorized)
+			return
+		}
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = w.Write(catalog)
 	}))
@@ -43,21 +42,9 @@ func TestModelRouterOverTheWire(t *testing.T) {
 		t.Fatal(err)
 	}
 	db, _ := testenv.Firestore(t)
-	a := api.New(api.Deps{DB: db, Config: cfg})
-	// Served beside the API with the same interceptors until api.New wires the service.
-	mux := http.NewServeMux()
-	path, h := appv1connect.NewModelRouterServiceHandler(modelrouters.New(db, clock.Real{}, cfg, nil),
-		connect.WithInterceptors(apierr.Interceptor(slog.Default()), auth.Interceptor(a.Authenticator())), codec.JSON())
-	mux.Handle(api.RPCPrefix+path, http.StripPrefix(api.RPCPrefix, h))
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := api.NewServer(mux)
-	go func() { _ = srv.Serve(ln) }()
-	t.Cleanup(func() { _ = srv.Close() })
-	s := &stack{url: "http://" + ln.Addr().String(), api: a}
-	adminKey := s.mintKey(t, "admin@example.com", true)
+	_, sealer := testenv.Keyset(t)
+	s := serve(t, api.New(api.Deps{DB: db, Config: cfg, Sealer: sealer}))
+	adminKey := s.admin
 	userKey := s.mintKey(t, "alice@example.com", false)
 	client := func(key string) appv1connect.ModelRouterServiceClient {
 		return appv1connect.NewModelRouterServiceClient(httpClient, s.rpcURL(), connect.WithProtoJSON(), withKey(key))
@@ -69,6 +56,13 @@ func TestModelRouterOverTheWire(t *testing.T) {
 	_, err = client("").ListModelRouters(ctx, connect.NewRequest(&emptypb.Empty{}))
 	testenv.WantCode(t, err, connect.CodeUnauthenticated)
 
+	// Without its key the upstream refuses the router.
+	_, err = client(adminKey).RefreshRouterModels(ctx, connect.NewRequest(&appv1.RefreshRouterModelsRequest{RouterId: "openrouter"}))
+	testenv.WantCode(t, err, connect.CodeUnavailable)
+	secrets := appv1connect.NewOrgSecretServiceClient(httpClient, s.rpcURL(), withKey(adminKey))
+	if _, err := secrets.PutOrgSecret(ctx, connect.NewRequest(&appv1.PutOrgSecretRequest{Name: "org/openrouter-key", Value: key})); err != nil {
+		t.Fatal(err)
+	}
 	res, err := client(adminKey).RefreshRouterModels(ctx, connect.NewRequest(&appv1.RefreshRouterModelsRequest{RouterId: "openrouter"}))
 	if err != nil {
 		t.Fatal(err)
@@ -93,7 +87,7 @@ func TestModelRouterOverTheWire(t *testing.T) {
 		t.Fatal(err)
 	}
 	if rs := routers.Msg.GetRouters(); len(rs) != 1 || rs[0].GetModelCount() != 4 || rs[0].GetEnabledModelCount() != 1 ||
-		rs[0].GetCredentialConfigured() || rs[0].GetLastSuccessfulSyncAt() == "" {
+		!rs[0].GetCredentialConfigured() || rs[0].GetLastSuccessfulSyncAt() == "" || rs[0].GetCredentialSecret() != "org/openrouter-key" {
 		t.Fatalf("routers: %v", rs)
 	}
 }

@@ -13,14 +13,19 @@ import (
 	appv1 "github.com/hangar-dev/hangar/gen/svc/app/v1"
 	"github.com/hangar-dev/hangar/gen/svc/app/v1/appv1connect"
 	"github.com/hangar-dev/hangar/internal/testenv"
+	"github.com/hangar-dev/hangar/sandboxhosts/sessions"
 )
 
 // promptEvent is the part of a prompt's events the tests read.
 type promptEvent struct {
-	Kind     string
-	PromptID string `json:"prompt_id"`
-	Text     string `json:"text"`
-	Source   string `json:"source"`
+	Kind       string
+	Idx        int64
+	PromptID   string `json:"prompt_id"`
+	Text       string `json:"text"`
+	Source     string `json:"source"`
+	ToolCallID string `json:"tool_call_id"`
+	ToolName   string `json:"tool_name"`
+	Client     bool   `json:"client"`
 }
 
 // waitEvent polls the session's log until an event of kind for prompt appears, and returns the
@@ -33,7 +38,7 @@ func (s *sandboxStack) waitEvent(t *testing.T, session, kind, prompt string) []p
 		for _, e := range s.listEvents(t, session) {
 			var p promptEvent
 			_ = json.Unmarshal([]byte(e.GetPayloadJson()), &p)
-			p.Kind = e.GetKind()
+			p.Kind, p.Idx = e.GetKind(), e.GetIdx()
 			if p.PromptID == prompt {
 				mine = append(mine, p)
 				if p.Kind == kind {
@@ -286,4 +291,116 @@ func TestAgentSessionsReachModelsThroughRouters(t *testing.T) {
 			testenv.WantCode(t, err, tc.code)
 		})
 	}
+}
+
+// waitAgentState polls the session's record until its agent state is want.
+func (s *sandboxStack) waitAgentState(t *testing.T, session, want string) {
+	t.Helper()
+	store := sessions.NewStore(s.sb.DB, time.Now)
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		rec, err := store.Get(context.Background(), session)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rec.AgentState == want {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("agent state %q, want %q", rec.AgentState, want)
+		}
+	}
+}
+
+func TestClientToolCallsOfTheBashHarness(t *testing.T) {
+	testenv.RequirePlugins(t)
+	s := newSandboxStack(t, 1, nil)
+	ctx := context.Background()
+	complete := func(session, call, result string) (*connect.Response[appv1.CompleteToolCallResponse], error) {
+		return s.svc.CompleteToolCall(ctx, connect.NewRequest(&appv1.CompleteToolCallRequest{SessionId: session, ToolCallId: call, ResultJson: result}))
+	}
+	id := s.create(t, &appv1.CreateSessionRequest{Mode: "agent", PromptId: ptr("ask"),
+		Prompt: ptr(`echo start; r=$(hangar_tool weather '{"city":"Paris"}'); echo "result $r"`)})
+	// Queued behind a turn that waits on a tool.
+	if _, err := s.svc.SendPrompt(ctx, connect.NewRequest(&appv1.SendPromptRequest{SessionId: id, PromptId: "next", Text: "echo next"})); err != nil {
+		t.Fatal(err)
+	}
+	asked := s.waitEvent(t, id, "tool.call", "ask")
+	call := asked[len(asked)-1]
+	if !call.Client || call.ToolName != "weather" || call.ToolCallID == "" {
+		t.Fatalf("the tool call: %+v", call)
+	}
+	s.waitAgentState(t, id, sessions.AgentWaitingForTool)
+
+	for _, tc := range []struct {
+		name, call, result string
+		code               connect.Code
+	}{
+		{"an unknown call", "no-such-call", `{}`, connect.CodeNotFound},
+		{"a result that is not JSON", call.ToolCallID, `{"temp":`, connect.CodeInvalidArgument},
+		{"no result", call.ToolCallID, "", connect.CodeInvalidArgument},
+		{"no call id", "", `{}`, connect.CodeInvalidArgument},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := complete(id, tc.call, tc.result)
+			testenv.WantCode(t, err, tc.code)
+			if tc.code == connect.CodeInvalidArgument && tc.call != "" {
+				if got := testenv.ViolatedFields(t, err); len(got) != 1 || got[0] != "result_json" {
+					t.Fatalf("violated fields %v, want result_json", got)
+				}
+			}
+		})
+	}
+
+	resp, err := complete(id, call.ToolCallID, `{"temp": 21}`)
+	if err != nil || resp.Msg.GetNote() != "delivered" {
+		t.Fatalf("CompleteToolCall: %v, %v", resp, err)
+	}
+	done := s.waitEvent(t, id, "turn.done", "ask")
+	// Once written, a retry writes nothing more, even after the turn.
+	if resp, err := complete(id, call.ToolCallID, `{"temp": 21}`); err != nil || resp.Msg.GetNote() != "already completed" {
+		t.Fatalf("CompleteToolCall again: %v, %v", resp, err)
+	}
+	var order []string
+	for _, e := range done {
+		switch e.Kind {
+		case "tool.call", "tool.result", "turn.done":
+			order = append(order, e.Kind)
+		case "assistant.message":
+			order = append(order, strings.TrimSpace(e.Text))
+		}
+		if e.Kind == "tool.result" && (e.Source != "client" || e.Text != `{"temp": 21}` || e.ToolCallID != call.ToolCallID || e.ToolName != "weather") {
+			t.Fatalf("the tool result: %+v", e)
+		}
+	}
+	if got := strings.Join(order, " | "); got != `start | tool.call | tool.result | result {"temp":21} | turn.done` {
+		t.Fatalf("the turn's events: %s", got)
+	}
+	next := s.waitEvent(t, id, "turn.done", "next")
+	if next[1].Kind != "prompt.started" || next[1].Idx < done[len(done)-1].Idx {
+		t.Fatalf("the queued prompt started at %+v, before the turn waiting on the tool ended at %+v", next[1], done[len(done)-1])
+	}
+	s.waitAgentState(t, id, sessions.AgentWaiting)
+
+	// An interrupted turn takes no result.
+	if _, err := s.svc.SendPrompt(ctx, connect.NewRequest(&appv1.SendPromptRequest{SessionId: id, PromptId: "cut", Text: "hangar_tool slow; echo never"})); err != nil {
+		t.Fatal(err)
+	}
+	cut := s.waitEvent(t, id, "tool.call", "cut")
+	if _, err := s.svc.Interrupt(ctx, connect.NewRequest(&appv1.InterruptRequest{SessionId: id})); err != nil {
+		t.Fatal(err)
+	}
+	_, err = complete(id, cut[len(cut)-1].ToolCallID, `"late"`)
+	testenv.WantCode(t, err, connect.CodeFailedPrecondition)
+	for _, e := range s.waitEvent(t, id, "turn.done", "cut") {
+		if e.Kind == "tool.result" || e.Kind == "assistant.message" && strings.Contains(e.Text, "never") {
+			t.Fatalf("the interrupted turn went on: %+v", e)
+		}
+	}
+
+	// A harness whose plugin lacks hangar_tool_result takes none.
+	claude := s.create(t, &appv1.CreateSessionRequest{Harness: ptr("claude-code")})
+	_, err = complete(claude, "toolu_1", `{}`)
+	testenv.WantCode(t, err, connect.CodeFailedPrecondition)
+	_, err = complete("no-such-session", "toolu_1", `{}`)
+	testenv.WantCode(t, err, connect.CodeNotFound)
 }

@@ -18,15 +18,20 @@ import (
 // unbuilt are the services and methods later issues build; until then each must answer
 // unimplemented, naming itself, and never a fake success.
 var unbuilt = map[string]bool{
-	// SessionService's client-side tools and browser / IDE apps come later.
-	"svc.app.v1.SessionService.CompleteToolCall": true,
-	"svc.app.v1.SessionService.EnsureBrowser":    true,
-	"svc.app.v1.SessionService.EnsureIde":        true,
-	"svc.app.v1.ImageService":                    true,
-	"svc.app.v1.ReviewService":                   true,
-	"svc.app.v1.AutomationService":               true,
-	"svc.app.v1.AutomationRunService":            true,
-	"svc.app.v1.OAuthCredentialService":          true,
+	// SessionService's browser / IDE apps come later.
+	"svc.app.v1.SessionService.EnsureBrowser": true,
+	"svc.app.v1.SessionService.EnsureIde":     true,
+	"svc.app.v1.ImageService":                 true,
+	"svc.app.v1.ReviewService":                true,
+	// OAuthCredentialService's sign-in flows and session broker come later.
+	"svc.app.v1.OAuthCredentialService.BeginFlow":               true,
+	"svc.app.v1.OAuthCredentialService.GetFlow":                 true,
+	"svc.app.v1.OAuthCredentialService.CancelFlow":              true,
+	"svc.app.v1.OAuthCredentialService.LookupRedirectFlow":      true,
+	"svc.app.v1.OAuthCredentialService.BeginRedirectFlow":       true,
+	"svc.app.v1.OAuthCredentialService.CompleteRedirectFlow":    true,
+	"svc.app.v1.OAuthCredentialService.FetchSessionCredential":  true,
+	"svc.app.v1.OAuthCredentialService.UpdateSessionCredential": true,
 }
 
 func allMethods(t *testing.T) []protoreflect.MethodDescriptor {

@@ -30,7 +30,7 @@ func newSessionsCmd() *cobra.Command {
 		newSessionsCreateCmd, newSessionsListCmd, newSessionsGetCmd, newSessionsDeleteCmd,
 		newSessionsExecCmd, newSessionsCpCmd, newSessionsEventsCmd, newSessionsLogCmd,
 		newSessionsSnapshotCmd, newSessionsResumeCmd, newSessionsCheckpointsCmd, newSessionsEvictCmd, newSessionsCowCmd,
-		newSessionsPromptCmd, newSessionsInterruptCmd)
+		newSessionsPromptCmd, newSessionsInterruptCmd, newSessionsCompleteToolCmd)
 }
 
 func newSessionsCreateCmd(f *clientFlags) *cobra.Command {
@@ -90,6 +90,16 @@ func newSessionsInterruptCmd(f *clientFlags) *cobra.Command {
 	})
 	cmd.Flags().StringVar(&source, "source", "cli", "who interrupts, as the event records it")
 	return cmd
+}
+
+func newSessionsCompleteToolCmd(f *clientFlags) *cobra.Command {
+	return clientCmd(f, "complete-tool SESSION TOOL_CALL_ID RESULT_JSON", "Answer a client-side tool call the session's harness waits on",
+		cobra.ExactArgs(3), func(c *apiClient, _ *cobra.Command, args []string) error {
+			req := &appv1.CompleteToolCallRequest{SessionId: args[0], ToolCallId: args[1], ResultJson: args[2]}
+			return send(c, c.sessions.CompleteToolCall, req, func(w io.Writer, resp *appv1.CompleteToolCallResponse) {
+				fmt.Fprintln(w, resp.GetNote())
+			})
+		})
 }
 
 func newSessionsListCmd(f *clientFlags) *cobra.Command {

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -109,4 +110,49 @@ func TestSessionsCommandsOnARealHost(t *testing.T) {
 	if out := must("interrupt", agent.SessionID); !strings.Contains(out, "nothing is running") && !strings.Contains(out, "interrupted") {
 		t.Fatalf("interrupt: %q", out)
 	}
+
+	// A client-side tool: the bash harness's hangar_tool waits until complete-tool answers it.
+	must("prompt", agent.SessionID, `echo "answer $(hangar_tool ask)"`, "--id", "three")
+	payloads := func(kind string) []promptPayload {
+		var page struct {
+			Events []struct {
+				PayloadJSON string `json:"payload_json"`
+			} `json:"events"`
+		}
+		if err := json.Unmarshal([]byte(must("events", agent.SessionID, "--json", "--kind", kind)), &page); err != nil {
+			t.Fatal(err)
+		}
+		out := make([]promptPayload, len(page.Events))
+		for i, e := range page.Events {
+			if err := json.Unmarshal([]byte(e.PayloadJSON), &out[i]); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return out
+	}
+	var call string
+	for deadline := time.Now().Add(30 * time.Second); call == ""; time.Sleep(50 * time.Millisecond) {
+		if calls := payloads("tool.call"); len(calls) > 0 {
+			call = calls[0].ToolCallID
+		} else if time.Now().After(deadline) {
+			t.Fatal("the tool call never came")
+		}
+	}
+	if out := must("complete-tool", agent.SessionID, call, `{"ok": true}`); !strings.Contains(out, "delivered") {
+		t.Fatalf("complete-tool: %q", out)
+	}
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if slices.ContainsFunc(payloads("assistant.message"), func(p promptPayload) bool { return p.Text == `answer {"ok":true}` }) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the script never printed the tool's result")
+		}
+	}
+}
+
+// promptPayload is the part of an agent turn's event payload the test reads.
+type promptPayload struct {
+	Text       string `json:"text"`
+	ToolCallID string `json:"tool_call_id"`
 }

@@ -70,6 +70,15 @@ func newFakeAPI(t *testing.T) *fakeAPI {
 		func() (string, http.Handler) {
 			return appv1connect.NewSessionServiceHandler(appv1connect.UnimplementedSessionServiceHandler{}, opt)
 		},
+		func() (string, http.Handler) {
+			return appv1connect.NewAutomationServiceHandler(appv1connect.UnimplementedAutomationServiceHandler{}, opt)
+		},
+		func() (string, http.Handler) {
+			return appv1connect.NewOrgSecretServiceHandler(appv1connect.UnimplementedOrgSecretServiceHandler{}, opt)
+		},
+		func() (string, http.Handler) {
+			return appv1connect.NewWebhookRegistrationServiceHandler(appv1connect.UnimplementedWebhookRegistrationServiceHandler{}, opt)
+		},
 	} {
 		path, h := mount()
 		mux.Handle("/rpc"+path, http.StripPrefix("/rpc", h))

@@ -22,6 +22,7 @@ import (
 	"github.com/hangar-dev/hangar/functions/platform/bucket"
 	"github.com/hangar-dev/hangar/functions/platform/config"
 	"github.com/hangar-dev/hangar/functions/platform/ids"
+	"github.com/hangar-dev/hangar/functions/platform/pubsub"
 	"github.com/hangar-dev/hangar/functions/platform/seal"
 	"github.com/hangar-dev/hangar/functions/platform/store"
 	"github.com/hangar-dev/hangar/sandboxhosts/devimage"
@@ -83,6 +84,14 @@ func runDev(ctx context.Context, addr, dataDir string, out interface{ Write([]by
 		return err
 	}
 	defer db.Close()
+	ps, err := pubsub.Open(ctx, cfg.Project)
+	if err != nil {
+		return err
+	}
+	defer ps.Close()
+	if err := ps.Provision(ctx); err != nil {
+		return err
+	}
 	sb, err := openDevSandboxes(ctx, dataDir, &cfg)
 	if err != nil {
 		return err
@@ -101,11 +110,20 @@ func runDev(ctx context.Context, addr, dataDir string, out interface{ Write([]by
 			log.Error("stop host", "err", err)
 		}
 	}()
-	a := api.New(api.Deps{DB: db, Config: cfg, Log: log, Bucket: sb.bucket, Sealer: sb.sealer, DefaultImage: sb.image.Ref()})
+	a := api.New(api.Deps{DB: db, Config: cfg, Log: log, Bucket: sb.bucket, Sealer: sb.sealer, DefaultImage: sb.image.Ref(), PubSub: ps})
 	key, created, err := ensureAdminKey(ctx, a, filepath.Join(dataDir, "admin.key"))
 	if err != nil {
 		return err
 	}
+	// The automation worker pulls deliveries and run steps in process, and ticks every second
+	// where production's scheduler ticks every minute, so schedules and delays feel immediate.
+	workerDone := make(chan error, 1)
+	go func() { workerDone <- a.AutomationWorker().Run(ctx, ps, time.Second) }()
+	defer func() {
+		if err := <-workerDone; err != nil {
+			log.Error("automation worker", "err", err)
+		}
+	}()
 
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {

@@ -17,18 +17,26 @@ import (
 	"connectrpc.com/connect"
 	"gocloud.dev/blob"
 
+	"github.com/hangar-dev/hangar/automation/jsbox"
 	"github.com/hangar-dev/hangar/functions/apikeys"
+	"github.com/hangar-dev/hangar/functions/automationworker"
 	"github.com/hangar-dev/hangar/functions/harnesses"
 	"github.com/hangar-dev/hangar/functions/modelrouters"
+	"github.com/hangar-dev/hangar/functions/oauthcreds"
+	"github.com/hangar-dev/hangar/functions/orgsecrets"
 	"github.com/hangar-dev/hangar/functions/platform/apierr"
 	"github.com/hangar-dev/hangar/functions/platform/auth"
 	"github.com/hangar-dev/hangar/functions/platform/clock"
 	"github.com/hangar-dev/hangar/functions/platform/codec"
 	"github.com/hangar-dev/hangar/functions/platform/config"
+	"github.com/hangar-dev/hangar/functions/platform/credentials"
+	"github.com/hangar-dev/hangar/functions/platform/pubsub"
 	"github.com/hangar-dev/hangar/functions/platform/seal"
+	"github.com/hangar-dev/hangar/functions/platform/secrets"
 	"github.com/hangar-dev/hangar/functions/profiles"
 	"github.com/hangar-dev/hangar/functions/sessions"
 	"github.com/hangar-dev/hangar/functions/tasks"
+	"github.com/hangar-dev/hangar/functions/webhooks"
 	hostv1 "github.com/hangar-dev/hangar/gen/host/v1"
 	appv1 "github.com/hangar-dev/hangar/gen/svc/app/v1"
 	"github.com/hangar-dev/hangar/gen/svc/app/v1/appv1connect"
@@ -37,6 +45,7 @@ import (
 	harnesshost "github.com/hangar-dev/hangar/harnesses/host"
 	"github.com/hangar-dev/hangar/sandboxhosts/fleet"
 	"github.com/hangar-dev/hangar/sandboxhosts/hostclient"
+	sessionrecords "github.com/hangar-dev/hangar/sandboxhosts/sessions"
 )
 
 // RPCPrefix is where the API is served: POST /rpc/svc.app.v1.<Service>/<Method>.
@@ -57,11 +66,19 @@ type Deps struct {
 	// Harnesses is the harness catalog; without one, one is made over Bucket with the embedded
 	// built-in plugins and an in-memory compilation cache.
 	Harnesses *catalog.Catalog
+	// PubSub carries async work; with Sealer it serves webhooks (their secrets are sealed,
+	// their deliveries published). Without them WebhookRegistrationService answers unavailable,
+	// and automations cannot run (RunNow and DryRun answer unavailable).
+	PubSub *pubsub.Client
+	// JS runs automation JavaScript; without one, one is made with an in-memory compilation
+	// cache the first time a process needs it.
+	JS *jsbox.Box
 }
 
 // API is the assembled set of services.
 type API struct {
-	routes   map[string]http.Handler
+	worker   *automationworker.Worker
+	routes   map[string]route
 	authn    *auth.Authenticator
 	keys     *auth.Keys
 	users    *auth.Users
@@ -82,7 +99,7 @@ func New(d Deps) *API {
 		keys:     auth.NewKeys(d.DB, authn),
 		users:    auth.NewUsers(d.DB),
 		services: make(map[string]http.Handler),
-		routes:   make(map[string]http.Handler),
+		routes:   make(map[string]route),
 	}
 	opts := connect.WithHandlerOptions(
 		connect.WithInterceptors(apierr.Interceptor(d.Log), auth.Interceptor(authn)),
@@ -111,19 +128,38 @@ func New(d Deps) *API {
 			connect.WithInterceptors(unavailable("the harness catalog is not configured here: set HANGAR_BLOB_URL"))))
 	}
 
+	// Org secrets and OAuth credentials are sealed at rest: without a keyset there are none.
+	var secretStore *secrets.Store
+	var credStore *credentials.Store
+	var routerCreds modelrouters.Credentials
+	if d.Sealer != nil {
+		secretStore = secrets.New(d.DB, d.Sealer, d.Clock.Now, secrets.Limits{MaxValueBytes: d.Config.Limits.MaxSecretBytes, MaxSecrets: d.Config.Limits.MaxOrgSecrets})
+		credStore = credentials.New(d.DB, d.Sealer, d.Clock.Now, d.Config.Limits.MaxSecretBytes)
+		routerCreds = secretStore
+		add(appv1connect.NewOrgSecretServiceHandler(orgsecrets.New(secretStore), opts))
+		add(appv1connect.NewOAuthCredentialServiceHandler(oauthcreds.New(credStore), opts))
+	} else {
+		noKeyset := connect.WithInterceptors(unavailable("secrets are not kept here: set HANGAR_SEAL_KEYSET"))
+		add(appv1connect.NewOrgSecretServiceHandler(appv1connect.UnimplementedOrgSecretServiceHandler{}, opts, noKeyset))
+		add(appv1connect.NewOAuthCredentialServiceHandler(appv1connect.UnimplementedOAuthCredentialServiceHandler{}, opts, noKeyset))
+	}
+
+	var sessionSvc *sessions.Service
+	var promptStore *sessionrecords.Store
 	if d.Bucket != nil && d.Sealer != nil {
 		hosts := hostclient.New(fleet.New(d.DB, d.Clock.Now, d.Config.Host.HostTimeout), d.Config.HostToken)
-		sessionSvc := sessions.New(sessions.Deps{
+		promptStore = sessionrecords.NewStore(d.DB, d.Clock.Now)
+		sessionSvc = sessions.New(sessions.Deps{
 			DB: d.DB, Hosts: hosts, Sealer: d.Sealer, Bucket: d.Bucket, Users: a.users,
 			Clock: d.Clock, Limits: d.Config.Limits, DefaultImage: d.DefaultImage, Harnesses: d.Harnesses,
-			Routers: d.Config.ModelRouters,
+			Routers: d.Config.ModelRouters, Secrets: secretStore, Credentials: credStore,
 		})
 		// Session streams carry file bytes and command output, which gzip turns into CPU time
 		// rather than savings (ReadFile ran at 44 MiB/s compressed): answers go uncompressed.
 		add(appv1connect.NewSessionServiceHandler(sessionSvc, opts, connect.WithCompression("gzip", nil, nil)))
-		taskSvc.WithSessions(taskSessions{sessionSvc})
+		taskSvc.WithSessions(taskSessions{sessionSvc, secretStore})
 		profileSvc.WithRepoFinder(imageRepos(hosts))
-		a.routes["GET "+sessions.EventsPath] = sessionSvc.SSE(authn)
+		a.routes["GET "+sessions.EventsPath] = route{appv1connect.SessionServiceName, sessionSvc.SSE(authn)}
 	} else {
 		add(appv1connect.NewSessionServiceHandler(appv1connect.UnimplementedSessionServiceHandler{}, opts,
 			connect.WithInterceptors(unavailable("sessions are not configured here: set HANGAR_BLOB_URL, HANGAR_SEAL_KEYSET and HANGAR_HOST_TOKEN"))))
@@ -131,13 +167,19 @@ func New(d Deps) *API {
 
 	// Services that later work builds answer unimplemented, naming the method, until then.
 	add(appv1connect.NewImageServiceHandler(appv1connect.UnimplementedImageServiceHandler{}, opts))
-	// Router credentials come with the org secret store; until then routers are called without
-	// a key and say so (credential_configured: false).
-	add(appv1connect.NewModelRouterServiceHandler(modelrouters.New(d.DB, d.Clock, d.Config, nil), opts))
+	add(appv1connect.NewModelRouterServiceHandler(modelrouters.New(d.DB, d.Clock, d.Config, routerCreds), opts))
 	add(appv1connect.NewReviewServiceHandler(appv1connect.UnimplementedReviewServiceHandler{}, opts))
-	add(appv1connect.NewAutomationServiceHandler(appv1connect.UnimplementedAutomationServiceHandler{}, opts))
-	add(appv1connect.NewAutomationRunServiceHandler(appv1connect.UnimplementedAutomationRunServiceHandler{}, opts))
-	add(appv1connect.NewOAuthCredentialServiceHandler(appv1connect.UnimplementedOAuthCredentialServiceHandler{}, opts))
+	a.automations(d, opts, add, automationEffects{tasks: taskSvc, sessions: sessionSvc, prompts: promptStore, secrets: secretStore})
+	if d.Sealer != nil && d.PubSub != nil {
+		hooks := webhooks.New(webhooks.Deps{
+			DB: d.DB, Sealer: d.Sealer, PubSub: d.PubSub, Clock: d.Clock, Limits: d.Config.Limits.Webhooks, Log: d.Log,
+		})
+		add(appv1connect.NewWebhookRegistrationServiceHandler(hooks, opts))
+		a.routes["POST "+webhooks.InboundPath] = route{appv1connect.WebhookRegistrationServiceName, hooks.Inbound()}
+	} else {
+		add(appv1connect.NewWebhookRegistrationServiceHandler(appv1connect.UnimplementedWebhookRegistrationServiceHandler{}, opts,
+			connect.WithInterceptors(unavailable("webhooks are not served here: set HANGAR_SEAL_KEYSET and give the API Pub/Sub"))))
+	}
 	return a
 }
 
@@ -166,8 +208,8 @@ func (a *API) Handler() http.Handler {
 	for name, h := range a.services {
 		mount(mux, name, h)
 	}
-	for pattern, h := range a.routes {
-		mux.Handle(pattern, h)
+	for pattern, r := range a.routes {
+		mux.Handle(pattern, r.h)
 	}
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
 	return mux
@@ -175,7 +217,7 @@ func (a *API) Handler() http.Handler {
 
 // ServiceHandler serves one service, for its own Cloud Run function. It answers both under
 // RPCPrefix (behind the load balancer that routes /rpc/svc.app.v1.<Service>/* to it) and at the
-// bare path (the function's own URL).
+// bare path (the function's own URL), and serves the service's plain HTTP routes.
 func (a *API) ServiceHandler(name string) (http.Handler, bool) {
 	h, ok := a.services[name]
 	if !ok {
@@ -184,12 +226,18 @@ func (a *API) ServiceHandler(name string) (http.Handler, bool) {
 	mux := http.NewServeMux()
 	mount(mux, name, h)
 	mux.Handle("/"+name+"/", h)
-	if name == appv1connect.SessionServiceName {
-		for pattern, h := range a.routes {
-			mux.Handle(pattern, h)
+	for pattern, r := range a.routes {
+		if r.service == name {
+			mux.Handle(pattern, r.h)
 		}
 	}
 	return mux, true
+}
+
+// route is a plain HTTP route outside Connect, served by its service's function.
+type route struct {
+	service string
+	h       http.Handler
 }
 
 // NewServer serves h over HTTP/1.1 and unencrypted HTTP/2, so gRPC clients work as well as
@@ -258,11 +306,19 @@ func errMessage(err error) string {
 }
 
 // taskSessions lets tasks run in sessions, calling SessionService in process with the caller's
-// identity, so a task's session is its creator's.
-type taskSessions struct{ svc *sessions.Service }
+// identity, so a task's session is its creator's. The profile's secrets are read from the org
+// secret store into the session's secrets, sealed there like any CreateSession's.
+type taskSessions struct {
+	svc     *sessions.Service
+	secrets *secrets.Store
+}
 
 func (t taskSessions) Start(ctx context.Context, spec tasks.SessionSpec) (string, error) {
-	req := &appv1.CreateSessionRequest{ImageUri: spec.Image, Mode: sessions.ModeAgent, HarnessEnv: spec.Env}
+	secretEnv, err := t.secrets.Resolve(ctx, spec.SecretRefs)
+	if err != nil {
+		return "", err
+	}
+	req := &appv1.CreateSessionRequest{ImageUri: spec.Image, Mode: sessions.ModeAgent, HarnessEnv: spec.Env, Secrets: secretEnv}
 	for _, f := range []struct {
 		dst **string
 		val string

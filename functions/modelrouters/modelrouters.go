@@ -17,6 +17,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/hangar-dev/hangar/functions/platform/opt"
 	"net/url"
 	"slices"
 	"strings"
@@ -39,9 +40,13 @@ const (
 	modelsCollection  = "models"
 )
 
-// Credentials resolves a router's credential_secret reference to the secret; ok is false when
-// the deployment holds no such secret.
-type Credentials func(ctx context.Context, ref string) (secret string, ok bool, err error)
+// Credentials holds the secrets routers' credential_secret references name (the org secret
+// store): Exists says whether one is there without opening it, Lookup opens it (ok false when
+// there is none).
+type Credentials interface {
+	Exists(ctx context.Context, ref string) (bool, error)
+	Lookup(ctx context.Context, ref string) (secret string, ok bool, err error)
+}
 
 // Service implements ModelRouterService. Every caller may list routers and the models of their
 // audience; refreshing and changing policy is for admins.
@@ -87,9 +92,11 @@ func (s *Service) describe(ctx context.Context, r config.ModelRouter) (*appv1.Mo
 			return nil, err
 		}
 	}
-	_, configured, err := s.secret(ctx, r)
-	if err != nil {
-		return nil, err
+	configured := false
+	if r.CredentialSecret != "" && s.creds != nil {
+		if configured, err = s.creds.Exists(ctx, r.CredentialSecret); err != nil {
+			return nil, err
+		}
 	}
 	models := s.models(r.ID).Query
 	var counts [3]uint32
@@ -103,7 +110,7 @@ func (s *Service) describe(ctx context.Context, r config.ModelRouter) (*appv1.Mo
 		Protocols: r.Protocols, CredentialSecret: r.CredentialSecret, EgressHosts: r.EgressHosts,
 		CredentialConfigured: configured,
 		LastSuccessfulSyncAt: clock.FormatPtr(st.LastSuccessfulSyncAt),
-		LastSyncError:        optional(st.LastSyncError),
+		LastSyncError:        opt.String(st.LastSyncError),
 		ModelCount:           counts[0], AvailableModelCount: counts[1], EnabledModelCount: counts[2],
 		DefaultModel: r.DefaultModel,
 	}, nil
@@ -322,7 +329,7 @@ func (s *Service) secret(ctx context.Context, r config.ModelRouter) (string, boo
 	if r.CredentialSecret == "" || s.creds == nil {
 		return "", false, nil
 	}
-	return s.creds(ctx, r.CredentialSecret)
+	return s.creds.Lookup(ctx, r.CredentialSecret)
 }
 
 func requireAdmin(ctx context.Context, what string) error {

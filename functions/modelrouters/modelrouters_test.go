@@ -18,6 +18,7 @@ import (
 	"github.com/hangar-dev/hangar/functions/platform/auth"
 	"github.com/hangar-dev/hangar/functions/platform/clock"
 	"github.com/hangar-dev/hangar/functions/platform/config"
+	"github.com/hangar-dev/hangar/functions/platform/secrets"
 	appv1 "github.com/hangar-dev/hangar/gen/svc/app/v1"
 	"github.com/hangar-dev/hangar/internal/testenv"
 )
@@ -86,6 +87,7 @@ type fixture struct {
 	svc   *Service
 	up    *upstream
 	clock *clock.Fake
+	creds *secrets.Store
 }
 
 const routerID = "openrouter"
@@ -99,11 +101,34 @@ func newFixture(t *testing.T) fixture {
 		ID: routerID, Label: "OpenRouter", BaseURL: up.URL + "/api/v1", Protocols: []string{"openai-chat"},
 		CredentialSecret: "org/openrouter-key", EgressHosts: []string{"openrouter.ai"}, DefaultModel: "anthropic/claude-sonnet-4",
 	}}
-	creds := func(_ context.Context, ref string) (string, bool, error) {
-		return "sk-or-test", ref == "org/openrouter-key", nil
-	}
 	c := clock.NewFake(t0)
-	return fixture{svc: New(db, c, cfg, creds), up: up, clock: c}
+	_, sealer := testenv.Keyset(t)
+	lim := config.Default().Limits
+	creds := secrets.New(db, sealer, c.Now, secrets.Limits{MaxValueBytes: lim.MaxSecretBytes, MaxSecrets: lim.MaxOrgSecrets})
+	if _, _, err := creds.Put(t.Context(), secrets.Put{Name: "org/openrouter-key", Value: "sk-or-test"}); err != nil {
+		t.Fatal(err)
+	}
+	return fixture{svc: New(db, c, cfg, creds), up: up, clock: c, creds: creds}
+}
+
+// Without its secret a router is called with no key and says so; once an admin puts it, the
+// next refresh sends it.
+func TestRouterCredentialFollowsTheOrgSecret(t *testing.T) {
+	f := newFixture(t)
+	if _, err := f.creds.Delete(t.Context(), "org/openrouter-key", nil); err != nil {
+		t.Fatal(err)
+	}
+	f.refresh(t)
+	if f.up.auth != "" || f.router(t).GetCredentialConfigured() {
+		t.Fatalf("without the secret: upstream saw %q, router %v", f.up.auth, f.router(t))
+	}
+	if _, _, err := f.creds.Put(t.Context(), secrets.Put{Name: "org/openrouter-key", Value: "sk-or-rotated"}); err != nil {
+		t.Fatal(err)
+	}
+	f.refresh(t)
+	if f.up.auth != "Bearer sk-or-rotated" || !f.router(t).GetCredentialConfigured() {
+		t.Fatalf("with the secret: upstream saw %q, router %v", f.up.auth, f.router(t))
+	}
 }
 
 func admin(t *testing.T) context.Context {

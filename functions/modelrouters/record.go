@@ -1,6 +1,7 @@
 package modelrouters
 
 import (
+	"github.com/hangar-dev/hangar/functions/platform/opt"
 	"reflect"
 	"slices"
 	"strings"
@@ -66,15 +67,15 @@ func (r modelRecord) proto() *appv1.RouterModel {
 		Id:                  r.ID,
 		CanonicalSlug:       c.CanonicalSlug,
 		Name:                c.Name,
-		Author:              optional(c.Author),
-		Description:         optional(c.Description),
+		Author:              opt.String(c.Author),
+		Description:         opt.String(c.Description),
 		ContextLength:       uint64(max(c.ContextLength, 0)),
-		PromptPrice:         optional(c.PromptPrice),
-		CompletionPrice:     optional(c.CompletionPrice),
+		PromptPrice:         opt.String(c.PromptPrice),
+		CompletionPrice:     opt.String(c.CompletionPrice),
 		InputModalities:     c.InputModalities,
 		OutputModalities:    c.OutputModalities,
 		SupportedParameters: c.SupportedParameters,
-		ModelHubId:          optional(c.ModelHubID),
+		ModelHubId:          opt.String(c.ModelHubID),
 		Available:           r.Available,
 		Enabled:             r.Enabled,
 		UserEnabled:         r.UserEnabled,
@@ -87,11 +88,4 @@ func (r modelRecord) proto() *appv1.RouterModel {
 // matches reports whether search (already lowercased) is in the model's id or name.
 func (r modelRecord) matches(search string) bool {
 	return strings.Contains(strings.ToLower(r.ID), search) || strings.Contains(strings.ToLower(r.Catalog.Name), search)
-}
-
-func optional(s string) *string {
-	if s == "" {
-		return nil
-	}
-	return &s
 }

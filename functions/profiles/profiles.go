@@ -231,18 +231,18 @@ func (s *Service) DeleteProfile(ctx context.Context, req *connect.Request[appv1.
 	return connect.NewResponse(&emptypb.Empty{}), nil
 }
 
-// Launch returns the profile as a task's session starts from it: its snapshot and its env vars.
-// An unknown or malformed id is not_found; an archived profile is failed_precondition, since no
-// new work may start from it.
-func (s *Service) Launch(ctx context.Context, id string) (*appv1.ProfileSnapshot, map[string]string, error) {
+// Launch returns the profile as a task's session starts from it: its snapshot, its env vars and
+// its secrets (references, never values). An unknown or malformed id is not_found; an archived
+// profile is failed_precondition, since no new work may start from it.
+func (s *Service) Launch(ctx context.Context, id string) (*appv1.ProfileSnapshot, map[string]string, []*appv1.ProfileSecret, error) {
 	rec, err := s.read(ctx, nil, id)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	if rec.Archived {
-		return nil, nil, apierr.FailedPrecondition("profile %s is archived", id)
+		return nil, nil, nil, apierr.FailedPrecondition("profile %s is archived", id)
 	}
-	return rec.snapshot(), rec.EnvVars, nil
+	return rec.snapshot(), rec.EnvVars, rec.proto().GetSecrets(), nil
 }
 
 // mayChange says whether the caller may update or delete rec: profiles are shared for reading,

@@ -526,7 +526,7 @@ func TestLaunch(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			got, env, err := f.svc.Launch(t.Context(), tc.id)
+			got, env, secrets, err := f.svc.Launch(t.Context(), tc.id)
 			if tc.want != 0 {
 				testenv.WantCode(t, err, tc.want)
 				return
@@ -537,6 +537,10 @@ func TestLaunch(t *testing.T) {
 			in := validRequest()
 			if !maps.Equal(env, in.GetEnvVars()) {
 				t.Fatalf("env vars %v, want %v", env, in.GetEnvVars())
+			}
+			if len(secrets) != len(in.GetSecrets()) || len(secrets) == 0 || secrets[0].GetRef() != in.GetSecrets()[0].GetRef() ||
+				secrets[0].GetEnvVar() != in.GetSecrets()[0].GetEnvVar() {
+				t.Fatalf("secrets %v, want %v", secrets, in.GetSecrets())
 			}
 			wantProto(t, "snapshot", got, &appv1.ProfileSnapshot{
 				Id: live.GetId(), Name: "Live", ImageId: in.GetImageId(), Harness: in.Harness, Model: in.Model,

@@ -1,6 +1,7 @@
 package profiles
 
 import (
+	"github.com/hangar-dev/hangar/functions/platform/opt"
 	"time"
 
 	"github.com/hangar-dev/hangar/functions/platform/clock"
@@ -82,8 +83,8 @@ func (r record) proto() *appv1.Profile {
 		Network: &appv1.ProfileNetwork{
 			Default: r.Network.Default, AllowHosts: r.Network.AllowHosts, AllowHostPatterns: r.Network.AllowHostPatterns,
 		},
-		Harness: optional(r.Harness), Model: optional(r.Model), Effort: optional(r.Effort),
-		Designation: optional(r.Designation), ModelRouter: optional(r.ModelRouter),
+		Harness: opt.String(r.Harness), Model: opt.String(r.Model), Effort: opt.String(r.Effort),
+		Designation: opt.String(r.Designation), ModelRouter: opt.String(r.ModelRouter),
 	}
 	for _, s := range r.Secrets {
 		p.Secrets = append(p.Secrets, &appv1.ProfileSecret{
@@ -108,8 +109,8 @@ func (r record) proto() *appv1.Profile {
 func (r record) snapshot() *appv1.ProfileSnapshot {
 	return &appv1.ProfileSnapshot{
 		Id: r.ID, Name: r.Name, ImageId: r.ImageID,
-		Harness: optional(r.Harness), Model: optional(r.Model), Effort: optional(r.Effort),
-		ModelRouter: optional(r.ModelRouter), UpdatedAt: clock.Format(r.UpdatedAt),
+		Harness: opt.String(r.Harness), Model: opt.String(r.Model), Effort: opt.String(r.Effort),
+		ModelRouter: opt.String(r.ModelRouter), UpdatedAt: clock.Format(r.UpdatedAt),
 	}
 }
 
@@ -128,11 +129,4 @@ func (rr *remoteRecord) proto() *appv1.ProfileRepoRemote {
 		return nil
 	}
 	return &appv1.ProfileRepoRemote{Host: rr.Host, Owner: rr.Owner, Name: rr.Name}
-}
-
-func optional(s string) *string {
-	if s == "" {
-		return nil
-	}
-	return &s
 }

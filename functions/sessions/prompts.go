@@ -5,6 +5,7 @@ import (
 
 	"connectrpc.com/connect"
 
+	"github.com/hangar-dev/hangar/functions/platform/apierr"
 	appv1 "github.com/hangar-dev/hangar/gen/svc/app/v1"
 )
 
@@ -47,4 +48,17 @@ func (s *Service) Interrupt(ctx context.Context, req *connect.Request[appv1.Inte
 		return nil, err
 	}
 	return client.Interrupt(ctx, connect.NewRequest(req.Msg))
+}
+
+// CompleteToolCall hands a client's tool result to the harness of the session's running turn,
+// which waits on tool_call_id; the host checks the result and the call.
+func (s *Service) CompleteToolCall(ctx context.Context, req *connect.Request[appv1.CompleteToolCallRequest]) (*connect.Response[appv1.CompleteToolCallResponse], error) {
+	client, err := s.liveHost(ctx, req.Msg.GetSessionId())
+	if err != nil {
+		return nil, err
+	}
+	if req.Msg.GetToolCallId() == "" {
+		return nil, apierr.InvalidArgument("tool_call_id", "is required")
+	}
+	return client.CompleteToolCall(ctx, connect.NewRequest(req.Msg))
 }

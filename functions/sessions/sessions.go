@@ -26,8 +26,10 @@ import (
 	"github.com/hangar-dev/hangar/functions/platform/auth"
 	"github.com/hangar-dev/hangar/functions/platform/clock"
 	"github.com/hangar-dev/hangar/functions/platform/config"
+	"github.com/hangar-dev/hangar/functions/platform/credentials"
 	"github.com/hangar-dev/hangar/functions/platform/ids"
 	"github.com/hangar-dev/hangar/functions/platform/seal"
+	"github.com/hangar-dev/hangar/functions/platform/secrets"
 	hostv1 "github.com/hangar-dev/hangar/gen/host/v1"
 	"github.com/hangar-dev/hangar/gen/host/v1/hostv1connect"
 	appv1 "github.com/hangar-dev/hangar/gen/svc/app/v1"
@@ -57,6 +59,8 @@ type agentChoice struct {
 	harness string
 	router  *config.ModelRouter
 	env     map[string]string // the router's variables for the harness
+	// oauth is the OAuth provider whose bundle the harness takes (nil: none).
+	oauth *abi.OAuth
 }
 
 // chooseAgent checks the harness fields of m against the harness's descriptor, reporting bad
@@ -89,6 +93,9 @@ func (s *Service) chooseAgent(ctx context.Context, m *appv1.CreateSessionRequest
 		return c, nil
 	}
 	d := e.Descriptor
+	if d.Auth != nil {
+		c.oauth = d.Auth.UserOAuth
+	}
 	if hm := m.GetHarnessMode(); hm != "" && !slices.ContainsFunc(d.Modes, func(x abi.Mode) bool { return x.ID == hm }) {
 		v.Addf("harness_mode", "harness %s has no mode %q", c.harness, hm)
 	}
@@ -107,8 +114,32 @@ func (s *Service) chooseAgent(ctx context.Context, m *appv1.CreateSessionRequest
 	if proto == "" {
 		return c, apierr.FailedPrecondition("harness %s speaks none of model router %s's protocols (%s)", c.harness, name, strings.Join(c.router.Protocols, ", "))
 	}
-	c.env = routerEnv(c.router, proto, cmp.Or(m.GetModel(), c.router.DefaultModel))
+	key, err := s.routerKey(ctx, c.router)
+	if err != nil {
+		return c, err
+	}
+	c.env = routerEnv(c.router, proto, cmp.Or(m.GetModel(), c.router.DefaultModel), key)
 	return c, nil
+}
+
+// routerKey is the value of the router's credential secret ("" for a router that names none).
+// A named secret that does not exist is failed_precondition: the router would refuse the
+// harness, and only an admin can fix it.
+func (s *Service) routerKey(ctx context.Context, r *config.ModelRouter) (string, error) {
+	if r.CredentialSecret == "" {
+		return "", nil
+	}
+	if s.d.Secrets == nil {
+		return "", apierr.FailedPrecondition("model router %s needs its credential secret %q, and this deployment keeps no org secrets", r.ID, r.CredentialSecret)
+	}
+	key, ok, err := s.d.Secrets.Lookup(ctx, r.CredentialSecret)
+	if err != nil {
+		return "", fmt.Errorf("read the credential of model router %s: %w", r.ID, err)
+	}
+	if !ok {
+		return "", apierr.FailedPrecondition("model router %s's credential secret %q does not exist: an admin must put it (OrgSecretService)", r.ID, r.CredentialSecret)
+	}
+	return key, nil
 }
 
 // router is the configured model router called name, or nil.
@@ -131,9 +162,13 @@ func commonProtocol(harness, router []string) string {
 	return ""
 }
 
-// routerEnv points a harness at a model router in the variables its protocol's clients read.
-// The router's key joins them once org secrets exist; until then the router is called without.
-func routerEnv(r *config.ModelRouter, protocol, model string) map[string]string {
+// routerEnv points a harness at a model router, with its key when it has one, in the variables
+// its protocol's clients read. Anthropic's clients (Claude Code) send ANTHROPIC_AUTH_TOKEN as
+// "Authorization: Bearer", what routers (OpenRouter, LiteLLM) take and RefreshRouterModels
+// sends, while ANTHROPIC_API_KEY would go as x-api-key; so the key goes in the first and the
+// second is emptied, so that an Anthropic key among the session's secrets is never sent to the
+// router.
+func routerEnv(r *config.ModelRouter, protocol, model, key string) map[string]string {
 	env := map[string]string{"HANGAR_MODEL_ROUTER": r.ID, "HANGAR_MODEL_ROUTER_URL": r.BaseURL}
 	switch {
 	case protocol == "anthropic":
@@ -141,10 +176,40 @@ func routerEnv(r *config.ModelRouter, protocol, model string) map[string]string 
 		if model != "" {
 			env["ANTHROPIC_MODEL"] = model
 		}
+		if key != "" {
+			env["ANTHROPIC_AUTH_TOKEN"], env["ANTHROPIC_API_KEY"] = key, ""
+		}
 	case strings.HasPrefix(protocol, "openai"):
 		env["OPENAI_BASE_URL"] = r.BaseURL
+		if key != "" {
+			env["OPENAI_API_KEY"] = key
+		}
 	}
 	return env
+}
+
+// oauthBundle opens the OAuth credential a session asks for (nil: none), once the harness is
+// known to take that provider's bundle and the caller to be allowed the subject's credentials.
+func (s *Service) oauthBundle(ctx context.Context, caller auth.Principal, agent agentChoice, b *appv1.OAuthCredentialBinding) (string, error) {
+	if b == nil {
+		return "", nil
+	}
+	provider := strings.TrimSpace(b.GetProvider())
+	if agent.oauth == nil {
+		return "", apierr.FailedPrecondition("harness %s takes no OAuth credential (asked for %q)", agent.harness, provider)
+	}
+	if agent.oauth.Provider != provider {
+		return "", apierr.FailedPrecondition("harness %s takes an OAuth credential of provider %q, not %q", agent.harness, agent.oauth.Provider, provider)
+	}
+	if s.d.Credentials == nil {
+		return "", apierr.FailedPrecondition("this deployment keeps no OAuth credentials")
+	}
+	sub, err := credentials.SubjectOf(caller, b.GetSubject())
+	if err != nil {
+		return "", err
+	}
+	bundle, _, err := s.d.Credentials.Bundle(ctx, sub, provider)
+	return bundle, err
 }
 
 // Kind is what CreateSessionResponse.kind says: the sandbox technology a session runs on.
@@ -165,10 +230,13 @@ type Deps struct {
 	Harnesses *catalog.Catalog
 	// Routers are the deployment's model routers.
 	Routers []config.ModelRouter
+	// Secrets holds the routers' keys; Credentials the OAuth credentials sessions may name.
+	Secrets     *secrets.Store
+	Credentials *credentials.Store
 }
 
-// Service implements SessionService. CompleteToolCall, EnsureBrowser and EnsureIde answer
-// unimplemented until later work builds them.
+// Service implements SessionService. EnsureBrowser and EnsureIde answer unimplemented until
+// later work builds them.
 type Service struct {
 	appv1connect.UnimplementedSessionServiceHandler
 	d      Deps
@@ -226,9 +294,6 @@ func (s *Service) CreateSession(ctx context.Context, req *connect.Request[appv1.
 	if size > s.d.Limits.MaxSessionEnvBytes {
 		v.Addf("secrets", "secrets and harness_env hold %d bytes; at most %d", size, s.d.Limits.MaxSessionEnvBytes)
 	}
-	if m.GetOauthCredential() != nil {
-		return nil, connect.NewError(connect.CodeUnimplemented, errors.New("oauth_credential is not available yet: create the session without it"))
-	}
 	if m.Prompt != nil && m.GetPrompt() == "" {
 		v.Add("prompt", "is empty")
 	}
@@ -236,12 +301,19 @@ func (s *Service) CreateSession(ctx context.Context, req *connect.Request[appv1.
 	if agent.harness != "" {
 		mode = ModeAgent
 	}
+	if m.GetOauthCredential() != nil && agent.harness == "" {
+		v.Add("oauth_credential", "needs a harness")
+	}
 	maps.Copy(env, agent.env)
 	if err := v.Err(); err != nil {
 		return nil, err
 	}
 	if agentErr != nil {
 		return nil, agentErr
+	}
+	bundle, err := s.oauthBundle(ctx, caller, agent, m.GetOauthCredential())
+	if err != nil {
+		return nil, err
 	}
 	if id == "" {
 		id = ids.New("sess")
@@ -257,9 +329,15 @@ func (s *Service) CreateSession(ctx context.Context, req *connect.Request[appv1.
 	if err != nil {
 		return nil, err
 	}
+	var sealedCred []byte
+	if bundle != "" {
+		if sealedCred, err = s.d.Sealer.Seal([]byte(bundle), sessions.CredentialOwner(id)); err != nil {
+			return nil, err
+		}
+	}
 	rec := &sessions.Record{
 		ID: id, Owner: caller.UserID, Status: sessions.Creating, HostID: host.ID,
-		ImageURI: image, Mode: mode, SealedEnv: sealed, Harness: agent.harness, HarnessMode: m.GetHarnessMode(),
+		ImageURI: image, Mode: mode, SealedEnv: sealed, SealedCredential: sealedCred, Harness: agent.harness, HarnessMode: m.GetHarnessMode(),
 		Model: m.GetModel(), Effort: m.GetEffort(), ModelRouter: m.GetModelRouter(),
 	}
 	if agent.router != nil && rec.Model == "" {

@@ -35,15 +35,15 @@ const (
 // fakeProfiles answers Launch the way ProfileService does.
 type fakeProfiles map[string]*appv1.ProfileSnapshot
 
-func (f fakeProfiles) Launch(_ context.Context, id string) (*appv1.ProfileSnapshot, map[string]string, error) {
+func (f fakeProfiles) Launch(_ context.Context, id string) (*appv1.ProfileSnapshot, map[string]string, []*appv1.ProfileSecret, error) {
 	p, ok := f[id]
 	switch {
 	case !ok:
-		return nil, nil, apierr.NotFound("profile", id)
+		return nil, nil, nil, apierr.NotFound("profile", id)
 	case id == profArchived:
-		return nil, nil, apierr.FailedPrecondition("profile %s is archived", id)
+		return nil, nil, nil, apierr.FailedPrecondition("profile %s is archived", id)
 	}
-	return p, nil, nil
+	return p, nil, nil, nil
 }
 
 var profiles = fakeProfiles{

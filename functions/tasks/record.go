@@ -3,6 +3,7 @@ package tasks
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/hangar-dev/hangar/functions/platform/opt"
 	"reflect"
 	"strings"
 	"time"
@@ -106,24 +107,17 @@ func (r record) visibleTo(p auth.Principal) bool {
 
 func (r record) proto(users map[string]auth.User) *appv1.Task {
 	t := &appv1.Task{
-		Id: r.ID, Type: r.Type, Title: optional(r.Title), Status: r.Status,
-		CreatedByUserId: optional(r.CreatedBy), SourceJson: r.SourceJSON,
+		Id: r.ID, Type: r.Type, Title: opt.String(r.Title), Status: r.Status,
+		CreatedByUserId: opt.String(r.CreatedBy), SourceJson: r.SourceJSON,
 		CreatedAt: clock.Format(r.CreatedAt), UpdatedAt: clock.Format(r.UpdatedAt),
 		TitleIsCustom: r.TitleIsCustom, CreatedBy: users[r.CreatedBy].Proto(),
-		Harness: optional(r.Harness), Model: optional(r.Model), Effort: optional(r.Effort),
-		ModelRouter: optional(r.ModelRouter), ParentTaskId: optional(r.ParentTaskID),
-		RootTaskId: optional(r.RootTaskID), LocalTaskName: optional(r.LocalName),
-		CanonicalTaskName: optional(r.CanonicalName), SpawningSessionId: optional(r.SpawningSessionID),
+		Harness: opt.String(r.Harness), Model: opt.String(r.Model), Effort: opt.String(r.Effort),
+		ModelRouter: opt.String(r.ModelRouter), ParentTaskId: opt.String(r.ParentTaskID),
+		RootTaskId: opt.String(r.RootTaskID), LocalTaskName: opt.String(r.LocalName),
+		CanonicalTaskName: opt.String(r.CanonicalName), SpawningSessionId: opt.String(r.SpawningSessionID),
 	}
 	for _, id := range r.SessionIDs {
 		t.Sessions = append(t.Sessions, &appv1.TaskSessionRef{SessionId: id})
 	}
 	return t
-}
-
-func optional(s string) *string {
-	if s == "" {
-		return nil
-	}
-	return &s
 }

@@ -4,10 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"github.com/hangar-dev/hangar/functions/platform/opt"
 
 	"cloud.google.com/go/firestore"
 	"google.golang.org/protobuf/encoding/protojson"
 
+	"github.com/hangar-dev/hangar/functions/platform/apierr"
 	appv1 "github.com/hangar-dev/hangar/gen/svc/app/v1"
 )
 
@@ -27,6 +29,23 @@ type SessionSpec struct {
 	Model, Effort, ModelRouter          string
 	// Env is the profile's env vars, the session's harness_env.
 	Env map[string]string
+	// SecretRefs are the profile's secrets in mode "env": environment variable → org secret,
+	// read into the session's secrets.
+	SecretRefs map[string]string
+}
+
+// secretRefs are the profile's secrets a session gets in its environment. Mode "proxy" (the
+// egress proxy adds the secret to requests for its hosts) is not built: such a profile cannot
+// start a session yet, rather than start one that silently lacks the secret.
+func secretRefs(profileSecrets []*appv1.ProfileSecret) (map[string]string, error) {
+	refs := make(map[string]string, len(profileSecrets))
+	for _, ps := range profileSecrets {
+		if ps.GetMode() == "proxy" {
+			return nil, apierr.FailedPrecondition("the profile's secret %q is in mode \"proxy\", which needs the egress proxy, not available yet: use mode \"env\"", ps.GetRef())
+		}
+		refs[ps.GetEnvVar()] = ps.GetRef()
+	}
+	return refs, nil
 }
 
 // SessionState is a session as a task follows it.
@@ -88,7 +107,7 @@ func (s *Service) follow(ctx context.Context, recs []record, tasks []*appv1.Task
 			if j > 0 {
 				continue
 			}
-			ref.Role = optional("primary")
+			ref.Role = opt.String("primary")
 			if to := statusOf(st); to != r.Status && CanMove(r.Status, to) {
 				if s.moveStatus(ctx, r.ID, r.Status, to) == nil {
 					tasks[i].Status = to

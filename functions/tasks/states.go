@@ -1,6 +1,10 @@
 package tasks
 
-import "slices"
+import (
+	"slices"
+
+	"github.com/hangar-dev/hangar/functions/platform/states"
+)
 
 // Task states.
 const (
@@ -15,39 +19,27 @@ const (
 // stateMoves is the task state machine, in lifecycle order: each state and the states it may
 // move to. A new task is pending until its first session starts; waiting means the agent needs
 // the user.
-var stateMoves = []struct {
-	state string
-	next  []string
-}{
-	{StatePending, []string{StateRunning, StateFailed, StateCancelled}},
-	{StateRunning, []string{StateWaiting, StateCompleted, StateFailed, StateCancelled}},
-	{StateWaiting, []string{StateRunning, StateCompleted, StateFailed, StateCancelled}},
+var stateMoves = states.Table[string]{
+	{From: StatePending, To: []string{StateRunning, StateFailed, StateCancelled}},
+	{From: StateRunning, To: []string{StateWaiting, StateCompleted, StateFailed, StateCancelled}},
+	{From: StateWaiting, To: []string{StateRunning, StateCompleted, StateFailed, StateCancelled}},
 	// A finished or failed task runs again on a follow-up prompt or a resume, as agent
 	// dashboards allow (and as closed issues reopen).
-	{StateCompleted, []string{StateRunning}},
-	{StateFailed, []string{StateRunning}},
+	{From: StateCompleted, To: []string{StateRunning}},
+	{From: StateFailed, To: []string{StateRunning}},
 	// Cancelling is the user's explicit stop: nothing restarts the task behind their back.
-	{StateCancelled, nil},
+	{From: StateCancelled},
 }
 
 // States returns every task state in lifecycle order.
 func States() []string {
-	out := make([]string, len(stateMoves))
-	for i, m := range stateMoves {
-		out[i] = m.state
-	}
-	return out
+	return stateMoves.States()
 }
 
 // CanMove reports whether a task may move from one state to another. Staying in a state is not a
 // move.
 func CanMove(from, to string) bool {
-	for _, m := range stateMoves {
-		if m.state == from {
-			return slices.Contains(m.next, to)
-		}
-	}
-	return false
+	return stateMoves.CanMove(from, to)
 }
 
 func isState(s string) bool { return slices.Contains(States(), s) }

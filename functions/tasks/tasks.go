@@ -56,9 +56,9 @@ const (
 
 // Profiles is what tasks need of ProfileService; the api package wires the real one in.
 type Profiles interface {
-	// Launch returns the profile's snapshot and env vars, apierr NotFound for an unknown profile
-	// and FailedPrecondition for an archived one.
-	Launch(ctx context.Context, id string) (*appv1.ProfileSnapshot, map[string]string, error)
+	// Launch returns the profile's snapshot, env vars and secrets, apierr NotFound for an
+	// unknown profile and FailedPrecondition for an archived one.
+	Launch(ctx context.Context, id string) (*appv1.ProfileSnapshot, map[string]string, []*appv1.ProfileSecret, error)
 }
 
 // Service implements TaskService. A task is its creator's: other non-admins get not_found for
@@ -93,7 +93,7 @@ func (s *Service) CreateTask(ctx context.Context, req *connect.Request[appv1.Cre
 	if err != nil {
 		return nil, err
 	}
-	profile, profileEnv, err := s.profiles.Launch(ctx, in.ProfileID)
+	profile, profileEnv, profileSecrets, err := s.profiles.Launch(ctx, in.ProfileID)
 	if err != nil {
 		return nil, err
 	}
@@ -109,9 +109,13 @@ func (s *Service) CreateTask(ctx context.Context, req *connect.Request[appv1.Cre
 		if in.DeferInitialPrompt {
 			prompt = ""
 		}
+		refs, err := secretRefs(profileSecrets)
+		if err != nil {
+			return nil, err
+		}
 		sid, err := s.sessions.Start(ctx, SessionSpec{
 			Image: profile.GetImageId(), Harness: base.Harness, HarnessMode: in.HarnessMode, Prompt: prompt,
-			Model: base.Model, Effort: base.Effort, ModelRouter: base.ModelRouter, Env: profileEnv,
+			Model: base.Model, Effort: base.Effort, ModelRouter: base.ModelRouter, Env: profileEnv, SecretRefs: refs,
 		})
 		if err != nil {
 			return nil, fmt.Errorf("start the task's session: %w", err)

@@ -15,6 +15,10 @@
 //	hangar_plan(ptr i32, len i32) -> i64  PlanRequest -> Plan
 //	hangar_parse(ptr i32, len i32) -> i64 ParseRequest -> ParseResult
 //
+// and may export (optional; a module without it still speaks version 1):
+//
+//	hangar_tool_result(ptr i32, len i32) -> i64  ToolResultRequest -> ToolResult
+//
 // Requests are JSON written by the host into a buffer from hangar_alloc; an answer is JSON in
 // the module's memory, returned as (ptr << 32 | len), and is a Reply: exactly one of "ok" (the
 // result) and "error" (a message for the caller). A module may export _initialize (Go's
@@ -27,6 +31,29 @@
 // Plugins are pure: the same request gives the same answer, and parse carries what it needs
 // between chunks of output in ParseResult.State, which the host hands back with the next chunk.
 // So the host may run any call on any instance of the module.
+//
+// # Client-side tools
+//
+// A harness may wait, mid-turn, for the API's client to answer a tool call (CompleteToolCall).
+// Its plan sets Plan.KeepStdin, so stdin stays open after Plan.Stdin is written (the host closes
+// it when the turn ends or is interrupted); its parser reports each such call as a tool.call
+// with Event.Client set; and the module exports hangar_tool_result, which turns the client's
+// result into the bytes the host writes to the harness's stdin. It gets the parse state of the
+// turn and may return a new one. A harness whose module lacks the export takes no client tool
+// results: the host refuses them before asking it anything. These fields were added to
+// version 1 without changing it: a plugin that knows nothing of them never sets them, and the
+// host's strict decoding of answers accepts them.
+//
+// # Credentials
+//
+// A session created with an OAuth credential (CreateSession's oauth_credential, for the
+// provider the descriptor's Auth.UserOAuth names) hands its bundle to every plan as
+// PlanRequest.Credential, opaque to Hangar: the plugin delivers it the way its harness reads
+// it, as an environment variable of the plan or as a file marked Secret. The host places a
+// secret file's content under SecretDir and, at the file's Path, a symbolic link to it, so the
+// harness finds it where it looks while snapshots and artifacts carry only the link. Requests
+// carrying a credential are never logged. Credential and Secret were added to version 1 without
+// changing it, as the client-side tool fields were.
 //
 // JSON field names follow the API's (svc.app.v1.HarnessDescriptor for Descriptor), so a
 // descriptor is read by the host as the API message itself.
@@ -44,6 +71,8 @@ const (
 	ExportDescribe = "hangar_describe"
 	ExportPlan     = "hangar_plan"
 	ExportParse    = "hangar_parse"
+	// ExportToolResult is optional; see "Client-side tools".
+	ExportToolResult = "hangar_tool_result"
 )
 
 // Reply is every answer of a plugin: exactly one of OK and Error.
@@ -112,6 +141,9 @@ type PlanRequest struct {
 	// Resume is what an earlier turn's events reported for continuing its conversation (e.g.
 	// Claude Code's session id), "" for a first turn.
 	Resume string `json:"resume,omitempty"`
+	// Credential is the session's OAuth credential bundle for the provider the descriptor's
+	// Auth.UserOAuth names, as the subject stored it ("" without one); see "Credentials".
+	Credential string `json:"credential,omitempty"`
 }
 
 // Plan is how to launch the harness for one prompt in the sandbox.
@@ -122,6 +154,9 @@ type Plan struct {
 	Stdin string            `json:"stdin,omitempty"`
 	// Workdir is where to run, "" for the sandbox's default.
 	Workdir string `json:"workdir,omitempty"`
+	// KeepStdin keeps stdin open after Stdin is written, for the tool results the host writes
+	// later (ToolResult.Stdin); the host closes it when the turn ends or is interrupted.
+	KeepStdin bool `json:"keep_stdin,omitempty"`
 }
 
 // File is a file to place in the sandbox before launching.
@@ -129,7 +164,15 @@ type File struct {
 	Path    string `json:"path"`
 	Content string `json:"content"`
 	Mode    uint32 `json:"mode,omitempty"` // permission bits; 0 means 0644
+	// Secret marks a file holding a credential: the host keeps its content off the sandbox's
+	// disk (see "Credentials").
+	Secret bool `json:"secret,omitempty"`
 }
+
+// SecretDir is where, inside the sandbox, the host keeps the contents of secret files: a
+// directory outside the sandbox's copy-on-write disk, so no snapshot, artifact or file read
+// carries them, and gone with the sandbox.
+const SecretDir = "/.hangar/run/secrets"
 
 // ParseRequest hands the plugin the next chunk of the harness's output.
 type ParseRequest struct {
@@ -170,6 +213,26 @@ type Event struct {
 	Usage      *Usage          `json:"usage,omitempty"`
 	// Resume is the harness's own conversation id, for PlanRequest.Resume of the next turn.
 	Resume string `json:"resume,omitempty"`
+	// Client marks a tool.call the harness now waits for the API's client to answer
+	// (CompleteToolCall with its ToolCallID); see "Client-side tools".
+	Client bool `json:"client,omitempty"`
+}
+
+// ToolResultRequest hands the plugin a client's result for a tool call it reported with Client.
+type ToolResultRequest struct {
+	ToolCallID string `json:"tool_call_id"`
+	// ResultJSON is the client's result: valid JSON, checked by the host.
+	ResultJSON string `json:"result_json"`
+	// State is the run's parse state as the last ParseResult (or ToolResult) left it.
+	State string `json:"state,omitempty"`
+}
+
+// ToolResult is how to deliver a client's tool result to the running harness.
+type ToolResult struct {
+	// Stdin is written to the harness's stdin (kept open by Plan.KeepStdin).
+	Stdin string `json:"stdin"`
+	// State replaces the run's parse state when not empty.
+	State string `json:"state,omitempty"`
 }
 
 // Usage is what a turn cost.

@@ -26,6 +26,8 @@ var (
 	ErrRefused = errors.New("harness plugin refused the request")
 	// ErrClosed: the Plugin or its Runtime was closed.
 	ErrClosed = errors.New("harness plugin closed")
+	// ErrNotExported: an optional export (abi.ExportToolResult) the module does not have.
+	ErrNotExported = errors.New("harness plugin lacks the export")
 )
 
 // PluginError says which plugin and which export failed, and how.

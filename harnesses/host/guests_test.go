@@ -16,10 +16,12 @@ import (
 
 // guestBuilds are the test plugins: a package under testdata and the build tags that vary it.
 var guestBuilds = map[string]struct{ pkg, tags string }{
-	"good":       {"./testdata/good", ""},
-	"badversion": {"./testdata/good", "badversion"},
-	"noplan":     {"./testdata/good", "noplan"},
-	"hostile":    {"./testdata/hostile", ""},
+	"good":          {"./testdata/good", ""},
+	"badversion":    {"./testdata/good", "badversion"},
+	"noplan":        {"./testdata/good", "noplan"},
+	"toolresult":    {"./testdata/good", "toolresult"},
+	"badtoolresult": {"./testdata/good", "badtoolresult"},
+	"hostile":       {"./testdata/hostile", ""},
 }
 
 var (

@@ -121,12 +121,9 @@ func (r *Runtime) Close(ctx context.Context) error {
 // Load compiles a plugin module (from the cache when it was compiled before), checks that it
 // speaks this ABI and asks it to describe itself.
 func (r *Runtime) Load(ctx context.Context, wasm []byte) (*Plugin, error) {
-	if r.closed.Load() {
-		return nil, &PluginError{Err: ErrClosed, Reason: "the plugin runtime is closed"}
-	}
-	compiled, err := r.wz.CompileModule(ctx, wasm)
+	compiled, err := r.compile(ctx, wasm)
 	if err != nil {
-		return nil, &PluginError{Err: ErrBadModule, Reason: fmt.Sprintf("not a WebAssembly module the host can run: %v", err)}
+		return nil, err
 	}
 	p, err := r.load(ctx, compiled)
 	if err != nil {
@@ -136,8 +133,19 @@ func (r *Runtime) Load(ctx context.Context, wasm []byte) (*Plugin, error) {
 	return p, nil
 }
 
+func (r *Runtime) compile(ctx context.Context, wasm []byte) (wazero.CompiledModule, error) {
+	if r.closed.Load() {
+		return nil, &PluginError{Err: ErrClosed, Reason: "the plugin runtime is closed"}
+	}
+	compiled, err := r.wz.CompileModule(ctx, wasm)
+	if err != nil {
+		return nil, &PluginError{Err: ErrBadModule, Reason: fmt.Sprintf("not a WebAssembly module the host can run: %v", err)}
+	}
+	return compiled, nil
+}
+
 func (r *Runtime) load(ctx context.Context, compiled wazero.CompiledModule) (*Plugin, error) {
-	init, err := r.checkLinks(compiled)
+	init, err := r.checkLinks(compiled, signatures)
 	if err != nil {
 		return nil, &PluginError{Err: ErrBadModule, Reason: err.Error()}
 	}
@@ -169,21 +177,35 @@ var signatures = map[string]struct{ params, results []api.ValueType }{
 	abi.ExportParse:    {[]api.ValueType{api.ValueTypeI32, api.ValueTypeI32}, []api.ValueType{api.ValueTypeI64}},
 }
 
+// optionalSignatures are the exports a module may leave out, with their types when present.
+var optionalSignatures = map[string]struct{ params, results []api.ValueType }{
+	abi.ExportToolResult: {[]api.ValueType{api.ValueTypeI32, api.ValueTypeI32}, []api.ValueType{api.ValueTypeI64}},
+}
+
 const initializeExport = "_initialize"
 
 // checkLinks refuses a module whose exports are not the ABI's or whose imports the host does not
 // provide, so that such a module fails here with a reason rather than at its first call. It
-// reports whether the module has an _initialize to run per instance.
-func (r *Runtime) checkLinks(compiled wazero.CompiledModule) (initialize bool, err error) {
+// reports whether the module has an _initialize to run per instance. required are the exports
+// it must have: signatures for a plugin, a reactor's own for a Reactor.
+func (r *Runtime) checkLinks(compiled wazero.CompiledModule, required map[string]struct{ params, results []api.ValueType }) (initialize bool, err error) {
 	exports := compiled.ExportedFunctions()
-	for name, want := range signatures {
-		def, ok := exports[name]
-		if !ok {
-			return false, fmt.Errorf("the module does not export %s", name)
-		}
-		if !slices.Equal(def.ParamTypes(), want.params) || !slices.Equal(def.ResultTypes(), want.results) {
-			return false, fmt.Errorf("export %s has signature %s, the ABI says %s", name,
-				signature(def.ParamTypes(), def.ResultTypes()), signature(want.params, want.results))
+	for _, set := range []struct {
+		sigs     map[string]struct{ params, results []api.ValueType }
+		required bool
+	}{{required, true}, {optionalSignatures, false}} {
+		for name, want := range set.sigs {
+			def, ok := exports[name]
+			if !ok {
+				if set.required {
+					return false, fmt.Errorf("the module does not export %s", name)
+				}
+				continue
+			}
+			if !slices.Equal(def.ParamTypes(), want.params) || !slices.Equal(def.ResultTypes(), want.results) {
+				return false, fmt.Errorf("export %s has signature %s, the ABI says %s", name,
+					signature(def.ParamTypes(), def.ResultTypes()), signature(want.params, want.results))
+			}
 		}
 	}
 	if def, ok := exports[initializeExport]; ok {

@@ -190,6 +190,7 @@ func TestLoadRefusesWhatIsNotAPluginOfThisABI(t *testing.T) {
 		{"empty module", []byte("\x00asm\x01\x00\x00\x00"), "does not export hangar_"},
 		{"another ABI version", guest(t, "badversion"), "speaks ABI version 2, the host speaks 1"},
 		{"no hangar_plan", guest(t, "noplan"), "does not export hangar_plan"},
+		{"a hangar_tool_result of another signature", guest(t, "badtoolresult"), "export hangar_tool_result has signature func(i32) (i32)"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -199,6 +200,30 @@ func TestLoadRefusesWhatIsNotAPluginOfThisABI(t *testing.T) {
 			}
 		})
 	}
+}
+
+func TestToolResultIsOptional(t *testing.T) {
+	ctx := context.Background()
+	r := newRuntime(t, host.Options{})
+	req := abi.ToolResultRequest{ToolCallID: "call-1", ResultJSON: `{"t":21}`, State: "s"}
+	t.Run("a plugin with the export answers", func(t *testing.T) {
+		p := load(t, r, "toolresult")
+		got, err := p.ToolResult(ctx, req)
+		want := abi.ToolResult{Stdin: "call-1 {\"t\":21}\n", State: "s+"}
+		if !p.TakesToolResults() || err != nil || got != want {
+			t.Fatalf("TakesToolResults %v, ToolResult = %+v, %v; want %+v", p.TakesToolResults(), got, err, want)
+		}
+		if _, err := p.ToolResult(ctx, abi.ToolResultRequest{}); !errors.Is(err, host.ErrRefused) {
+			t.Fatalf("ToolResult without an id: %v, want ErrRefused", err)
+		}
+	})
+	t.Run("a plugin without it takes no tool results", func(t *testing.T) {
+		p := load(t, r, "good")
+		_, err := p.ToolResult(ctx, req)
+		if p.TakesToolResults() || !errors.Is(err, host.ErrNotExported) || !strings.Contains(err.Error(), abi.ExportToolResult) {
+			t.Fatalf("TakesToolResults %v, ToolResult error %v; want ErrNotExported naming the export", p.TakesToolResults(), err)
+		}
+	})
 }
 
 func TestPluginSeesNoHost(t *testing.T) {

@@ -23,6 +23,8 @@ type Plugin struct {
 	compiled wazero.CompiledModule
 	config   wazero.ModuleConfig
 	desc     abi.Descriptor
+	// toolResults is whether the module exports abi.ExportToolResult.
+	toolResults bool
 
 	// slots holds a token for every instance in use or being made; idle holds the others, so
 	// at most Options.Instances exist. Instances are made on demand, since most plugins are
@@ -48,12 +50,14 @@ func newPlugin(r *Runtime, compiled wazero.CompiledModule, initialize bool) *Plu
 	if initialize {
 		config = config.WithStartFunctions(initializeExport)
 	}
+	_, toolResults := compiled.ExportedFunctions()[abi.ExportToolResult]
 	return &Plugin{
-		rt:       r,
-		compiled: compiled,
-		config:   config,
-		slots:    make(chan struct{}, r.opts.Instances),
-		idle:     make(chan *instance, r.opts.Instances),
+		rt:          r,
+		compiled:    compiled,
+		config:      config,
+		toolResults: toolResults,
+		slots:       make(chan struct{}, r.opts.Instances),
+		idle:        make(chan *instance, r.opts.Instances),
 	}
 }
 
@@ -74,6 +78,19 @@ func (p *Plugin) Plan(ctx context.Context, req abi.PlanRequest) (abi.Plan, error
 // Parse hands the plugin the next chunk of the harness's output.
 func (p *Plugin) Parse(ctx context.Context, req abi.ParseRequest) (abi.ParseResult, error) {
 	return call(ctx, p, abi.ExportParse, &req, checkParseResult)
+}
+
+// TakesToolResults reports whether the plugin exports hangar_tool_result: whether its harness
+// can be handed a client's tool result mid-turn.
+func (p *Plugin) TakesToolResults() bool { return p.toolResults }
+
+// ToolResult asks how to deliver a client's tool result to the running harness. A plugin
+// without the export is an ErrNotExported.
+func (p *Plugin) ToolResult(ctx context.Context, req abi.ToolResultRequest) (abi.ToolResult, error) {
+	if !p.TakesToolResults() {
+		return abi.ToolResult{}, p.errorf(ErrNotExported, abi.ExportToolResult, "is not exported: the harness takes no client tool results")
+	}
+	return call(ctx, p, abi.ExportToolResult, &req, func(*abi.ToolResult) error { return nil })
 }
 
 // Close frees the plugin's instances and compiled code; calls in flight finish on theirs.
@@ -166,6 +183,11 @@ func (p *Plugin) instantiate(ctx context.Context) (*instance, error) {
 	for name := range signatures {
 		inst.exports[name] = mod.ExportedFunction(name)
 	}
+	for name := range optionalSignatures {
+		if f := mod.ExportedFunction(name); f != nil {
+			inst.exports[name] = f
+		}
+	}
 	return inst, nil
 }
 
@@ -202,7 +224,7 @@ func answer[T any](ctx context.Context, p *Plugin, inst *instance, export string
 		}
 		params = []uint64{uint64(ptr), uint64(len(body))}
 	}
-	out, err := inst.exports[export].Call(callCtx, params...)
+	out, err := inst.export(export).Call(callCtx, params...)
 	if err != nil {
 		return res, p.failure(ctx, callCtx, inst, export, err)
 	}

@@ -41,6 +41,10 @@ func exportPlan(ptr, size int32) uint64 { return serve(ptr, size, plan) }
 //go:wasmexport hangar_parse
 func exportParse(ptr, size int32) uint64 { return serve(ptr, size, parse) }
 
+// ServeToolResult answers hangar_tool_result for the request the host wrote at (ptr, size). It
+// is for package toolresults, whose import is what makes a module export hangar_tool_result.
+func ServeToolResult(ptr, size int32) uint64 { return serve(ptr, size, toolResult) }
+
 // serve answers a call whose request the host wrote at (ptr, size), which must lie in the
 // buffer of the last hangar_alloc: the module never reads memory it did not hand out.
 func serve(ptr, size int32, handle func(Harness, []byte) []byte) uint64 {

@@ -15,7 +15,8 @@
 //	GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared -o x.wasm .
 //
 // (c-shared keeps the exports callable after initialisation). The SDK exports the functions of
-// abi version 1 (exports.go, wasip1 only) and does the plumbing: requests are decoded from the
+// abi version 1 (exports.go, wasip1 only) — the optional hangar_tool_result only for a main
+// package that also imports harnesses/sdk/toolresults (see ToolResulter) — and does the plumbing: requests are decoded from the
 // buffer handed out by hangar_alloc, the author's result or error becomes an abi.Reply kept alive
 // until the host has read it, and a panic in the author's code becomes an error reply instead of
 // a trap. The plumbing itself is here, free of build tags, so it is tested natively; so can the
@@ -40,6 +41,16 @@ type Harness interface {
 	Describe() abi.Descriptor
 	Plan(abi.PlanRequest) (abi.Plan, error)
 	Parse(abi.ParseRequest) (abi.ParseResult, error)
+}
+
+// ToolResulter is a Harness that takes client tool results (abi's "Client-side tools"): its
+// plans set KeepStdin, its parser reports the calls it waits on with Event.Client, and
+// ToolResult says what to write to its stdin. Like the other methods it must be pure. A module
+// exports hangar_tool_result only when its main package also imports harnesses/sdk/toolresults,
+// so a harness without client tools answers the host "takes none" without being asked.
+type ToolResulter interface {
+	Harness
+	ToolResult(abi.ToolResultRequest) (abi.ToolResult, error)
 }
 
 // registered is the module's harness; the exports answer with an error until it is set.
@@ -79,6 +90,19 @@ func plan(h Harness, req []byte) []byte {
 func parse(h Harness, req []byte) []byte {
 	return answer("Parse", func() (any, error) {
 		return call(h, req, Harness.Parse)
+	})
+}
+
+// toolResult answers hangar_tool_result for the JSON request req.
+func toolResult(h Harness, req []byte) []byte {
+	return answer("ToolResult", func() (any, error) {
+		return call(h, req, func(h Harness, r abi.ToolResultRequest) (abi.ToolResult, error) {
+			tr, ok := h.(ToolResulter)
+			if !ok {
+				return abi.ToolResult{}, fmt.Errorf("harness %s takes no client tool results: it does not implement sdk.ToolResulter", h.Describe().Name)
+			}
+			return tr.ToolResult(r)
+		})
 	})
 }
 

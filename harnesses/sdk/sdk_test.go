@@ -105,6 +105,43 @@ func TestDescribeAndParseReplies(t *testing.T) {
 	}
 }
 
+// toolEcho takes client tool results: it writes each back as a line of stdin.
+type toolEcho struct{ echo }
+
+func (toolEcho) ToolResult(req abi.ToolResultRequest) (abi.ToolResult, error) {
+	return abi.ToolResult{Stdin: req.ResultJSON + "\n", State: req.State + "+"}, nil
+}
+
+func TestToolResultReplies(t *testing.T) {
+	tests := []struct {
+		name    string
+		harness Harness
+		request string
+		want    abi.ToolResult
+		wantErr string
+	}{
+		{name: "a ToolResulter answers", harness: toolEcho{}, request: `{"tool_call_id":"c1","result_json":"{}","state":"s"}`, want: abi.ToolResult{Stdin: "{}\n", State: "s+"}},
+		{name: "a harness without client tools says so", harness: echo{}, request: `{"tool_call_id":"c1","result_json":"{}"}`, wantErr: "harness echo takes no client tool results"},
+		{name: "bad JSON is refused", harness: toolEcho{}, request: `{`, wantErr: "decode request"},
+		{name: "no harness is an error", harness: nil, request: `{}`, wantErr: "no harness registered"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := decodeReply(t, toolResult(tt.harness, []byte(tt.request)))
+			if tt.wantErr != "" {
+				if !strings.Contains(r.Error, tt.wantErr) {
+					t.Fatalf("error %q, want it to contain %q", r.Error, tt.wantErr)
+				}
+				return
+			}
+			var got abi.ToolResult
+			if err := json.Unmarshal(r.OK, &got); err != nil || got != tt.want {
+				t.Fatalf("tool result %+v (%v), want %+v", got, err, tt.want)
+			}
+		})
+	}
+}
+
 func TestRegisterRefusesASecondHarness(t *testing.T) {
 	defer func() { registered = nil }()
 	Register(echo{})

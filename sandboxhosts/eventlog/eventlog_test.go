@@ -599,3 +599,21 @@ func TestIsConversation(t *testing.T) {
 		t.Errorf("%d conversation kinds, want the 13 documented", n)
 	}
 }
+
+func TestFollowPassesOverAHoleThatNeverFills(t *testing.T) {
+	db, _ := testenv.Firestore(t)
+	col := db.Collection("sessions").Doc("holey").Collection("events")
+	for _, idx := range []int64{1, 2, 4, 5} {
+		ev := eventlog.Event{Idx: idx, Kind: "k", PayloadJSON: "{}", At: time.Now().UTC(), Durable: true}
+		if _, err := col.Doc(fmt.Sprintf("%020d", idx)).Set(t.Context(), ev); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	var err error
+	got := collect(ctx, follow(ctx, eventlog.NewReader(db), "holey", 0, &err), 4)
+	if fmt.Sprint(got) != "[1 2 4 5]" {
+		t.Fatalf("delivered %v, want [1 2 4 5] in order", got)
+	}
+}

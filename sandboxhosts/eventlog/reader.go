@@ -178,20 +178,40 @@ func (r *Reader) Follow(ctx context.Context, sessionID string, since int64, fn f
 	if err != nil {
 		return err
 	}
-	doorbell := col.OrderBy("idx", firestore.Desc).Limit(1).Snapshots(ctx)
-	defer doorbell.Stop()
+	listen := func() *firestore.QuerySnapshotIterator {
+		return col.OrderBy("idx", firestore.Desc).Limit(1).Snapshots(ctx)
+	}
+	doorbell := listen()
+	defer func() { doorbell.Stop() }()
 	f := follower{col: col, cursor: since, fn: fn}
 	if err := f.catchUp(ctx, 0); err != nil {
 		return err
 	}
-	for {
+	for broken := 0; ; {
 		snap, err := doorbell.Next()
 		if err != nil {
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
-			return fmt.Errorf("follow events of session %s: %w", sessionID, err)
+			// A listen stream can be cut (the emulator resets streams under load): the queries
+			// are the truth, so ring a new doorbell, catch up, and only give up when it keeps
+			// breaking.
+			if broken++; broken > maxDoorbellBreaks {
+				return fmt.Errorf("follow events of session %s: %w", sessionID, err)
+			}
+			doorbell.Stop()
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(time.Duration(broken) * 100 * time.Millisecond):
+			}
+			doorbell = listen()
+			if err := f.catchUp(ctx, 0); err != nil {
+				return err
+			}
+			continue
 		}
+		broken = 0
 		newest, err := store.All[Event](snap.Documents)
 		if err != nil {
 			return fmt.Errorf("follow events of session %s: %w", sessionID, err)
@@ -206,6 +226,9 @@ func (r *Reader) Follow(ctx context.Context, sessionID string, since int64, fn f
 	}
 }
 
+// maxDoorbellBreaks is how many times in a row Follow re-opens a broken listener.
+const maxDoorbellBreaks = 5
+
 // follower is the state of one Follow call: the last delivered idx and where to deliver.
 type follower struct {
 	col    *firestore.CollectionRef
@@ -213,22 +236,31 @@ type follower struct {
 	fn     func(Event) error
 }
 
-// catchUp delivers every stored event past the cursor. When the doorbell has announced an idx
-// (top) that the queries do not return yet, it retries a few times with backoff before
-// leaving it to the next doorbell snapshot, rather than spinning on an event that may be gone.
+// catchUp delivers every stored event past the cursor. The writer numbers a session's events
+// without gaps, so a query that returns a later event but not the next one has raced a commit
+// the emulator has not made visible to it yet (it happens under load): catchUp stops at such a
+// hole, and also at an idx the doorbell announced (top) that queries do not return yet, and
+// retries a few times with backoff. A hole still there after the retries is passed over, so a
+// lost event can never stall a follower; what is only late arrives by the next doorbell.
 func (f *follower) catchUp(ctx context.Context, top int64) error {
 	delay := catchUpFirstRetry
 	for attempt := 0; ; attempt++ {
+		lastTry := attempt == catchUpRetries
+		hole := false
 		for {
-			n, err := f.page(ctx)
+			n, stopped, err := f.page(ctx, lastTry)
 			if err != nil {
 				return err
+			}
+			if stopped {
+				hole = true
+				break
 			}
 			if n < followPage {
 				break
 			}
 		}
-		if f.cursor >= top || attempt == catchUpRetries {
+		if (!hole && f.cursor >= top) || lastTry {
 			return nil
 		}
 		t := time.NewTimer(delay)
@@ -242,23 +274,28 @@ func (f *follower) catchUp(ctx context.Context, top int64) error {
 	}
 }
 
-// page delivers the next page of events past the cursor and says how many it held.
-func (f *follower) page(ctx context.Context) (int, error) {
+// page delivers the next page of events past the cursor and says how many it held, stopping
+// at a hole in the numbering (stopped) unless pastHoles.
+func (f *follower) page(ctx context.Context, pastHoles bool) (n int, stopped bool, err error) {
 	q := f.col.Where("idx", ">", f.cursor).OrderBy("idx", firestore.Asc).Limit(followPage)
 	events, err := store.All[Event](q.Documents(ctx))
 	if err != nil {
 		if ctx.Err() != nil {
-			return 0, ctx.Err()
+			return 0, false, ctx.Err()
 		}
-		return 0, fmt.Errorf("follow events after %d: %w", f.cursor, err)
+		return 0, false, fmt.Errorf("follow events after %d: %w", f.cursor, err)
 	}
 	for _, ev := range events {
+		if ev.Idx != f.cursor+1 && !pastHoles {
+			return n, true, nil
+		}
 		if err := f.fn(ev); err != nil {
-			return 0, err
+			return n, false, err
 		}
 		f.cursor = ev.Idx
+		n++
 	}
-	return len(events), nil
+	return len(events), false, nil
 }
 
 // distinct drops repeated filter values, which Firestore refuses in an `in` filter.

@@ -18,6 +18,7 @@ import (
 	"github.com/hangar-dev/hangar/functions/platform/ids"
 	appv1 "github.com/hangar-dev/hangar/gen/svc/app/v1"
 	"github.com/hangar-dev/hangar/harnesses/abi"
+	harnesshost "github.com/hangar-dev/hangar/harnesses/host"
 	"github.com/hangar-dev/hangar/sandboxhosts/eventlog"
 	"github.com/hangar-dev/hangar/sandboxhosts/sessions"
 	"github.com/hangar-dev/hangar/sandboxhosts/supervisor"
@@ -35,18 +36,41 @@ type agent struct {
 	loaded  bool
 	wake    chan struct{}
 	running *turn
-	// state is the agent state last recorded (only the runner touches it).
-	state string
 	// pending are prompts this host queued, in order, handed to the runner in memory so it
 	// needs no query to find them; the queue in Firestore stays the truth.
 	pending []*sessions.Prompt
+	// credential is the session's OAuth credential bundle for its harness's plans ("": none).
+	credential string
+	// toolCalls are the client tool calls of this sandbox's turns by tool_call_id, the oldest
+	// first in toolCallOrder, at most maxKnownToolCalls of them.
+	toolCalls     map[string]*toolCall
+	toolCallOrder []string
+
+	// stateMu orders the writes of the agent state, which the runner and CompleteToolCall both
+	// make; state is the one last recorded.
+	stateMu sync.Mutex
+	state   string
 }
 
 // turn is the prompt running now.
 type turn struct {
 	promptID, execID string
 	interrupted      bool
+	// ps parses the turn's output; set before its process starts.
+	ps *parser
 }
+
+// toolCall is a tool call a turn's harness waits for the client to answer. answered is guarded
+// by its turn's parser lock.
+type toolCall struct {
+	turn     *turn
+	name     string
+	answered bool
+}
+
+// maxKnownToolCalls bounds the client tool calls a session's host remembers, so that a
+// CompleteToolCall of an old one says it is over rather than not found.
+const maxKnownToolCalls = 1000
 
 // agentOf returns the session's harness settings, read from its record once.
 func (h *Host) agentOf(ctx context.Context, b *box) (*agent, error) {
@@ -68,8 +92,15 @@ func (h *Host) agentOf(ctx context.Context, b *box) (*agent, error) {
 		if err != nil {
 			return nil, fmt.Errorf("open the environment of %s: %w", rec.ID, err)
 		}
+		var cred []byte
+		if len(rec.SealedCredential) > 0 {
+			if cred, err = h.opts.Sealer.Open(rec.SealedCredential, sessions.CredentialOwner(rec.ID)); err != nil {
+				return nil, fmt.Errorf("open the OAuth credential of %s: %w", rec.ID, err)
+			}
+		}
 		a.harness, a.mode, a.resume, a.envMap, a.loaded = rec.Harness, rec.HarnessMode, rec.HarnessResume, env, true
 		a.model, a.effort = rec.Model, rec.Effort
+		a.credential = string(cred)
 		a.wake = make(chan struct{}, 1)
 		go h.runPrompts(b)
 	}
@@ -215,6 +246,106 @@ func (h *Host) Interrupt(ctx context.Context, req *connect.Request[appv1.Interru
 	return connect.NewResponse(&appv1.InterruptResponse{SessionId: b.session, Note: "prompt " + t.promptID + " interrupted"}), nil
 }
 
+// CompleteToolCall hands a client's tool result to the harness waiting on the call: the
+// plugin says what to write to the harness's stdin, the supervisor writes it, and a tool.result
+// event (source "client") is logged. A call already answered is answered again with no second
+// write; one whose turn is over is failed_precondition.
+func (h *Host) CompleteToolCall(ctx context.Context, req *connect.Request[appv1.CompleteToolCallRequest]) (*connect.Response[appv1.CompleteToolCallResponse], error) {
+	m := req.Msg
+	b, err := h.live(m.GetSessionId())
+	if err != nil {
+		return nil, err
+	}
+	if err := h.checkToolResult(m); err != nil {
+		return nil, err
+	}
+	a, err := h.agentOf(ctx, b)
+	if err != nil {
+		return nil, err
+	}
+	plugin, err := h.opts.Harnesses.Plugin(ctx, a.harness)
+	if err != nil {
+		return nil, fmt.Errorf("harness %s: %w", a.harness, err)
+	}
+	if !plugin.TakesToolResults() {
+		return nil, apierr.FailedPrecondition("harness %s takes no client tool results", a.harness)
+	}
+	id := m.GetToolCallId()
+	a.mu.Lock()
+	c := a.toolCalls[id]
+	a.mu.Unlock()
+	if c == nil {
+		return nil, apierr.NotFound("tool call", id)
+	}
+	t := c.turn
+	// The parser's lock keeps the turn's output, whose next lines may well be the harness's
+	// answer to this result, from being logged before the tool.result.
+	t.ps.mu.Lock()
+	defer t.ps.mu.Unlock()
+	reply := func(note string) (*connect.Response[appv1.CompleteToolCallResponse], error) {
+		return connect.NewResponse(&appv1.CompleteToolCallResponse{SessionId: b.session, Note: note}), nil
+	}
+	if c.answered {
+		return reply("already completed")
+	}
+	a.mu.Lock()
+	over, interrupted := a.running != t, t.interrupted
+	a.mu.Unlock()
+	if over || interrupted {
+		how := "is over"
+		if interrupted {
+			how = "was interrupted"
+		}
+		return nil, apierr.FailedPrecondition("tool call %s belongs to prompt %s, which %s", id, t.promptID, how)
+	}
+	res, err := plugin.ToolResult(ctx, abi.ToolResultRequest{ToolCallID: id, ResultJSON: m.GetResultJson(), State: t.ps.state})
+	if errors.Is(err, harnesshost.ErrRefused) {
+		return nil, apierr.FailedPrecondition("%v", err)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("tool result for %s: %w", id, err)
+	}
+	var se *supervisor.Error
+	if err := b.sup.WriteStdin(ctx, supervisor.StdinRequest{ExecID: t.execID, Data: []byte(res.Stdin)}); errors.As(err, &se) && se.Code != supervisor.CodeBadRequest {
+		return nil, apierr.FailedPrecondition("the harness of prompt %s takes no more input: %s", t.promptID, se.Message)
+	} else if err != nil {
+		return nil, fmt.Errorf("deliver the result of %s: %w", id, err)
+	}
+	if res.State != "" {
+		t.ps.state = res.State
+	}
+	c.answered = true
+	t.ps.pending--
+	t.ps.record(abi.Event{Kind: abi.KindToolResult, ToolCallID: id, ToolName: c.name, Text: m.GetResultJson()}, "client")
+	if t.ps.pending == 0 {
+		h.setTurnState(b, a, t, sessions.AgentWorking)
+	}
+	return reply("delivered")
+}
+
+// checkToolResult validates a CompleteToolCall's tool call id and result.
+func (h *Host) checkToolResult(m *appv1.CompleteToolCallRequest) error {
+	var v apierr.Violations
+	switch id := m.GetToolCallId(); {
+	case id == "":
+		v.Add("tool_call_id", "is required")
+	case len(id) > maxToolCallIDBytes:
+		v.Addf("tool_call_id", "at most %d bytes", maxToolCallIDBytes)
+	}
+	switch r := m.GetResultJson(); {
+	case r == "":
+		v.Add("result_json", "is required")
+	case len(r) > h.opts.Limits.MaxToolResultBytes:
+		v.Addf("result_json", "at most %d bytes", h.opts.Limits.MaxToolResultBytes)
+	case !json.Valid([]byte(r)):
+		v.Add("result_json", "must be valid JSON")
+	}
+	return v.Err()
+}
+
+// maxToolCallIDBytes bounds a tool call id: harnesses make them (Claude Code's are ~30 bytes).
+const maxToolCallIDBytes = 256
+
 // runPrompts runs the session's queued prompts one at a time, for as long as its sandbox lives.
 func (h *Host) runPrompts(b *box) {
 	a := &b.agent
@@ -245,6 +376,25 @@ func (h *Host) runPrompts(b *box) {
 
 // setAgentState records what the harness is doing when it changed, for tasks to follow.
 func (h *Host) setAgentState(b *box, a *agent, state string) {
+	a.stateMu.Lock()
+	defer a.stateMu.Unlock()
+	h.setAgentStateLocked(b, a, state)
+}
+
+// setTurnState is setAgentState for what turn t does, unless t is over: the runner has said
+// (or is about to say) what the agent does next.
+func (h *Host) setTurnState(b *box, a *agent, t *turn, state string) {
+	a.stateMu.Lock()
+	defer a.stateMu.Unlock()
+	a.mu.Lock()
+	running := a.running == t
+	a.mu.Unlock()
+	if running {
+		h.setAgentStateLocked(b, a, state)
+	}
+}
+
+func (h *Host) setAgentStateLocked(b *box, a *agent, state string) {
 	if a.state == state || b.ctx.Err() != nil {
 		return
 	}
@@ -342,7 +492,7 @@ func (h *Host) turn(ctx context.Context, b *box, a *agent, t *turn, p *sessions.
 	if err != nil {
 		return fmt.Errorf("harness %s: %w", a.harness, err)
 	}
-	plan, err := plugin.Plan(ctx, abi.PlanRequest{Prompt: p.Text, Model: a.model, Effort: a.effort, Mode: mode, Env: env, Resume: resume})
+	plan, err := plugin.Plan(ctx, abi.PlanRequest{Prompt: p.Text, Model: a.model, Effort: a.effort, Mode: mode, Env: env, Resume: resume, Credential: a.credential})
 	if err != nil {
 		return fmt.Errorf("plan: %w", err)
 	}
@@ -356,10 +506,13 @@ func (h *Host) turn(ctx context.Context, b *box, a *agent, t *turn, p *sessions.
 		planEnv = append(planEnv, k+"="+v)
 	}
 	slices.Sort(planEnv)
-	ps := &parser{h: h, b: b, a: a, plugin: plugin, promptID: p.ID}
+	ps := &parser{h: h, b: b, a: a, t: t, plugin: plugin}
+	a.mu.Lock()
+	t.ps = ps
+	a.mu.Unlock()
 	exit, err := b.sup.Exec(ctx, supervisor.ExecRequest{
 		ExecID: t.execID, Argv: plan.Argv, Env: append(slices.Clone(b.env), planEnv...),
-		Workdir: plan.Workdir, Stdin: []byte(plan.Stdin), Timeout: h.opts.Limits.ExecTimeout.Max,
+		Workdir: plan.Workdir, Stdin: []byte(plan.Stdin), KeepStdin: plan.KeepStdin, Timeout: h.opts.Limits.ExecTimeout.Max,
 	}, supervisor.Events{Output: ps.output})
 	if err != nil {
 		return fmt.Errorf("launch %s: %w", plan.Argv[0], err)
@@ -374,12 +527,18 @@ type parser struct {
 	h      *Host
 	b      *box
 	a      *agent
+	t      *turn
 	plugin interface {
 		Parse(context.Context, abi.ParseRequest) (abi.ParseResult, error)
 	}
-	promptID string
-	state    string
-	carry    [2][]byte // the unfinished UTF-8 character at the end of each stream
+	carry [2][]byte // the unfinished UTF-8 character at the end of each stream
+
+	// mu orders parsing against CompleteToolCall, which reads and may replace the state and
+	// logs in the same log; it guards what follows, and the answered of the turn's tool calls.
+	mu    sync.Mutex
+	state string
+	// pending counts the turn's client tool calls not answered yet.
+	pending int
 }
 
 func (ps *parser) output(o supervisor.Output) error {
@@ -407,24 +566,57 @@ func (ps *parser) flush() {
 }
 
 func (ps *parser) parse(ctx context.Context, req abi.ParseRequest) {
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
 	req.State = ps.state
 	res, err := ps.plugin.Parse(ctx, req)
 	if err != nil {
-		ps.b.emit(eventlog.KindError, map[string]any{"prompt_id": ps.promptID, "text": "harness output not understood: " + err.Error()})
+		ps.b.emit(eventlog.KindError, map[string]any{"prompt_id": ps.t.promptID, "text": "harness output not understood: " + err.Error()})
 		return
 	}
 	ps.state = res.State
 	for _, e := range res.Events {
-		ps.log(e)
+		ps.record(e, "")
+		if e.Kind == abi.KindToolCall && e.Client && e.ToolCallID != "" {
+			ps.await(e)
+		}
 	}
 }
 
-// log appends one harness event; a turn's resume token is kept for the next turn.
-func (ps *parser) log(e abi.Event) {
+// await keeps a client tool call the turn now waits on, for CompleteToolCall. Callers hold
+// ps.mu.
+func (ps *parser) await(e abi.Event) {
+	a := ps.a
+	a.mu.Lock()
+	if a.toolCalls == nil {
+		a.toolCalls = make(map[string]*toolCall)
+	}
+	prev, known := a.toolCalls[e.ToolCallID]
+	if known && prev.turn == ps.t {
+		a.mu.Unlock()
+		return // reported again: it is the same call
+	}
+	if !known {
+		a.toolCallOrder = append(a.toolCallOrder, e.ToolCallID)
+		if len(a.toolCallOrder) > maxKnownToolCalls {
+			delete(a.toolCalls, a.toolCallOrder[0])
+			a.toolCallOrder = a.toolCallOrder[1:]
+		}
+	}
+	a.toolCalls[e.ToolCallID] = &toolCall{turn: ps.t, name: e.ToolName}
+	a.mu.Unlock()
+	ps.pending++
+	ps.h.setTurnState(ps.b, a, ps.t, sessions.AgentWaitingForTool)
+}
+
+// record appends one event of the turn, with the source of a tool result that did not come
+// from the harness; a turn's resume token is kept for the next turn.
+func (ps *parser) record(e abi.Event, source string) {
 	js, err := json.Marshal(struct {
 		PromptID string `json:"prompt_id"`
 		abi.Event
-	}{ps.promptID, e})
+		Source string `json:"source,omitempty"`
+	}{ps.t.promptID, e, source})
 	if err != nil {
 		return
 	}
@@ -455,6 +647,9 @@ func completeRunes(b []byte) int {
 
 // placeFile writes a file a plan asks for into the sandbox.
 func placeFile(b *box, f abi.File) error {
+	if f.Secret {
+		return placeSecretFile(b, f)
+	}
 	mode := os.FileMode(0o644)
 	if f.Mode != 0 {
 		mode = os.FileMode(f.Mode & 0o777)

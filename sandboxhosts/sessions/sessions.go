@@ -39,6 +39,10 @@ type Record struct {
 	// SealedEnv is the sandbox's environment (secrets included), encrypted by the deployment's
 	// key, so a resume on any host restores it without anyone reading it from the database.
 	SealedEnv []byte `firestore:"sealed_env"`
+	// SealedCredential is the session's OAuth credential bundle (CreateSession's
+	// oauth_credential), sealed the same way, bound to CredentialOwner; only the host opens it,
+	// to hand it to the harness plugin's plans. Nil without one.
+	SealedCredential []byte `firestore:"sealed_credential"`
 	// LatestSnapshotID is the checkpoint a resume starts from ("" when none was taken).
 	LatestSnapshotID string `firestore:"latest_snapshot_id"`
 	// Harness runs the prompts of an agent session ("" for a plain sandbox session), in
@@ -48,7 +52,8 @@ type Record struct {
 	HarnessMode   string `firestore:"harness_mode"`
 	HarnessResume string `firestore:"harness_resume"`
 	// AgentState is what an agent session's harness is doing: AgentWorking while a prompt runs,
-	// AgentWaiting once its queue is empty ("" before its first prompt).
+	// AgentWaitingForTool while its turn waits on a client tool call, AgentWaiting once its queue
+	// is empty ("" before its first prompt).
 	AgentState string `firestore:"agent_state"`
 	// Model and Effort are what the harness runs with ("" for its defaults); ModelRouter the
 	// router it reaches the model through.
@@ -103,18 +108,7 @@ func IsAlreadyExists(err error) bool { return status.Code(errors.Unwrap(err)) ==
 
 // Get reads one record; a missing one is ErrNotFound.
 func (s *Store) Get(ctx context.Context, id string) (*Record, error) {
-	snap, err := s.doc(id).Get(ctx)
-	if status.Code(err) == codes.NotFound {
-		return nil, ErrNotFound
-	}
-	if err != nil {
-		return nil, fmt.Errorf("read session %s: %w", id, err)
-	}
-	var r Record
-	if err := snap.DataTo(&r); err != nil {
-		return nil, fmt.Errorf("decode session %s: %w", id, err)
-	}
-	return &r, nil
+	return store.Read[Record](ctx, nil, s.doc(id))
 }
 
 // Move changes a session's state after checking the table allows it, and lets mutate change
@@ -286,6 +280,9 @@ func (s *Store) Artifact(ctx context.Context, id, artifactID string) (*Artifact,
 // for no other.
 func EnvOwner(id string) string { return Collection + "/" + id }
 
+// CredentialOwner is what a session's sealed OAuth credential is bound to.
+func CredentialOwner(id string) string { return Collection + "/" + id + "/oauth_credential" }
+
 // ArtifactPrefix is where a session's artifacts live in the blob store; ArtifactKey is one of
 // them.
 func ArtifactPrefix(session string) string { return "artifacts/" + session + "/" }
@@ -293,10 +290,13 @@ func ArtifactPrefix(session string) string { return "artifacts/" + session + "/"
 // ArtifactKey is where one artifact's bytes live in the blob store.
 func ArtifactKey(session, artifact string) string { return ArtifactPrefix(session) + artifact }
 
-// Agent states of an agent session (Record.AgentState).
+// Agent states of an agent session (Record.AgentState). The host moves between them freely:
+// working when a turn starts or a client tool result is delivered, waiting_for_tool when the
+// turn reports a client tool call, waiting when the queue is empty.
 const (
-	AgentWorking = "working"
-	AgentWaiting = "waiting"
+	AgentWorking        = "working"
+	AgentWaitingForTool = "waiting_for_tool"
+	AgentWaiting        = "waiting"
 )
 
 // SetAgentState records what the session's harness is doing; only the session's host writes it.

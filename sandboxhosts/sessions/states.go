@@ -1,6 +1,6 @@
 package sessions
 
-import "slices"
+import "github.com/hangar-dev/hangar/functions/platform/states"
 
 // Status is where a session is in its life.
 type Status string
@@ -24,40 +24,28 @@ const (
 // moves is the session state machine in lifecycle order: each state and where it may go.
 // Deleted is reachable from every state and failed from every live one; both are listed so the
 // table stays the one place that says what is allowed.
-var moves = []struct {
-	from Status
-	to   []Status
-}{
-	{Creating, []Status{Running, Failed, Lost, Deleted}},
-	{Running, []Status{Idle, Snapshotting, Evicted, Failed, Lost, Deleted}},
-	{Idle, []Status{Running, Snapshotting, Evicted, Failed, Lost, Deleted}},
+var moves = states.Table[Status]{
+	{From: Creating, To: []Status{Running, Failed, Lost, Deleted}},
+	{From: Running, To: []Status{Idle, Snapshotting, Evicted, Failed, Lost, Deleted}},
+	{From: Idle, To: []Status{Running, Snapshotting, Evicted, Failed, Lost, Deleted}},
 	// A snapshot returns the session to where it was, or ends in eviction.
-	{Snapshotting, []Status{Running, Idle, Evicted, Failed, Lost, Deleted}},
-	{Evicted, []Status{Resuming, Deleted}},
-	{Resuming, []Status{Running, Failed, Lost, Deleted}},
-	{Lost, []Status{Resuming, Deleted}},
+	{From: Snapshotting, To: []Status{Running, Idle, Evicted, Failed, Lost, Deleted}},
+	{From: Evicted, To: []Status{Resuming, Deleted}},
+	{From: Resuming, To: []Status{Running, Failed, Lost, Deleted}},
+	{From: Lost, To: []Status{Resuming, Deleted}},
 	// A failed session resumes from its last checkpoint when it has one.
-	{Failed, []Status{Resuming, Deleted}},
-	{Deleted, nil},
+	{From: Failed, To: []Status{Resuming, Deleted}},
+	{From: Deleted},
 }
 
 // Statuses lists every state in lifecycle order.
 func Statuses() []Status {
-	out := make([]Status, len(moves))
-	for i, m := range moves {
-		out[i] = m.from
-	}
-	return out
+	return moves.States()
 }
 
 // CanMove reports whether a session may go from one state to another. Staying put is not a move.
 func CanMove(from, to Status) bool {
-	for _, m := range moves {
-		if m.from == from {
-			return slices.Contains(m.to, to)
-		}
-	}
-	return false
+	return moves.CanMove(from, to)
 }
 
 // Live reports whether a session in state s has (or is getting) a sandbox on its host.

@@ -37,10 +37,22 @@ type ExecRequest struct {
 	Workdir string
 	// Timeout SIGKILLs the exec's process group; zero means none. Millisecond precision.
 	Timeout time.Duration
-	// Stdin is written to the exec's stdin, which is then closed (EOF); empty means /dev/null.
-	// It travels base64-encoded inside the request, whose 1 MiB limit it counts toward. An exec
-	// that already exists under ExecID ignores it.
+	// Stdin is written to the exec's stdin, which is then closed (EOF) unless KeepStdin; empty
+	// (without KeepStdin) means /dev/null. It travels base64-encoded inside the request, whose
+	// 1 MiB limit it counts toward. An exec that already exists under ExecID ignores it.
 	Stdin []byte
+	// KeepStdin leaves stdin open after Stdin, for WriteStdin; it closes when the process exits.
+	KeepStdin bool
+}
+
+// StdinRequest writes to the stdin of a running exec started with KeepStdin.
+type StdinRequest struct {
+	ExecID string
+	// Data goes after everything written before; like an exec's Stdin it counts toward the
+	// request's 1 MiB limit base64-encoded.
+	Data []byte
+	// Close closes stdin after Data (EOF for the process).
+	Close bool
 }
 
 // AttachRequest re-attaches to an exec from absolute offsets of its two streams.
@@ -71,6 +83,7 @@ func (c *Client) Exec(ctx context.Context, req ExecRequest, ev Events) (Exit, er
 		Workdir:   req.Workdir,
 		TimeoutMS: req.Timeout.Milliseconds(),
 		Stdin:     req.Stdin,
+		KeepStdin: req.KeepStdin,
 	}, ev)
 }
 
@@ -89,6 +102,13 @@ func (c *Client) Attach(ctx context.Context, req AttachRequest, ev Events) (Exit
 // does nothing; an unknown one is a *Error with Code CodeNotFound.
 func (c *Client) Cancel(ctx context.Context, execID string) error {
 	return c.unary(ctx, Request{Op: OpCancel, ExecID: execID}, frameOK, nil)
+}
+
+// WriteStdin writes to a running exec's stdin (see StdinRequest) and returns once the bytes are
+// in its pipe. An unknown exec is a *Error with Code CodeNotFound; one not started with
+// KeepStdin, or whose stdin is closed (its process exited included), CodeStdinClosed.
+func (c *Client) WriteStdin(ctx context.Context, req StdinRequest) error {
+	return c.unary(ctx, Request{Op: OpStdin, ExecID: req.ExecID, Stdin: req.Data, CloseStdin: req.Close}, frameOK, nil)
 }
 
 // Ping returns the supervisor's health and counts.

@@ -21,7 +21,7 @@
 //	'e' stderr   same as stdout
 //	'x' exit     JSON [Exit]: the last frame of an exec or attach
 //	'p' pong     JSON [Health]: the answer to ping
-//	'k' ok       JSON {}: the answer to cancel
+//	'k' ok       JSON {}: the answer to cancel and stdin
 //	'!' error    JSON [Error]: the last frame of any call that failed
 //
 // Operations (Request.Op):
@@ -29,7 +29,9 @@
 //   - "exec": starts Argv in its own process group, stdout and stderr on separate pipes, then
 //     streams like attach from offset 0. Stdin is a pipe the supervisor writes Request.Stdin to
 //     and then closes, or /dev/null when Stdin is empty; whatever is still unwritten when every
-//     reader has closed stdin, or when the main process exits, is dropped. An ExecID that already
+//     reader has closed stdin, or when the main process exits, is dropped. With KeepStdin the
+//     pipe stays open after Stdin (even an empty one) for "stdin" requests, until one closes it
+//     or the main process exits. An ExecID that already
 //     exists attaches to that exec instead of starting a second process (Started.Attached is
 //     true, and the request's Stdin is ignored); an empty ExecID gets one assigned. A spawn
 //     failure is an error frame with code "spawn_failed" and a [SpawnFailure] reason; hosts map
@@ -41,6 +43,13 @@
 //     naming the stream and the oldest retained offset.
 //   - "cancel": SIGKILLs the exec's process group; its exit says canceled. Canceling a finished
 //     exec is a no-op.
+//   - "stdin": writes Request.Stdin to the stdin of an exec started with KeepStdin, after
+//     whatever was written to it before, and closes it when CloseStdin; the answer is ok once
+//     the bytes are in the pipe (the process may not have read them yet). Writes are serialized
+//     per exec. A write to a process that does not read blocks until it reads, exits, or is
+//     killed (a client that leaves does not stop it). An exec not started with KeepStdin, or
+//     whose stdin is closed (its process exited included), is a "stdin_closed" error; the size
+//     is bounded by the request line's.
 //   - "ping": health and counts, including the last activity (exec start, exit, attach) so the
 //     host can find idle sandboxes.
 //

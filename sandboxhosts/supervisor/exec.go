@@ -24,9 +24,15 @@ type execution struct {
 	pid     int
 	started time.Time
 	timer   *time.Timer
-	stdinW  *os.File // owned by feedStdin; nil when stdin is /dev/null
+	stdinW  *os.File // written and closed under stdinMu; nil when stdin is /dev/null
 	stdoutR *os.File // owned by the stdout pump
 	stderrR *os.File // owned by the stderr pump
+	// keepStdin is whether stdin takes "stdin" requests after the exec's own Stdin.
+	keepStdin bool
+
+	// stdinMu serializes writes to stdinW, the initial Stdin first, and its close.
+	stdinMu     sync.Mutex
+	stdinClosed bool
 
 	mu         sync.Mutex
 	stdout     ring
@@ -130,6 +136,27 @@ func (e *execution) next(buf []byte, offsets *[2]int64, turn *int) followStep {
 		return followStep{exit: &exit}
 	}
 	return followStep{wait: e.changed}
+}
+
+// writeStdinLocked writes data to the exec's stdin and closes it when close is set (or the
+// write failed). Callers hold e.stdinMu.
+func (e *execution) writeStdinLocked(data []byte, close bool) error {
+	var err error
+	if len(data) > 0 {
+		_, err = e.stdinW.Write(data)
+	}
+	if close || err != nil {
+		e.closeStdinLocked()
+	}
+	return err
+}
+
+// closeStdinLocked closes stdin once. Callers hold e.stdinMu.
+func (e *execution) closeStdinLocked() {
+	if e.stdinW != nil && !e.stdinClosed {
+		e.stdinW.Close()
+		e.stdinClosed = true
+	}
 }
 
 // killGroupLocked SIGKILLs the exec's process group unless its leader was already reaped (the

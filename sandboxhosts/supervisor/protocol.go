@@ -15,6 +15,7 @@ const (
 	OpAttach = "attach"
 	OpCancel = "cancel"
 	OpPing   = "ping"
+	OpStdin  = "stdin"
 )
 
 // Request is the one JSON line a client sends per connection.
@@ -26,9 +27,14 @@ type Request struct {
 	Env       []string `json:"env,omitempty"` // "KEY=value"
 	Workdir   string   `json:"workdir,omitempty"`
 	TimeoutMS int64    `json:"timeout_ms,omitempty"` // 0: no timeout
-	// Stdin is written to the exec's stdin, which is then closed; empty means /dev/null. It is
-	// base64 in the JSON, so it counts 4/3 of its size toward the request line's limit.
+	// Stdin is written to the exec's stdin, which is then closed unless KeepStdin; empty (and no
+	// KeepStdin) means /dev/null. It is base64 in the JSON, so it counts 4/3 of its size toward
+	// the request line's limit. For OpStdin, it is the bytes to write.
 	Stdin []byte `json:"stdin,omitempty"`
+	// KeepStdin (exec only) leaves stdin open after Stdin for OpStdin requests to write to.
+	KeepStdin bool `json:"keep_stdin,omitempty"`
+	// CloseStdin (OpStdin only) closes stdin after its bytes are written.
+	CloseStdin bool `json:"close_stdin,omitempty"`
 	// Attach only.
 	StdoutOffset int64 `json:"stdout_offset,omitempty"`
 	StderrOffset int64 `json:"stderr_offset,omitempty"`
@@ -104,7 +110,10 @@ const (
 	CodeNotFound      ErrorCode = "not_found"
 	CodeOffsetDropped ErrorCode = "offset_dropped"
 	CodeSpawnFailed   ErrorCode = "spawn_failed"
-	CodeInternal      ErrorCode = "internal"
+	// CodeStdinClosed: a stdin write to an exec not started with KeepStdin, or whose stdin
+	// was closed (by a client, or because its process exited).
+	CodeStdinClosed ErrorCode = "stdin_closed"
+	CodeInternal    ErrorCode = "internal"
 )
 
 // SpawnFailure says why an exec's process could not be started.

@@ -191,6 +191,14 @@ func (s *server) onReaped(e *execution, ws unix.WaitStatus, ru *unix.Rusage, now
 	}
 	done := e.finishIfDoneLocked(now)
 	e.mu.Unlock()
+	if e.stdinW != nil {
+		// After the write in progress, if any, which the deadline ends.
+		go func() {
+			e.stdinMu.Lock()
+			defer e.stdinMu.Unlock()
+			e.closeStdinLocked()
+		}()
+	}
 	if done {
 		s.onFinished(e, now)
 	}
@@ -263,6 +271,12 @@ func (s *server) handle(c net.Conn) {
 		_ = fw.json(framePong, s.health())
 	case OpCancel:
 		if err := s.cancel(req.ExecID); err != nil {
+			_ = fw.json(frameError, err)
+			return
+		}
+		_ = fw.json(frameOK, struct{}{})
+	case OpStdin:
+		if err := s.writeStdin(req); err != nil {
 			_ = fw.json(frameError, err)
 			return
 		}
@@ -345,6 +359,28 @@ func (s *server) cancel(execID string) *Error {
 	return nil
 }
 
+// writeStdin serves a "stdin" request.
+func (s *server) writeStdin(req Request) *Error {
+	s.mu.Lock()
+	e := s.execs[req.ExecID]
+	s.mu.Unlock()
+	if e == nil {
+		return &Error{Code: CodeNotFound, Message: fmt.Sprintf("no exec %q", req.ExecID)}
+	}
+	if !e.keepStdin {
+		return &Error{Code: CodeStdinClosed, Message: fmt.Sprintf("exec %q was not started with keep_stdin: its stdin took only the exec's own bytes", req.ExecID)}
+	}
+	e.stdinMu.Lock()
+	defer e.stdinMu.Unlock()
+	if e.stdinClosed {
+		return &Error{Code: CodeStdinClosed, Message: fmt.Sprintf("the stdin of exec %q is closed (by a client, or its process exited)", req.ExecID)}
+	}
+	if err := e.writeStdinLocked(req.Stdin, req.CloseStdin); err != nil {
+		return &Error{Code: CodeStdinClosed, Message: fmt.Sprintf("write to the stdin of exec %q: %v (its process no longer reads it)", req.ExecID, err)}
+	}
+	return nil
+}
+
 // startOrFind returns the exec a request streams from: an existing one for attach (or for an
 // exec retried with the same id), or a newly started process.
 func (s *server) startOrFind(req Request) (*execution, Started, *Error) {
@@ -396,7 +432,7 @@ func (s *server) spawnLocked(req Request) (*execution, error) {
 		id = newExecID()
 	}
 
-	stdin, stdinW, err := s.stdinFor(req.Stdin)
+	stdin, stdinW, err := s.stdinFor(req.Stdin, req.KeepStdin)
 	if err != nil {
 		return nil, err
 	}
@@ -437,6 +473,7 @@ func (s *server) spawnLocked(req Request) (*execution, error) {
 		pid:        pid,
 		started:    started,
 		stdinW:     stdinW,
+		keepStdin:  req.KeepStdin,
 		stdoutR:    stdoutR,
 		stderrR:    stderrR,
 		stdout:     newRing(s.opts.StreamCap),
@@ -462,15 +499,17 @@ func (s *server) spawnLocked(req Request) (*execution, error) {
 	go s.pump(e, Stdout)
 	go s.pump(e, Stderr)
 	if stdinW != nil {
-		go feedStdin(stdinW, req.Stdin)
+		// Locked before the exec can be found, so that its own Stdin goes before any request's.
+		e.stdinMu.Lock()
+		go feedStdin(e, req.Stdin)
 	}
 	return e, nil
 }
 
-// stdinFor returns the file an exec gets as stdin and, when data is not empty, the write end of
-// the pipe it reads from.
-func (s *server) stdinFor(data []byte) (stdin, w *os.File, err error) {
-	if len(data) == 0 {
+// stdinFor returns the file an exec gets as stdin and, when data is not empty or keep is set,
+// the write end of the pipe it reads from.
+func (s *server) stdinFor(data []byte, keep bool) (stdin, w *os.File, err error) {
+	if len(data) == 0 && !keep {
 		return s.devNull, nil, nil
 	}
 	r, w, err := os.Pipe()
@@ -488,13 +527,14 @@ func closeStdin(stdin, w *os.File) {
 	}
 }
 
-// feedStdin writes data to the exec's stdin and closes it, on its own goroutine because the
-// process may read slowly or never. The write ends early with EPIPE once no process holds the
-// read end (Go turns SIGPIPE on a descriptor other than 1 and 2 into that error), or when the
-// deadline set at reaping passes; either way the rest is dropped.
-func feedStdin(w *os.File, data []byte) {
-	_, _ = w.Write(data)
-	w.Close()
+// feedStdin writes the exec's own Stdin and closes it unless the exec keeps stdin open, on its
+// own goroutine because the process may read slowly or never, and then releases e.stdinMu,
+// which spawnLocked took. The write ends early with EPIPE once no process holds the read end
+// (Go turns SIGPIPE on a descriptor other than 1 and 2 into that error), or when the deadline
+// set at reaping passes; either way the rest is dropped.
+func feedStdin(e *execution, data []byte) {
+	defer e.stdinMu.Unlock()
+	_ = e.writeStdinLocked(data, !e.keepStdin)
 }
 
 func newExecID() string {

@@ -466,6 +466,92 @@ func TestExecStdin(t *testing.T) {
 	})
 }
 
+// startKeepingStdin starts req with KeepStdin and returns once it runs, with a wait for its result.
+func startKeepingStdin(t *testing.T, c *Client, req ExecRequest) (wait func() *result) {
+	t.Helper()
+	req.KeepStdin = true
+	r := &result{}
+	started := make(chan struct{})
+	done := make(chan error, 1)
+	ev := r.collect(t, 0, 0)
+	ev.Started = func(s Started) error { r.started = s; close(started); return nil }
+	go func() {
+		var err error
+		r.exit, err = c.Exec(context.Background(), req, ev)
+		done <- err
+	}()
+	select {
+	case <-started:
+	case err := <-done:
+		t.Fatalf("exec %q ended before it started: %v", req.Argv, err)
+	}
+	return func() *result {
+		if err := <-done; err != nil {
+			t.Fatalf("exec %q: %v", req.Argv, err)
+		}
+		return r
+	}
+}
+
+func TestKeepStdin(t *testing.T) {
+	sv := startSupervisor(t, startConfig{})
+	ctx := context.Background()
+	t.Run("writes follow the exec's own stdin in order, and close ends it", func(t *testing.T) {
+		wait := startKeepingStdin(t, sv.Client, ExecRequest{ExecID: "reader", Argv: sh(`while read l; do echo "got $l"; done; echo eof`), Stdin: []byte("a\n")})
+		for _, w := range []StdinRequest{{ExecID: "reader", Data: []byte("b\n")}, {ExecID: "reader", Data: []byte("c\n"), Close: true}} {
+			if err := sv.WriteStdin(ctx, w); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if r := wait(); r.stdout.String() != "got a\ngot b\ngot c\neof\n" || r.exit.ExitStatus != 0 {
+			t.Fatalf("stdout %q exit %+v", r.stdout.String(), r.exit)
+		}
+		err := sv.WriteStdin(ctx, StdinRequest{ExecID: "reader", Data: []byte("late\n")})
+		if fe := asError(t, err); fe.Code != CodeStdinClosed {
+			t.Fatalf("a write after close: %v, want stdin_closed", err)
+		}
+	})
+	t.Run("without initial bytes stdin is a pipe, not /dev/null", func(t *testing.T) {
+		wait := startKeepingStdin(t, sv.Client, ExecRequest{ExecID: "cat", Argv: []string{busybox, "cat"}})
+		if err := sv.WriteStdin(ctx, StdinRequest{ExecID: "cat", Data: []byte("later"), Close: true}); err != nil {
+			t.Fatal(err)
+		}
+		if r := wait(); r.stdout.String() != "later" {
+			t.Fatalf("stdout %q", r.stdout.String())
+		}
+	})
+	t.Run("a process that exited takes no more", func(t *testing.T) {
+		r := run(t, sv.Client, ExecRequest{ExecID: "gone", Argv: []string{busybox, "true"}, KeepStdin: true})
+		err := sv.WriteStdin(ctx, StdinRequest{ExecID: "gone", Data: []byte("x")})
+		if fe := asError(t, err); fe.Code != CodeStdinClosed || r.exit.ExitStatus != 0 {
+			t.Fatalf("a write after the exit: %v (exit %+v), want stdin_closed", err, r.exit)
+		}
+	})
+	t.Run("an exec started without keep_stdin refuses writes", func(t *testing.T) {
+		started := make(chan struct{})
+		go func() {
+			_, _ = sv.Exec(ctx, ExecRequest{ExecID: "plain", Argv: []string{busybox, "sleep", "600"}}, Events{Started: func(Started) error { close(started); return nil }})
+		}()
+		<-started
+		defer sv.Cancel(ctx, "plain")
+		err := sv.WriteStdin(ctx, StdinRequest{ExecID: "plain", Data: []byte("x")})
+		if fe := asError(t, err); fe.Code != CodeStdinClosed || !strings.Contains(fe.Message, "keep_stdin") {
+			t.Fatalf("write: %v, want stdin_closed naming keep_stdin", err)
+		}
+	})
+	t.Run("an unknown exec is not found", func(t *testing.T) {
+		if fe := asError(t, sv.WriteStdin(ctx, StdinRequest{ExecID: "never-started"})); fe.Code != CodeNotFound {
+			t.Fatalf("code %s, want not_found", fe.Code)
+		}
+	})
+	t.Run("data too large for a request fails before sending", func(t *testing.T) {
+		err := sv.WriteStdin(ctx, StdinRequest{ExecID: "reader", Data: make([]byte, 800<<10)})
+		if fe := asError(t, err); fe.Code != CodeBadRequest || !strings.Contains(fe.Message, "stdin") {
+			t.Fatalf("write: %v, want bad_request naming stdin", err)
+		}
+	})
+}
+
 func TestContextCancelLeavesTheExecRunning(t *testing.T) {
 	sv := startSupervisor(t, startConfig{})
 	ctx, cancel := context.WithCancel(context.Background())

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/hangar-dev/hangar/functions/platform/paging"
@@ -30,6 +31,9 @@ type Config struct {
 	// ModelRouters are the model routers the deployment offers, from HANGAR_MODEL_ROUTERS (a
 	// JSON list) or HANGAR_MODEL_ROUTERS_FILE (a JSON file holding one); none by default.
 	ModelRouters []ModelRouter
+	// AutomationHTTPHosts are the hosts automation http blocks may call: exact names or
+	// "*.suffix" patterns, from HANGAR_AUTOMATION_HTTP_HOSTS (comma-separated); none by default.
+	AutomationHTTPHosts []string
 }
 
 // Limits are the API's bounds. Each has a default here and an environment override.
@@ -48,6 +52,9 @@ type Limits struct {
 	MaxValueBytes       int
 	// MaxPromptBytes bounds a task's prompt.
 	MaxPromptBytes int
+	// MaxToolResultBytes bounds a client tool result (CompleteToolCall's result_json); it stays
+	// under what one supervisor request carries to a harness's stdin.
+	MaxToolResultBytes int
 	// TaskTreeDepth bounds how deep a task tree grows, so an agent splitting work recursively
 	// stops with a clear error instead of growing a tree nobody can read.
 	TaskTreeDepth int
@@ -74,6 +81,52 @@ type Limits struct {
 	RouterCatalogTimeout  time.Duration
 	MaxRouterCatalogBytes int64
 	MaxRouterModels       int
+	// MaxSecretBytes caps one org secret's value and one OAuth credential bundle; MaxOrgSecrets
+	// bounds how many org secrets exist, so ListOrgSecrets always shows them all.
+	MaxSecretBytes int
+	MaxOrgSecrets  int
+	// Automations bounds automations and what they hold.
+	Automations AutomationLimits
+	// Webhooks bounds inbound webhook registrations and deliveries.
+	Webhooks WebhookLimits
+}
+
+// WebhookLimits bound inbound webhooks.
+type WebhookLimits struct {
+	// Max bounds the registrations, so that ListWebhookRegistrations always shows them all.
+	Max int
+	// MaxBodyBytes caps one delivery's body (413 beyond); it must stay under Pub/Sub's 10 MB
+	// message, which carries the body.
+	MaxBodyBytes int
+	// CacheTTL is how long an instance uses a registration (and its secret) without reading
+	// Firestore again: a rotation or deletion made through another instance takes effect on
+	// this one within it, on the same instance at once.
+	CacheTTL time.Duration
+}
+
+// AutomationLimits bound automations.
+type AutomationLimits struct {
+	// Max bounds the non-archived automations, so that ListAutomations always shows them all.
+	Max int
+	// Versions bounds ListVersions, which returns the newest this many.
+	Versions int
+	// NameLen and DescriptionLen are in characters; DefinitionBytes bounds a definition_json and
+	// JSONBytes each of inputs_json, block_overrides_json and settings_json. Together they keep an
+	// automation, which carries a copy of its current definition, well inside a Firestore
+	// document's 1 MiB.
+	NameLen         int
+	DescriptionLen  int
+	DefinitionBytes int
+	JSONBytes       int
+	// Runs, Instances, Drops and Samples bound ListRuns, ListInstances, ListRecentDrops and
+	// ListEventSamples; FilteredEvents bounds the filtered events ListRuns groups into windows.
+	Runs, Instances, Drops, Samples paging.Bounds
+	FilteredEvents                  int
+	// Concurrency caps an automation's runs in progress when its settings name no limit.
+	Concurrency int
+	// RunLease is how long a worker holds a run between writes: a run whose worker died is
+	// taken over this long after its last write.
+	RunLease time.Duration
 }
 
 // TimeoutBounds is a timeout's default and ceiling.
@@ -117,6 +170,7 @@ func Default() Config {
 			MaxProfileListItems: 100,
 			MaxValueBytes:       32 << 10,
 			MaxPromptBytes:      256 << 10,
+			MaxToolResultBytes:  256 << 10,
 			TaskTreeDepth:       10,
 			TaskDescendants:     1000,
 			TaskListOffset:      10000,
@@ -130,6 +184,18 @@ func Default() Config {
 			RouterCatalogTimeout:  30 * time.Second,
 			MaxRouterCatalogBytes: 16 << 20,
 			MaxRouterModels:       5000,
+			// GCP Secret Manager's cap on a value; GitHub's on an organisation's secrets.
+			MaxSecretBytes: 64 << 10,
+			MaxOrgSecrets:  1000,
+			Automations: AutomationLimits{
+				Max: 500, Versions: 100, NameLen: 120, DescriptionLen: 2000,
+				DefinitionBytes: 256 << 10, JSONBytes: 64 << 10,
+				Runs: paging.Bounds{Default: 50, Max: 500}, Instances: paging.Bounds{Default: 50, Max: 500},
+				Drops: paging.Bounds{Default: 50, Max: 500}, Samples: paging.Bounds{Default: 20, Max: 100},
+				FilteredEvents: 1000, Concurrency: 10, RunLease: 2 * time.Minute,
+			},
+			// GitHub's event payloads are tens of KiB; its own cap is 25 MB, Pub/Sub's 10 MB.
+			Webhooks: WebhookLimits{Max: 500, MaxBodyBytes: 1 << 20, CacheTTL: 5 * time.Second},
 		},
 		Host: Host{
 			HeartbeatInterval:  5 * time.Second,
@@ -162,6 +228,8 @@ func FromEnv() (Config, error) {
 		{"HANGAR_TASKS_PAGE_SIZE_MAX", &c.Limits.Tasks.Max, 1},
 		{"HANGAR_MAX_REQUEST_BYTES", &c.Limits.MaxRequestBytes, 1},
 		{"HANGAR_MAX_PROMPT_BYTES", &c.Limits.MaxPromptBytes, 1},
+		{"HANGAR_MAX_SECRET_BYTES", &c.Limits.MaxSecretBytes, 1},
+		{"HANGAR_MAX_WEBHOOK_BODY_BYTES", &c.Limits.Webhooks.MaxBodyBytes, 1},
 		{"HANGAR_MAX_SANDBOXES", &c.Host.MaxSandboxes, 1},
 		{"HANGAR_WARM_SANDBOXES", &c.Host.WarmSandboxes, 0},
 	}
@@ -188,6 +256,7 @@ func FromEnv() (Config, error) {
 		dst *time.Duration
 	}{
 		{"HANGAR_AUTH_CACHE_TTL", &c.Limits.AuthCacheTTL},
+		{"HANGAR_WEBHOOK_CACHE_TTL", &c.Limits.Webhooks.CacheTTL},
 		{"HANGAR_EXEC_TIMEOUT_DEFAULT", &c.Limits.ExecTimeout.Default},
 		{"HANGAR_EXEC_TIMEOUT_MAX", &c.Limits.ExecTimeout.Max},
 		{"HANGAR_HEARTBEAT_INTERVAL", &c.Host.HeartbeatInterval},
@@ -208,6 +277,11 @@ func FromEnv() (Config, error) {
 	}
 	c.HostToken = os.Getenv("HANGAR_HOST_TOKEN")
 	c.BlobURL = os.Getenv("HANGAR_BLOB_URL")
+	for _, h := range strings.Split(os.Getenv("HANGAR_AUTOMATION_HTTP_HOSTS"), ",") {
+		if h = strings.TrimSpace(h); h != "" {
+			c.AutomationHTTPHosts = append(c.AutomationHTTPHosts, h)
+		}
+	}
 	c.SealKeyset = []byte(os.Getenv("HANGAR_SEAL_KEYSET"))
 	routers, err := loadModelRouters()
 	if err != nil {

@@ -100,3 +100,25 @@ func Swap[T any](ctx context.Context, ref *firestore.DocumentRef, held *T, versi
 		return nil, time.Time{}, err
 	}
 }
+
+// Read reads ref into a T, within tx when tx is set; a missing document is ErrNotFound.
+func Read[T any](ctx context.Context, tx *firestore.Transaction, ref *firestore.DocumentRef) (*T, error) {
+	var snap *firestore.DocumentSnapshot
+	var err error
+	if tx != nil {
+		snap, err = tx.Get(ref)
+	} else {
+		snap, err = ref.Get(ctx)
+	}
+	if IsNotFound(err) {
+		return nil, ErrNotFound
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", ref.Path, err)
+	}
+	var v T
+	if err := snap.DataTo(&v); err != nil {
+		return nil, fmt.Errorf("decode %s: %w", ref.Path, err)
+	}
+	return &v, nil
+}

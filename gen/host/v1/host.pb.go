@@ -615,7 +615,8 @@ const file_host_v1_host_proto_rawDesc = "" +
 	"\aremotes\x18\x02 \x03(\v2\x0f.host.v1.RemoteR\aremotes\".\n" +
 	"\x06Remote\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x10\n" +
-	"\x03url\x18\x02 \x01(\tR\x03url2\xe5\t\n" +
+	"\x03url\x18\x02 \x01(\tR\x03url2\xc4\n" +
+	"\n" +
 	"\vHostService\x12N\n" +
 	"\rCreateSandbox\x12\x1d.host.v1.CreateSandboxRequest\x1a\x1e.host.v1.CreateSandboxResponse\x12N\n" +
 	"\rDeleteSandbox\x12\x1d.host.v1.DeleteSandboxRequest\x1a\x1e.host.v1.DeleteSandboxResponse\x129\n" +
@@ -634,7 +635,8 @@ const file_host_v1_host_proto_rawDesc = "" +
 	"SendPrompt\x12\x1d.svc.app.v1.SendPromptRequest\x1a\x1e.svc.app.v1.SendPromptResponse\x12]\n" +
 	"\x10EditQueuedPrompt\x12#.svc.app.v1.EditQueuedPromptRequest\x1a$.svc.app.v1.EditQueuedPromptResponse\x12f\n" +
 	"\x13DequeueQueuedPrompt\x12&.svc.app.v1.DequeueQueuedPromptRequest\x1a'.svc.app.v1.DequeueQueuedPromptResponse\x12H\n" +
-	"\tInterrupt\x12\x1c.svc.app.v1.InterruptRequest\x1a\x1d.svc.app.v1.InterruptResponseB1Z/github.com/hangar-dev/hangar/gen/host/v1;hostv1b\x06proto3"
+	"\tInterrupt\x12\x1c.svc.app.v1.InterruptRequest\x1a\x1d.svc.app.v1.InterruptResponse\x12]\n" +
+	"\x10CompleteToolCall\x12#.svc.app.v1.CompleteToolCallRequest\x1a$.svc.app.v1.CompleteToolCallResponseB1Z/github.com/hangar-dev/hangar/gen/host/v1;hostv1b\x06proto3"
 
 var (
 	file_host_v1_host_proto_rawDescOnce sync.Once
@@ -673,18 +675,20 @@ var file_host_v1_host_proto_goTypes = []any{
 	(*v1.EditQueuedPromptRequest)(nil),        // 20: svc.app.v1.EditQueuedPromptRequest
 	(*v1.DequeueQueuedPromptRequest)(nil),     // 21: svc.app.v1.DequeueQueuedPromptRequest
 	(*v1.InterruptRequest)(nil),               // 22: svc.app.v1.InterruptRequest
-	(*v1.ExecOutput)(nil),                     // 23: svc.app.v1.ExecOutput
-	(*emptypb.Empty)(nil),                     // 24: google.protobuf.Empty
-	(*v1.WriteFileResponse)(nil),              // 25: svc.app.v1.WriteFileResponse
-	(*v1.ReadFileResponse)(nil),               // 26: svc.app.v1.ReadFileResponse
-	(*v1.SnapshotResponse)(nil),               // 27: svc.app.v1.SnapshotResponse
-	(*v1.ResumeResponse)(nil),                 // 28: svc.app.v1.ResumeResponse
-	(*v1.GetCowStateResponse)(nil),            // 29: svc.app.v1.GetCowStateResponse
-	(*v1.CreateArtifactFromPathResponse)(nil), // 30: svc.app.v1.CreateArtifactFromPathResponse
-	(*v1.SendPromptResponse)(nil),             // 31: svc.app.v1.SendPromptResponse
-	(*v1.EditQueuedPromptResponse)(nil),       // 32: svc.app.v1.EditQueuedPromptResponse
-	(*v1.DequeueQueuedPromptResponse)(nil),    // 33: svc.app.v1.DequeueQueuedPromptResponse
-	(*v1.InterruptResponse)(nil),              // 34: svc.app.v1.InterruptResponse
+	(*v1.CompleteToolCallRequest)(nil),        // 23: svc.app.v1.CompleteToolCallRequest
+	(*v1.ExecOutput)(nil),                     // 24: svc.app.v1.ExecOutput
+	(*emptypb.Empty)(nil),                     // 25: google.protobuf.Empty
+	(*v1.WriteFileResponse)(nil),              // 26: svc.app.v1.WriteFileResponse
+	(*v1.ReadFileResponse)(nil),               // 27: svc.app.v1.ReadFileResponse
+	(*v1.SnapshotResponse)(nil),               // 28: svc.app.v1.SnapshotResponse
+	(*v1.ResumeResponse)(nil),                 // 29: svc.app.v1.ResumeResponse
+	(*v1.GetCowStateResponse)(nil),            // 30: svc.app.v1.GetCowStateResponse
+	(*v1.CreateArtifactFromPathResponse)(nil), // 31: svc.app.v1.CreateArtifactFromPathResponse
+	(*v1.SendPromptResponse)(nil),             // 32: svc.app.v1.SendPromptResponse
+	(*v1.EditQueuedPromptResponse)(nil),       // 33: svc.app.v1.EditQueuedPromptResponse
+	(*v1.DequeueQueuedPromptResponse)(nil),    // 34: svc.app.v1.DequeueQueuedPromptResponse
+	(*v1.InterruptResponse)(nil),              // 35: svc.app.v1.InterruptResponse
+	(*v1.CompleteToolCallResponse)(nil),       // 36: svc.app.v1.CompleteToolCallResponse
 }
 var file_host_v1_host_proto_depIdxs = []int32{
 	10, // 0: host.v1.CreateSandboxRequest.env:type_name -> host.v1.CreateSandboxRequest.EnvEntry
@@ -706,24 +710,26 @@ var file_host_v1_host_proto_depIdxs = []int32{
 	20, // 16: host.v1.HostService.EditQueuedPrompt:input_type -> svc.app.v1.EditQueuedPromptRequest
 	21, // 17: host.v1.HostService.DequeueQueuedPrompt:input_type -> svc.app.v1.DequeueQueuedPromptRequest
 	22, // 18: host.v1.HostService.Interrupt:input_type -> svc.app.v1.InterruptRequest
-	1,  // 19: host.v1.HostService.CreateSandbox:output_type -> host.v1.CreateSandboxResponse
-	3,  // 20: host.v1.HostService.DeleteSandbox:output_type -> host.v1.DeleteSandboxResponse
-	23, // 21: host.v1.HostService.Exec:output_type -> svc.app.v1.ExecOutput
-	24, // 22: host.v1.HostService.CancelExec:output_type -> google.protobuf.Empty
-	25, // 23: host.v1.HostService.WriteFile:output_type -> svc.app.v1.WriteFileResponse
-	26, // 24: host.v1.HostService.ReadFile:output_type -> svc.app.v1.ReadFileResponse
-	27, // 25: host.v1.HostService.Snapshot:output_type -> svc.app.v1.SnapshotResponse
-	28, // 26: host.v1.HostService.Resume:output_type -> svc.app.v1.ResumeResponse
-	5,  // 27: host.v1.HostService.Evict:output_type -> host.v1.EvictResponse
-	29, // 28: host.v1.HostService.GetCowState:output_type -> svc.app.v1.GetCowStateResponse
-	30, // 29: host.v1.HostService.CreateArtifactFromPath:output_type -> svc.app.v1.CreateArtifactFromPathResponse
-	7,  // 30: host.v1.HostService.FindRepos:output_type -> host.v1.FindReposResponse
-	31, // 31: host.v1.HostService.SendPrompt:output_type -> svc.app.v1.SendPromptResponse
-	32, // 32: host.v1.HostService.EditQueuedPrompt:output_type -> svc.app.v1.EditQueuedPromptResponse
-	33, // 33: host.v1.HostService.DequeueQueuedPrompt:output_type -> svc.app.v1.DequeueQueuedPromptResponse
-	34, // 34: host.v1.HostService.Interrupt:output_type -> svc.app.v1.InterruptResponse
-	19, // [19:35] is the sub-list for method output_type
-	3,  // [3:19] is the sub-list for method input_type
+	23, // 19: host.v1.HostService.CompleteToolCall:input_type -> svc.app.v1.CompleteToolCallRequest
+	1,  // 20: host.v1.HostService.CreateSandbox:output_type -> host.v1.CreateSandboxResponse
+	3,  // 21: host.v1.HostService.DeleteSandbox:output_type -> host.v1.DeleteSandboxResponse
+	24, // 22: host.v1.HostService.Exec:output_type -> svc.app.v1.ExecOutput
+	25, // 23: host.v1.HostService.CancelExec:output_type -> google.protobuf.Empty
+	26, // 24: host.v1.HostService.WriteFile:output_type -> svc.app.v1.WriteFileResponse
+	27, // 25: host.v1.HostService.ReadFile:output_type -> svc.app.v1.ReadFileResponse
+	28, // 26: host.v1.HostService.Snapshot:output_type -> svc.app.v1.SnapshotResponse
+	29, // 27: host.v1.HostService.Resume:output_type -> svc.app.v1.ResumeResponse
+	5,  // 28: host.v1.HostService.Evict:output_type -> host.v1.EvictResponse
+	30, // 29: host.v1.HostService.GetCowState:output_type -> svc.app.v1.GetCowStateResponse
+	31, // 30: host.v1.HostService.CreateArtifactFromPath:output_type -> svc.app.v1.CreateArtifactFromPathResponse
+	7,  // 31: host.v1.HostService.FindRepos:output_type -> host.v1.FindReposResponse
+	32, // 32: host.v1.HostService.SendPrompt:output_type -> svc.app.v1.SendPromptResponse
+	33, // 33: host.v1.HostService.EditQueuedPrompt:output_type -> svc.app.v1.EditQueuedPromptResponse
+	34, // 34: host.v1.HostService.DequeueQueuedPrompt:output_type -> svc.app.v1.DequeueQueuedPromptResponse
+	35, // 35: host.v1.HostService.Interrupt:output_type -> svc.app.v1.InterruptResponse
+	36, // 36: host.v1.HostService.CompleteToolCall:output_type -> svc.app.v1.CompleteToolCallResponse
+	20, // [20:37] is the sub-list for method output_type
+	3,  // [3:20] is the sub-list for method input_type
 	3,  // [3:3] is the sub-list for extension type_name
 	3,  // [3:3] is the sub-list for extension extendee
 	0,  // [0:3] is the sub-list for field type_name

@@ -1,8 +1,10 @@
 package bash
 
 import (
+	"bufio"
 	"bytes"
 	"errors"
+	"io"
 	"os"
 	"os/exec"
 	"reflect"
@@ -11,6 +13,7 @@ import (
 
 	"github.com/hangar-dev/hangar/harnesses/abi"
 	"github.com/hangar-dev/hangar/harnesses/sdk"
+	"github.com/hangar-dev/hangar/harnesses/sdk/sdktest"
 )
 
 // run executes a plan here, as the sandbox would, with PATH set to path.
@@ -113,6 +116,26 @@ func TestParse(t *testing.T) {
 			requests: []abi.ParseRequest{sdk.Exited(0)},
 			want:     []abi.Event{done},
 		},
+		{
+			name:     "a tool call line is a client tool call between messages",
+			requests: []abi.ParseRequest{chunk("stdout", "before\n::hangar-tool-call::id-1 weather {\"city\":"), chunk("stdout", "\"Paris\"}\nafter\n"), sdk.Exited(0)},
+			want:     []abi.Event{msg("before"), sdktest.ClientToolCall("id-1", "weather", `{"city":"Paris"}`), msg("after"), done},
+		},
+		{
+			name:     "a tool call's input that is not JSON is a string",
+			requests: []abi.ParseRequest{chunk("stdout", "::hangar-tool-call::id-2 echo not json\n"), sdk.Exited(0)},
+			want:     []abi.Event{sdktest.ClientToolCall("id-2", "echo", `"not json"`), done},
+		},
+		{
+			name:     "a tool call line cut off by the exit still counts",
+			requests: []abi.ParseRequest{chunk("stdout", "::hangar-tool-call::id-3 t {}"), sdk.Exited(1)},
+			want:     []abi.Event{sdktest.ClientToolCall("id-3", "t", "{}"), {Kind: abi.KindError, Text: "exit status 1"}, done},
+		},
+		{
+			name:     "a tool call line without a name, or on stderr, is output",
+			requests: []abi.ParseRequest{chunk("stdout", "::hangar-tool-call::id-4\n"), chunk("stderr", "::hangar-tool-call::id-5 t {}\n"), sdk.Exited(0)},
+			want:     []abi.Event{msg("::hangar-tool-call::id-4"), msg("::hangar-tool-call::id-5 t {}"), done},
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -155,5 +178,111 @@ func TestPlannedScriptParsesTheSameInAnyChunking(t *testing.T) {
 		if strings.Join(lines, "\n") != "one\ntwo\nwarn\nthree" || !reflect.DeepEqual(got[len(got)-2:], end) {
 			t.Fatalf("chunks of %d: %+v", size, got)
 		}
+	}
+}
+
+func TestToolResultIsALineOfStdin(t *testing.T) {
+	sdktest.CheckToolResults(t, Harness{}, []sdktest.ToolResultCase{
+		{Name: "compacted onto one line", Req: abi.ToolResultRequest{ToolCallID: "c", ResultJSON: "{\n  \"temp\": 21,\n  \"sky\": \"clear\"\n}"}, Want: abi.ToolResult{Stdin: `{"temp":21,"sky":"clear"}` + "\n"}},
+		{Name: "a string", Req: abi.ToolResultRequest{ToolCallID: "c", ResultJSON: `"sunny"`}, Want: abi.ToolResult{Stdin: `"sunny"` + "\n"}},
+		{Name: "not JSON", Req: abi.ToolResultRequest{ToolCallID: "c", ResultJSON: "{"}, WantErr: "result_json of c"},
+	})
+}
+
+// A planned script's client tool call, answered through its stdin as the host does, gives the
+// script its result; the script's own stdin stays /dev/null.
+func TestPlannedScriptCallsAClientTool(t *testing.T) {
+	tests := []struct {
+		name    string
+		path    string
+		script  string
+		results []string // result_json of each call, in order
+		want    string   // stdout after the tool call lines
+	}{
+		{
+			name:    "bash, result captured by $(…)",
+			path:    os.Getenv("PATH"),
+			script:  `x=$(hangar_tool weather '{"city":"Paris"}'); echo "got $x"; cat; echo end`,
+			results: []string{`{"temp": 21}`},
+			want:    "got {\"temp\":21}\nend\n",
+		},
+		{
+			name:    "sh, two calls one after the other",
+			path:    t.TempDir(), // no bash on PATH
+			script:  `a=$(hangar_tool one); b=$(hangar_tool two '[2]'); echo "$a $b"`,
+			results: []string{`1`, `"two"`},
+			want:    "1 \"two\"\n",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			plan, err := Harness{}.Plan(abi.PlanRequest{Prompt: tt.script})
+			if err != nil || !plan.KeepStdin {
+				t.Fatalf("plan %+v, %v; want one keeping stdin open", plan, err)
+			}
+			cmd := exec.Command(plan.Argv[0], plan.Argv[1:]...)
+			cmd.Env = []string{"PATH=" + tt.path}
+			stdin, err := cmd.StdinPipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			stdout, err := cmd.StdoutPipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			var stderr bytes.Buffer
+			cmd.Stderr = &stderr
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			out := bufio.NewReader(stdout)
+			for i, result := range tt.results {
+				line, err := out.ReadString('\n')
+				if err != nil {
+					t.Fatalf("call %d: %v (stderr %q)", i, err, stderr.String())
+				}
+				events, err := sdk.Replay(Harness{}, abi.ParseRequest{Stream: "stdout", Chunk: line})
+				if err != nil || len(events) != 1 || !events[0].Client || events[0].ToolCallID == "" {
+					t.Fatalf("call %d: line %q parsed as %+v, %v; want one client tool call", i, line, events, err)
+				}
+				res, err := Harness{}.ToolResult(abi.ToolResultRequest{ToolCallID: events[0].ToolCallID, ResultJSON: result})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if _, err := io.WriteString(stdin, res.Stdin); err != nil {
+					t.Fatal(err)
+				}
+			}
+			rest, err := io.ReadAll(out)
+			if err != nil {
+				t.Fatal(err)
+			}
+			stdin.Close()
+			if err := cmd.Wait(); err != nil || string(rest) != tt.want {
+				t.Fatalf("then printed %q (%v, stderr %q), want %q", rest, err, stderr.String(), tt.want)
+			}
+		})
+	}
+}
+
+func TestToolCallWithoutAResultFails(t *testing.T) {
+	tests := []struct {
+		name, script, wantOut, wantErr string
+	}{
+		{"stdin closed", `hangar_tool weather || echo "failed $?"`, "failed 1\n", "no result for weather"},
+		{"a bad name", `hangar_tool 'a b' || echo "failed $?"`, "failed 2\n", "usage: hangar_tool NAME"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			plan, err := Harness{}.Plan(abi.PlanRequest{Prompt: tt.script})
+			if err != nil {
+				t.Fatal(err)
+			}
+			// run gives the plan /dev/null as stdin: closed from the start.
+			out, errOut, status := run(t, plan, os.Getenv("PATH"))
+			if status != 0 || !strings.HasSuffix(out, tt.wantOut) || !strings.Contains(errOut, tt.wantErr) {
+				t.Fatalf("stdout %q stderr %q status %d, want %q and a failed call saying %q", out, errOut, status, tt.wantOut, tt.wantErr)
+			}
+		})
 	}
 }

@@ -12,10 +12,17 @@
 // plan sets; it also sets CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1, as a sandbox's egress is
 // the model API only. Both give way to what the caller sets.
 //
+// A session's OAuth credential (provider anthropic) reaches Claude Code as
+// CLAUDE_CODE_OAUTH_TOKEN, the variable it reads a subscription's token from: the bundle is the
+// token (`claude setup-token` prints one) or Claude Code's own credentials file
+// ({"claudeAiOauth": {"accessToken": …}}), whose access token is taken. The session asked for
+// that subscription, so ANTHROPIC_API_KEY, which Claude Code would prefer, is emptied.
+//
 // parse.go reads the stream-json output.
 package claudecode
 
 import (
+	"encoding/json"
 	"errors"
 	"strings"
 
@@ -92,5 +99,32 @@ func (Harness) Plan(req abi.PlanRequest) (abi.Plan, error) {
 	if mode == bypassPermissions {
 		defaults["IS_SANDBOX"] = "1"
 	}
-	return abi.Plan{Argv: argv, Env: sdk.Env(req.Env, defaults), Stdin: req.Prompt}, nil
+	env := sdk.Env(req.Env, defaults)
+	if req.Credential != "" {
+		token, err := oauthToken(req.Credential)
+		if err != nil {
+			return abi.Plan{}, err
+		}
+		env["CLAUDE_CODE_OAUTH_TOKEN"], env["ANTHROPIC_API_KEY"] = token, ""
+	}
+	return abi.Plan{Argv: argv, Env: env, Stdin: req.Prompt}, nil
+}
+
+// oauthToken is the access token of a credential bundle: the bundle itself, or the access
+// token of Claude Code's credentials file.
+func oauthToken(bundle string) (string, error) {
+	bundle = strings.TrimSpace(bundle)
+	if !strings.HasPrefix(bundle, "{") {
+		return bundle, nil
+	}
+	var file struct {
+		ClaudeAiOauth struct {
+			AccessToken string `json:"accessToken"`
+		} `json:"claudeAiOauth"`
+	}
+	// The error says nothing of the bundle's content: it is a credential.
+	if json.Unmarshal([]byte(bundle), &file) != nil || file.ClaudeAiOauth.AccessToken == "" {
+		return "", errors.New("the OAuth credential is JSON but not Claude Code's credentials file (claudeAiOauth.accessToken)")
+	}
+	return file.ClaudeAiOauth.AccessToken, nil
 }

@@ -40,6 +40,25 @@ func TestPlan(t *testing.T) {
 				Stdin: "p",
 			},
 		},
+		{
+			Name: "an OAuth token, over an org key",
+			Req:  abi.PlanRequest{Prompt: "p", Mode: "plan", Env: map[string]string{"ANTHROPIC_API_KEY": "k"}, Credential: "sk-ant-oat01-tok\n"},
+			Want: abi.Plan{
+				Argv:  append(base, "--permission-mode", "plan"),
+				Env:   map[string]string{"CLAUDE_CODE_OAUTH_TOKEN": "sk-ant-oat01-tok", "ANTHROPIC_API_KEY": "", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1"},
+				Stdin: "p",
+			},
+		},
+		{
+			Name: "Claude Code's credentials file",
+			Req:  abi.PlanRequest{Prompt: "p", Mode: "plan", Credential: `{"claudeAiOauth": {"accessToken": "sk-ant-oat01-acc", "refreshToken": "r"}}`},
+			Want: abi.Plan{
+				Argv:  append(base, "--permission-mode", "plan"),
+				Env:   map[string]string{"CLAUDE_CODE_OAUTH_TOKEN": "sk-ant-oat01-acc", "ANTHROPIC_API_KEY": "", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1"},
+				Stdin: "p",
+			},
+		},
+		{Name: "JSON that is no credentials file", Req: abi.PlanRequest{Prompt: "p", Credential: `{"token": "secret-value"}`}, WantErr: "not Claude Code's credentials file"},
 		{Name: "empty prompt", Req: abi.PlanRequest{Prompt: " \n"}, WantErr: "the prompt is empty"},
 		{Name: "unknown mode", Req: abi.PlanRequest{Prompt: "p", Mode: "yolo"}, WantErr: `no mode "yolo"`},
 		{Name: "unknown effort", Req: abi.PlanRequest{Prompt: "p", Effort: "ultra"}, WantErr: `no effort level "ultra"`},

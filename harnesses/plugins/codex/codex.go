@@ -15,11 +15,19 @@
 // An org's OPENAI_API_KEY reaches Codex as CODEX_API_KEY, the variable `codex exec` reads a key
 // from, unless the caller sets that one itself.
 //
+// A session's OAuth credential (provider openai) is Codex's auth.json, which Codex reads only as
+// a file: the plan places it at $CODEX_HOME/auth.json as a secret file (the host keeps its
+// content off the sandbox's disk and links it there), sets CODEX_HOME (default /root/.codex, as
+// sandboxes run as root) so that Codex looks where the file is, and passes no CODEX_API_KEY,
+// which `codex exec` would prefer to the subscription the session asked for.
+//
 // parse.go reads the JSONL events.
 package codex
 
 import (
+	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 
 	"github.com/hangar-dev/hangar/harnesses/abi"
@@ -93,9 +101,30 @@ func (Harness) Plan(req abi.PlanRequest) (abi.Plan, error) {
 		argv = append(argv, "resume", req.Resume)
 	}
 	argv = append(argv, "-")
+	if req.Credential != "" {
+		return withAuthFile(abi.Plan{Argv: argv, Stdin: req.Prompt}, req)
+	}
 	var defaults map[string]string
 	if key := req.Env["OPENAI_API_KEY"]; key != "" {
 		defaults = map[string]string{"CODEX_API_KEY": key}
 	}
 	return abi.Plan{Argv: argv, Env: sdk.Env(req.Env, defaults), Stdin: req.Prompt}, nil
+}
+
+// defaultHome is Codex's home for root, whom sandboxes run commands as.
+const defaultHome = "/root/.codex"
+
+// withAuthFile delivers the session's credential as Codex's auth.json.
+func withAuthFile(plan abi.Plan, req abi.PlanRequest) (abi.Plan, error) {
+	// The error says nothing of the bundle's content: it is a credential.
+	if !json.Valid([]byte(req.Credential)) {
+		return abi.Plan{}, errors.New("the OAuth credential is not Codex's auth.json (it is not JSON)")
+	}
+	plan.Env = sdk.Env(req.Env, map[string]string{"CODEX_HOME": defaultHome})
+	home := strings.TrimSuffix(plan.Env["CODEX_HOME"], "/")
+	if !strings.HasPrefix(home, "/") {
+		return abi.Plan{}, fmt.Errorf("CODEX_HOME %q is not an absolute path", home)
+	}
+	plan.Files = []abi.File{{Path: home + "/auth.json", Content: req.Credential, Mode: 0o600, Secret: true}}
+	return plan, nil
 }

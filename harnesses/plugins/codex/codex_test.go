@@ -30,6 +30,24 @@ func TestPlan(t *testing.T) {
 			},
 		},
 		{
+			Name: "an OAuth credential is a secret auth.json in CODEX_HOME, over an org key",
+			Req:  abi.PlanRequest{Prompt: "p", Env: map[string]string{"OPENAI_API_KEY": "sk-1"}, Credential: `{"tokens": {"access_token": "a"}}`},
+			Want: abi.Plan{
+				Argv: append(base, bypass, "-"), Env: map[string]string{"OPENAI_API_KEY": "sk-1", "CODEX_HOME": "/root/.codex"}, Stdin: "p",
+				Files: []abi.File{{Path: "/root/.codex/auth.json", Content: `{"tokens": {"access_token": "a"}}`, Mode: 0o600, Secret: true}},
+			},
+		},
+		{
+			Name: "the caller's CODEX_HOME holds the auth.json",
+			Req:  abi.PlanRequest{Prompt: "p", Env: map[string]string{"CODEX_HOME": "/work/.codex/"}, Credential: `{}`},
+			Want: abi.Plan{
+				Argv: append(base, bypass, "-"), Env: map[string]string{"CODEX_HOME": "/work/.codex/"}, Stdin: "p",
+				Files: []abi.File{{Path: "/work/.codex/auth.json", Content: `{}`, Mode: 0o600, Secret: true}},
+			},
+		},
+		{Name: "a credential that is no auth.json", Req: abi.PlanRequest{Prompt: "p", Credential: "sk-secret"}, WantErr: "not Codex's auth.json"},
+		{Name: "a relative CODEX_HOME", Req: abi.PlanRequest{Prompt: "p", Env: map[string]string{"CODEX_HOME": "codex"}, Credential: `{}`}, WantErr: "not an absolute path"},
+		{
 			Name: "an org's OpenAI key reaches codex exec",
 			Req:  abi.PlanRequest{Prompt: "p", Env: map[string]string{"OPENAI_API_KEY": "sk-1"}},
 			Want: abi.Plan{Argv: append(base, bypass, "-"), Env: map[string]string{"OPENAI_API_KEY": "sk-1", "CODEX_API_KEY": "sk-1"}, Stdin: "p"},

@@ -22,6 +22,13 @@ func ToolCall(id, name, input string) abi.Event {
 	return abi.Event{Kind: abi.KindToolCall, ToolCallID: id, ToolName: name, Input: json.RawMessage(input)}
 }
 
+// ClientToolCall is a call of tool name that waits for the API's client to answer it.
+func ClientToolCall(id, name, input string) abi.Event {
+	e := ToolCall(id, name, input)
+	e.Client = true
+	return e
+}
+
 // ToolResult is what tool call id gave.
 func ToolResult(id, text string, isError bool) abi.Event {
 	return abi.Event{Kind: abi.KindToolResult, ToolCallID: id, Text: text, IsError: isError}
@@ -50,21 +57,42 @@ type PlanCase struct {
 func CheckPlans(t *testing.T, h sdk.Harness, cases []PlanCase) {
 	t.Helper()
 	for _, tc := range cases {
-		t.Run(tc.Name, func(t *testing.T) {
-			got, err := h.Plan(tc.Req)
-			if tc.WantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tc.WantErr) {
-					t.Fatalf("error %v, want %q", err, tc.WantErr)
-				}
-				return
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !reflect.DeepEqual(got, tc.Want) {
-				t.Fatalf("plan\n%+v\nwant\n%+v", got, tc.Want)
-			}
-		})
+		t.Run(tc.Name, func(t *testing.T) { checkCall(t, h.Plan, tc.Req, tc.Want, tc.WantErr) })
+	}
+}
+
+// checkCall checks one row of a table: call(req) gives want, or an error containing wantErr.
+func checkCall[Req, Res any](t *testing.T, call func(Req) (Res, error), req Req, want Res, wantErr string) {
+	t.Helper()
+	got, err := call(req)
+	if wantErr != "" {
+		if err == nil || !strings.Contains(err.Error(), wantErr) {
+			t.Fatalf("error %v, want %q", err, wantErr)
+		}
+		return
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("%T\n%+v\nwant\n%+v", got, got, want)
+	}
+}
+
+// ToolResultCase is one row of a tool result table: what Req must write to the harness's
+// stdin (and the parse state it must leave), or the error it must give.
+type ToolResultCase struct {
+	Name    string
+	Req     abi.ToolResultRequest
+	Want    abi.ToolResult
+	WantErr string // a part of the error's message
+}
+
+// CheckToolResults runs each case against h as a subtest.
+func CheckToolResults(t *testing.T, h sdk.ToolResulter, cases []ToolResultCase) {
+	t.Helper()
+	for _, tc := range cases {
+		t.Run(tc.Name, func(t *testing.T) { checkCall(t, h.ToolResult, tc.Req, tc.Want, tc.WantErr) })
 	}
 }
 

@@ -72,6 +72,9 @@ const (
 	HostServiceDequeueQueuedPromptProcedure = "/host.v1.HostService/DequeueQueuedPrompt"
 	// HostServiceInterruptProcedure is the fully-qualified name of the HostService's Interrupt RPC.
 	HostServiceInterruptProcedure = "/host.v1.HostService/Interrupt"
+	// HostServiceCompleteToolCallProcedure is the fully-qualified name of the HostService's
+	// CompleteToolCall RPC.
+	HostServiceCompleteToolCallProcedure = "/host.v1.HostService/CompleteToolCall"
 )
 
 // HostServiceClient is a client for the host.v1.HostService service.
@@ -100,6 +103,8 @@ type HostServiceClient interface {
 	EditQueuedPrompt(context.Context, *connect.Request[v11.EditQueuedPromptRequest]) (*connect.Response[v11.EditQueuedPromptResponse], error)
 	DequeueQueuedPrompt(context.Context, *connect.Request[v11.DequeueQueuedPromptRequest]) (*connect.Response[v11.DequeueQueuedPromptResponse], error)
 	Interrupt(context.Context, *connect.Request[v11.InterruptRequest]) (*connect.Response[v11.InterruptResponse], error)
+	// CompleteToolCall hands a client's tool result to the harness of the running turn.
+	CompleteToolCall(context.Context, *connect.Request[v11.CompleteToolCallRequest]) (*connect.Response[v11.CompleteToolCallResponse], error)
 }
 
 // NewHostServiceClient constructs a client for the host.v1.HostService service. By default, it uses
@@ -209,6 +214,12 @@ func NewHostServiceClient(httpClient connect.HTTPClient, baseURL string, opts ..
 			connect.WithSchema(hostServiceMethods.ByName("Interrupt")),
 			connect.WithClientOptions(opts...),
 		),
+		completeToolCall: connect.NewClient[v11.CompleteToolCallRequest, v11.CompleteToolCallResponse](
+			httpClient,
+			baseURL+HostServiceCompleteToolCallProcedure,
+			connect.WithSchema(hostServiceMethods.ByName("CompleteToolCall")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
@@ -230,6 +241,7 @@ type hostServiceClient struct {
 	editQueuedPrompt       *connect.Client[v11.EditQueuedPromptRequest, v11.EditQueuedPromptResponse]
 	dequeueQueuedPrompt    *connect.Client[v11.DequeueQueuedPromptRequest, v11.DequeueQueuedPromptResponse]
 	interrupt              *connect.Client[v11.InterruptRequest, v11.InterruptResponse]
+	completeToolCall       *connect.Client[v11.CompleteToolCallRequest, v11.CompleteToolCallResponse]
 }
 
 // CreateSandbox calls host.v1.HostService.CreateSandbox.
@@ -312,6 +324,11 @@ func (c *hostServiceClient) Interrupt(ctx context.Context, req *connect.Request[
 	return c.interrupt.CallUnary(ctx, req)
 }
 
+// CompleteToolCall calls host.v1.HostService.CompleteToolCall.
+func (c *hostServiceClient) CompleteToolCall(ctx context.Context, req *connect.Request[v11.CompleteToolCallRequest]) (*connect.Response[v11.CompleteToolCallResponse], error) {
+	return c.completeToolCall.CallUnary(ctx, req)
+}
+
 // HostServiceHandler is an implementation of the host.v1.HostService service.
 type HostServiceHandler interface {
 	// CreateSandbox starts the session's sandbox on this host; the session record (image, mode,
@@ -338,6 +355,8 @@ type HostServiceHandler interface {
 	EditQueuedPrompt(context.Context, *connect.Request[v11.EditQueuedPromptRequest]) (*connect.Response[v11.EditQueuedPromptResponse], error)
 	DequeueQueuedPrompt(context.Context, *connect.Request[v11.DequeueQueuedPromptRequest]) (*connect.Response[v11.DequeueQueuedPromptResponse], error)
 	Interrupt(context.Context, *connect.Request[v11.InterruptRequest]) (*connect.Response[v11.InterruptResponse], error)
+	// CompleteToolCall hands a client's tool result to the harness of the running turn.
+	CompleteToolCall(context.Context, *connect.Request[v11.CompleteToolCallRequest]) (*connect.Response[v11.CompleteToolCallResponse], error)
 }
 
 // NewHostServiceHandler builds an HTTP handler from the service implementation. It returns the path
@@ -443,6 +462,12 @@ func NewHostServiceHandler(svc HostServiceHandler, opts ...connect.HandlerOption
 		connect.WithSchema(hostServiceMethods.ByName("Interrupt")),
 		connect.WithHandlerOptions(opts...),
 	)
+	hostServiceCompleteToolCallHandler := connect.NewUnaryHandler(
+		HostServiceCompleteToolCallProcedure,
+		svc.CompleteToolCall,
+		connect.WithSchema(hostServiceMethods.ByName("CompleteToolCall")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/host.v1.HostService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case HostServiceCreateSandboxProcedure:
@@ -477,6 +502,8 @@ func NewHostServiceHandler(svc HostServiceHandler, opts ...connect.HandlerOption
 			hostServiceDequeueQueuedPromptHandler.ServeHTTP(w, r)
 		case HostServiceInterruptProcedure:
 			hostServiceInterruptHandler.ServeHTTP(w, r)
+		case HostServiceCompleteToolCallProcedure:
+			hostServiceCompleteToolCallHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -548,4 +575,8 @@ func (UnimplementedHostServiceHandler) DequeueQueuedPrompt(context.Context, *con
 
 func (UnimplementedHostServiceHandler) Interrupt(context.Context, *connect.Request[v11.InterruptRequest]) (*connect.Response[v11.InterruptResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("host.v1.HostService.Interrupt is not implemented"))
+}
+
+func (UnimplementedHostServiceHandler) CompleteToolCall(context.Context, *connect.Request[v11.CompleteToolCallRequest]) (*connect.Response[v11.CompleteToolCallResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("host.v1.HostService.CompleteToolCall is not implemented"))
 }

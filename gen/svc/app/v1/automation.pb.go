@@ -40,8 +40,11 @@ type Automation struct {
 	CreatedAt          string                 `protobuf:"bytes,15,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
 	UpdatedAt          string                 `protobuf:"bytes,16,opt,name=updated_at,json=updatedAt,proto3" json:"updated_at,omitempty"`
 	Version            *AutomationVersion     `protobuf:"bytes,17,opt,name=version,proto3" json:"version,omitempty"`
-	unknownFields      protoimpl.UnknownFields
-	sizeCache          protoimpl.SizeCache
+	// Extension: the settings UpdateAutomationMeta sets (concurrency limit, dedupe window, time
+	// zone, retry policy), so that a client can read back what it wrote.
+	SettingsJson  string `protobuf:"bytes,100,opt,name=settings_json,json=settingsJson,proto3" json:"settings_json,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Automation) Reset() {
@@ -191,6 +194,13 @@ func (x *Automation) GetVersion() *AutomationVersion {
 		return x.Version
 	}
 	return nil
+}
+
+func (x *Automation) GetSettingsJson() string {
+	if x != nil {
+		return x.SettingsJson
+	}
+	return ""
 }
 
 type AutomationVersion struct {
@@ -3337,7 +3347,7 @@ var File_svc_app_v1_automation_proto protoreflect.FileDescriptor
 const file_svc_app_v1_automation_proto_rawDesc = "" +
 	"\n" +
 	"\x1bsvc/app/v1/automation.proto\x12\n" +
-	"svc.app.v1\"\xc5\x05\n" +
+	"svc.app.v1\"\xea\x05\n" +
 	"\n" +
 	"Automation\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
@@ -3362,7 +3372,8 @@ const file_svc_app_v1_automation_proto_rawDesc = "" +
 	"created_at\x18\x0f \x01(\tR\tcreatedAt\x12\x1d\n" +
 	"\n" +
 	"updated_at\x18\x10 \x01(\tR\tupdatedAt\x127\n" +
-	"\aversion\x18\x11 \x01(\v2\x1d.svc.app.v1.AutomationVersionR\aversionB\x0e\n" +
+	"\aversion\x18\x11 \x01(\v2\x1d.svc.app.v1.AutomationVersionR\aversion\x12#\n" +
+	"\rsettings_json\x18d \x01(\tR\fsettingsJsonB\x0e\n" +
 	"\f_builtin_keyB\x15\n" +
 	"\x13_created_by_user_idB\x0f\n" +
 	"\r_next_fire_atB\x10\n" +

@@ -59,3 +59,11 @@ func Parse(req abi.ParseRequest) abi.ParseResult {
 	res.Events = append(res.Events, done)
 	return res
 }
+
+// ToolResult delivers a client's result as a line of stdin and counts deliveries in the state.
+func ToolResult(req abi.ToolResultRequest) (abi.ToolResult, error) {
+	if req.ToolCallID == "" {
+		return abi.ToolResult{}, errors.New("the echo harness needs a tool_call_id")
+	}
+	return abi.ToolResult{Stdin: req.ToolCallID + " " + req.ResultJSON + "\n", State: req.State + "+"}, nil
+}

@@ -1,7 +1,8 @@
 //go:build wasip1
 
 // Command good is the echo harness as a plugin (see package echo). Built with -tags badversion
-// it claims another ABI version, with -tags noplan it lacks hangar_plan.
+// it claims another ABI version, with -tags noplan it lacks hangar_plan, with -tags toolresult it
+// exports the optional hangar_tool_result and with -tags badtoolresult a wrong one.
 package main
 
 import (

@@ -1,0 +1,275 @@
+// Package dispatch turns what happens into automation runs: webhook deliveries (Deliver) and
+// due schedules (Fire). It finds the automations an event starts, drops what must not run with
+// a reason, counts what entrypoint filters reject, routes events to instances, and starts runs
+// whose ids make every delivery and fire time run at most once.
+package dispatch
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/hangar-dev/hangar/automation/definition"
+	"github.com/hangar-dev/hangar/automation/expr"
+	"github.com/hangar-dev/hangar/automation/records"
+	"github.com/hangar-dev/hangar/automation/runner"
+	"github.com/hangar-dev/hangar/automation/runs"
+	"github.com/hangar-dev/hangar/automation/triggers"
+)
+
+// Dispatcher turns deliveries and schedules into runs: it finds the automations an event or a
+// fire time starts, drops what must not run (with a reason), counts what entrypoint filters
+// reject, routes events to instances and starts the runs.
+type Dispatcher struct {
+	automations *records.Store
+	runs        *runs.Store
+	runner      *runner.Runner
+	env         *expr.Env
+	validator   definition.Validator
+	now         func() time.Time
+	log         *slog.Logger
+	// concurrency is the deployment's default cap on an automation's runs in progress.
+	concurrency int
+}
+
+// NewDispatcher returns a Dispatcher.
+func New(automations *records.Store, rs *runs.Store, rn *runner.Runner, env *expr.Env, validator definition.Validator, now func() time.Time, log *slog.Logger, concurrency int) *Dispatcher {
+	return &Dispatcher{automations: automations, runs: rs, runner: rn, env: env, validator: validator, now: now, log: log, concurrency: concurrency}
+}
+
+// Outcome is what a delivery did to one automation.
+type Outcome struct {
+	AutomationID string
+	RunID        string
+	// Dropped is the drop reason, Filtered true when an entrypoint filter said no.
+	Dropped  string
+	Filtered bool
+}
+
+// Deliver handles one received event. It is safe to call again with the same delivery (Pub/Sub
+// redelivers): a run already made of it is reported as a duplicate, nothing is done twice.
+// An error means the delivery should be retried.
+func (d *Dispatcher) Deliver(ctx context.Context, del triggers.Delivery) ([]Outcome, error) {
+	// The sample and the match are independent round trips: make them at once.
+	var matches []*records.AutomationRecord
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error {
+		return d.runs.RecordSample(gctx, del.EventKey, del.DeliveryKey, string(del.Payload), del.ReceivedAt)
+	})
+	g.Go(func() (err error) {
+		matches, err = d.automations.MatchingEvent(gctx, del.EventKey)
+		return err
+	})
+	if err := g.Wait(); err != nil {
+		return nil, err
+	}
+	var out []Outcome
+	for _, a := range matches {
+		o, err := d.deliverTo(ctx, a, del)
+		if err != nil {
+			return out, fmt.Errorf("deliver %s to automation %s: %w", del.DeliveryKey, a.ID, err)
+		}
+		out = append(out, o)
+	}
+	return out, nil
+}
+
+func (d *Dispatcher) deliverTo(ctx context.Context, a *records.AutomationRecord, del triggers.Delivery) (Outcome, error) {
+	o := Outcome{AutomationID: a.ID}
+	drop := func(entrypoint, reason, detail string) (Outcome, error) {
+		o.Dropped = reason
+		return o, d.runs.RecordDrop(ctx, runs.Drop{
+			AutomationID: a.ID, EntrypointID: entrypoint, EventKey: del.EventKey,
+			DeliveryKey: del.DeliveryKey, Reason: reason, Detail: detail,
+		})
+	}
+	def, settings, err := Effective(d.validator, a)
+	if err != nil {
+		return drop("", runs.DropBadInputs, err.Error())
+	}
+	var ep *definition.Entrypoint
+	for i := range def.Entrypoints {
+		if e := &def.Entrypoints[i]; e.Type == definition.EntrypointEvent && e.EventKey == del.EventKey {
+			ep = e
+			break
+		}
+	}
+	if ep == nil {
+		return o, nil
+	}
+	if !a.Enabled {
+		return drop(ep.ID, runs.DropDisabled, "the automation is disabled")
+	}
+	event, ok := eventOf(del)
+	if !ok {
+		return drop(ep.ID, runs.DropBadPayload, "the payload is not a JSON object")
+	}
+	inputs, errs := definition.ValidateInputs(def.Inputs, []byte(a.InputsJSON))
+	if len(errs) > 0 {
+		return drop(ep.ID, runs.DropBadInputs, errs[0].Error())
+	}
+	// Whether the delivery ran already and how many runs are in progress are independent
+	// reads: make them at once.
+	runID := runner.RunID(a.ID, del.DeliveryKey)
+	var seen bool
+	var inProgress int
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error {
+		_, err := d.runs.Get(gctx, runID)
+		if seen = err == nil; err != nil && !errors.Is(err, runs.ErrNotFound) {
+			return err
+		}
+		return nil
+	})
+	g.Go(func() (err error) {
+		inProgress, err = d.runs.InProgress(gctx, a.ID)
+		return err
+	})
+	if err := g.Wait(); err != nil {
+		return o, err
+	}
+	if seen {
+		return drop(ep.ID, runs.DropDuplicate, "delivery "+del.DeliveryKey+" already started run "+runID)
+	}
+	vars := expr.Vars{Event: event, Inputs: inputs, Now: d.now()}
+	if ep.Filter != "" {
+		pass, err := d.condition(ep.Filter, vars)
+		if err != nil {
+			return drop(ep.ID, runs.DropBadPayload, "filter: "+err.Error())
+		}
+		if !pass {
+			o.Filtered = true
+			return o, d.runs.RecordFiltered(ctx, runs.FilteredEvent{AutomationID: a.ID, EntrypointID: ep.ID, DeliveryKey: del.DeliveryKey})
+		}
+	}
+	if limit := cmp.Or(settings.ConcurrencyLimit, d.concurrency); inProgress >= limit {
+		return drop(ep.ID, runs.DropConcurrency, fmt.Sprintf("%d runs in progress, the limit is %d", inProgress, limit))
+	}
+	instanceID := ""
+	if def.Instance != nil {
+		inst, reason, detail, err := d.instanceFor(ctx, a, def, vars, "delivery "+del.DeliveryKey)
+		if err != nil {
+			return o, err
+		}
+		if reason != "" {
+			return drop(ep.ID, reason, detail)
+		}
+		instanceID = inst.ID
+	}
+	run, created, err := d.runner.Start(ctx, runner.Start{
+		ID: runID, AutomationID: a.ID, Version: a.CurrentVersion, Actor: a.CreatedBy, Definition: def,
+		Trigger:       runner.Trigger{EntrypointID: ep.ID, Event: eventJSON(del, event), Inputs: mustJSON(inputs)},
+		TriggerSource: runs.SourceEvent, EventKey: del.EventKey, DeliveryKey: del.DeliveryKey, InstanceID: instanceID,
+	})
+	if err != nil {
+		return o, err
+	}
+	if !created {
+		return drop(ep.ID, runs.DropDuplicate, "delivery "+del.DeliveryKey+" already started run "+run.ID)
+	}
+	o.RunID = run.ID
+	return o, nil
+}
+
+// instanceFor routes an event to its instance, opening it on the key's first event. A closed
+// instance answers a drop reason.
+func (d *Dispatcher) instanceFor(ctx context.Context, a *records.AutomationRecord, def definition.Definition, vars expr.Vars, openedBy string) (inst *runs.Instance, reason, detail string, err error) {
+	v, err := d.env.Eval(def.Instance.Key, vars)
+	if err != nil {
+		return nil, runs.DropBadPayload, "instance.key: " + err.Error(), nil
+	}
+	key, ok := v.(string)
+	if !ok || key == "" {
+		key = fmt.Sprint(v)
+	}
+	if key == "" || v == nil {
+		return nil, runs.DropBadPayload, "instance.key gave no key", nil
+	}
+	inst, _, err = d.runs.OpenInstance(ctx, a.ID, key, string(mustJSON(vars.Inputs)), openedBy)
+	if err != nil {
+		return nil, "", "", err
+	}
+	if inst.Status == runs.InstanceClosed {
+		return nil, runs.DropInstanceClosed, fmt.Sprintf("instance %s (key %q) is closed: %s", inst.ID, key, inst.CloseReason), nil
+	}
+	return inst, "", "", nil
+}
+
+func (d *Dispatcher) condition(src string, vars expr.Vars) (bool, error) {
+	prog, err := d.env.Compile(src)
+	if err != nil {
+		return false, err
+	}
+	pass, known, err := prog.EvalBool(vars)
+	if err != nil {
+		return false, err
+	}
+	if !known {
+		return false, errors.New("its value is not known")
+	}
+	return pass, nil
+}
+
+// Effective is an automation's current definition with its block overrides, and its settings:
+// what a run of it executes.
+func Effective(v definition.Validator, a *records.AutomationRecord) (definition.Definition, definition.Settings, error) {
+	def, err := a.Definition()
+	if err != nil {
+		return def, definition.Settings{}, err
+	}
+	if a.BlockOverridesJSON != "" && a.BlockOverridesJSON != "{}" {
+		var errs []definition.BlockError
+		if def, errs = v.ApplyOverrides(def, []byte(a.BlockOverridesJSON)); len(errs) > 0 {
+			return def, definition.Settings{}, fmt.Errorf("block overrides: %w", errs[0])
+		}
+	}
+	settings, err := a.Settings()
+	return def, settings, err
+}
+
+// eventOf is what expressions see as event: a GitHub payload as GitHub sent it; a generic
+// webhook's request described as the catalog's webhook.received entry shows it.
+func eventOf(del triggers.Delivery) (map[string]any, bool) {
+	body, ok := asObject(del.Payload)
+	if !ok || del.Provider != triggers.ProviderWebhook {
+		return body, ok
+	}
+	headers := make(map[string]any, len(del.Headers))
+	for k, v := range del.Headers {
+		headers[k] = v
+	}
+	return map[string]any{
+		"registration_id": del.RegistrationID, "delivery_id": del.DeliveryKey,
+		"received_at": del.ReceivedAt.UTC().Format(time.RFC3339), "method": http.MethodPost,
+		"content_type": del.Headers["content-type"], "headers": headers, "body": body,
+	}, true
+}
+
+// eventJSON is the run's event: the payload as received when it is the event itself.
+func eventJSON(del triggers.Delivery, event map[string]any) json.RawMessage {
+	if del.Provider == triggers.ProviderWebhook {
+		return mustJSON(event)
+	}
+	return del.Payload
+}
+
+func asObject(raw json.RawMessage) (map[string]any, bool) {
+	var m map[string]any
+	err := json.Unmarshal(raw, &m)
+	return m, err == nil && m != nil
+}
+
+func mustJSON(v any) json.RawMessage {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return json.RawMessage("null")
+	}
+	return b
+}

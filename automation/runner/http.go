@@ -1,0 +1,166 @@
+package runner
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// HostPolicy is the allow-list of hosts http blocks may call: exact names or "*.suffix"
+// patterns. Link-local addresses (cloud metadata servers among them) are refused whatever the
+// list says.
+type HostPolicy struct {
+	Hosts []string
+}
+
+// Allows reports whether a request to host (no port) may go out.
+func (p HostPolicy) Allows(host string) error {
+	host = strings.ToLower(strings.TrimSuffix(host, "."))
+	if ip := net.ParseIP(host); ip != nil && (ip.IsLinkLocalUnicast() || ip.IsLinkLocalMulticast() || ip.IsUnspecified()) {
+		return fmt.Errorf("host %s is a link-local or unspecified address", host)
+	}
+	if host == "metadata.google.internal" || host == "metadata" {
+		return fmt.Errorf("host %s is a metadata server", host)
+	}
+	for _, h := range p.Hosts {
+		h = strings.ToLower(h)
+		if suffix, ok := strings.CutPrefix(h, "*."); ok && strings.HasSuffix(host, "."+suffix) || h == host {
+			return nil
+		}
+	}
+	return fmt.Errorf("host %s is not on the deployment's allow-list for http blocks (HANGAR_AUTOMATION_HTTP_HOSTS)", host)
+}
+
+// maxHTTPResponse caps the body an http block reads.
+const maxHTTPResponse = 1 << 20
+
+// httpBlock sends the block's request. A network error, a 429 or a 5xx is retried; any other
+// unexpected status fails the step.
+func (r *Runner) httpBlock(ctx context.Context, f map[string]any) (result, error) {
+	method := strings.ToUpper(str(f, "method"))
+	if method == "" {
+		method = http.MethodGet
+	}
+	u, err := url.Parse(str(f, "url"))
+	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+		return result{}, permanent("url: %q is not an http(s) URL", str(f, "url"))
+	}
+	if err := r.opts.Allow.Allows(u.Hostname()); err != nil {
+		return result{}, permanent("url: %v", err)
+	}
+	if q, ok := f["query"].(map[string]any); ok {
+		v := u.Query()
+		for k, x := range q {
+			v.Set(k, fmt.Sprint(x))
+		}
+		u.RawQuery = v.Encode()
+	}
+	var body io.Reader
+	contentType := ""
+	switch b := f["body"].(type) {
+	case nil:
+	case string:
+		body = strings.NewReader(b)
+	default:
+		js, err := json.Marshal(b)
+		if err != nil {
+			return result{}, permanent("body: %v", err)
+		}
+		body, contentType = bytes.NewReader(js), "application/json"
+	}
+	timeout := 30 * time.Second
+	if d, ok := durationField(f, "timeout"); ok {
+		timeout = min(d, 60*time.Second)
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, method, u.String(), body)
+	if err != nil {
+		return result{}, permanent("request: %v", err)
+	}
+	if contentType != "" {
+		req.Header.Set("Content-Type", contentType)
+	}
+	if hs, ok := f["headers"].(map[string]any); ok {
+		for k, v := range hs {
+			req.Header.Set(k, fmt.Sprint(v))
+		}
+	}
+	if secrets, ok := f["secret_headers"].(map[string]any); ok {
+		for header, name := range secrets {
+			if r.effects == nil {
+				return result{}, permanent("secret_headers: no secret store is configured here")
+			}
+			value, err := r.effects.Secret(ctx, fmt.Sprint(name))
+			if err != nil {
+				return result{}, effectError("secret_headers."+header, err)
+			}
+			req.Header.Set(header, value)
+		}
+	}
+	resp, err := r.opts.HTTP.Do(req)
+	if err != nil {
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
+		return result{}, transient("%s %s: %v", method, u.Redacted(), err)
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(io.LimitReader(resp.Body, maxHTTPResponse+1))
+	if err != nil {
+		return result{}, transient("%s %s: read answer: %v", method, u.Redacted(), err)
+	}
+	if len(raw) > maxHTTPResponse {
+		return result{}, permanent("%s %s: the answer is over %d bytes", method, u.Redacted(), maxHTTPResponse)
+	}
+	out := map[string]any{"status": resp.StatusCode, "headers": flatHeaders(resp.Header), "body": answerBody(raw, resp.Header)}
+	if !expected(resp.StatusCode, f["expect_status"]) {
+		msg := fmt.Sprintf("%s %s answered %d", method, u.Redacted(), resp.StatusCode)
+		if resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode >= 500 {
+			return result{}, transient("%s", msg)
+		}
+		return result{}, permanent("%s", msg)
+	}
+	return result{outputs: out}, nil
+}
+
+// expected reports whether status is one the block accepts: expect_status when given, else 2xx.
+func expected(status int, want any) bool {
+	list, ok := want.([]any)
+	if !ok || len(list) == 0 {
+		return status >= 200 && status < 300
+	}
+	return slices.ContainsFunc(list, func(v any) bool {
+		n, err := strconv.Atoi(fmt.Sprint(v))
+		return err == nil && n == status
+	})
+}
+
+func flatHeaders(h http.Header) map[string]any {
+	out := make(map[string]any, len(h))
+	for k, v := range h {
+		out[strings.ToLower(k)] = strings.Join(v, ", ")
+	}
+	return out
+}
+
+// answerBody is a JSON answer decoded, anything else as text.
+func answerBody(raw []byte, h http.Header) any {
+	if strings.Contains(h.Get("Content-Type"), "json") {
+		if v := decodeJSON(string(raw)); v != nil {
+			return v
+		}
+	}
+	return string(raw)
+}

@@ -1,0 +1,158 @@
+package runs
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"cloud.google.com/go/firestore"
+
+	"github.com/hangar-dev/hangar/functions/platform/ids"
+	"github.com/hangar-dev/hangar/functions/platform/store"
+)
+
+// Reasons an event is dropped before a run.
+const (
+	DropDisabled       = "disabled"
+	DropArchived       = "archived"
+	DropDuplicate      = "duplicate"
+	DropConcurrency    = "concurrency_limit"
+	DropInstanceClosed = "instance_closed"
+	DropBadPayload     = "bad_payload"
+	DropBadInputs      = "bad_inputs"
+)
+
+// Drop is an event that started no run, and why.
+type Drop struct {
+	AutomationID string    `firestore:"automation_id"`
+	EntrypointID string    `firestore:"entrypoint_id"`
+	EventKey     string    `firestore:"event_key"`
+	DeliveryKey  string    `firestore:"delivery_key"`
+	Reason       string    `firestore:"reason"`
+	Detail       string    `firestore:"detail"`
+	DroppedAt    time.Time `firestore:"dropped_at"`
+}
+
+// FilteredEvent is one event an entrypoint filter rejected.
+type FilteredEvent struct {
+	AutomationID string    `firestore:"automation_id"`
+	EntrypointID string    `firestore:"entrypoint_id"`
+	DeliveryKey  string    `firestore:"delivery_key"`
+	At           time.Time `firestore:"at"`
+}
+
+// Sample is a received event payload, kept so automations can be rendered against real data.
+type Sample struct {
+	ID         string    `firestore:"id"`
+	EventKey   string    `firestore:"event_key"`
+	Payload    string    `firestore:"payload"`
+	ReceivedAt time.Time `firestore:"received_at"`
+}
+
+// once keys the records of one event for one automation, so that a redelivered event writes
+// the same document again instead of a second one.
+func once(automationID, deliveryKey string) string {
+	return ids.FromKey("evt", automationID+"\x00"+deliveryKey)
+}
+
+// RecordDrop keeps a drop. A duplicate's drop is keyed apart from the event's first outcome.
+func (s *Store) RecordDrop(ctx context.Context, d Drop) error {
+	if d.DroppedAt.IsZero() {
+		d.DroppedAt = s.now()
+	}
+	doc := s.db.Collection(DropsCollection).Doc(once(d.AutomationID, d.DeliveryKey))
+	if d.Reason == DropDuplicate {
+		// Each duplicate is its own record: how often a sender redelivers is worth seeing.
+		doc = s.db.Collection(DropsCollection).NewDoc()
+	}
+	if _, err := doc.Set(ctx, d); err != nil {
+		return fmt.Errorf("record drop of %s for %s: %w", d.EventKey, d.AutomationID, err)
+	}
+	return nil
+}
+
+// Drops returns an automation's most recent drops, newest first.
+func (s *Store) Drops(ctx context.Context, automationID string, limit int) ([]Drop, error) {
+	q := s.db.Collection(DropsCollection).Where("automation_id", "==", automationID).OrderBy("dropped_at", firestore.Desc).Limit(limit)
+	out, err := store.All[Drop](q.Documents(ctx))
+	if err != nil {
+		return nil, fmt.Errorf("list drops of %s: %w", automationID, err)
+	}
+	return out, nil
+}
+
+// RecordFiltered counts an event an entrypoint filter rejected.
+func (s *Store) RecordFiltered(ctx context.Context, f FilteredEvent) error {
+	if f.At.IsZero() {
+		f.At = s.now()
+	}
+	if _, err := s.db.Collection(FilteredCollection).Doc(once(f.AutomationID, f.DeliveryKey)).Set(ctx, f); err != nil {
+		return fmt.Errorf("record filtered event for %s: %w", f.AutomationID, err)
+	}
+	return nil
+}
+
+// FilteredSince returns an automation's filtered events at or after t, newest first, at most
+// limit of them.
+func (s *Store) FilteredSince(ctx context.Context, automationID string, t time.Time, limit int) ([]FilteredEvent, error) {
+	q := s.db.Collection(FilteredCollection).Where("automation_id", "==", automationID).
+		Where("at", ">=", t).OrderBy("at", firestore.Desc).Limit(limit)
+	out, err := store.All[FilteredEvent](q.Documents(ctx))
+	if err != nil {
+		return nil, fmt.Errorf("list filtered events of %s: %w", automationID, err)
+	}
+	return out, nil
+}
+
+// RecordSample keeps a received payload under its delivery, once.
+func (s *Store) RecordSample(ctx context.Context, eventKey, deliveryKey, payload string, at time.Time) error {
+	id := ids.FromKey("smp", eventKey+"\x00"+deliveryKey)
+	smp := Sample{ID: id, EventKey: eventKey, Payload: payload, ReceivedAt: at}
+	b := s.db.Batch()
+	b.Set(s.db.Collection(SamplesCollection).Doc(id), smp)
+	b.Set(s.observed(eventKey), map[string]any{"event_key": eventKey, "last_at": at})
+	if _, err := b.Commit(ctx); err != nil {
+		return fmt.Errorf("record sample of %s: %w", eventKey, err)
+	}
+	return nil
+}
+
+// Samples returns the newest samples of the given event keys.
+func (s *Store) Samples(ctx context.Context, eventKeys []string, limit int) ([]Sample, error) {
+	if len(eventKeys) == 0 {
+		return nil, nil
+	}
+	q := s.db.Collection(SamplesCollection).Where("event_key", "in", eventKeys).OrderBy("received_at", firestore.Desc).Limit(limit)
+	out, err := store.All[Sample](q.Documents(ctx))
+	if err != nil {
+		return nil, fmt.Errorf("list samples of %v: %w", eventKeys, err)
+	}
+	return out, nil
+}
+
+// Sample reads one sample.
+func (s *Store) Sample(ctx context.Context, id string) (*Sample, error) {
+	return store.Read[Sample](ctx, nil, s.db.Collection(SamplesCollection).Doc(id))
+}
+
+// Observed reports which of the given event keys have ever been received.
+func (s *Store) Observed(ctx context.Context, eventKeys []string) (map[string]bool, error) {
+	refs := make([]*firestore.DocumentRef, len(eventKeys))
+	for i, k := range eventKeys {
+		refs[i] = s.observed(k)
+	}
+	snaps, err := s.db.GetAll(ctx, refs)
+	if err != nil {
+		return nil, fmt.Errorf("find observed events: %w", err)
+	}
+	out := make(map[string]bool, len(snaps))
+	for i, snap := range snaps {
+		out[eventKeys[i]] = snap.Exists()
+	}
+	return out, nil
+}
+
+// observed is the marker of an event key received at least once.
+func (s *Store) observed(eventKey string) *firestore.DocumentRef {
+	return s.db.Collection(ObservedCollection).Doc(ids.FromKey("key", eventKey))
+}

@@ -1,0 +1,118 @@
+package runs_test
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/hangar-dev/hangar/automation/runs"
+	"github.com/hangar-dev/hangar/functions/platform/clock"
+	"github.com/hangar-dev/hangar/functions/platform/ids"
+	"github.com/hangar-dev/hangar/internal/testenv"
+)
+
+func TestEndedRunsGoNowhere(t *testing.T) {
+	for _, from := range runs.Statuses() {
+		for _, to := range runs.Statuses() {
+			if from.Ended() && runs.CanMove(from, to) {
+				t.Errorf("ended run may move %s → %s", from, to)
+			}
+		}
+		if !from.Ended() && !runs.CanMove(from, runs.Stopped) {
+			t.Errorf("a %s run cannot be stopped", from)
+		}
+	}
+	for _, from := range runs.StepStatuses() {
+		for _, to := range runs.StepStatuses() {
+			if from.Done() && runs.CanMoveStep(from, to) {
+				t.Errorf("done step may move %s → %s", from, to)
+			}
+		}
+	}
+}
+
+func TestTheRunTableAllowsTheLifecycle(t *testing.T) {
+	path := []runs.Status{runs.Queued, runs.Running, runs.Waiting, runs.Running, runs.Completed}
+	for i := 1; i < len(path); i++ {
+		if !runs.CanMove(path[i-1], path[i]) {
+			t.Errorf("%s → %s refused", path[i-1], path[i])
+		}
+	}
+	if runs.CanMove(runs.Queued, runs.Completed) {
+		t.Error("a queued run may complete without running")
+	}
+}
+
+func newRun(t *testing.T, s *runs.Store) *runs.Run {
+	t.Helper()
+	r := &runs.Run{ID: ids.New("run"), AutomationID: "auto_x", Status: runs.Queued, Trigger: "{}",
+		Steps: []runs.Step{{BlockID: "a", Status: runs.StepPending}, {BlockID: "b", Status: runs.StepPending}}}
+	if err := s.Create(t.Context(), r); err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func TestUpdateRefusesMovesTheTableForbidsAndWritesOfALostLease(t *testing.T) {
+	db, _ := testenv.Firestore(t)
+	s := runs.NewStore(db, clock.Real{}.Now)
+	r := newRun(t, s)
+	if _, err := s.Update(t.Context(), r.ID, func(w *runs.Run) error { w.Status = runs.Completed; return nil }); err == nil {
+		t.Fatal("queued → completed was written")
+	}
+	if _, err := s.Update(t.Context(), r.ID, func(w *runs.Run) error { w.Status, w.LeaseOwner = runs.Running, "a"; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.UpdateLeased(t.Context(), r.ID, "b", func(w *runs.Run) error { return nil }); !errors.Is(err, runs.ErrLeaseLost) {
+		t.Fatalf("a write by a worker without the lease: %v", err)
+	}
+	got, err := s.UpdateLeased(t.Context(), r.ID, "a", func(w *runs.Run) error {
+		w.End(runs.Stopped, "stopped: test", time.Now())
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Steps[0].Status != runs.StepSkipped || got.LeaseOwner != "" || got.EndedAt.IsZero() {
+		t.Fatalf("ended run %+v", got)
+	}
+	if _, err := s.Get(t.Context(), ids.New("run")); !errors.Is(err, runs.ErrNotFound) {
+		t.Fatalf("missing run: %v", err)
+	}
+}
+
+func TestRunsByDayCountsRunsAndFilteredEvents(t *testing.T) {
+	db, _ := testenv.Firestore(t)
+	c := clock.NewFake(time.Date(2026, 11, 20, 10, 0, 0, 0, time.UTC))
+	s := runs.NewStore(db, c.Now)
+	for _, st := range []runs.Status{runs.Completed, runs.Failed} {
+		r := &runs.Run{ID: ids.New("run"), AutomationID: "auto_x", Status: st, Trigger: "{}"}
+		if err := s.Create(t.Context(), r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.Advance(48 * time.Hour)
+	if err := s.Create(t.Context(), &runs.Run{ID: ids.New("run"), AutomationID: "auto_x", Status: runs.Queued, Trigger: "{}"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.RecordFiltered(t.Context(), runs.FilteredEvent{AutomationID: "auto_x", DeliveryKey: "d1"}); err != nil {
+		t.Fatal(err)
+	}
+	days, err := s.RunsByDay(t.Context(), "auto_x", c.Now().AddDate(0, 0, -6))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(days) != 7 || days[0].Day != "2026-11-16" || days[6].Day != "2026-11-22" {
+		t.Fatalf("days %v", days)
+	}
+	if d := days[4]; d.Completed != 1 || d.Failed != 1 {
+		t.Fatalf("2026-11-20: %v", d)
+	}
+	if d := days[6]; d.Other != 1 || d.Filtered != 1 {
+		t.Fatalf("2026-11-22: %v", d)
+	}
+	last, err := s.LastRun(t.Context(), "auto_x")
+	if err != nil || last.GetStatus() != string(runs.Queued) {
+		t.Fatalf("last run %v (%v)", last, err)
+	}
+}

@@ -1,0 +1,227 @@
+package api
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"sync"
+
+	"connectrpc.com/connect"
+
+	"github.com/hangar-dev/hangar/automation/dispatch"
+	"github.com/hangar-dev/hangar/automation/expr"
+	"github.com/hangar-dev/hangar/automation/jsbox"
+	"github.com/hangar-dev/hangar/automation/runner"
+	"github.com/hangar-dev/hangar/automation/runs"
+	"github.com/hangar-dev/hangar/functions/automationruns"
+	"github.com/hangar-dev/hangar/functions/automations"
+	"github.com/hangar-dev/hangar/functions/automationworker"
+	"github.com/hangar-dev/hangar/functions/platform/auth"
+	"github.com/hangar-dev/hangar/functions/platform/secrets"
+	"github.com/hangar-dev/hangar/functions/sessions"
+	"github.com/hangar-dev/hangar/functions/tasks"
+	appv1 "github.com/hangar-dev/hangar/gen/svc/app/v1"
+	"github.com/hangar-dev/hangar/gen/svc/app/v1/appv1connect"
+	sessionrecords "github.com/hangar-dev/hangar/sandboxhosts/sessions"
+)
+
+// automationEffects lets automation runs act through the services in process, as the
+// automation's owner: a task a run starts is the owner's task, a prompt the owner's prompt.
+type automationEffects struct {
+	tasks    *tasks.Service
+	sessions *sessions.Service
+	prompts  *sessionrecords.Store
+	secrets  *secrets.Store
+}
+
+var _ runner.Effects = automationEffects{}
+
+// as is ctx acting for user.
+func as(ctx context.Context, user string) context.Context {
+	return auth.WithPrincipal(ctx, auth.Principal{UserID: user, Kind: "automation"})
+}
+
+func (e automationEffects) StartTask(ctx context.Context, actor, _ string, spec runner.TaskSpec) (runner.TaskState, error) {
+	if e.tasks == nil {
+		return runner.TaskState{}, fmt.Errorf("%w: tasks are not configured here", runner.ErrRefused)
+	}
+	req := &appv1.CreateTaskRequest{Type: cmp.Or(spec.Type, "automation"), ProfileId: spec.ProfileID, Prompt: &spec.Prompt}
+	for _, f := range []struct {
+		dst **string
+		val string
+	}{{&req.Title, spec.Title}, {&req.Harness, spec.Harness}, {&req.Model, spec.Model}, {&req.ModelRouter, spec.ModelRouter},
+		{&req.Effort, spec.Effort}, {&req.HarnessMode, spec.HarnessMode}} {
+		if f.val != "" {
+			v := f.val
+			*f.dst = &v
+		}
+	}
+	resp, err := e.tasks.CreateTask(as(ctx, actor), connect.NewRequest(req))
+	if err != nil {
+		return runner.TaskState{}, refusedOr(err)
+	}
+	return taskState(resp.Msg.GetTask()), nil
+}
+
+func (e automationEffects) TaskState(ctx context.Context, actor, taskID string) (runner.TaskState, error) {
+	if e.tasks == nil {
+		return runner.TaskState{}, fmt.Errorf("%w: tasks are not configured here", runner.ErrRefused)
+	}
+	resp, err := e.tasks.GetTask(as(ctx, actor), connect.NewRequest(&appv1.GetTaskRequest{TaskId: taskID}))
+	if err != nil {
+		return runner.TaskState{}, refusedOr(err)
+	}
+	return taskState(resp.Msg.GetTask()), nil
+}
+
+func taskState(t *appv1.Task) runner.TaskState {
+	st := runner.TaskState{TaskID: t.GetId(), Status: t.GetStatus()}
+	if ss := t.GetSessions(); len(ss) > 0 {
+		st.SessionID = ss[0].GetSessionId()
+	}
+	switch t.GetStatus() {
+	case tasks.StateCompleted:
+		st.Done = true
+	case tasks.StateFailed, tasks.StateCancelled:
+		st.Done, st.Failed = true, true
+	}
+	return st
+}
+
+func (e automationEffects) SendPrompt(ctx context.Context, actor, sessionID, promptID, text string) error {
+	if e.sessions == nil {
+		return fmt.Errorf("%w: sessions are not configured here", runner.ErrRefused)
+	}
+	_, err := e.sessions.SendPrompt(as(ctx, actor), connect.NewRequest(&appv1.SendPromptRequest{SessionId: sessionID, Text: text, PromptId: promptID}))
+	return refusedOr(err)
+}
+
+func (e automationEffects) PromptDone(ctx context.Context, _, sessionID, promptID string) (bool, string, error) {
+	if e.prompts == nil {
+		return false, "", fmt.Errorf("%w: sessions are not configured here", runner.ErrRefused)
+	}
+	p, err := e.prompts.Prompt(ctx, sessionID, promptID)
+	if errors.Is(err, sessionrecords.ErrNotFound) {
+		return false, "", fmt.Errorf("%w: prompt %s of session %s not found", runner.ErrRefused, promptID, sessionID)
+	}
+	if err != nil {
+		return false, "", err
+	}
+	switch p.Status {
+	case sessionrecords.PromptQueued, sessionrecords.PromptRunning:
+		return false, string(p.Status), nil
+	}
+	return true, string(p.Status), nil
+}
+
+func (e automationEffects) Secret(ctx context.Context, name string) (string, error) {
+	if e.secrets == nil {
+		return "", fmt.Errorf("%w: no org secrets are kept here", runner.ErrRefused)
+	}
+	v, ok, err := e.secrets.Lookup(ctx, name)
+	if err != nil {
+		return "", err
+	}
+	if !ok {
+		return "", fmt.Errorf("%w: org secret %q does not exist", runner.ErrRefused, name)
+	}
+	return v, nil
+}
+
+// refusedOr marks the API's refusals (bad input, missing records, states that forbid the
+// call, permissions) as runner.ErrRefused so the step fails at once; other errors are retried.
+func refusedOr(err error) error {
+	if err == nil {
+		return nil
+	}
+	switch connect.CodeOf(err) {
+	case connect.CodeInvalidArgument, connect.CodeNotFound, connect.CodeFailedPrecondition,
+		connect.CodePermissionDenied, connect.CodeUnauthenticated, connect.CodeAlreadyExists, connect.CodeUnimplemented:
+		return fmt.Errorf("%w: %v", runner.ErrRefused, err)
+	}
+	return err
+}
+
+// sharedJS is the process's JavaScript sandbox when Deps gives none: compiling the guest takes
+// seconds, so every API of a process (tests make many) shares one.
+var sharedJS = sync.OnceValues(func() (*jsbox.Box, error) {
+	return jsbox.New(context.Background(), jsbox.Options{})
+})
+
+// automations wires AutomationService, AutomationRunService and the worker that runs
+// automations. Runs need Pub/Sub to carry their steps; without it the services still define,
+// validate, render and evaluate, and answer unavailable for what would start a run.
+func (a *API) automations(d Deps, opts connect.HandlerOption, add func(string, http.Handler), effects automationEffects) {
+	env, err := expr.NewEnv(expr.Options{})
+	if err != nil {
+		d.Log.Error("automation expression environment", "err", err)
+		add(appv1connect.NewAutomationServiceHandler(appv1connect.UnimplementedAutomationServiceHandler{}, opts,
+			connect.WithInterceptors(unavailable("automations are not available: their expression environment failed to build"))))
+		add(appv1connect.NewAutomationRunServiceHandler(appv1connect.UnimplementedAutomationRunServiceHandler{}, opts))
+		return
+	}
+	js := d.JS
+	if js == nil {
+		if js, err = sharedJS(); err != nil {
+			d.Log.Warn("automation JavaScript is not available", "err", err)
+			js = nil
+		}
+	}
+	validator := automations.Validator(env)
+	if js != nil {
+		// Code blocks are compiled when saved, in the sandbox, so a syntax error is a BlockError
+		// with its line rather than a failed run later.
+		validator.Script = func(source string) (int, string, bool) {
+			se, err := js.Check(context.Background(), source)
+			if err != nil || se == nil {
+				return 0, "", true
+			}
+			return se.Line, se.Name + ": " + se.Message, false
+		}
+	}
+	lim := d.Config.Limits.Automations
+	runStore := runs.NewStore(d.DB, d.Clock.Now)
+	engine := &automations.Engine{Env: env, JS: js, Runs: runStore}
+	svc := automations.New(automations.Deps{
+		DB: d.DB, Clock: d.Clock, Limits: d.Config.Limits, Validator: validator,
+		RunStats: runStore, Engine: engine, Drafts: effects,
+	})
+	if d.PubSub != nil {
+		var code runner.CodeRunner
+		if js != nil {
+			code = func(ctx context.Context, source string, vars map[string]json.RawMessage) (json.RawMessage, error, error) {
+				res, err := js.Eval(ctx, source, vars)
+				if err != nil || res.Err != nil {
+					return nil, scriptErr(res.Err), err
+				}
+				return res.Value, nil, nil
+			}
+		}
+		host, _ := os.Hostname()
+		rn := runner.New(runStore, env, code, effects, automationworker.Queue{PubSub: d.PubSub}, d.Clock.Now, d.Log, runner.Options{
+			Worker: fmt.Sprintf("%s/%d", host, os.Getpid()), Lease: lim.RunLease,
+			Allow: runner.HostPolicy{Hosts: d.Config.AutomationHTTPHosts},
+		})
+		engine.Runner = rn
+		dispatcher := dispatch.New(svc.Store(), runStore, rn, env, validator, d.Clock.Now, d.Log, lim.Concurrency)
+		a.worker = automationworker.New(dispatcher, rn, d.Log)
+	}
+	add(appv1connect.NewAutomationServiceHandler(svc, opts))
+	add(appv1connect.NewAutomationRunServiceHandler(automationruns.New(svc.Store(), runStore, engine.Runner, lim), opts))
+}
+
+// scriptErr keeps a nil *jsbox.ScriptError a nil error.
+func scriptErr(e *jsbox.ScriptError) error {
+	if e == nil {
+		return nil
+	}
+	return e
+}
+
+// AutomationWorker is the worker that starts and executes automation runs: `hangar dev` runs
+// it in process; production deploys its push endpoints and tick (Routes). Nil without Pub/Sub.
+func (a *API) AutomationWorker() *automationworker.Worker { return a.worker }

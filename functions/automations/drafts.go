@@ -1,0 +1,145 @@
+package automations
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"unicode/utf8"
+
+	"connectrpc.com/connect"
+
+	"github.com/hangar-dev/hangar/automation/catalog"
+	"github.com/hangar-dev/hangar/automation/definition"
+	"github.com/hangar-dev/hangar/automation/records"
+	"github.com/hangar-dev/hangar/automation/runner"
+	"github.com/hangar-dev/hangar/functions/platform/apierr"
+	"github.com/hangar-dev/hangar/functions/platform/auth"
+	"github.com/hangar-dev/hangar/functions/platform/ids"
+	appv1 "github.com/hangar-dev/hangar/gen/svc/app/v1"
+)
+
+// Drafter starts the agent that writes a draft automation: a task of type "draft" from a
+// profile; the api package wires TaskService in.
+type Drafter interface {
+	StartTask(ctx context.Context, actor, requestID string, spec runner.TaskSpec) (runner.TaskState, error)
+}
+
+// draftDefinition is a draft's version 1: valid, manual, and doing nothing until the agent
+// saves the definition it wrote.
+const draftDefinition = `{"version":1,"entrypoints":[{"id":"manual","type":"manual"}],"blocks":[{"id":"start","type":"filter","condition":"true"}]}`
+
+// DraftAutomation creates a disabled draft automation and a session whose agent is asked to
+// write it, given the definition reference and the event catalogs. The same idempotency_key
+// from the same caller answers the same draft (created false) without starting another agent.
+func (s *Service) DraftAutomation(ctx context.Context, req *connect.Request[appv1.DraftAutomationRequest]) (*connect.Response[appv1.DraftAutomationResponse], error) {
+	m := req.Msg
+	var p problems
+	if strings.TrimSpace(m.GetPrompt()) == "" {
+		p.Add("prompt", "is required: say what the automation should do")
+	}
+	if m.GetProfileId() == "" {
+		p.Add("profile_id", "is required: the draft's agent runs in a session of this profile")
+	}
+	if len(m.GetIdempotencyKey()) > 200 {
+		p.Add("idempotency_key", "is longer than 200 characters")
+	}
+	if err := p.Err(); err != nil {
+		return nil, err
+	}
+	if s.d.Drafts == nil {
+		return nil, connect.NewError(connect.CodeUnavailable, errors.New("drafting needs sessions, which are not configured here"))
+	}
+	caller, _ := auth.Caller(ctx)
+	id := ids.New(records.IDPrefix)
+	if key := m.GetIdempotencyKey(); key != "" {
+		id = ids.FromKey(records.IDPrefix, caller.UserID+"\x00"+key)
+	}
+	rec, err := s.store.Get(ctx, id)
+	created := false
+	switch {
+	case errors.Is(err, records.ErrNotFound):
+		rec, err = s.newDraft(ctx, id, m.GetPrompt())
+		if err != nil {
+			return nil, err
+		}
+		created = true
+	case err != nil:
+		return nil, err
+	case rec.CreatedBy != caller.UserID:
+		return nil, apierr.NotFound("draft", m.GetIdempotencyKey())
+	}
+	if rec.DraftSessionID == "" {
+		st, err := s.d.Drafts.StartTask(ctx, caller.UserID, id, runner.TaskSpec{
+			Type: "draft", ProfileID: m.GetProfileId(), Title: "Draft automation: " + rec.Name,
+			Prompt: draftPrompt(rec.ID, m.GetPrompt()), Harness: m.GetHarness(), Model: m.GetModel(),
+			ModelRouter: m.GetModelRouter(), Effort: m.GetEffort(), HarnessMode: m.GetHarnessMode(),
+		})
+		if err != nil {
+			return nil, err
+		}
+		if rec, err = s.store.Update(ctx, id, func(r *records.AutomationRecord) error {
+			r.DraftSessionID = st.SessionID
+			return nil
+		}); err != nil {
+			return nil, err
+		}
+	}
+	return connect.NewResponse(&appv1.DraftAutomationResponse{AutomationId: rec.ID, SessionId: rec.DraftSessionID, Created: created}), nil
+}
+
+func (s *Service) newDraft(ctx context.Context, id, prompt string) (*records.AutomationRecord, error) {
+	def, errs := definition.Parse([]byte(draftDefinition))
+	if len(errs) > 0 {
+		return nil, fmt.Errorf("draft definition: %v", errs)
+	}
+	caller, _ := auth.Caller(ctx)
+	now := s.d.Clock.Now()
+	rec := &records.AutomationRecord{
+		ID: id, Kind: records.KindDraft, CreatedBy: caller.UserID, CreatedAt: now,
+		Description: prompt, InputsJSON: "{}", BlockOverridesJSON: "{}", SettingsJSON: "{}",
+	}
+	rec.SetName(draftName(prompt, s.lim().NameLen))
+	rec.SetVersion(records.VersionRecord{Number: 1, DefinitionJSON: draftDefinition, CreatedBy: caller.UserID, CreatedAt: now}, def)
+	if len(rec.Description) > s.lim().DescriptionLen {
+		rec.Description = rec.Description[:s.lim().DescriptionLen]
+	}
+	if err := s.store.Create(ctx, rec, s.lim().Max); err != nil {
+		if errors.Is(err, records.ErrLimit) {
+			return nil, apierr.ResourceExhausted("the organisation has %d automations, the most allowed; archive one first", s.lim().Max)
+		}
+		return nil, err
+	}
+	return rec, nil
+}
+
+// draftName is the prompt's first line, shortened to fit a name.
+func draftName(prompt string, limit int) string {
+	line, _, _ := strings.Cut(strings.TrimSpace(prompt), "\n")
+	limit = min(limit, 60)
+	if utf8.RuneCountInString(line) > limit {
+		line = string([]rune(line)[:limit-1]) + "…"
+	}
+	return "Draft: " + line
+}
+
+// draftPrompt is what the drafting agent is told: the goal, where to save, and the reference
+// it needs to write a valid definition.
+func draftPrompt(automationID, goal string) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "Write a Hangar automation definition (definition_json, version %d) for this goal:\n\n%s\n\n", definition.Version, goal)
+	fmt.Fprintf(&b, "Save it as a new version of automation %s with AutomationService.SaveVersion "+
+		"(or `hangar automations save-version %s --file definition.json`). Check it first with TestRender. "+
+		"Leave the automation disabled: its owner reviews and enables it.\n\n", automationID, automationID)
+	b.WriteString("## Blocks\n\n")
+	b.WriteString(definition.BlockReference())
+	b.WriteString("\n## Events\n\n")
+	for _, p := range catalog.Providers() {
+		for _, ev := range p.Events {
+			if !ev.Hidden {
+				fmt.Fprintf(&b, "- `%s`: %s\n", ev.Key, ev.Label)
+			}
+		}
+	}
+	return b.String()
+}

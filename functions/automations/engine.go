@@ -1,0 +1,437 @@
+package automations
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"connectrpc.com/connect"
+
+	"github.com/hangar-dev/hangar/automation/catalog"
+	"github.com/hangar-dev/hangar/automation/definition"
+	"github.com/hangar-dev/hangar/automation/dispatch"
+	"github.com/hangar-dev/hangar/automation/expr"
+	"github.com/hangar-dev/hangar/automation/jsbox"
+	"github.com/hangar-dev/hangar/automation/render"
+	"github.com/hangar-dev/hangar/automation/runner"
+	"github.com/hangar-dev/hangar/automation/runs"
+	"github.com/hangar-dev/hangar/automation/triggers"
+	"github.com/hangar-dev/hangar/functions/platform/apierr"
+	"github.com/hangar-dev/hangar/functions/platform/auth"
+	"github.com/hangar-dev/hangar/functions/platform/ids"
+	"github.com/hangar-dev/hangar/functions/platform/paging"
+	appv1 "github.com/hangar-dev/hangar/gen/svc/app/v1"
+)
+
+// Engine is the run side the service drives: JavaScript, expressions, runs and samples.
+type Engine struct {
+	Env    *expr.Env
+	JS     *jsbox.Box
+	Runs   *runs.Store
+	Runner *runner.Runner
+	// Drafts starts the agent session of DraftAutomation; nil answers unavailable.
+	Drafts Drafter
+}
+
+// errNoEngine answers the methods that need the engine where it is not configured.
+var errNoEngine = connect.NewError(connect.CodeUnavailable, errors.New("the automation engine is not configured here"))
+
+func (s *Service) engine() (*Engine, error) {
+	if s.d.Engine == nil {
+		return nil, errNoEngine
+	}
+	return s.d.Engine, nil
+}
+
+// EvalCode evaluates JavaScript (mode "js", the default) or a CEL expression (mode "cel") with
+// input_json bound as input. Mistakes in the code are answered in error_name, error_message
+// and error_line, not as RPC errors.
+func (s *Service) EvalCode(ctx context.Context, req *connect.Request[appv1.EvalCodeRequest]) (*connect.Response[appv1.EvalCodeResponse], error) {
+	e, err := s.engine()
+	if err != nil {
+		return nil, err
+	}
+	m := req.Msg
+	input := json.RawMessage("null")
+	if m.GetInputJson() != "" {
+		if !json.Valid([]byte(m.GetInputJson())) {
+			return nil, apierr.InvalidArgument("input_json", "is not valid JSON")
+		}
+		input = json.RawMessage(m.GetInputJson())
+	}
+	if len(m.GetSource()) > jsbox.MaxSourceBytes {
+		return nil, apierr.InvalidArgument("source", fmt.Sprintf("is over %d bytes", jsbox.MaxSourceBytes))
+	}
+	switch m.GetMode() {
+	case "", "js":
+		if e.JS == nil {
+			return nil, connect.NewError(connect.CodeUnavailable, errors.New("JavaScript is not available here: the jsbox guest is not built (make plugins)"))
+		}
+		res, err := e.JS.Eval(ctx, m.GetSource(), map[string]json.RawMessage{"input": input})
+		if err != nil {
+			return nil, err
+		}
+		out := &appv1.EvalCodeResponse{Logs: res.Logs, DurationMs: res.Duration.Milliseconds()}
+		if res.Err != nil {
+			out.ErrorName, out.ErrorMessage = &res.Err.Name, &res.Err.Message
+			if res.Err.Line > 0 {
+				line := int32(res.Err.Line)
+				out.ErrorLine = &line
+			}
+		} else {
+			v := string(res.Value)
+			out.ValueJson = &v
+		}
+		return connect.NewResponse(out), nil
+	case "cel":
+		var in any
+		_ = json.Unmarshal(input, &in)
+		start := time.Now()
+		v, err := e.Env.Eval(m.GetSource(), expr.Vars{Input: in, Now: s.d.Clock.Now()})
+		out := &appv1.EvalCodeResponse{DurationMs: time.Since(start).Milliseconds()}
+		if err != nil {
+			name, msg := "EvalError", err.Error()
+			var ce *expr.Error
+			if errors.As(err, &ce) {
+				name, msg = "CompileError", ce.Message
+				line := int32(ce.Line)
+				out.ErrorLine = &line
+			}
+			out.ErrorName, out.ErrorMessage = &name, &msg
+			return connect.NewResponse(out), nil
+		}
+		b, err := json.Marshal(v)
+		if err != nil {
+			return nil, fmt.Errorf("encode value: %w", err)
+		}
+		js := string(b)
+		out.ValueJson = &js
+		return connect.NewResponse(out), nil
+	}
+	return nil, apierr.InvalidArgument("mode", "must be \"js\" or \"cel\"")
+}
+
+// sample is the event a TestRender, DryRun or RunNow uses: a recorded sample or a payload.
+func (s *Service) sample(ctx context.Context, e *Engine, sampleID, payload string) (json.RawMessage, error) {
+	switch {
+	case sampleID != "":
+		smp, err := e.Runs.Sample(ctx, sampleID)
+		if errors.Is(err, runs.ErrNotFound) {
+			return nil, apierr.NotFound("event sample", sampleID)
+		}
+		if err != nil {
+			return nil, err
+		}
+		return json.RawMessage(smp.Payload), nil
+	case payload != "":
+		if !triggers.IsJSONObject([]byte(payload)) {
+			return nil, apierr.InvalidArgument("payload_json", "must be a JSON object")
+		}
+		return json.RawMessage(payload), nil
+	}
+	return json.RawMessage("{}"), nil
+}
+
+// TestRender renders every block of the automation's current definition, or of a draft,
+// against a sample or a payload. It has no side effect: code blocks run in the sandbox, other
+// blocks say what they would do.
+func (s *Service) TestRender(ctx context.Context, req *connect.Request[appv1.TestRenderRequest]) (*connect.Response[appv1.TestRenderResponse], error) {
+	e, err := s.engine()
+	if err != nil {
+		return nil, err
+	}
+	m := req.Msg
+	rec, err := s.get(ctx, "automation_id", m.GetAutomationId())
+	if err != nil {
+		return nil, err
+	}
+	def, _, err := dispatch.Effective(s.d.Validator, rec)
+	if err != nil {
+		return nil, apierr.FailedPrecondition("automation %s cannot be rendered: %v", rec.ID, err)
+	}
+	if m.DraftDefinitionJson != nil {
+		var p problems
+		d, ok := p.definition("draft_definition_json", m.GetDraftDefinitionJson(), s.lim(), s.d.Validator)
+		if !ok {
+			return nil, p.Err()
+		}
+		def = d
+	}
+	inputsJSON := rec.InputsJSON
+	if m.InputsJson != nil {
+		inputsJSON = m.GetInputsJson()
+	}
+	inputs, errs := definition.ValidateInputs(def.Inputs, []byte(inputsJSON))
+	if len(errs) > 0 {
+		return nil, invalidBlocks("inputs_json", errs)
+	}
+	event, err := s.sample(ctx, e, m.GetSampleId(), m.GetPayloadJson())
+	if err != nil {
+		return nil, err
+	}
+	var eventMap map[string]any
+	_ = json.Unmarshal(event, &eventMap)
+	now := s.d.Clock.Now()
+	if m.ScheduledFor != nil {
+		if now, err = time.Parse(time.RFC3339, m.GetScheduledFor()); err != nil {
+			return nil, apierr.InvalidArgument("scheduled_for", "must be an RFC 3339 time")
+		}
+	}
+	entrypoint := cmp.Or(m.GetEntrypointId(), firstEntrypoint(def))
+	blocks, berrs := render.Render(def, render.Scope{Event: eventMap, EventJSON: event, Inputs: inputs, Now: now},
+		render.Options{Env: e.Env, EntrypointID: entrypoint, RunCode: s.renderCode(ctx, e)})
+	out := &appv1.TestRenderResponse{}
+	for _, b := range blocks {
+		out.Blocks = append(out.Blocks, &appv1.BlockRender{
+			BlockId: b.BlockID, BlockType: b.BlockType, RenderedJson: string(b.RenderedJSON),
+			FilterPass: b.FilterPass, ScopeJson: string(b.ScopeJSON),
+		})
+	}
+	for _, be := range berrs {
+		out.Errors = append(out.Errors, blockErrorProto(be))
+	}
+	return connect.NewResponse(out), nil
+}
+
+// renderCode runs a code block of a TestRender in the sandbox, as a run would.
+func (s *Service) renderCode(ctx context.Context, e *Engine) render.CodeRunner {
+	if e.JS == nil {
+		return nil
+	}
+	return func(source string, scope render.Scope) (any, error) {
+		sc := runner.Scope{Event: scope.Event, Inputs: scope.Inputs, Instance: scope.Instance, Steps: scope.Steps}
+		res, err := e.JS.Eval(ctx, source, sc.JSON(scope.Now))
+		if err != nil {
+			return nil, err
+		}
+		if res.Err != nil {
+			return nil, res.Err
+		}
+		var v any
+		if err := json.Unmarshal(res.Value, &v); err != nil {
+			return nil, fmt.Errorf("decode code result: %w", err)
+		}
+		return v, nil
+	}
+}
+
+func firstEntrypoint(def definition.Definition) string {
+	if len(def.Entrypoints) == 0 {
+		return ""
+	}
+	return def.Entrypoints[0].ID
+}
+
+func blockErrorProto(be definition.BlockError) *appv1.BlockError {
+	return &appv1.BlockError{BlockId: be.BlockID, Field: be.Field, Code: be.Code, Message: be.Message}
+}
+
+// manualRun is what RunNow and DryRun start.
+type manualRun struct {
+	automationID, sampleID, payload, entrypointID, inputsJSON string
+	instanceKey, instanceInputs                               string
+	dry                                                       bool
+}
+
+// start creates a manual (or dry) run of the automation's current definition as its owner.
+func (s *Service) start(ctx context.Context, mr manualRun) (string, error) {
+	e, err := s.engine()
+	if err != nil {
+		return "", err
+	}
+	rec, err := s.get(ctx, "automation_id", mr.automationID)
+	if err != nil {
+		return "", err
+	}
+	if err := editable(ctx, rec); err != nil {
+		return "", err
+	}
+	def, _, err := dispatch.Effective(s.d.Validator, rec)
+	if err != nil {
+		return "", apierr.FailedPrecondition("automation %s cannot run: %v", rec.ID, err)
+	}
+	entrypoint := cmp.Or(mr.entrypointID, firstEntrypoint(def))
+	if !hasEntrypoint(def, entrypoint) {
+		return "", apierr.InvalidArgument("entrypoint_id", "automation "+rec.ID+" has no entrypoint "+entrypoint)
+	}
+	inputsJSON := cmp.Or(mr.inputsJSON, rec.InputsJSON)
+	inputs, errs := definition.ValidateInputs(def.Inputs, []byte(inputsJSON))
+	if len(errs) > 0 {
+		return "", invalidBlocks("inputs_json", errs)
+	}
+	event, err := s.sample(ctx, e, mr.sampleID, mr.payload)
+	if err != nil {
+		return "", err
+	}
+	instanceID := ""
+	if mr.instanceKey != "" {
+		instInputs := cmp.Or(mr.instanceInputs, "{}")
+		if !triggers.IsJSONObject([]byte(instInputs)) {
+			return "", apierr.InvalidArgument("instance_inputs_json", "must be a JSON object")
+		}
+		caller, _ := auth.Caller(ctx)
+		inst, _, err := e.Runs.OpenInstance(ctx, rec.ID, mr.instanceKey, instInputs, "run_now:"+caller.UserID)
+		if err != nil {
+			return "", err
+		}
+		if inst.Status == runs.InstanceClosed {
+			return "", apierr.FailedPrecondition("instance %s (key %q) is closed", inst.ID, mr.instanceKey)
+		}
+		instanceID = inst.ID
+	}
+	inputsRaw, _ := json.Marshal(inputs)
+	run, _, err := e.Runner.Start(ctx, runner.Start{
+		ID: ids.New("run"), AutomationID: rec.ID, Version: rec.CurrentVersion, Actor: cmp.Or(rec.CreatedBy, callerID(ctx)),
+		Definition: def, Trigger: runner.Trigger{EntrypointID: entrypoint, Event: event, Inputs: inputsRaw},
+		TriggerSource: runs.SourceManual, DryRun: mr.dry, InstanceID: instanceID,
+	})
+	if err != nil {
+		return "", err
+	}
+	return run.ID, nil
+}
+
+func callerID(ctx context.Context) string {
+	p, _ := auth.Caller(ctx)
+	return p.UserID
+}
+
+func hasEntrypoint(def definition.Definition, id string) bool {
+	for _, ep := range def.Entrypoints {
+		if ep.ID == id {
+			return true
+		}
+	}
+	return false
+}
+
+// RunNow starts a run of the automation's current version now, whether it is enabled or not:
+// running by hand is how an automation is tried before it is switched on.
+func (s *Service) RunNow(ctx context.Context, req *connect.Request[appv1.RunNowRequest]) (*connect.Response[appv1.RunNowResponse], error) {
+	m := req.Msg
+	id, err := s.start(ctx, manualRun{
+		automationID: m.GetAutomationId(), payload: m.GetPayloadJson(), entrypointID: m.GetEntrypointId(),
+		inputsJSON: m.GetInputsJson(), instanceKey: m.GetInstanceKey(), instanceInputs: m.GetInstanceInputsJson(),
+	})
+	if err != nil {
+		return nil, err
+	}
+	return connect.NewResponse(&appv1.RunNowResponse{RunId: id}), nil
+}
+
+// DryRun starts a run that executes filters and code and records what every other block would
+// have done.
+func (s *Service) DryRun(ctx context.Context, req *connect.Request[appv1.DryRunRequest]) (*connect.Response[appv1.DryRunResponse], error) {
+	m := req.Msg
+	id, err := s.start(ctx, manualRun{
+		automationID: m.GetAutomationId(), sampleID: m.GetSampleId(), payload: m.GetPayloadJson(),
+		entrypointID: m.GetEntrypointId(), dry: true,
+	})
+	if err != nil {
+		return nil, err
+	}
+	return connect.NewResponse(&appv1.DryRunResponse{RunId: id}), nil
+}
+
+// ListEventSamples lists the newest received payloads of the automation's event keys (or of
+// event_key).
+func (s *Service) ListEventSamples(ctx context.Context, req *connect.Request[appv1.ListEventSamplesRequest]) (*connect.Response[appv1.ListEventSamplesResponse], error) {
+	e, err := s.engine()
+	if err != nil {
+		return nil, err
+	}
+	m := req.Msg
+	limit, err := paging.Limit("limit", int64(m.GetLimit()), s.lim().Samples)
+	if err != nil {
+		return nil, err
+	}
+	rec, err := s.get(ctx, "automation_id", m.GetAutomationId())
+	if err != nil {
+		return nil, err
+	}
+	keys := rec.EventKeys
+	if m.EventKey != nil {
+		keys = []string{m.GetEventKey()}
+	}
+	samples, err := e.Runs.Samples(ctx, keys, limit)
+	if err != nil {
+		return nil, err
+	}
+	out := &appv1.ListEventSamplesResponse{}
+	for _, smp := range samples {
+		out.Samples = append(out.Samples, smp.ToProto())
+	}
+	return connect.NewResponse(out), nil
+}
+
+// ListEventCatalog lists a provider's events, marking those received here as observed.
+func (s *Service) ListEventCatalog(ctx context.Context, req *connect.Request[appv1.ListEventCatalogRequest]) (*connect.Response[appv1.ListEventCatalogResponse], error) {
+	p, ok := catalog.LookupProvider(req.Msg.GetProvider())
+	if !ok {
+		return nil, apierr.InvalidArgument("provider", fmt.Sprintf("%q is not a provider; try github, webhook or schedule", req.Msg.GetProvider()))
+	}
+	keys := make([]string, len(p.Events))
+	for i, ev := range p.Events {
+		keys[i] = ev.Key
+	}
+	observed := map[string]bool{}
+	if e, err := s.engine(); err == nil {
+		if observed, err = e.Runs.Observed(ctx, keys); err != nil {
+			return nil, err
+		}
+	}
+	out := &appv1.ListEventCatalogResponse{}
+	for _, ev := range p.Events {
+		out.Events = append(out.Events, &appv1.EventCatalogEntry{
+			Key: ev.Key, Label: ev.Label, Description: ev.Description, SchemaJson: ev.SchemaJSON,
+			SampleJson: ev.SampleJSON, Observed: observed[ev.Key], Hidden: ev.Hidden,
+		})
+	}
+	if p.Scope != nil {
+		out.Scope = &appv1.EventCatalogScope{Key: p.Scope.Key, Label: p.Scope.Label}
+	}
+	for _, v := range p.Variables {
+		out.Variables = append(out.Variables, &appv1.WebhookVariable{Path: v.Path, Alias: v.Alias})
+	}
+	return connect.NewResponse(out), nil
+}
+
+// ListActionCatalog lists the blocks an automation may use, with their input schemas.
+func (s *Service) ListActionCatalog(_ context.Context, req *connect.Request[appv1.ListActionCatalogRequest]) (*connect.Response[appv1.ListActionCatalogResponse], error) {
+	actions, ok := catalog.ListActions(req.Msg.GetProvider())
+	if !ok {
+		return nil, apierr.InvalidArgument("provider", fmt.Sprintf("%q is not a provider; try hangar", req.Msg.GetProvider()))
+	}
+	out := &appv1.ListActionCatalogResponse{}
+	for _, a := range actions {
+		out.Actions = append(out.Actions, &appv1.ActionCatalogEntry{Id: a.ID, Label: a.Label, Description: a.Description, InputSchemaJson: a.InputSchemaJSON})
+	}
+	return connect.NewResponse(out), nil
+}
+
+// ListInputKeyOptions answers the choices of an input by its noun: event keys, block types and
+// providers from the catalogs, automations from the records.
+func (s *Service) ListInputKeyOptions(ctx context.Context, req *connect.Request[appv1.ListInputKeyOptionsRequest]) (*connect.Response[appv1.ListInputKeyOptionsResponse], error) {
+	noun := req.Msg.GetNoun()
+	out := &appv1.ListInputKeyOptionsResponse{}
+	if opts, ok := catalog.StaticKeyOptions(noun); ok {
+		for _, o := range opts {
+			out.Options = append(out.Options, &appv1.InputKeyOption{Key: o.Key, Label: o.Label})
+		}
+		return connect.NewResponse(out), nil
+	}
+	if noun == "automation" {
+		recs, err := s.store.List(ctx, false, s.lim().Max)
+		if err != nil {
+			return nil, err
+		}
+		for _, r := range recs {
+			out.Options = append(out.Options, &appv1.InputKeyOption{Key: r.ID, Label: r.Name})
+		}
+		return connect.NewResponse(out), nil
+	}
+	return nil, apierr.InvalidArgument("noun", fmt.Sprintf("%q has no options here; nouns: event_key, block_type, provider, automation", noun))
+}

@@ -1,0 +1,72 @@
+// Package orgsecrets serves OrgSecretService over the organisation's secret store
+// (functions/platform/secrets): admins put, list and delete the secrets model routers and
+// profiles refer to by name. Values go in and never come out: every answer is metadata. The
+// service is admin-only (auth.AdminServices), so the interceptor has refused everyone else
+// before a method runs.
+package orgsecrets
+
+import (
+	"context"
+	"github.com/hangar-dev/hangar/functions/platform/opt"
+
+	"connectrpc.com/connect"
+
+	"github.com/hangar-dev/hangar/functions/platform/auth"
+	"github.com/hangar-dev/hangar/functions/platform/clock"
+	"github.com/hangar-dev/hangar/functions/platform/secrets"
+	appv1 "github.com/hangar-dev/hangar/gen/svc/app/v1"
+	"github.com/hangar-dev/hangar/gen/svc/app/v1/appv1connect"
+)
+
+// Service implements OrgSecretService.
+type Service struct {
+	store *secrets.Store
+}
+
+var _ appv1connect.OrgSecretServiceHandler = (*Service)(nil)
+
+// New returns the service over store.
+func New(store *secrets.Store) *Service { return &Service{store: store} }
+
+// PutOrgSecret creates a secret or stores a new version of its value.
+func (s *Service) PutOrgSecret(ctx context.Context, req *connect.Request[appv1.PutOrgSecretRequest]) (*connect.Response[appv1.PutOrgSecretResponse], error) {
+	m := req.Msg
+	caller, _ := auth.Caller(ctx)
+	meta, created, err := s.store.Put(ctx, secrets.Put{
+		Name: m.GetName(), Value: m.GetValue(), Description: m.Description, ExpectedVersion: m.ExpectedVersion, By: caller.UserID,
+	})
+	if err != nil {
+		return nil, err
+	}
+	return connect.NewResponse(&appv1.PutOrgSecretResponse{Secret: toProto(meta), Created: created}), nil
+}
+
+// ListOrgSecrets lists every secret's metadata, by name.
+func (s *Service) ListOrgSecrets(ctx context.Context, _ *connect.Request[appv1.ListOrgSecretsRequest]) (*connect.Response[appv1.ListOrgSecretsResponse], error) {
+	metas, err := s.store.List(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := &appv1.ListOrgSecretsResponse{Secrets: make([]*appv1.OrgSecret, len(metas))}
+	for i, m := range metas {
+		out.Secrets[i] = toProto(m)
+	}
+	return connect.NewResponse(out), nil
+}
+
+// DeleteOrgSecret deletes a secret and answers what it was.
+func (s *Service) DeleteOrgSecret(ctx context.Context, req *connect.Request[appv1.DeleteOrgSecretRequest]) (*connect.Response[appv1.DeleteOrgSecretResponse], error) {
+	meta, err := s.store.Delete(ctx, req.Msg.GetName(), req.Msg.ExpectedVersion)
+	if err != nil {
+		return nil, err
+	}
+	return connect.NewResponse(&appv1.DeleteOrgSecretResponse{Secret: toProto(meta)}), nil
+}
+
+func toProto(m secrets.Meta) *appv1.OrgSecret {
+	return &appv1.OrgSecret{
+		Name: m.Name, Description: m.Description, Version: m.Version,
+		CreatedAt: clock.Format(m.CreatedAt), UpdatedAt: clock.Format(m.UpdatedAt),
+		CreatedByUserId: opt.String(m.CreatedBy), UpdatedByUserId: opt.String(m.UpdatedBy),
+	}
+}

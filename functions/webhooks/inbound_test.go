@@ -1,0 +1,433 @@
+package webhooks
+
+import (
+	"bytes"
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"maps"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"connectrpc.com/connect"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/hangar-dev/hangar/automation/triggers"
+	"github.com/hangar-dev/hangar/functions/platform/clock"
+	"github.com/hangar-dev/hangar/functions/platform/ids"
+	"github.com/hangar-dev/hangar/functions/platform/pubsub"
+	appv1 "github.com/hangar-dev/hangar/gen/svc/app/v1"
+	"github.com/hangar-dev/hangar/internal/testenv"
+)
+
+func testLog(t testing.TB) *slog.Logger {
+	return slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
+}
+
+// serve puts s's inbound route on a loopback HTTP server and returns its base URL.
+func serve(t testing.TB, s *Service) string {
+	t.Helper()
+	mux := http.NewServeMux()
+	mux.Handle("POST "+InboundPath, s.Inbound())
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
+
+func sign(secret string, body []byte) string {
+	mac := hmac.New(sha256.New, []byte(secret))
+	mac.Write(body)
+	return "sha256=" + hex.EncodeToString(mac.Sum(nil))
+}
+
+// answer is what the route said.
+type answer struct {
+	status int
+	body   map[string]string
+	header http.Header
+}
+
+func post(t testing.TB, url string, header http.Header, body []byte) answer {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, url, bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	maps.Copy(req.Header, header)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	a := answer{status: resp.StatusCode, header: resp.Header}
+	raw, _ := io.ReadAll(resp.Body)
+	if err := json.Unmarshal(raw, &a.body); err != nil {
+		t.Fatalf("answer %d is not a JSON object: %q", resp.StatusCode, raw)
+	}
+	return a
+}
+
+// published receives the automation events subscription for the rest of t.
+func published(t *testing.T, s *Service) <-chan pubsub.Message {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	got := make(chan pubsub.Message, 100)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		err := s.pubsub.Receive(ctx, pubsub.WorkerSubscription(pubsub.TopicAutomationEvents), func(_ context.Context, m pubsub.Message) error {
+			got <- m
+			return nil
+		})
+		if err != nil {
+			t.Errorf("receive: %v", err)
+		}
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+	return got
+}
+
+func nextMessage(t *testing.T, ch <-chan pubsub.Message) pubsub.Message {
+	t.Helper()
+	select {
+	case m := <-ch:
+		return m
+	case <-time.After(30 * time.Second):
+		t.Fatal("nothing published within 30s")
+		return pubsub.Message{}
+	}
+}
+
+// assertNothingPublished publishes a marker and fails t if anything arrives before it: the
+// emulator delivers in publish order, so whatever a refused request might have published
+// would come first.
+func assertNothingPublished(t *testing.T, s *Service, got <-chan pubsub.Message) {
+	t.Helper()
+	id, err := s.pubsub.Publish(t.Context(), pubsub.TopicAutomationEvents, []byte("marker"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m := nextMessage(t, got); m.ID != id {
+		t.Fatalf("published %q (%v), want nothing", m.Data, m.Attributes)
+	}
+}
+
+const (
+	secret     = "s3cret-for-the-tests-0123456789"
+	delivery1  = "72d3162e-cc78-11e3-81ab-4c9367dc0958"
+	ghAgent    = "GitHub-Hookshot/044aadd"
+	prOpened   = `{"action":"opened","number":7,"pull_request":{"title":"Fix it"}}`
+	pushEvent  = `{"ref":"refs/heads/main","commits":[]}`
+	zenPing    = `{"zen":"Keep it logically awesome.","hook_id":1}`
+	genericObj = `{"build":"green","n":1}`
+)
+
+func gitHubHeader(event, body string) http.Header {
+	return http.Header{
+		"X-Github-Event": {event}, "X-Github-Delivery": {delivery1}, "X-Github-Hook-Id": {"42"},
+		"User-Agent": {ghAgent}, "Content-Type": {"application/json"},
+		"X-Hub-Signature-256": {sign(secret, []byte(body))}, "X-Hub-Signature": {"sha1=legacy"},
+	}
+}
+
+func withHeader(h http.Header, kv ...string) http.Header {
+	h = h.Clone()
+	for i := 0; i < len(kv); i += 2 {
+		if kv[i+1] == "" {
+			h.Del(kv[i])
+		} else {
+			h.Set(kv[i], kv[i+1])
+		}
+	}
+	return h
+}
+
+func formBody(payload string) string { return url.Values{"payload": {payload}}.Encode() }
+
+func TestDeliveries(t *testing.T) {
+	bodyHash := sha256.Sum256([]byte(genericObj))
+	form := formBody(prOpened)
+	for _, tc := range []struct {
+		name     string
+		provider string
+		header   http.Header
+		body     string
+		// status is the answer; for a 202 the delivery is received with eventKey, deliveryKey
+		// and headers, and for anything else nothing is published.
+		status      int
+		eventKey    string
+		deliveryKey string
+		payload     string
+		headers     map[string]string
+	}{
+		{
+			name: "GitHub event with an action", provider: "github", header: gitHubHeader("pull_request", prOpened), body: prOpened,
+			status: 202, eventKey: "github.pull_request.opened", deliveryKey: delivery1, payload: prOpened,
+			headers: map[string]string{"x-github-event": "pull_request", "x-github-delivery": delivery1, "x-github-hook-id": "42", "user-agent": ghAgent, "content-type": "application/json"},
+		},
+		{
+			name: "GitHub event without an action", provider: "github", header: gitHubHeader("push", pushEvent), body: pushEvent,
+			status: 202, eventKey: "github.push", deliveryKey: delivery1, payload: pushEvent,
+			headers: map[string]string{"x-github-event": "push", "x-github-delivery": delivery1, "x-github-hook-id": "42", "user-agent": ghAgent, "content-type": "application/json"},
+		},
+		{
+			name: "GitHub form-encoded", provider: "github",
+			header: withHeader(gitHubHeader("pull_request", form), "Content-Type", "application/x-www-form-urlencoded"), body: form,
+			status: 202, eventKey: "github.pull_request.opened", deliveryKey: delivery1, payload: prOpened,
+			headers: map[string]string{"x-github-event": "pull_request", "x-github-delivery": delivery1, "x-github-hook-id": "42", "user-agent": ghAgent, "content-type": "application/x-www-form-urlencoded"},
+		},
+		{name: "GitHub ping", provider: "github", header: gitHubHeader("ping", zenPing), body: zenPing, status: 200, eventKey: "github.ping", deliveryKey: delivery1},
+		{
+			name: "generic with Idempotency-Key", provider: "webhook", body: genericObj,
+			header: http.Header{"X-Hangar-Signature": {sign(secret, []byte(genericObj))}, "Idempotency-Key": {"build-77"}, "X-Delivery-Id": {"ignored"}},
+			status: 202, eventKey: "webhook.<id>", deliveryKey: "build-77", payload: genericObj,
+			headers: map[string]string{"idempotency-key": "build-77", "x-delivery-id": "ignored", "user-agent": "Go-http-client/1.1"},
+		},
+		{
+			name: "generic with X-Delivery-Id", provider: "webhook", body: genericObj,
+			header: http.Header{"X-Hangar-Signature": {sign(secret, []byte(genericObj))}, "X-Delivery-Id": {"d-1"}, "Content-Type": {"application/json"}},
+			status: 202, eventKey: "webhook.<id>", deliveryKey: "d-1", payload: genericObj,
+			headers: map[string]string{"x-delivery-id": "d-1", "content-type": "application/json", "user-agent": "Go-http-client/1.1"},
+		},
+		{
+			name: "generic keyed by its body, signed the GitHub way", provider: "webhook", body: genericObj,
+			header: http.Header{"X-Hub-Signature-256": {sign(secret, []byte(genericObj))}},
+			status: 202, eventKey: "webhook.<id>", deliveryKey: "sha256:" + hex.EncodeToString(bodyHash[:]), payload: genericObj,
+			headers: map[string]string{"user-agent": "Go-http-client/1.1"},
+		},
+		{name: "wrong signature", provider: "github", header: withHeader(gitHubHeader("push", pushEvent), "X-Hub-Signature-256", sign("another-secret-entirely", []byte(pushEvent))), body: pushEvent, status: 401},
+		{name: "signature of another body", provider: "github", header: gitHubHeader("push", pushEvent+" "), body: pushEvent, status: 401},
+		{name: "missing signature", provider: "github", header: withHeader(gitHubHeader("push", pushEvent), "X-Hub-Signature-256", ""), body: pushEvent, status: 401},
+		{name: "SHA-1 signature only", provider: "github", header: withHeader(gitHubHeader("push", pushEvent), "X-Hub-Signature-256", "sha1=0123"), body: pushEvent, status: 401},
+		{name: "hex without its prefix", provider: "github", header: withHeader(gitHubHeader("push", pushEvent), "X-Hub-Signature-256", strings.TrimPrefix(sign(secret, []byte(pushEvent)), "sha256=")), body: pushEvent, status: 401},
+		{name: "generic signature header on a GitHub registration", provider: "github", header: withHeader(gitHubHeader("push", pushEvent), "X-Hub-Signature-256", "", "X-Hangar-Signature", sign(secret, []byte(pushEvent))), body: pushEvent, status: 401},
+		{name: "not JSON", provider: "webhook", header: http.Header{"X-Hangar-Signature": {sign(secret, []byte("hello"))}}, body: "hello", status: 400},
+		{name: "a JSON array", provider: "webhook", header: http.Header{"X-Hangar-Signature": {sign(secret, []byte("[1]"))}}, body: "[1]", status: 400},
+		{name: "GitHub non-JSON", provider: "github", header: gitHubHeader("push", "nope"), body: "nope", status: 400},
+		{name: "missing X-GitHub-Event", provider: "github", header: withHeader(gitHubHeader("push", pushEvent), "X-Github-Event", ""), body: pushEvent, status: 400},
+		{name: "missing X-GitHub-Delivery", provider: "github", header: withHeader(gitHubHeader("push", pushEvent), "X-Github-Delivery", ""), body: pushEvent, status: 400},
+		{name: "event name with a dot", provider: "github", header: gitHubHeader("push.forged", pushEvent), body: pushEvent, status: 400},
+		{name: "action with a dot", provider: "github", header: gitHubHeader("issues", `{"action":"a.b"}`), body: `{"action":"a.b"}`, status: 400},
+		{
+			name: "delivery key too long", provider: "webhook", body: genericObj,
+			header: http.Header{"X-Hangar-Signature": {sign(secret, []byte(genericObj))}, "Idempotency-Key": {strings.Repeat("k", maxDeliveryKeyLen+1)}}, status: 400,
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, _ := newService(t, limits())
+			reg := create(t, s, alice, tc.provider, proto.String(secret)).GetRegistration()
+			got := published(t, s)
+			a := post(t, serve(t, s)+reg.GetUrlPath(), tc.header, []byte(tc.body))
+			if a.status != tc.status {
+				t.Fatalf("status %d (%v), want %d", a.status, a.body, tc.status)
+			}
+			if tc.status >= 300 {
+				if a.body["error"] == "" {
+					t.Errorf("refusal %d has no error message: %v", a.status, a.body)
+				}
+				assertNothingPublished(t, s, got)
+				return
+			}
+			eventKey := strings.ReplaceAll(tc.eventKey, "<id>", reg.GetId())
+			if a.body["delivery_key"] != tc.deliveryKey || a.body["event_key"] != eventKey {
+				t.Errorf("answered %v, want delivery_key %q and event_key %q", a.body, tc.deliveryKey, eventKey)
+			}
+			if tc.status == http.StatusOK {
+				assertNothingPublished(t, s, got)
+				return
+			}
+			m := nextMessage(t, got)
+			d, err := triggers.Decode(m.Data)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d.RegistrationID != reg.GetId() || d.Provider != tc.provider || d.EventKey != eventKey || d.DeliveryKey != tc.deliveryKey || !d.ReceivedAt.Equal(t0) {
+				t.Errorf("published %+v, want registration %s, provider %s, event key %s, delivery key %s, received at %v", d, reg.GetId(), tc.provider, eventKey, tc.deliveryKey, t0)
+			}
+			if !jsonEqual(t, d.Payload, tc.payload) {
+				t.Errorf("payload %s, want %s", d.Payload, tc.payload)
+			}
+			if !maps.Equal(d.Headers, tc.headers) {
+				t.Errorf("headers %v, want %v", d.Headers, tc.headers)
+			}
+			wantAttrs := map[string]string{"event_key": eventKey, "registration_id": reg.GetId(), "delivery_key": tc.deliveryKey}
+			if !maps.Equal(m.Attributes, wantAttrs) {
+				t.Errorf("attributes %v, want %v", m.Attributes, wantAttrs)
+			}
+		})
+	}
+}
+
+func jsonEqual(t *testing.T, got []byte, want string) bool {
+	t.Helper()
+	var a, b any
+	if err := json.Unmarshal(got, &a); err != nil {
+		t.Fatalf("%s: %v", got, err)
+	}
+	if err := json.Unmarshal([]byte(want), &b); err != nil {
+		t.Fatal(err)
+	}
+	x, _ := json.Marshal(a)
+	y, _ := json.Marshal(b)
+	return bytes.Equal(x, y)
+}
+
+func TestUnknownRegistrationsAndOversizedBodiesAreRefused(t *testing.T) {
+	lim := limits()
+	lim.MaxBodyBytes = 1024
+	s, _ := newService(t, lim)
+	reg := create(t, s, alice, "webhook", proto.String(secret)).GetRegistration()
+	got := published(t, s)
+	base := serve(t, s)
+	big := []byte(`{"pad":"` + strings.Repeat("x", 1024) + `"}`)
+	signed := http.Header{"X-Hangar-Signature": {sign(secret, big)}}
+	for _, tc := range []struct {
+		name   string
+		path   string
+		body   io.Reader
+		status int
+	}{
+		{"unknown id", URLPath(ids.New(idPrefix)), strings.NewReader(genericObj), 404},
+		{"malformed id", URLPath("nope"), strings.NewReader(genericObj), 404},
+		{"too large, by Content-Length", reg.GetUrlPath(), bytes.NewReader(big), 413},
+		// A reader of unknown length is sent chunked: the cap applies while reading.
+		{"too large, chunked", reg.GetUrlPath(), io.MultiReader(bytes.NewReader(big)), 413},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			req, err := http.NewRequest(http.MethodPost, base+tc.path, tc.body)
+			if err != nil {
+				t.Fatal(err)
+			}
+			req.Header = signed.Clone()
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != tc.status {
+				t.Errorf("status %d, want %d", resp.StatusCode, tc.status)
+			}
+		})
+	}
+	assertNothingPublished(t, s, got)
+}
+
+func TestRotationRetiresTheOldSecret(t *testing.T) {
+	s, c := newService(t, limits())
+	reg := create(t, s, alice, "webhook", proto.String(secret)).GetRegistration()
+	// other is another instance of the function over the same database, its cache warm.
+	other := New(Deps{DB: s.db, Sealer: s.sealer, PubSub: s.pubsub, Clock: c, Limits: s.lim, Log: s.log})
+	here, there := serve(t, s)+reg.GetUrlPath(), serve(t, other)+reg.GetUrlPath()
+	signedWith := func(secret string) http.Header {
+		return http.Header{"X-Hangar-Signature": {sign(secret, []byte(genericObj))}}
+	}
+	for _, u := range []string{here, there} {
+		if a := post(t, u, signedWith(secret), []byte(genericObj)); a.status != 202 {
+			t.Fatalf("before rotation: %d %v", a.status, a.body)
+		}
+	}
+
+	resp, err := s.RotateWebhookSecret(as(t, alice), connect.NewRequest(&appv1.RotateWebhookSecretRequest{Id: reg.GetId()}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fresh := resp.Msg.GetSecret()
+	for _, tc := range []struct {
+		name   string
+		url    string
+		secret string
+		want   int
+	}{
+		{"old secret, same instance", here, secret, 401},
+		{"new secret, same instance", here, fresh, 202},
+		{"old secret, other instance within the cache TTL", there, secret, 202},
+	} {
+		if a := post(t, tc.url, signedWith(tc.secret), []byte(genericObj)); a.status != tc.want {
+			t.Errorf("%s: %d %v, want %d", tc.name, a.status, a.body, tc.want)
+		}
+	}
+	c.Advance(s.lim.CacheTTL)
+	if a := post(t, there, signedWith(secret), []byte(genericObj)); a.status != 401 {
+		t.Errorf("old secret, other instance past the cache TTL: %d %v, want 401", a.status, a.body)
+	}
+	if a := post(t, there, signedWith(fresh), []byte(genericObj)); a.status != 202 {
+		t.Errorf("new secret, other instance past the cache TTL: %d %v, want 202", a.status, a.body)
+	}
+}
+
+func TestDeletedRegistrationAnswers404(t *testing.T) {
+	s, _ := newService(t, limits())
+	reg := create(t, s, alice, "webhook", proto.String(secret)).GetRegistration()
+	u := serve(t, s) + reg.GetUrlPath()
+	h := http.Header{"X-Hangar-Signature": {sign(secret, []byte(genericObj))}}
+	if a := post(t, u, h, []byte(genericObj)); a.status != 202 {
+		t.Fatalf("before delete: %d %v", a.status, a.body)
+	}
+	if _, err := s.DeleteWebhookRegistration(as(t, alice), connect.NewRequest(&appv1.DeleteWebhookRegistrationRequest{Id: reg.GetId()})); err != nil {
+		t.Fatal(err)
+	}
+	if a := post(t, u, h, []byte(genericObj)); a.status != 404 {
+		t.Errorf("after delete: %d %v, want 404", a.status, a.body)
+	}
+}
+
+func TestDeliveriesRecordLastDeliveryAtOnceAMinute(t *testing.T) {
+	s, c := newService(t, limits())
+	reg := create(t, s, alice, "github", proto.String(secret)).GetRegistration()
+	u := serve(t, s) + reg.GetUrlPath()
+	lastDelivery := func() string {
+		for _, r := range list(t, s, alice) {
+			if r.GetId() == reg.GetId() {
+				return r.GetLastDeliveryAt()
+			}
+		}
+		t.Fatal("registration not listed")
+		return ""
+	}
+	if got := lastDelivery(); got != "" {
+		t.Fatalf("last_delivery_at %q before any delivery", got)
+	}
+	steps := []struct {
+		advance time.Duration
+		want    time.Time
+	}{
+		{0, t0},                          // the first delivery is recorded
+		{30 * time.Second, t0},           // one 30s later is not
+		{31 * time.Second, t0.Add(61e9)}, // one more than a minute after the record is
+	}
+	for i, st := range steps {
+		c.Advance(st.advance)
+		if a := post(t, u, gitHubHeader("push", pushEvent), []byte(pushEvent)); a.status != 202 {
+			t.Fatalf("delivery %d: %d %v", i, a.status, a.body)
+		}
+		if got := lastDelivery(); got != clock.Format(st.want) {
+			t.Errorf("after delivery %d: last_delivery_at %q, want %q", i, got, clock.Format(st.want))
+		}
+	}
+}
+
+func TestFailedPublishAnswers503(t *testing.T) {
+	db, _ := testenv.Firestore(t)
+	_, sealer := testenv.Keyset(t)
+	testenv.RequirePubSub(t)
+	// A project without Hangar's topics: every publish fails.
+	bare, err := pubsub.Open(t.Context(), testenv.Project(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = bare.Close() })
+	s := New(Deps{DB: db, Sealer: sealer, PubSub: bare, Clock: clock.NewFake(t0), Limits: limits(), Log: testLog(t)})
+	reg := create(t, s, alice, "webhook", proto.String(secret)).GetRegistration()
+	a := post(t, serve(t, s)+reg.GetUrlPath(), http.Header{"X-Hangar-Signature": {sign(secret, []byte(genericObj))}}, []byte(genericObj))
+	if a.status != 503 || a.header.Get("Retry-After") == "" || a.body["error"] == "" {
+		t.Errorf("got %d %v (Retry-After %q), want 503 with Retry-After and an error", a.status, a.body, a.header.Get("Retry-After"))
+	}
+}
