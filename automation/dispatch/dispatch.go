@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"strings"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -117,7 +118,7 @@ func (d *Dispatcher) deliverTo(ctx context.Context, a *records.AutomationRecord,
 	}
 	// Whether the delivery ran already and how many runs are in progress are independent
 	// reads: make them at once.
-	runID := runner.RunID(a.ID, del.DeliveryKey)
+	runID := runner.RunID(a.ID, dedupeKey(del, settings))
 	var seen bool
 	var inProgress int
 	g, gctx := errgroup.WithContext(ctx)
@@ -231,7 +232,39 @@ func Effective(v definition.Validator, a *records.AutomationRecord) (definition.
 		}
 	}
 	settings, err := a.Settings()
-	return def, settings, err
+	if err != nil {
+		return def, settings, err
+	}
+	// The settings' retry policy is the default of every block that has none of its own; it is
+	// written into the definition the run keeps, so the run does not depend on later settings.
+	if settings.Retry != nil {
+		for i := range def.Blocks {
+			if def.Blocks[i].Retry == nil {
+				r := *settings.Retry
+				def.Blocks[i].Retry = &r
+			}
+		}
+	}
+	return def, settings, nil
+}
+
+// defaultDedupeWindow is how long identical bodies sent without a delivery id count as one
+// delivery when the settings name no dedupe_window.
+const defaultDedupeWindow = 24 * time.Hour
+
+// dedupeKey is what makes a delivery's run id. A sender's delivery id is remembered for good
+// (a provider redelivers with the same id, however late); a body hash, which is all a sender
+// without ids gives, counts as one delivery within the automation's dedupe window, so the same
+// body sent again later runs again. Windows are aligned to the epoch.
+func dedupeKey(del triggers.Delivery, settings definition.Settings) string {
+	if !strings.HasPrefix(del.DeliveryKey, "sha256:") {
+		return del.DeliveryKey
+	}
+	window := defaultDedupeWindow
+	if d, err := time.ParseDuration(settings.DedupeWindow); err == nil && d > 0 {
+		window = d
+	}
+	return del.DeliveryKey + "@" + del.ReceivedAt.UTC().Truncate(window).Format(time.RFC3339)
 }
 
 // eventOf is what expressions see as event: a GitHub payload as GitHub sent it; a generic

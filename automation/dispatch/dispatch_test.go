@@ -274,3 +274,44 @@ func TestTwoSchedulersFireEachMinuteOnce(t *testing.T) {
 		}
 	}
 }
+
+func TestAnUnkeyedBodyRunsOncePerDedupeWindow(t *testing.T) {
+	f := newFixture(t)
+	f.automation(t, true, prOpened, `{"dedupe_window":"1h"}`)
+	d := f.dispatcher(10)
+	body := `{"pull_request":{"draft":false}}`
+	del := delivery("sha256:abc", body)
+	del.ReceivedAt = time.Date(2026, 11, 23, 12, 10, 0, 0, time.UTC)
+	var started []string
+	for _, at := range []time.Duration{0, 20 * time.Minute, 70 * time.Minute} {
+		del.ReceivedAt = del.ReceivedAt.Add(at)
+		out, err := d.Deliver(t.Context(), del)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if out[0].RunID != "" {
+			started = append(started, out[0].RunID)
+		}
+	}
+	if len(started) != 2 {
+		t.Fatalf("runs %v: want one for 12:10 and 12:30, another for 13:40", started)
+	}
+}
+
+func TestTheSettingsRetryPolicyIsEveryBlocksDefault(t *testing.T) {
+	f := newFixture(t)
+	a := f.automation(t, true, `{"version":1,"entrypoints":[{"id":"m","type":"manual"}],
+		"blocks":[{"id":"a","type":"filter","condition":"true"},
+		          {"id":"b","type":"filter","condition":"true","retry":{"max_attempts":1}}]}`,
+		`{"retry":{"max_attempts":5,"backoff":"3s"}}`)
+	def, _, err := dispatch.Effective(definition.Validator{}, a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := def.Blocks[0].Retry; r == nil || r.MaxAttempts != 5 || r.Backoff != "3s" {
+		t.Fatalf("block a retry %+v, want the settings'", r)
+	}
+	if r := def.Blocks[1].Retry; r == nil || r.MaxAttempts != 1 {
+		t.Fatalf("block b retry %+v, want its own", r)
+	}
+}

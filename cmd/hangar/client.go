@@ -85,17 +85,18 @@ type apiClient struct {
 	ctx context.Context
 	// unbounded is ctx without the --timeout deadline, for calls that last as long as their
 	// work does (see withoutDeadline).
-	unbounded   context.Context
-	tasks       appv1connect.TaskServiceClient
-	profiles    appv1connect.ProfileServiceClient
-	keys        appv1connect.ApiKeyServiceClient
-	sessions    appv1connect.SessionServiceClient
-	harnesses   appv1connect.HarnessCatalogServiceClient
-	automations appv1connect.AutomationServiceClient
-	secrets     appv1connect.OrgSecretServiceClient
-	webhooks    appv1connect.WebhookRegistrationServiceClient
-	out         io.Writer
-	json        bool
+	unbounded      context.Context
+	tasks          appv1connect.TaskServiceClient
+	profiles       appv1connect.ProfileServiceClient
+	keys           appv1connect.ApiKeyServiceClient
+	sessions       appv1connect.SessionServiceClient
+	harnesses      appv1connect.HarnessCatalogServiceClient
+	automations    appv1connect.AutomationServiceClient
+	automationRuns appv1connect.AutomationRunServiceClient
+	secrets        appv1connect.OrgSecretServiceClient
+	webhooks       appv1connect.WebhookRegistrationServiceClient
+	out            io.Writer
+	json           bool
 }
 
 // withoutDeadline is c for streaming commands (exec, cp, events --follow): the --timeout
@@ -124,18 +125,19 @@ func (f *clientFlags) run(fn func(c *apiClient, cmd *cobra.Command, args []strin
 		base := strings.TrimRight(f.url, "/") + "/rpc"
 		opts := connect.WithInterceptors(apiKeyInterceptor(key))
 		c := &apiClient{
-			ctx:         ctx,
-			unbounded:   cmd.Context(),
-			tasks:       appv1connect.NewTaskServiceClient(http.DefaultClient, base, opts),
-			profiles:    appv1connect.NewProfileServiceClient(http.DefaultClient, base, opts),
-			keys:        appv1connect.NewApiKeyServiceClient(http.DefaultClient, base, opts),
-			sessions:    appv1connect.NewSessionServiceClient(http.DefaultClient, base, opts),
-			harnesses:   appv1connect.NewHarnessCatalogServiceClient(http.DefaultClient, base, opts),
-			automations: appv1connect.NewAutomationServiceClient(http.DefaultClient, base, opts),
-			secrets:     appv1connect.NewOrgSecretServiceClient(http.DefaultClient, base, opts),
-			webhooks:    appv1connect.NewWebhookRegistrationServiceClient(http.DefaultClient, base, opts),
-			out:         cmd.OutOrStdout(),
-			json:        f.json,
+			ctx:            ctx,
+			unbounded:      cmd.Context(),
+			tasks:          appv1connect.NewTaskServiceClient(http.DefaultClient, base, opts),
+			profiles:       appv1connect.NewProfileServiceClient(http.DefaultClient, base, opts),
+			keys:           appv1connect.NewApiKeyServiceClient(http.DefaultClient, base, opts),
+			sessions:       appv1connect.NewSessionServiceClient(http.DefaultClient, base, opts),
+			harnesses:      appv1connect.NewHarnessCatalogServiceClient(http.DefaultClient, base, opts),
+			automations:    appv1connect.NewAutomationServiceClient(http.DefaultClient, base, opts),
+			automationRuns: appv1connect.NewAutomationRunServiceClient(http.DefaultClient, base, opts),
+			secrets:        appv1connect.NewOrgSecretServiceClient(http.DefaultClient, base, opts),
+			webhooks:       appv1connect.NewWebhookRegistrationServiceClient(http.DefaultClient, base, opts),
+			out:            cmd.OutOrStdout(),
+			json:           f.json,
 		}
 		return cliError(fn(c, cmd, args), f.url)
 	}

@@ -11,9 +11,11 @@ import (
 )
 
 func newAutomationsCmd() *cobra.Command {
-	return newClientGroup("automations", "Create, list, show, enable, disable and archive automations",
-		newAutomationsListCmd, newAutomationsGetCmd, newAutomationsCreateCmd,
-		newAutomationsEnableCmd(true), newAutomationsEnableCmd(false), newAutomationsArchiveCmd)
+	return newClientGroup("automations", "Create, try, run and follow automations",
+		newAutomationsListCmd, newAutomationsGetCmd, newAutomationsCreateCmd, newAutomationsSaveVersionCmd,
+		newAutomationsEnableCmd(true), newAutomationsEnableCmd(false), newAutomationsArchiveCmd,
+		newAutomationsEvalCmd, newAutomationsRenderCmd, newAutomationsRunCmd, newAutomationsRunsCmd,
+		newAutomationsRunGetCmd, newAutomationsRunStopCmd, newAutomationsRunRetryCmd)
 }
 
 func newAutomationsListCmd(f *clientFlags) *cobra.Command {
@@ -102,4 +104,137 @@ func newAutomationsArchiveCmd(f *clientFlags) *cobra.Command {
 			fmt.Fprintf(w, "archived automation %s\n", id)
 		})
 	})
+}
+
+func newAutomationsSaveVersionCmd(f *clientFlags) *cobra.Command {
+	var file string
+	cmd := idCmd(f, "save-version ID --file DEFINITION.json", "Save a new version of an automation's definition",
+		func(c *apiClient, cmd *cobra.Command, id string) error {
+			def, err := readInput(cmd, file)
+			if err != nil {
+				return err
+			}
+			req := &appv1.SaveVersionRequest{AutomationId: id, DefinitionJson: string(def)}
+			return send(c, c.automations.SaveVersion, req, func(w io.Writer, resp *appv1.SaveVersionResponse) {
+				fmt.Fprintf(w, "automation %s is at version %d\n", id, resp.GetAutomation().GetCurrentVersion())
+			})
+		})
+	cmd.Flags().StringVar(&file, "file", "", "read the definition as JSON from `FILE` (- for standard input)")
+	_ = cmd.MarkFlagRequired("file")
+	return cmd
+}
+
+func newAutomationsEvalCmd(f *clientFlags) *cobra.Command {
+	req := &appv1.EvalCodeRequest{}
+	cmd := clientCmd(f, "eval SOURCE [--mode js|cel] [--input JSON]", "Evaluate JavaScript or CEL in the automation sandbox",
+		cobra.ExactArgs(1), func(c *apiClient, _ *cobra.Command, args []string) error {
+			req.Source = args[0]
+			return send(c, c.automations.EvalCode, req, func(w io.Writer, resp *appv1.EvalCodeResponse) {
+				for _, l := range resp.GetLogs() {
+					fmt.Fprintln(w, "log:", l)
+				}
+				if resp.ErrorName != nil {
+					fmt.Fprintf(w, "%s: %s (line %d)\n", resp.GetErrorName(), resp.GetErrorMessage(), resp.GetErrorLine())
+					return
+				}
+				fmt.Fprintln(w, resp.GetValueJson())
+			})
+		})
+	cmd.Flags().StringVar(&req.Mode, "mode", "js", "js or cel")
+	cmd.Flags().StringVar(&req.InputJson, "input", "", "JSON bound as input")
+	return cmd
+}
+
+func newAutomationsRenderCmd(f *clientFlags) *cobra.Command {
+	var payloadFile string
+	cmd := idCmd(f, "render ID [--payload-file F]", "Render every block against a payload, with no side effect",
+		func(c *apiClient, cmd *cobra.Command, id string) error {
+			req := &appv1.TestRenderRequest{AutomationId: id}
+			if payloadFile != "" {
+				payload, err := readInput(cmd, payloadFile)
+				if err != nil {
+					return err
+				}
+				req.Sample = &appv1.TestRenderRequest_PayloadJson{PayloadJson: string(payload)}
+			}
+			return send(c, c.automations.TestRender, req, nil)
+		})
+	cmd.Flags().StringVar(&payloadFile, "payload-file", "", "read the event payload from `FILE` (- for standard input)")
+	return cmd
+}
+
+func newAutomationsRunCmd(f *clientFlags) *cobra.Command {
+	var payloadFile string
+	var dry bool
+	cmd := idCmd(f, "run ID [--payload-file F] [--dry]", "Start a run now (or a dry run)",
+		func(c *apiClient, cmd *cobra.Command, id string) error {
+			var payload string
+			if payloadFile != "" {
+				b, err := readInput(cmd, payloadFile)
+				if err != nil {
+					return err
+				}
+				payload = string(b)
+			}
+			if dry {
+				req := &appv1.DryRunRequest{AutomationId: id}
+				if payload != "" {
+					req.Sample = &appv1.DryRunRequest_PayloadJson{PayloadJson: payload}
+				}
+				return send(c, c.automations.DryRun, req, func(w io.Writer, resp *appv1.DryRunResponse) { fmt.Fprintln(w, resp.GetRunId()) })
+			}
+			req := &appv1.RunNowRequest{AutomationId: id}
+			if payload != "" {
+				req.PayloadJson = &payload
+			}
+			return send(c, c.automations.RunNow, req, func(w io.Writer, resp *appv1.RunNowResponse) { fmt.Fprintln(w, resp.GetRunId()) })
+		})
+	cmd.Flags().StringVar(&payloadFile, "payload-file", "", "read the event payload from `FILE` (- for standard input)")
+	cmd.Flags().BoolVar(&dry, "dry", false, "record what blocks with side effects would do instead of doing it")
+	return cmd
+}
+
+func newAutomationsRunsCmd(f *clientFlags) *cobra.Command {
+	req := &appv1.ListRunsRequest{}
+	cmd := idCmd(f, "runs ID [--limit N]", "List an automation's runs, newest first", func(c *apiClient, _ *cobra.Command, id string) error {
+		req.AutomationId = id
+		return send(c, c.automationRuns.ListRuns, req, func(w io.Writer, resp *appv1.ListRunsResponse) {
+			table(w, []string{"RUN", "STATUS", "SOURCE", "EVENT", "CREATED", "ERROR"}, resp.GetRuns(), func(r *appv1.AutomationRunBrief) []string {
+				return []string{r.GetId(), r.GetStatus(), r.GetTriggerSource(), r.GetEventKey(), r.GetCreatedAt(), r.GetError()}
+			})
+		})
+	})
+	cmd.Flags().Int32Var(&req.Limit, "limit", 0, "at most this many runs")
+	return cmd
+}
+
+func newAutomationsRunGetCmd(f *clientFlags) *cobra.Command {
+	return idCmd(f, "run-get RUN_ID", "Show a run with its steps", func(c *apiClient, _ *cobra.Command, id string) error {
+		return send(c, c.automationRuns.GetRun, &appv1.GetRunRequest{RunId: id}, nil)
+	})
+}
+
+func newAutomationsRunStopCmd(f *clientFlags) *cobra.Command {
+	return idCmd(f, "run-stop RUN_ID", "Stop a run", func(c *apiClient, _ *cobra.Command, id string) error {
+		return send(c, c.automationRuns.StopRun, &appv1.StopRunRequest{RunId: id}, func(w io.Writer, resp *appv1.StopRunResponse) {
+			if resp.GetSent() {
+				fmt.Fprintf(w, "stopping run %s\n", id)
+			} else {
+				fmt.Fprintf(w, "run %s had ended\n", id)
+			}
+		})
+	})
+}
+
+func newAutomationsRunRetryCmd(f *clientFlags) *cobra.Command {
+	var from string
+	cmd := idCmd(f, "run-retry RUN_ID [--from BLOCK]", "Retry a run from a block, reusing earlier outputs", func(c *apiClient, _ *cobra.Command, id string) error {
+		req := &appv1.RetryRunRequest{RunId: id}
+		if from != "" {
+			req.FromStepId = &from
+		}
+		return send(c, c.automationRuns.RetryRun, req, func(w io.Writer, resp *appv1.RetryRunResponse) { fmt.Fprintln(w, resp.GetRunId()) })
+	})
+	cmd.Flags().StringVar(&from, "from", "", "the block to start from (default: the first that did not succeed)")
+	return cmd
 }

@@ -42,6 +42,21 @@ func TestAutomationsCommands(t *testing.T) {
 			&appv1.SetAutomationEnabledRequest{Id: "auto_1"}, ""},
 		{"archive", []string{"archive", "auto_1"}, "", appv1connect.AutomationServiceArchiveAutomationProcedure,
 			&appv1.ArchiveAutomationRequest{Id: "auto_1"}, "archived automation auto_1\n"},
+		{"save a version", []string{"save-version", "auto_1", "--file", defFile}, "", appv1connect.AutomationServiceSaveVersionProcedure,
+			&appv1.SaveVersionRequest{AutomationId: "auto_1", DefinitionJson: def}, "automation auto_1 is at version 2\n"},
+		{"eval", []string{"eval", "return input.a", "--input", `{"a":1}`}, "", appv1connect.AutomationServiceEvalCodeProcedure,
+			&appv1.EvalCodeRequest{Source: "return input.a", Mode: "js", InputJson: `{"a":1}`}, "log: hi\n1\n"},
+		{"run now", []string{"run", "auto_1", "--payload-file", inputsFile}, "", appv1connect.AutomationServiceRunNowProcedure,
+			&appv1.RunNowRequest{AutomationId: "auto_1", PayloadJson: proto.String(`{"label": "bug"}`)}, "run_1\n"},
+		{"dry run", []string{"run", "auto_1", "--dry"}, "", appv1connect.AutomationServiceDryRunProcedure,
+			&appv1.DryRunRequest{AutomationId: "auto_1"}, "run_2\n"},
+		{"runs", []string{"runs", "auto_1", "--limit", "5"}, "", appv1connect.AutomationRunServiceListRunsProcedure,
+			&appv1.ListRunsRequest{AutomationId: "auto_1", Limit: 5},
+			"RUN    STATUS  SOURCE  EVENT  CREATED  ERROR\nrun_1  failed  manual  -      -        block b: no\n"},
+		{"retry from a block", []string{"run-retry", "run_1", "--from", "b"}, "", appv1connect.AutomationRunServiceRetryRunProcedure,
+			&appv1.RetryRunRequest{RunId: "run_1", FromStepId: proto.String("b")}, "run_3\n"},
+		{"stop", []string{"run-stop", "run_1"}, "", appv1connect.AutomationRunServiceStopRunProcedure,
+			&appv1.StopRunRequest{RunId: "run_1"}, "stopping run run_1\n"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFakeAPI(t)
@@ -52,6 +67,15 @@ func TestAutomationsCommands(t *testing.T) {
 			reply(f, appv1connect.AutomationServiceCreateAutomationProcedure, &appv1.CreateAutomationResponse{Automation: daily})
 			reply(f, appv1connect.AutomationServiceSetAutomationEnabledProcedure, &appv1.SetAutomationEnabledResponse{Automation: daily})
 			reply(f, appv1connect.AutomationServiceArchiveAutomationProcedure, &appv1.ArchiveAutomationResponse{Automation: daily})
+			reply(f, appv1connect.AutomationServiceSaveVersionProcedure, &appv1.SaveVersionResponse{Automation: daily})
+			reply(f, appv1connect.AutomationServiceEvalCodeProcedure, &appv1.EvalCodeResponse{ValueJson: proto.String("1"), Logs: []string{"hi"}})
+			reply(f, appv1connect.AutomationServiceRunNowProcedure, &appv1.RunNowResponse{RunId: "run_1"})
+			reply(f, appv1connect.AutomationServiceDryRunProcedure, &appv1.DryRunResponse{RunId: "run_2"})
+			reply(f, appv1connect.AutomationRunServiceListRunsProcedure, &appv1.ListRunsResponse{Runs: []*appv1.AutomationRunBrief{
+				{Id: "run_1", Status: "failed", TriggerSource: "manual", Error: proto.String("block b: no")},
+			}})
+			reply(f, appv1connect.AutomationRunServiceRetryRunProcedure, &appv1.RetryRunResponse{RunId: "run_3"})
+			reply(f, appv1connect.AutomationRunServiceStopRunProcedure, &appv1.StopRunResponse{Sent: true})
 			r := f.runWithInput(t, tc.stdin, append([]string{"automations"}, tc.args...)...)
 			if r.err != nil {
 				t.Fatalf("exit %d: %v", r.code, r.err)

@@ -74,6 +74,9 @@ func newFakeAPI(t *testing.T) *fakeAPI {
 			return appv1connect.NewAutomationServiceHandler(appv1connect.UnimplementedAutomationServiceHandler{}, opt)
 		},
 		func() (string, http.Handler) {
+			return appv1connect.NewAutomationRunServiceHandler(appv1connect.UnimplementedAutomationRunServiceHandler{}, opt)
+		},
+		func() (string, http.Handler) {
 			return appv1connect.NewOrgSecretServiceHandler(appv1connect.UnimplementedOrgSecretServiceHandler{}, opt)
 		},
 		func() (string, http.Handler) {
