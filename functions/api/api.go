@@ -17,7 +17,6 @@ import (
 	"connectrpc.com/connect"
 	"gocloud.dev/blob"
 
-	"github.com/hangar-dev/hangar/automation/jsbox"
 	"github.com/hangar-dev/hangar/functions/apikeys"
 	"github.com/hangar-dev/hangar/functions/automationworker"
 	"github.com/hangar-dev/hangar/functions/harnesses"
@@ -70,9 +69,10 @@ type Deps struct {
 	// their deliveries published). Without them WebhookRegistrationService answers unavailable,
 	// and automations cannot run (RunNow and DryRun answer unavailable).
 	PubSub *pubsub.Client
-	// JS runs automation JavaScript; without one, one is made with an in-memory compilation
-	// cache the first time a process needs it.
-	JS *jsbox.Box
+	// JSCacheDir keeps the compiled JavaScript sandbox across processes; "" uses the user's
+	// cache directory (the compile takes seconds, and a process makes it only when a script
+	// first needs it).
+	JSCacheDir string
 }
 
 // API is the assembled set of services.

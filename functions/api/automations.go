@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"path/filepath"
 	"sync"
 
 	"connectrpc.com/connect"
@@ -146,11 +147,28 @@ func refusedOr(err error) error {
 	return err
 }
 
-// sharedJS is the process's JavaScript sandbox when Deps gives none: compiling the guest takes
-// seconds, so every API of a process (tests make many) shares one.
-var sharedJS = sync.OnceValues(func() (*jsbox.Box, error) {
-	return jsbox.New(context.Background(), jsbox.Options{})
-})
+// sharedJS is the process's JavaScript sandbox, made when a script first needs it: compiling
+// the guest takes seconds of CPU (a fraction of that from a warm cache directory), so every API
+// of a process (tests make many) shares one and a process that runs no script never pays.
+var (
+	sharedJSOnce sync.Once
+	sharedJSBox  *jsbox.Box
+	sharedJSErr  error
+)
+
+func sharedJS(cacheDir string) func() (*jsbox.Box, error) {
+	return func() (*jsbox.Box, error) {
+		sharedJSOnce.Do(func() {
+			if cacheDir == "" {
+				if dir, err := os.UserCacheDir(); err == nil {
+					cacheDir = filepath.Join(dir, "hangar", "jsbox")
+				}
+			}
+			sharedJSBox, sharedJSErr = jsbox.New(context.Background(), jsbox.Options{CacheDir: cacheDir})
+		})
+		return sharedJSBox, sharedJSErr
+	}
+}
 
 // automations wires AutomationService, AutomationRunService and the worker that runs
 // automations. Runs need Pub/Sub to carry their steps; without it the services still define,
@@ -164,24 +182,20 @@ func (a *API) automations(d Deps, opts connect.HandlerOption, add func(string, h
 		add(appv1connect.NewAutomationRunServiceHandler(appv1connect.UnimplementedAutomationRunServiceHandler{}, opts))
 		return
 	}
-	js := d.JS
-	if js == nil {
-		if js, err = sharedJS(); err != nil {
-			d.Log.Warn("automation JavaScript is not available", "err", err)
-			js = nil
-		}
-	}
+	js := sharedJS(d.JSCacheDir)
 	validator := automations.Validator(env)
-	if js != nil {
-		// Code blocks are compiled when saved, in the sandbox, so a syntax error is a BlockError
-		// with its line rather than a failed run later.
-		validator.Script = func(source string) (int, string, bool) {
-			se, err := js.Check(context.Background(), source)
-			if err != nil || se == nil {
-				return 0, "", true
-			}
-			return se.Line, se.Name + ": " + se.Message, false
+	// Code blocks are compiled when saved, in the sandbox, so a syntax error is a BlockError with
+	// its line rather than a failed run later. Without a sandbox they are checked when they run.
+	validator.Script = func(source string) (int, string, bool) {
+		box, err := js()
+		if err != nil {
+			return 0, "", true
 		}
+		se, err := box.Check(context.Background(), source)
+		if err != nil || se == nil {
+			return 0, "", true
+		}
+		return se.Line, se.Name + ": " + se.Message, false
 	}
 	lim := d.Config.Limits.Automations
 	runStore := runs.NewStore(d.DB, d.Clock.Now)
@@ -191,15 +205,18 @@ func (a *API) automations(d Deps, opts connect.HandlerOption, add func(string, h
 		RunStats: runStore, Engine: engine, Drafts: effects,
 	})
 	if d.PubSub != nil {
-		var code runner.CodeRunner
-		if js != nil {
-			code = func(ctx context.Context, source string, vars map[string]json.RawMessage) (json.RawMessage, error, error) {
-				res, err := js.Eval(ctx, source, vars)
-				if err != nil || res.Err != nil {
-					return nil, scriptErr(res.Err), err
-				}
-				return res.Value, nil, nil
+		code := func(ctx context.Context, source string, vars map[string]json.RawMessage) (json.RawMessage, error, error) {
+			box, err := js()
+			if err != nil {
+				// No sandbox here (a binary built without the guest): the block fails, as
+				// retrying on this worker cannot help.
+				return nil, fmt.Errorf("JavaScript is not available here: %w", err), nil
 			}
+			res, err := box.Eval(ctx, source, vars)
+			if err != nil || res.Err != nil {
+				return nil, scriptErr(res.Err), err
+			}
+			return res.Value, nil, nil
 		}
 		host, _ := os.Hostname()
 		rn := runner.New(runStore, env, code, effects, automationworker.Queue{PubSub: d.PubSub}, d.Clock.Now, d.Log, runner.Options{

@@ -28,8 +28,9 @@ import (
 
 // Engine is the run side the service drives: JavaScript, expressions, runs and samples.
 type Engine struct {
-	Env    *expr.Env
-	JS     *jsbox.Box
+	Env *expr.Env
+	// JS gives the JavaScript sandbox, made the first time one is needed.
+	JS     func() (*jsbox.Box, error)
 	Runs   *runs.Store
 	Runner *runner.Runner
 	// Drafts starts the agent session of DraftAutomation; nil answers unavailable.
@@ -67,10 +68,11 @@ func (s *Service) EvalCode(ctx context.Context, req *connect.Request[appv1.EvalC
 	}
 	switch m.GetMode() {
 	case "", "js":
-		if e.JS == nil {
-			return nil, connect.NewError(connect.CodeUnavailable, errors.New("JavaScript is not available here: the jsbox guest is not built (make plugins)"))
+		box, err := e.JS()
+		if err != nil {
+			return nil, connect.NewError(connect.CodeUnavailable, fmt.Errorf("JavaScript is not available here: %w", err))
 		}
-		res, err := e.JS.Eval(ctx, m.GetSource(), map[string]json.RawMessage{"input": input})
+		res, err := box.Eval(ctx, m.GetSource(), map[string]json.RawMessage{"input": input})
 		if err != nil {
 			return nil, err
 		}
@@ -198,12 +200,13 @@ func (s *Service) TestRender(ctx context.Context, req *connect.Request[appv1.Tes
 
 // renderCode runs a code block of a TestRender in the sandbox, as a run would.
 func (s *Service) renderCode(ctx context.Context, e *Engine) render.CodeRunner {
-	if e.JS == nil {
+	box, err := e.JS()
+	if err != nil {
 		return nil
 	}
 	return func(source string, scope render.Scope) (any, error) {
 		sc := runner.Scope{Event: scope.Event, Inputs: scope.Inputs, Instance: scope.Instance, Steps: scope.Steps}
-		res, err := e.JS.Eval(ctx, source, sc.JSON(scope.Now))
+		res, err := box.Eval(ctx, source, sc.JSON(scope.Now))
 		if err != nil {
 			return nil, err
 		}
