@@ -86,12 +86,16 @@ deploy: plugins
 	@test -n "$(PROJECT)" || { echo "set PROJECT=<gcp project>"; exit 1; }
 	for fn in TaskService SessionService ProfileService ImageService HarnessCatalogService \
 		ModelRouterService ReviewService AutomationService AutomationRunService \
-		OAuthCredentialService ApiKeyService; do \
+		OAuthCredentialService OrgSecretService WebhookRegistrationService ApiKeyService; do \
 		gcloud functions deploy "hangar-$$(echo $$fn | sed -E 's/([a-z])([A-Z])/\1-\2/g' | tr A-Z a-z)" \
 			--gen2 --project=$(PROJECT) --region=$(REGION) --runtime=go126 --source=. \
 			--entry-point=$$fn --trigger-http --allow-unauthenticated \
 			--set-env-vars=GOOGLE_CLOUD_PROJECT=$(PROJECT); \
 	done
+	# The automation worker is internal: Pub/Sub push and Cloud Scheduler call it with OIDC tokens.
+	gcloud functions deploy hangar-automation-worker --gen2 --project=$(PROJECT) --region=$(REGION) \
+		--runtime=go126 --source=. --entry-point=AutomationWorker --trigger-http --no-allow-unauthenticated \
+		--set-env-vars=GOOGLE_CLOUD_PROJECT=$(PROJECT)
 
 clean:
 	rm -rf .tools bin

@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"slices"
 	"time"
 
 	"github.com/hangar-dev/hangar/automation/definition"
@@ -166,18 +167,11 @@ func (r *Runner) Advance(ctx context.Context, runID string) error {
 // claim takes the run's lease when it may run now; nil means there is nothing to do.
 func (r *Runner) claim(ctx context.Context, runID string) (*runs.Run, error) {
 	now := r.now()
-	var idle bool
 	run, err := r.runs.Update(ctx, runID, func(run *runs.Run) error {
-		idle = false
 		switch {
-		case run.Status.Ended():
-			idle = true
-		case run.Status == runs.Waiting && run.WakeAt.After(now) && run.StopRequested == "":
-			idle = true
-		case run.Status == runs.Running && run.LeaseOwner != r.opts.Worker && run.LeaseUntil.After(now):
-			idle = true
-		}
-		if idle {
+		case run.Status.Ended(),
+			run.Status == runs.Waiting && run.WakeAt.After(now) && run.StopRequested == "",
+			run.Status == runs.Running && run.LeaseOwner != r.opts.Worker && run.LeaseUntil.After(now):
 			return errIdle
 		}
 		run.Status = runs.Running
@@ -221,7 +215,7 @@ func (r *Runner) save(ctx context.Context, run *runs.Run, step *runs.Step, runCh
 	now := r.now()
 	saved, err := r.runs.UpdateLeased(ctx, run.ID, r.opts.Worker, func(w *runs.Run) error {
 		*w.Step(step.BlockID) = *step
-		if step.SessionID != "" && !contains(w.SessionIDs, step.SessionID) {
+		if step.SessionID != "" && !slices.Contains(w.SessionIDs, step.SessionID) {
 			w.SessionIDs = append(w.SessionIDs, step.SessionID)
 		}
 		w.LeaseUntil = now.Add(r.opts.Lease)
@@ -235,13 +229,4 @@ func (r *Runner) save(ctx context.Context, run *runs.Run, step *runs.Step, runCh
 	}
 	*run = *saved
 	return nil
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
