@@ -401,3 +401,72 @@ func TestACodeBlockThatDoesNotCompileIsRefusedWithItsLine(t *testing.T) {
 		t.Fatalf("no BlockError for shape.source in %v", err)
 	}
 }
+
+func TestTaskAndPromptBlocksDriveABashAgentThroughAnInstance(t *testing.T) {
+	testenv.RequirePlugins(t)
+	db, _ := testenv.Firestore(t)
+	sb := testenv.NewSandboxes(t, db)
+	sb.StartHost(t, "host-a")
+	ps := testenv.PubSub(t)
+	cfg := sb.Config
+	cfg.Limits.Automations.TaskPoll = 200 * time.Millisecond
+	a := api.New(api.Deps{DB: sb.DB, Config: cfg, Bucket: sb.Bucket, Sealer: sb.Sealer, DefaultImage: sb.Image, PubSub: ps})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- a.AutomationWorker().Run(ctx, ps, 100*time.Millisecond) }()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+	})
+	s := serve(t, a)
+	as := &automationStack{stack: s,
+		automations: appv1connect.NewAutomationServiceClient(httpClient, s.rpcURL(), withKey(s.admin)),
+		runs:        appv1connect.NewAutomationRunServiceClient(httpClient, s.rpcURL(), withKey(s.admin)),
+	}
+	profiles := appv1connect.NewProfileServiceClient(httpClient, s.rpcURL(), withKey(s.admin))
+	p, err := profiles.CreateProfile(t.Context(), connect.NewRequest(&appv1.CreateProfileRequest{Name: "shell", ImageId: sb.Image, Harness: ptr("bash")}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The first run starts a task and keeps its session on the instance; the second prompts it.
+	id := as.create(t, `{"version":1,
+		"entrypoints":[{"id":"manual","type":"manual"}],
+		"instance":{"key":"event.ticket"},
+		"blocks":[
+			{"id":"known","type":"code","source":"return !!(instance.handles && instance.handles.session)"},
+			{"id":"start","type":"task","needs":["known"],"profile_id":"`+p.Msg.GetProfile().GetId()+`","prompt":"echo started {{ event.ticket }}","wait":true,"timeout":"2m"},
+			{"id":"remember","type":"instance","needs":["start"],"action":"write_handle","handle":"session","value":"{{ steps.start.session_id }}"}]}`)
+	first, err := as.automations.RunNow(t.Context(), connect.NewRequest(&appv1.RunNowRequest{AutomationId: id, PayloadJson: ptr(`{"ticket":"T-1"}`)}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := as.waitRun(t, first.Msg.GetRunId())
+	if run.GetBrief().GetStatus() != "completed" || len(run.GetSessionIds()) != 1 {
+		t.Fatalf("first run %s (%s), sessions %v", run.GetBrief().GetStatus(), run.GetBrief().GetError(), run.GetSessionIds())
+	}
+	session := run.GetSessionIds()[0]
+
+	if _, err := as.automations.SaveVersion(t.Context(), connect.NewRequest(&appv1.SaveVersionRequest{AutomationId: id, DefinitionJson: `{"version":1,
+		"entrypoints":[{"id":"manual","type":"manual"}],
+		"instance":{"key":"event.ticket"},
+		"blocks":[{"id":"follow_up","type":"prompt","prompt":"echo follow-up for {{ instance.key }}","wait":true}]}`})); err != nil {
+		t.Fatal(err)
+	}
+	second, err := as.automations.RunNow(t.Context(), connect.NewRequest(&appv1.RunNowRequest{AutomationId: id, PayloadJson: ptr(`{"ticket":"T-1"}`), InstanceKey: ptr("T-1")}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	run = as.waitRun(t, second.Msg.GetRunId())
+	if run.GetBrief().GetStatus() != "completed" || run.GetSteps()[0].GetSessionId() != session {
+		t.Fatalf("second run %s (%s), step %v", run.GetBrief().GetStatus(), run.GetBrief().GetError(), run.GetSteps()[0])
+	}
+	sessions := appv1connect.NewSessionServiceClient(httpClient, s.rpcURL(), withKey(s.admin))
+	log, err := sessions.GetLog(t.Context(), connect.NewRequest(&appv1.GetLogRequest{SessionId: session}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	text, _ := json.Marshal(log.Msg)
+	if !strings.Contains(string(text), "started T-1") || !strings.Contains(string(text), "follow-up for T-1") {
+		t.Fatalf("the session's log lacks the two turns: %s", text)
+	}
+}

@@ -85,7 +85,8 @@ func taskState(t *appv1.Task) runner.TaskState {
 		st.SessionID = ss[0].GetSessionId()
 	}
 	switch t.GetStatus() {
-	case tasks.StateCompleted:
+	// A task whose agent finished its turn waits for the user: for a run, that task is done.
+	case tasks.StateCompleted, tasks.StateWaiting:
 		st.Done = true
 	case tasks.StateFailed, tasks.StateCancelled:
 		st.Done, st.Failed = true, true
@@ -220,7 +221,7 @@ func (a *API) automations(d Deps, opts connect.HandlerOption, add func(string, h
 		}
 		host, _ := os.Hostname()
 		rn := runner.New(runStore, env, code, effects, automationworker.Queue{PubSub: d.PubSub}, d.Clock.Now, d.Log, runner.Options{
-			Worker: fmt.Sprintf("%s/%d", host, os.Getpid()), Lease: lim.RunLease,
+			Worker: fmt.Sprintf("%s/%d", host, os.Getpid()), Lease: lim.RunLease, TaskPoll: lim.TaskPoll,
 			Allow: runner.HostPolicy{Hosts: d.Config.AutomationHTTPHosts},
 		})
 		engine.Runner = rn

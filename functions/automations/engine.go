@@ -269,6 +269,19 @@ func (s *Service) start(ctx context.Context, mr manualRun) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	if mr.instanceKey == "" && def.Instance != nil {
+		// The definition groups events into instances: a manual run joins the one its event
+		// names, as a delivered event would.
+		var ev map[string]any
+		_ = json.Unmarshal(event, &ev)
+		v, err := e.Env.Eval(def.Instance.Key, expr.Vars{Event: ev, Inputs: inputs, Now: s.d.Clock.Now()})
+		if err != nil {
+			return "", apierr.InvalidArgument("payload_json", fmt.Sprintf("instance.key cannot be evaluated on it: %v (or give instance_key)", err))
+		}
+		if mr.instanceKey = fmt.Sprint(v); v == nil || mr.instanceKey == "" {
+			return "", apierr.InvalidArgument("payload_json", "instance.key gives no key on it (or give instance_key)")
+		}
+	}
 	instanceID := ""
 	if mr.instanceKey != "" {
 		instInputs := cmp.Or(mr.instanceInputs, "{}")

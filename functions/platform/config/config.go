@@ -127,6 +127,8 @@ type AutomationLimits struct {
 	// RunLease is how long a worker holds a run between writes: a run whose worker died is
 	// taken over this long after its last write.
 	RunLease time.Duration
+	// TaskPoll is how often a task or prompt block that waits checks on what it waits for.
+	TaskPoll time.Duration
 }
 
 // TimeoutBounds is a timeout's default and ceiling.
@@ -192,7 +194,7 @@ func Default() Config {
 				DefinitionBytes: 256 << 10, JSONBytes: 64 << 10,
 				Runs: paging.Bounds{Default: 50, Max: 500}, Instances: paging.Bounds{Default: 50, Max: 500},
 				Drops: paging.Bounds{Default: 50, Max: 500}, Samples: paging.Bounds{Default: 20, Max: 100},
-				FilteredEvents: 1000, Concurrency: 10, RunLease: 2 * time.Minute,
+				FilteredEvents: 1000, Concurrency: 10, RunLease: 2 * time.Minute, TaskPoll: 10 * time.Second,
 			},
 			// GitHub's event payloads are tens of KiB; its own cap is 25 MB, Pub/Sub's 10 MB.
 			Webhooks: WebhookLimits{Max: 500, MaxBodyBytes: 1 << 20, CacheTTL: 5 * time.Second},
