@@ -323,7 +323,7 @@ func (t taskSessions) Start(ctx context.Context, spec tasks.SessionSpec) (string
 		dst **string
 		val string
 	}{
-		{&req.Harness, spec.Harness}, {&req.HarnessMode, spec.HarnessMode}, {&req.Prompt, spec.Prompt},
+		{&req.RequestedSessionId, spec.ID}, {&req.Harness, spec.Harness}, {&req.HarnessMode, spec.HarnessMode}, {&req.Prompt, spec.Prompt},
 		{&req.Model, spec.Model}, {&req.Effort, spec.Effort}, {&req.ModelRouter, spec.ModelRouter},
 	} {
 		if f.val != "" {

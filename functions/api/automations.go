@@ -46,11 +46,11 @@ func as(ctx context.Context, user string) context.Context {
 	return auth.WithPrincipal(ctx, auth.Principal{UserID: user, Kind: "automation"})
 }
 
-func (e automationEffects) StartTask(ctx context.Context, actor, _ string, spec runner.TaskSpec) (runner.TaskState, error) {
+func (e automationEffects) StartTask(ctx context.Context, actor, requestID string, spec runner.TaskSpec) (runner.TaskState, error) {
 	if e.tasks == nil {
 		return runner.TaskState{}, fmt.Errorf("%w: tasks are not configured here", runner.ErrRefused)
 	}
-	req := &appv1.CreateTaskRequest{Type: cmp.Or(spec.Type, "automation"), ProfileId: spec.ProfileID, Prompt: &spec.Prompt}
+	req := &appv1.CreateTaskRequest{Type: cmp.Or(spec.Type, "automation"), ProfileId: spec.ProfileID, Prompt: &spec.Prompt, RequestId: &requestID}
 	for _, f := range []struct {
 		dst **string
 		val string

@@ -8,6 +8,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -102,6 +103,18 @@ func (s *Service) CreateTask(ctx context.Context, req *connect.Request[appv1.Cre
 	if err != nil {
 		return nil, err
 	}
+	sessionID := ""
+	if requestID := req.Msg.GetRequestId(); requestID != "" {
+		// A retried request finds the task it made; the ids derive from the caller and the
+		// request id, so a retry that overtakes a lost answer makes the same task and session.
+		key := caller.UserID + "\x00" + requestID
+		if done, err := s.load(ctx, nil, "task", ids.FromKey(idPrefix, key)); err == nil {
+			return s.created(ctx, done)
+		} else if connect.CodeOf(err) != connect.CodeNotFound {
+			return nil, err
+		}
+		base.ID, sessionID = ids.FromKey(idPrefix, key), ids.FromKey("sess", key)
+	}
 	if s.sessions != nil {
 		// The session first: a task that cannot run is not created. Until ImageService resolves
 		// image ids, the profile's image_id is an image reference.
@@ -114,18 +127,13 @@ func (s *Service) CreateTask(ctx context.Context, req *connect.Request[appv1.Cre
 			return nil, err
 		}
 		sid, err := s.sessions.Start(ctx, SessionSpec{
-			Image: profile.GetImageId(), Harness: base.Harness, HarnessMode: in.HarnessMode, Prompt: prompt,
+			ID: sessionID, Image: profile.GetImageId(), Harness: base.Harness, HarnessMode: in.HarnessMode, Prompt: prompt,
 			Model: base.Model, Effort: base.Effort, ModelRouter: base.ModelRouter, Env: profileEnv, SecretRefs: refs,
 		})
 		if err != nil {
 			return nil, fmt.Errorf("start the task's session: %w", err)
 		}
 		base.SessionIDs, base.Status = []string{sid}, StateRunning
-		defer func() {
-			if err != nil {
-				_ = s.sessions.Delete(context.WithoutCancel(ctx), sid)
-			}
-		}()
 	}
 	var rec record
 	err = s.db.RunTransaction(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
@@ -150,9 +158,25 @@ func (s *Service) CreateTask(ctx context.Context, req *connect.Request[appv1.Cre
 		}
 		return tx.Create(s.doc(rec.ID), rec)
 	})
+	if err != nil && sessionID != "" && store.IsAlreadyExists(err) {
+		// A concurrent retry of the same request created it first, with this same session.
+		if rec, err = s.load(ctx, nil, "task", base.ID); err != nil {
+			return nil, err
+		}
+		return s.created(ctx, rec)
+	}
 	if err != nil {
+		// The task was not stored: its session would be nobody's.
+		for _, sid := range base.SessionIDs {
+			_ = s.sessions.Delete(context.WithoutCancel(ctx), sid)
+		}
 		return nil, fmt.Errorf("create task: %w", err)
 	}
+	return s.created(ctx, rec)
+}
+
+// created answers CreateTask with rec.
+func (s *Service) created(ctx context.Context, rec record) (*connect.Response[appv1.CreateTaskResponse], error) {
 	out, err := s.protos(ctx, []record{rec})
 	if err != nil {
 		return nil, err
@@ -438,27 +462,17 @@ func (s *Service) load(ctx context.Context, tx *firestore.Transaction, kind, id 
 	if !ids.Valid(idPrefix, id) {
 		return record{}, apierr.NotFound(kind, id)
 	}
-	var snap *firestore.DocumentSnapshot
-	var err error
-	if tx != nil {
-		snap, err = tx.Get(s.doc(id))
-	} else {
-		snap, err = s.doc(id).Get(ctx)
-	}
-	if store.IsNotFound(err) {
+	rec, err := store.Read[record](ctx, tx, s.doc(id))
+	if errors.Is(err, store.ErrNotFound) {
 		return record{}, apierr.NotFound(kind, id)
 	}
 	if err != nil {
-		return record{}, fmt.Errorf("get task %s: %w", id, err)
-	}
-	var rec record
-	if err := snap.DataTo(&rec); err != nil {
-		return record{}, fmt.Errorf("decode task %s: %w", id, err)
+		return record{}, fmt.Errorf("task: %w", err)
 	}
 	if caller, _ := auth.Caller(ctx); !rec.visibleTo(caller) {
 		return record{}, apierr.NotFound(kind, id)
 	}
-	return rec, nil
+	return *rec, nil
 }
 
 // protos renders tasks with their creators, read in one round trip.

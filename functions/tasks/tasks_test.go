@@ -504,3 +504,21 @@ func forEach(t *testing.T, n int, fn func(i int) error) {
 		t.Fatal(err)
 	}
 }
+
+func TestCreateTaskWithARequestIDIsIdempotentPerCaller(t *testing.T) {
+	f := newFixture(t)
+	req := &appv1.CreateTaskRequest{ProfileId: profFull, Title: new("Once"), RequestId: new("req-1")}
+	first := f.create(t, as(t, alice), req)
+	again := f.create(t, as(t, alice), req)
+	if again.GetId() != first.GetId() || again.GetTitle() != "Once" {
+		t.Fatalf("the retry made %s, want %s", again.GetId(), first.GetId())
+	}
+	other := f.create(t, as(t, bob), req)
+	if other.GetId() == first.GetId() {
+		t.Fatal("another caller's request id answered alice's task")
+	}
+	list := f.list(t, as(t, alice), &appv1.ListTasksRequest{})
+	if len(list.GetTasks()) != 1 {
+		t.Fatalf("alice has %d tasks, want 1", len(list.GetTasks()))
+	}
+}

@@ -381,8 +381,11 @@ type CreateTaskRequest struct {
 	ParentTaskId *string `protobuf:"bytes,100,opt,name=parent_task_id,json=parentTaskId,proto3,oneof" json:"parent_task_id,omitempty"`
 	// Extension: the session that spawned the task, recorded as spawning_session_id.
 	SpawningSessionId *string `protobuf:"bytes,101,opt,name=spawning_session_id,json=spawningSessionId,proto3,oneof" json:"spawning_session_id,omitempty"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	// Extension: makes CreateTask idempotent: the same request_id from the same caller answers the
+	// task it created (and its session) instead of creating another.
+	RequestId     *string `protobuf:"bytes,102,opt,name=request_id,json=requestId,proto3,oneof" json:"request_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *CreateTaskRequest) Reset() {
@@ -495,6 +498,13 @@ func (x *CreateTaskRequest) GetParentTaskId() string {
 func (x *CreateTaskRequest) GetSpawningSessionId() string {
 	if x != nil && x.SpawningSessionId != nil {
 		return *x.SpawningSessionId
+	}
+	return ""
+}
+
+func (x *CreateTaskRequest) GetRequestId() string {
+	if x != nil && x.RequestId != nil {
+		return *x.RequestId
 	}
 	return ""
 }
@@ -989,7 +999,7 @@ const file_svc_app_v1_task_proto_rawDesc = "" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x14\n" +
 	"\x05email\x18\x02 \x01(\tR\x05email\x12\x12\n" +
 	"\x04name\x18\x03 \x01(\tR\x04name\x12\x12\n" +
-	"\x04kind\x18\x04 \x01(\tR\x04kind\"\xba\x04\n" +
+	"\x04kind\x18\x04 \x01(\tR\x04kind\"\xed\x04\n" +
 	"\x11CreateTaskRequest\x12\x12\n" +
 	"\x04type\x18\x01 \x01(\tR\x04type\x12\x1b\n" +
 	"\x06prompt\x18\x02 \x01(\tH\x00R\x06prompt\x88\x01\x01\x12\x19\n" +
@@ -1004,7 +1014,9 @@ const file_svc_app_v1_task_proto_rawDesc = "" +
 	"\fmodel_router\x18\n" +
 	" \x01(\tH\x06R\vmodelRouter\x88\x01\x01\x12)\n" +
 	"\x0eparent_task_id\x18d \x01(\tH\aR\fparentTaskId\x88\x01\x01\x123\n" +
-	"\x13spawning_session_id\x18e \x01(\tH\bR\x11spawningSessionId\x88\x01\x01B\t\n" +
+	"\x13spawning_session_id\x18e \x01(\tH\bR\x11spawningSessionId\x88\x01\x01\x12\"\n" +
+	"\n" +
+	"request_id\x18f \x01(\tH\tR\trequestId\x88\x01\x01B\t\n" +
 	"\a_promptB\b\n" +
 	"\x06_titleB\n" +
 	"\n" +
@@ -1014,7 +1026,8 @@ const file_svc_app_v1_task_proto_rawDesc = "" +
 	"\r_harness_modeB\x0f\n" +
 	"\r_model_routerB\x11\n" +
 	"\x0f_parent_task_idB\x16\n" +
-	"\x14_spawning_session_id\":\n" +
+	"\x14_spawning_session_idB\r\n" +
+	"\v_request_id\":\n" +
 	"\x12CreateTaskResponse\x12$\n" +
 	"\x04task\x18\x01 \x01(\v2\x10.svc.app.v1.TaskR\x04task\"\xce\x01\n" +
 	"\x10ListTasksRequest\x12\x14\n" +
