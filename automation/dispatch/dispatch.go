@@ -278,10 +278,14 @@ func eventOf(del triggers.Delivery) (map[string]any, bool) {
 	for k, v := range del.Headers {
 		headers[k] = v
 	}
+	query := make(map[string]any, len(del.Query))
+	for k, v := range del.Query {
+		query[k] = v
+	}
 	return map[string]any{
 		"registration_id": del.RegistrationID, "delivery_id": del.DeliveryKey,
 		"received_at": del.ReceivedAt.UTC().Format(time.RFC3339), "method": http.MethodPost,
-		"content_type": del.Headers["content-type"], "headers": headers, "body": body,
+		"content_type": del.Headers["content-type"], "headers": headers, "query": query, "body": body,
 	}, true
 }
 

@@ -315,3 +315,32 @@ func TestTheSettingsRetryPolicyIsEveryBlocksDefault(t *testing.T) {
 		t.Fatalf("block b retry %+v, want its own", r)
 	}
 }
+
+func TestAGenericWebhookEventIsTheRequest(t *testing.T) {
+	f := newFixture(t)
+	f.automation(t, true, `{"version":1,
+		"entrypoints":[{"id":"ci","type":"event","event_key":"webhook.hook_ci","filter":"event.query.source == 'ci' && event.body.build.state == 'failed'"}],
+		"blocks":[{"id":"check","type":"filter","condition":"true"}]}`, "{}")
+	del := triggers.Delivery{
+		RegistrationID: "hook_ci", Provider: triggers.ProviderWebhook, EventKey: "webhook.hook_ci", DeliveryKey: "b-1",
+		Payload: json.RawMessage(`{"build":{"state":"failed"}}`), Headers: map[string]string{"content-type": "application/json"},
+		Query: map[string]string{"source": "ci"}, ReceivedAt: time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC),
+	}
+	out, err := f.dispatcher(10).Deliver(t.Context(), del)
+	if err != nil || len(out) != 1 || out[0].RunID == "" {
+		t.Fatalf("outcome %+v (%v)", out, err)
+	}
+	run, err := f.runs.Get(t.Context(), out[0].RunID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var trigger struct{ Event map[string]any }
+	if err := json.Unmarshal([]byte(run.Trigger), &trigger); err != nil {
+		t.Fatal(err)
+	}
+	ev := trigger.Event
+	if ev["registration_id"] != "hook_ci" || ev["delivery_id"] != "b-1" || ev["method"] != "POST" ||
+		ev["content_type"] != "application/json" || ev["received_at"] != "2026-11-23T12:00:00Z" {
+		t.Fatalf("event %v", ev)
+	}
+}

@@ -33,7 +33,9 @@ type Delivery struct {
 	Payload json.RawMessage `json:"payload,omitempty"`
 	// Headers are the request's descriptive headers (lowercase names: event, delivery, hook,
 	// user-agent, content-type), never its signatures.
-	Headers    map[string]string `json:"headers,omitempty"`
+	Headers map[string]string `json:"headers,omitempty"`
+	// Query is a generic delivery's query parameters (the first value of each).
+	Query      map[string]string `json:"query,omitempty"`
 	ReceivedAt time.Time         `json:"received_at"`
 }
 

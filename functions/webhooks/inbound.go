@@ -134,6 +134,14 @@ func (s *Service) receive(w http.ResponseWriter, r *http.Request) (triggers.Deli
 	if err != nil {
 		return triggers.Delivery{}, err
 	}
+	if reg.provider == triggers.ProviderWebhook {
+		for k, v := range r.URL.Query() {
+			if d.Query == nil {
+				d.Query = map[string]string{}
+			}
+			d.Query[k] = v[0]
+		}
+	}
 	d.ReceivedAt = s.clock.Now()
 	if d.EventKey != pingEventKey {
 		if err := s.publish(r.Context(), d); err != nil {
