@@ -1,18 +1,21 @@
 package main
 
 import (
+	"bytes"
 	"fmt"
 	"io"
 	"strconv"
 
+	"connectrpc.com/connect"
 	"github.com/spf13/cobra"
 
+	"github.com/hangar-dev/hangar/functions/automations"
 	appv1 "github.com/hangar-dev/hangar/gen/svc/app/v1"
 )
 
 func newAutomationsCmd() *cobra.Command {
 	return newClientGroup("automations", "Create, try, run and follow automations",
-		newAutomationsListCmd, newAutomationsGetCmd, newAutomationsCreateCmd, newAutomationsSaveVersionCmd,
+		newAutomationsListCmd, newAutomationsGetCmd, newAutomationsCreateCmd, newAutomationsSaveVersionCmd, newAutomationsDraftSaveCmd,
 		newAutomationsEnableCmd(true), newAutomationsEnableCmd(false), newAutomationsArchiveCmd,
 		newAutomationsEvalCmd, newAutomationsRenderCmd, newAutomationsRunCmd, newAutomationsRunsCmd,
 		newAutomationsRunGetCmd, newAutomationsRunStopCmd, newAutomationsRunRetryCmd)
@@ -237,4 +240,31 @@ func newAutomationsRunRetryCmd(f *clientFlags) *cobra.Command {
 	})
 	cmd.Flags().StringVar(&from, "from", "", "the block to start from (default: the first that did not succeed)")
 	return cmd
+}
+
+func newAutomationsDraftSaveCmd(f *clientFlags) *cobra.Command {
+	return idCmd(f, "draft-save ID", "Save the definition a drafting agent wrote in its session as a new version",
+		func(c *apiClient, _ *cobra.Command, id string) error {
+			got, err := c.automations.GetAutomation(c.ctx, connect.NewRequest(&appv1.GetAutomationRequest{Lookup: &appv1.GetAutomationRequest_Id{Id: id}}))
+			if err != nil {
+				return err
+			}
+			session := got.Msg.GetAutomation().GetDraftSessionId()
+			if session == "" {
+				return usageError("automation %s has no draft session", id)
+			}
+			stream, err := c.sessions.ReadFile(c.ctx, connect.NewRequest(&appv1.ReadFileRequest{SessionId: session, Path: automations.DraftPath}))
+			if err != nil {
+				return err
+			}
+			defer stream.Close()
+			var def bytes.Buffer
+			if _, err := receiveFile(stream, &def, sessionPath{session: session, path: automations.DraftPath}); err != nil {
+				return err
+			}
+			req := &appv1.SaveVersionRequest{AutomationId: id, DefinitionJson: def.String()}
+			return send(c, c.automations.SaveVersion, req, func(w io.Writer, resp *appv1.SaveVersionResponse) {
+				fmt.Fprintf(w, "saved the draft of session %s: automation %s is at version %d\n", session, id, resp.GetAutomation().GetCurrentVersion())
+			})
+		})
 }

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"testing"
 
 	"google.golang.org/protobuf/proto"
@@ -92,5 +94,25 @@ func TestAutomationsCreateNeedsNameAndFile(t *testing.T) {
 	f := newFakeAPI(t)
 	if r := f.run(t, "automations", "create", "--name", "x"); r.code != 2 {
 		t.Fatalf("create without --file: exit %d (%v), want 2", r.code, r.err)
+	}
+}
+
+func TestAutomationsDraftSaveSavesWhatTheAgentWrote(t *testing.T) {
+	const def = `{"version": 1, "entrypoints": [{"id": "go", "type": "manual"}], "blocks": []}`
+	sum := sha256.Sum256([]byte(def))
+	f := newFakeAPI(t)
+	reply(f, appv1connect.AutomationServiceGetAutomationProcedure, &appv1.GetAutomationResponse{
+		Automation: &appv1.Automation{Id: "auto_1", Kind: "draft", DraftSessionId: proto.String("sess_draft")},
+	})
+	serveFile(f, def, uint64(len(def)), hex.EncodeToString(sum[:]))
+	reply(f, appv1connect.AutomationServiceSaveVersionProcedure, &appv1.SaveVersionResponse{Automation: &appv1.Automation{Id: "auto_1", CurrentVersion: 2}})
+	r := f.runWithInput(t, "", "automations", "draft-save", "auto_1")
+	if r.err != nil {
+		t.Fatalf("exit %d: %v", r.code, r.err)
+	}
+	f.assertRequest(t, appv1connect.SessionServiceReadFileProcedure, &appv1.ReadFileRequest{SessionId: "sess_draft", Path: "/draft/automation.json"})
+	f.assertRequest(t, appv1connect.AutomationServiceSaveVersionProcedure, &appv1.SaveVersionRequest{AutomationId: "auto_1", DefinitionJson: def})
+	if r.out != "saved the draft of session sess_draft: automation auto_1 is at version 2\n" {
+		t.Fatalf("out %q", r.out)
 	}
 }

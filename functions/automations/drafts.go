@@ -25,6 +25,11 @@ type Drafter interface {
 	StartTask(ctx context.Context, actor, requestID string, spec runner.TaskSpec) (runner.TaskState, error)
 }
 
+// DraftPath is where a drafting agent writes the definition in its session's sandbox; its
+// owner reviews it there and saves it (`hangar automations draft-save`), since the agent holds
+// no credential of the API.
+const DraftPath = "/draft/automation.json"
+
 // draftDefinition is a draft's version 1: valid, manual, and doing nothing until the agent
 // saves the definition it wrote.
 const draftDefinition = `{"version":1,"entrypoints":[{"id":"manual","type":"manual"}],"blocks":[{"id":"start","type":"filter","condition":"true"}]}`
@@ -128,9 +133,9 @@ func draftName(prompt string, limit int) string {
 func draftPrompt(automationID, goal string) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "Write a Hangar automation definition (definition_json, version %d) for this goal:\n\n%s\n\n", definition.Version, goal)
-	fmt.Fprintf(&b, "Save it as a new version of automation %s with AutomationService.SaveVersion "+
-		"(or `hangar automations save-version %s --file definition.json`). Check it first with TestRender. "+
-		"Leave the automation disabled: its owner reviews and enables it.\n\n", automationID, automationID)
+	fmt.Fprintf(&b, "Write the definition, one JSON object, to %s in this sandbox (create the directory). "+
+		"Its owner reviews it there and saves it as a new version of automation %s "+
+		"(`hangar automations draft-save %s`), then enables it.\n\n", DraftPath, automationID, automationID)
 	b.WriteString("## Blocks\n\n")
 	b.WriteString(definition.BlockReference())
 	b.WriteString("\n## Events\n\n")
