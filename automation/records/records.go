@@ -30,6 +30,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/hangar-dev/hangar/automation/definition"
+	"github.com/hangar-dev/hangar/functions/platform/auth"
 	"github.com/hangar-dev/hangar/functions/platform/store"
 )
 
@@ -112,6 +113,12 @@ func (r *AutomationRecord) SetVersion(v VersionRecord, def definition.Definition
 			r.HasSchedule = true
 		}
 	}
+}
+
+// ChangeableBy reports whether p may change the automation (stop its runs, close its
+// instances): its creator and admins may; built-in automations have no creator.
+func (r *AutomationRecord) ChangeableBy(p auth.Principal) bool {
+	return p.Admin || (p.UserID != "" && p.UserID == r.CreatedBy)
 }
 
 // SetName sets the name and its sort key.

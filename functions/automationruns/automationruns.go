@@ -59,8 +59,7 @@ func (s *Service) automation(ctx context.Context, id string) (*records.Automatio
 
 // mayChange refuses callers who neither own the automation nor are admins.
 func mayChange(ctx context.Context, a *records.AutomationRecord) error {
-	p, _ := auth.Caller(ctx)
-	if p.Admin || (a.CreatedBy != "" && p.UserID == a.CreatedBy) {
+	if p, _ := auth.Caller(ctx); a.ChangeableBy(p) {
 		return nil
 	}
 	return apierr.PermissionDenied("only the owner of automation %s or an admin may do this", a.ID)

@@ -269,22 +269,30 @@ func (s *Service) UpdateAutomationMeta(ctx context.Context, req *connect.Request
 	return connect.NewResponse(&appv1.UpdateAutomationMetaResponse{Automation: rec.ToProto()}), nil
 }
 
-// SetInputs replaces an automation's inputs, checked against its current version's declarations.
-func (s *Service) SetInputs(ctx context.Context, req *connect.Request[appv1.SetInputsRequest]) (*connect.Response[appv1.SetInputsResponse], error) {
-	m := req.Msg
-	rec, err := s.update(ctx, "automation_id", m.GetAutomationId(), func(r *records.AutomationRecord) error {
+// replaceJSON sets one JSON field of an automation to what check makes of the request against
+// the automation's current definition, unless check found problems.
+func (s *Service) replaceJSON(ctx context.Context, id string, check func(*problems, definition.Definition) string, set func(*records.AutomationRecord, string)) (*records.AutomationRecord, error) {
+	return s.update(ctx, "automation_id", id, func(r *records.AutomationRecord) error {
 		def, err := r.Definition()
 		if err != nil {
 			return err
 		}
 		var p problems
-		inputs := p.inputs("inputs_json", m.GetInputsJson(), def, s.lim())
+		v := check(&p, def)
 		if err := p.Err(); err != nil {
 			return err
 		}
-		r.InputsJSON = inputs
+		set(r, v)
 		return nil
 	})
+}
+
+// SetInputs replaces an automation's inputs, checked against its current version's declarations.
+func (s *Service) SetInputs(ctx context.Context, req *connect.Request[appv1.SetInputsRequest]) (*connect.Response[appv1.SetInputsResponse], error) {
+	m := req.Msg
+	rec, err := s.replaceJSON(ctx, m.GetAutomationId(), func(p *problems, def definition.Definition) string {
+		return p.inputs("inputs_json", m.GetInputsJson(), def, s.lim())
+	}, func(r *records.AutomationRecord, v string) { r.InputsJSON = v })
 	if err != nil {
 		return nil, err
 	}
@@ -295,19 +303,9 @@ func (s *Service) SetInputs(ctx context.Context, req *connect.Request[appv1.SetI
 // current version and validating the result.
 func (s *Service) SetBlockOverrides(ctx context.Context, req *connect.Request[appv1.SetBlockOverridesRequest]) (*connect.Response[appv1.SetBlockOverridesResponse], error) {
 	m := req.Msg
-	rec, err := s.update(ctx, "automation_id", m.GetAutomationId(), func(r *records.AutomationRecord) error {
-		def, err := r.Definition()
-		if err != nil {
-			return err
-		}
-		var p problems
-		overrides := p.overrides("overrides_json", m.GetOverridesJson(), def, s.lim(), s.d.Validator)
-		if err := p.Err(); err != nil {
-			return err
-		}
-		r.BlockOverridesJSON = overrides
-		return nil
-	})
+	rec, err := s.replaceJSON(ctx, m.GetAutomationId(), func(p *problems, def definition.Definition) string {
+		return p.overrides("overrides_json", m.GetOverridesJson(), def, s.lim(), s.d.Validator)
+	}, func(r *records.AutomationRecord, v string) { r.BlockOverridesJSON = v })
 	if err != nil {
 		return nil, err
 	}
@@ -423,8 +421,7 @@ func (s *Service) get(ctx context.Context, field, id string) (*records.Automatio
 // mayChange says whether the caller may change r: automations are shared for reading, but only
 // their creator or an admin changes them.
 func mayChange(ctx context.Context, r *records.AutomationRecord) error {
-	p, _ := auth.Caller(ctx)
-	if p.Admin || (p.UserID != "" && p.UserID == r.CreatedBy) {
+	if p, _ := auth.Caller(ctx); r.ChangeableBy(p) {
 		return nil
 	}
 	return apierr.PermissionDenied("only the creator of automation %s or an admin may change it", r.ID)
