@@ -188,9 +188,22 @@ var identifier = regexp.MustCompile(`^[A-Za-z_$][A-Za-z0-9_$]*$`)
 
 // Eval runs source with vars bound as globals; see the package doc.
 func (b *Box) Eval(ctx context.Context, source string, vars map[string]json.RawMessage) (Result, error) {
-	if len(source) > MaxSourceBytes {
-		return failed(SizeLimitError, "the source is %d bytes, more than the %d allowed", len(source), MaxSourceBytes), nil
+	if se := sourceTooLarge(source); se != nil {
+		return Result{Err: se}, nil
 	}
+	return b.eval(ctx, source, vars)
+}
+
+// sourceTooLarge is the SizeLimitError of a source over MaxSourceBytes, nil for any other.
+func sourceTooLarge(source string) *ScriptError {
+	if len(source) > MaxSourceBytes {
+		return failed(SizeLimitError, "the source is %d bytes, more than the %d allowed", len(source), MaxSourceBytes).Err
+	}
+	return nil
+}
+
+// eval is Eval once the source's size is known to be within the limit.
+func (b *Box) eval(ctx context.Context, source string, vars map[string]json.RawMessage) (Result, error) {
 	size := 0
 	for name, v := range vars {
 		if !identifier.MatchString(name) {
@@ -261,11 +274,15 @@ const checkPrefix = "return;"
 // Check compiles source without running it, in the sandbox (parsing a hostile source can
 // exhaust a stack too), and answers its syntax or early reference error, nil when it compiles.
 func (b *Box) Check(ctx context.Context, source string) (*ScriptError, error) {
-	res, err := b.Eval(ctx, checkPrefix+source, nil)
+	// The limit is the user's source's: the prefix must not make one that Eval runs fail here.
+	if se := sourceTooLarge(source); se != nil {
+		return se, nil
+	}
+	res, err := b.eval(ctx, checkPrefix+source, nil)
 	if err != nil {
 		return nil, err
 	}
-	if res.Err != nil && (res.Err.Name == "SyntaxError" || res.Err.Name == "ReferenceError" || res.Err.Name == SizeLimitError) {
+	if res.Err != nil && (res.Err.Name == "SyntaxError" || res.Err.Name == "ReferenceError") {
 		return res.Err, nil
 	}
 	return nil, nil

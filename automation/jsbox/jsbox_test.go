@@ -388,3 +388,17 @@ func TestCheckFindsSyntaxErrorsWithoutRunningTheScript(t *testing.T) {
 		})
 	}
 }
+
+// TestCheckAppliesTheSourceLimitToTheSourceAlone: a source Eval accepts passes Check, whatever
+// Check adds to it to compile it without running it.
+func TestCheckAppliesTheSourceLimitToTheSourceAlone(t *testing.T) {
+	b := newBox(t, jsbox.Options{})
+	atLimit := "return 1 //" + strings.Repeat("x", jsbox.MaxSourceBytes-len("return 1 //"))
+	if got, err := b.Check(t.Context(), atLimit); err != nil || got != nil {
+		t.Fatalf("Check of a source at the limit = %v, %v; want none", got, err)
+	}
+	got, err := b.Check(t.Context(), atLimit+"x")
+	if err != nil || got == nil || got.Name != jsbox.SizeLimitError {
+		t.Fatalf("Check of a source over the limit = %v, %v; want a %s", got, err, jsbox.SizeLimitError)
+	}
+}

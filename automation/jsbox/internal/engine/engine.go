@@ -203,8 +203,8 @@ func (e *evaluation) stackLine(stack []goja.StackFrame) int {
 	return 0
 }
 
-// stackLine finds the innermost position in the script in an error's stack.
-var stackLine = regexp.MustCompile(regexp.QuoteMeta(filename) + `:(\d+):\d+`)
+// stackPosition finds the innermost position in the script in an error's stack property.
+var stackPosition = regexp.MustCompile(regexp.QuoteMeta(filename) + `:(\d+):\d+`)
 
 // thrown is the script error of a value the script threw (or a promise it returned rejected
 // with): an Error's name, message and the line it was made on, or the value itself.
@@ -214,7 +214,7 @@ func (e *evaluation) thrown(v goja.Value) *protocol.Error {
 		return &protocol.Error{Name: "Error", Message: "uncaught " + e.show(v)}
 	}
 	pe := &protocol.Error{Name: e.property(obj, "name"), Message: e.property(obj, "message")}
-	if m := stackLine.FindStringSubmatch(e.property(obj, "stack")); m != nil {
+	if m := stackPosition.FindStringSubmatch(e.property(obj, "stack")); m != nil {
 		n, _ := strconv.Atoi(m[1])
 		pe.Line = e.line(n)
 	}
