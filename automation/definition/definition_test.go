@@ -142,6 +142,15 @@ func TestLoadReportsEachProblemWhereItIs(t *testing.T) {
 			{"", "entrypoints[1].time_zone", definition.CodeInvalid, "IANA"},
 			{"", "entrypoints[2].cron", definition.CodeInvalid, "manual entrypoints have no cron"},
 		}},
+		{"fields an entrypoint type does not take, in a stable order", mutated(t, func(d map[string]any) {
+			entrypoint(d, 2)["time_zone"] = "UTC"
+			entrypoint(d, 2)["cron"] = "* * * * *"
+			entrypoint(d, 2)["event_key"] = "github.push"
+		}), []want{
+			{"", "entrypoints[2].event_key", definition.CodeInvalid, "manual entrypoints have no event_key"},
+			{"", "entrypoints[2].cron", definition.CodeInvalid, "manual entrypoints have no cron"},
+			{"", "entrypoints[2].time_zone", definition.CodeInvalid, "manual entrypoints have no time_zone"},
+		}},
 		{"cron checker", mutated(t, func(d map[string]any) { entrypoint(d, 1)["cron"] = "61 3 * * *" }),
 			[]want{{"", "entrypoints[1].cron", definition.CodeInvalid, "minute 61"}}},
 		{"inputs", mutated(t, func(d map[string]any) {

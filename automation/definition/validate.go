@@ -97,9 +97,10 @@ func (v Validator) validateEntrypoints(eps []Entrypoint) []BlockError {
 			add(i, "type", CodeInvalid, "must be one of %s, %s, %s", EntrypointEvent, EntrypointSchedule, EntrypointManual)
 			continue
 		}
-		for field, value := range map[string]string{"event_key": ep.EventKey, "cron": ep.Cron, "time_zone": ep.TimeZone} {
-			if value != "" && !takes[field] {
-				add(i, field, CodeInvalid, "%s entrypoints have no %s", ep.Type, field)
+		// A list, not a map, so that the errors come in the same order every time.
+		for _, f := range []struct{ name, value string }{{"event_key", ep.EventKey}, {"cron", ep.Cron}, {"time_zone", ep.TimeZone}} {
+			if f.value != "" && !takes[f.name] {
+				add(i, f.name, CodeInvalid, "%s entrypoints have no %s", ep.Type, f.name)
 			}
 		}
 		if ep.Filter != "" && v.Exprs != nil {
@@ -228,7 +229,7 @@ func Order(blocks []Block) ([]int, []BlockError) {
 	for progressed := true; progressed; {
 		progressed = false
 		for i := range blocks {
-			if !done[i] && allDone(deps[i], done, i) {
+			if !done[i] && allDone(deps[i], done) {
 				done[i], progressed = true, true
 				order = append(order, i)
 				break // restart from the top so earlier blocks win ties
@@ -252,11 +253,11 @@ func Order(blocks []Block) ([]int, []BlockError) {
 	return order, errs
 }
 
-// allDone reports whether the dependencies of block i have run; a block's need of itself is
-// reported elsewhere and does not hold it back.
-func allDone(deps []int, done []bool, i int) bool {
+// allDone reports whether the dependencies of a block have run. A block's need of itself is
+// reported above and never becomes a dependency, so it does not hold the block back.
+func allDone(deps []int, done []bool) bool {
 	for _, d := range deps {
-		if d != i && !done[d] {
+		if !done[d] {
 			return false
 		}
 	}
@@ -275,7 +276,7 @@ func findCycle(deps [][]int, done []bool) []int {
 		pos[cur] = len(path)
 		path = append(path, cur)
 		for _, d := range deps[cur] {
-			if !done[d] && d != cur {
+			if !done[d] {
 				cur = d
 				break
 			}
