@@ -3,6 +3,7 @@ package catalog
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 )
 
@@ -41,10 +42,7 @@ func boolean(description string) obj { return typed("boolean", description) }
 
 // orNull lets a field also be null, as GitHub sends for unset optional values.
 func orNull(s obj) obj {
-	out := make(obj, len(s))
-	for k, v := range s {
-		out[k] = v
-	}
+	out := maps.Clone(s)
 	out["type"] = []string{s["type"].(string), "null"}
 	if values, ok := s["enum"].([]any); ok {
 		out["enum"] = append(slices.Clone(values), nil)
@@ -76,13 +74,8 @@ func arrayOf(items obj, description string) obj {
 
 // with returns a copy of o with more keys (later ones win): shared fragments stay untouched.
 func with(o obj, more obj) obj {
-	out := make(obj, len(o)+len(more))
-	for k, v := range o {
-		out[k] = v
-	}
-	for k, v := range more {
-		out[k] = v
-	}
+	out := maps.Clone(o)
+	maps.Copy(out, more)
 	return out
 }
 

@@ -16,7 +16,6 @@ import (
 // raw) and balanced braces, so `{{ {'a': {'b': 1}} }}` and `{{ "}}" }}` are single parts. There
 // is no escape for a literal `{{`; write `{{ "{{" }}`.
 type Template struct {
-	src    string
 	parts  []templatePart
 	single bool
 }
@@ -77,9 +76,6 @@ func (t *Template) Render(vars Vars) (any, error) {
 	return b.String(), nil
 }
 
-// Source is the template text.
-func (t *Template) Source() string { return t.src }
-
 // Programs are the template's compiled expressions in order.
 func (t *Template) Programs() []*Program {
 	var out []*Program
@@ -92,7 +88,7 @@ func (t *Template) Programs() []*Program {
 }
 
 func (e *Env) parseTemplate(s string) (*Template, error) {
-	t := &Template{src: s}
+	t := &Template{}
 	for i := 0; i < len(s); {
 		open := strings.Index(s[i:], "{{")
 		if open < 0 {

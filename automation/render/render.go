@@ -143,8 +143,7 @@ func (r *renderer) entrypoint(def definition.Definition) {
 	if ep == nil {
 		r.errs = append(r.errs, definition.BlockError{Field: "entrypoint_id", Code: definition.CodeReference,
 			Message: fmt.Sprintf("no entrypoint %q", r.opts.EntrypointID)})
-		r.out = append(r.out, BlockRender{BlockType: EntrypointType})
-		r.finish(&r.out[0], Rendered{Fields: map[string]any{}, Reached: true})
+		r.emit(BlockRender{BlockType: EntrypointType}, Rendered{Fields: map[string]any{}, Reached: true})
 		return
 	}
 	id := EntrypointPrefix + ep.ID
@@ -163,8 +162,7 @@ func (r *renderer) entrypoint(def definition.Definition) {
 	if ep.Filter != "" {
 		br.FilterPass = r.condition(id, "filter", ep.Filter, &res)
 	}
-	r.out = append(r.out, br)
-	r.finish(&r.out[len(r.out)-1], res)
+	r.emit(br, res)
 }
 
 // instanceKey evaluates the instance key and makes it instance.key for the blocks.
@@ -221,8 +219,7 @@ func (r *renderer) block(b definition.Block) {
 		r.errs = append(r.errs, definition.BlockError{BlockID: b.ID, Field: "type", Code: definition.CodeInvalid, Message: fmt.Sprintf("unknown block type %q", b.Type)})
 		res.Fields = b.Fields
 		r.setOutput(b.ID, map[string]any{"_unknown": true}, true)
-		r.out = append(r.out, br)
-		r.finish(&r.out[len(r.out)-1], res)
+		r.emit(br, res)
 		return
 	}
 	res.Fields = r.fields(b, spec)
@@ -245,8 +242,7 @@ func (r *renderer) block(b definition.Block) {
 	if reads := r.unknownReads(b, spec); len(reads) > 0 {
 		res.Notes = append(res.Notes, fmt.Sprintf("reads %s, known only when the run gets here", strings.Join(reads, ", ")))
 	}
-	r.out = append(r.out, br)
-	r.finish(&r.out[len(r.out)-1], res)
+	r.emit(br, res)
 }
 
 // fields renders a block's rendered fields, fills in defaults and checks the rendered forms.
@@ -395,13 +391,15 @@ func exprError(blockID, field string, err error, compileCode string) definition.
 	return definition.BlockError{BlockID: blockID, Field: field, Code: code, Message: err.Error()}
 }
 
-func (r *renderer) finish(br *BlockRender, res Rendered) {
+// emit adds a rendered block to the output, with res as its RenderedJSON.
+func (r *renderer) emit(br BlockRender, res Rendered) {
 	data, err := json.Marshal(res)
 	if err != nil {
 		r.errs = append(r.errs, definition.BlockError{BlockID: br.BlockID, Field: "rendered_json", Code: definition.CodeJSON, Message: err.Error()})
 		data = []byte("null")
 	}
 	br.RenderedJSON = data
+	r.out = append(r.out, br)
 }
 
 // freezeScope encodes the parts of the scope no block changes, once, and the steps known

@@ -1,9 +1,6 @@
 package schedule
 
-import (
-	"iter"
-	"time"
-)
+import "time"
 
 // horizon bounds the search for the next fire time. The longest wait a reachable schedule can
 // have is for February 29 across a skipped leap year (2096 to 2104), a little over eight years.
@@ -39,19 +36,6 @@ func (s Schedule) Next(after time.Time, loc *time.Location) time.Time {
 		day = day.Add(24 * time.Hour)
 	}
 	return time.Time{}
-}
-
-// FireTimes yields the fire times in (from, to], earliest first. Each is a distinct instant, so a
-// scheduler that claims runs by fire time (e.g. keyed by the UTC RFC 3339 form) starts exactly one
-// run per fire time; after an outage it decides how many of the missed ones to run.
-func (s Schedule) FireTimes(from, to time.Time, loc *time.Location) iter.Seq[time.Time] {
-	return func(yield func(time.Time) bool) {
-		for t := s.Next(from, loc); !t.IsZero() && !t.After(to); t = s.Next(t, loc) {
-			if !yield(t) {
-				return
-			}
-		}
-	}
 }
 
 func (s Schedule) dayMatches(day time.Time) bool {

@@ -162,7 +162,10 @@ func TestNextMatchesAMinuteByMinuteScan(t *testing.T) {
 					want = append(want, m)
 				}
 			}
-			got := slices.Collect(s.FireTimes(from, from.Add(60*24*time.Hour-time.Minute), loc))
+			var got []time.Time
+			for ft := s.Next(from, loc); !ft.IsZero() && ft.Before(from.Add(60*24*time.Hour)); ft = s.Next(ft, loc) {
+				got = append(got, ft)
+			}
 			if !slices.EqualFunc(got, want, time.Time.Equal) {
 				t.Errorf("%s in %s: Next gives %d fire times, the scan %d", expr, tz, len(got), len(want))
 			}
@@ -175,34 +178,6 @@ func (s Schedule) matchesWall(w time.Time) bool {
 	day := time.Date(w.Year(), w.Month(), w.Day(), 0, 0, 0, 0, time.UTC)
 	return s.minute&(1<<w.Minute()) != 0 && s.hour&(1<<w.Hour()) != 0 &&
 		s.month&(1<<w.Month()) != 0 && s.dayMatches(day)
-}
-
-func TestFireTimesYieldsEachFireTimeInTheWindowOnce(t *testing.T) {
-	s := mustParse(t, "0 */6 * * *")
-	from := mustTime(t, "2024-05-01T00:00:00Z")
-	to := mustTime(t, "2024-05-02T00:00:00Z")
-	var got []string
-	for ft := range s.FireTimes(from, to, time.UTC) {
-		got = append(got, ft.Format(time.RFC3339))
-	}
-	// from is excluded, to included: a scheduler passing its last claimed time as from never
-	// claims a fire time twice.
-	want := []string{"2024-05-01T06:00:00Z", "2024-05-01T12:00:00Z", "2024-05-01T18:00:00Z", "2024-05-02T00:00:00Z"}
-	if !slices.Equal(got, want) {
-		t.Errorf("FireTimes = %v, want %v", got, want)
-	}
-
-	var first []time.Time
-	for ft := range s.FireTimes(from, to, time.UTC) {
-		first = append(first, ft)
-		break
-	}
-	if len(first) != 1 {
-		t.Errorf("breaking out of FireTimes yielded %d times", len(first))
-	}
-	if n := len(slices.Collect(s.FireTimes(to, from, time.UTC))); n != 0 {
-		t.Errorf("an empty window yielded %d times", n)
-	}
 }
 
 func BenchmarkNext(b *testing.B) {
