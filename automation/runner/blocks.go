@@ -22,9 +22,6 @@ var sideEffects = map[string]bool{
 	definition.BlockDelay:    true,
 }
 
-// SideEffects reports whether a block type acts outside the run (a dry run skips those).
-func SideEffects(blockType string) bool { return sideEffects[blockType] }
-
 // execute runs one block with its rendered fields.
 func (r *Runner) execute(ctx context.Context, run *runs.Run, b definition.Block, s *runs.Step, f map[string]any, vars expr.Vars) (result, error) {
 	if run.DryRun && sideEffects[b.Type] {

@@ -37,13 +37,23 @@ func (q *queue) Enqueue(_ context.Context, id string) error {
 }
 
 // effects is the outside world of a run in these tests: secrets from a map, tasks and prompts
-// refused (their blocks are tested end to end with real sessions).
-type effects struct{ secrets map[string]string }
+// refused (their blocks are tested end to end with real sessions). With flakyTasks, a task
+// starts and never finishes, and asking after it fails in a way worth retrying.
+type effects struct {
+	secrets    map[string]string
+	flakyTasks bool
+}
 
 func (e effects) StartTask(context.Context, string, string, runner.TaskSpec) (runner.TaskState, error) {
+	if e.flakyTasks {
+		return runner.TaskState{TaskID: "task_1", Status: "running"}, nil
+	}
 	return runner.TaskState{}, fmt.Errorf("%w: no tasks here", runner.ErrRefused)
 }
 func (e effects) TaskState(context.Context, string, string) (runner.TaskState, error) {
+	if e.flakyTasks {
+		return runner.TaskState{}, errors.New("tasks unreachable")
+	}
 	return runner.TaskState{}, fmt.Errorf("%w: no tasks here", runner.ErrRefused)
 }
 func (e effects) SendPrompt(context.Context, string, string, string, string) error {
@@ -68,10 +78,12 @@ type upstream struct {
 	calls  map[string]int
 	auth   map[string]string
 	block  chan struct{}
+	// arrived hears of each request to /slow while block holds it.
+	arrived chan struct{}
 }
 
 func newUpstream(t *testing.T) *upstream {
-	u := &upstream{status: map[string]int{}, calls: map[string]int{}, auth: map[string]string{}}
+	u := &upstream{status: map[string]int{}, calls: map[string]int{}, auth: map[string]string{}, arrived: make(chan struct{}, 10)}
 	u.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		u.mu.Lock()
 		u.calls[r.URL.Path]++
@@ -79,6 +91,7 @@ func newUpstream(t *testing.T) *upstream {
 		code, block := u.status[r.URL.Path], u.block
 		u.mu.Unlock()
 		if r.URL.Path == "/slow" && block != nil {
+			u.arrived <- struct{}{}
 			select {
 			case <-block:
 			case <-r.Context().Done():
@@ -132,13 +145,17 @@ func newFixture(t *testing.T) *fixture {
 }
 
 func (f *fixture) runner(t *testing.T, worker string) *runner.Runner {
+	return f.runnerWith(t, worker, effects{secrets: map[string]string{"api_token": "s3cret"}})
+}
+
+func (f *fixture) runnerWith(t *testing.T, worker string, e effects) *runner.Runner {
 	opts := f.opts
 	opts.Worker = worker
 	env, err := expr.NewEnv(expr.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return runner.New(f.runs, env, nil, effects{secrets: map[string]string{"api_token": "s3cret"}}, f.queue, f.clock.Now, slog.New(slog.DiscardHandler), opts)
+	return runner.New(f.runs, env, nil, e, f.queue, f.clock.Now, slog.New(slog.DiscardHandler), opts)
 }
 
 // def parses a definition with a manual entrypoint and the given blocks.
@@ -329,9 +346,7 @@ func TestAKilledWorkersRunIsFinishedByAnotherFromItsLastStep(t *testing.T) {
 	ctx, kill := context.WithCancel(t.Context())
 	done := make(chan error, 1)
 	go func() { done <- a.Advance(ctx, run.ID) }()
-	for f.up.count("/slow") == 0 {
-		time.Sleep(5 * time.Millisecond)
-	}
+	<-f.up.arrived
 	kill()
 	if err := <-done; !errors.Is(err, context.Canceled) {
 		t.Fatalf("killed worker answered %v", err)
@@ -376,11 +391,12 @@ func TestRetryFromAMiddleStepReusesEarlierOutputs(t *testing.T) {
 	if got := f.get(t, run.ID); got.Status != runs.Failed {
 		t.Fatalf("first run: %s", statuses(got))
 	}
-	if _, err := rn.Retry(t.Context(), run.ID, "last"); !errors.Is(err, runner.ErrNotRetryable) {
+	failed := f.get(t, run.ID)
+	if _, err := rn.Retry(t.Context(), failed, "last"); !errors.Is(err, runner.ErrNotRetryable) {
 		t.Fatalf("retry from a step after one that never succeeded: %v", err)
 	}
 	f.up.set("/flaky", http.StatusOK)
-	retry, err := rn.Retry(t.Context(), run.ID, "middle")
+	retry, err := rn.Retry(t.Context(), failed, "middle")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -394,8 +410,35 @@ func TestRetryFromAMiddleStepReusesEarlierOutputs(t *testing.T) {
 	if f.up.count("/first") != 1 || f.up.count("/last/7") != 1 {
 		t.Fatalf("first called %d times (want 1: reused), last/7 %d times", f.up.count("/first"), f.up.count("/last/7"))
 	}
-	if _, err := rn.Retry(t.Context(), run.ID, "nope"); !errors.Is(err, runner.ErrNotRetryable) {
+	if _, err := rn.Retry(t.Context(), failed, "nope"); !errors.Is(err, runner.ErrNotRetryable) {
 		t.Fatalf("retry from an unknown step: %v", err)
+	}
+}
+
+func TestAParkedRetryIsANewAttemptAndTheAttemptsRunOut(t *testing.T) {
+	f := newFixture(t)
+	rn := f.runnerWith(t, "worker-a", effects{flakyTasks: true})
+	run := f.start(t, rn, def(t, `[{"id":"work","type":"task","profile_id":"prof_x","prompt":"go","wait":true,
+		"retry":{"max_attempts":2,"backoff":"1h"}}]`), `{}`, false)
+	// Each pass starts the task or asks after it, then parks: on the poll or on the hour-long
+	// backoff after the question failed. The second failed question is the last attempt's.
+	want := []string{
+		"waiting work:waiting/1", // the task started; the step polls it
+		"waiting work:waiting/1", // the poll failed; backing off
+		"waiting work:waiting/2", // the second attempt found its task; polling again
+		"failed work:failed/2",   // that poll failed too, and no attempt is left
+	}
+	for i, w := range want {
+		if err := rn.Advance(t.Context(), run.ID); err != nil {
+			t.Fatal(err)
+		}
+		got := f.get(t, run.ID)
+		if statuses(got) != w {
+			t.Fatalf("pass %d: %s, want %s", i+1, statuses(got), w)
+		}
+		if !got.WakeAt.IsZero() {
+			f.clock.Advance(got.WakeAt.Sub(f.clock.Now()))
+		}
 	}
 }
 

@@ -97,12 +97,10 @@ func (r *Runner) enqueue(ctx context.Context, runID string) {
 var ErrNotRetryable = errors.New("run cannot be retried")
 
 // Retry makes a new run of an ended run's definition and trigger that starts at block from
-// ("" = the first block not succeeded), reusing the outputs of the blocks before it.
-func (r *Runner) Retry(ctx context.Context, runID, from string) (*runs.Run, error) {
-	old, err := r.runs.Get(ctx, runID)
-	if err != nil {
-		return nil, err
-	}
+// ("" = the first block not succeeded), reusing the outputs of the blocks before it. old is the
+// run as its caller just read it.
+func (r *Runner) Retry(ctx context.Context, old *runs.Run, from string) (*runs.Run, error) {
+	runID := old.ID
 	if !old.Status.Ended() {
 		return nil, fmt.Errorf("%w: run %s is %s", ErrNotRetryable, runID, old.Status)
 	}

@@ -75,7 +75,7 @@ func (r *Runner) step(ctx context.Context, run *runs.Run, b definition.Block, s 
 		switch {
 		case err == nil && !res.wakeAt.IsZero():
 			s.Progress = res.progress
-			if err := r.wait(ctx, run, s, res.wakeAt, runs.StepWaiting); err != nil {
+			if err := r.wait(ctx, run, s, res.wakeAt); err != nil {
 				return "", err
 			}
 			continue
@@ -97,10 +97,12 @@ func (r *Runner) step(ctx context.Context, run *runs.Run, b definition.Block, s 
 		case errors.As(err, &be):
 			s.Error = be.msg
 			if be.retryable && s.Attempt < policy.attempts {
-				if err := r.wait(ctx, run, s, now.Add(policy.backoff(s.Attempt)), runs.StepWaiting); err != nil {
+				// The next attempt starts afresh, whether it follows an inline wait or a parked
+				// one: progress kept through a park would resume this attempt instead, forever.
+				s.Progress = ""
+				if err := r.wait(ctx, run, s, now.Add(policy.backoff(s.Attempt))); err != nil {
 					return "", err
 				}
-				s.Progress = ""
 				continue
 			}
 			s.Status, s.EndedAt = runs.StepFailed, now
@@ -115,8 +117,8 @@ func (r *Runner) step(ctx context.Context, run *runs.Run, b definition.Block, s 
 }
 
 // wait holds the step until wakeAt: a short wait is slept through, a long one parks the run.
-func (r *Runner) wait(ctx context.Context, run *runs.Run, s *runs.Step, wakeAt time.Time, status runs.StepStatus) error {
-	s.Status, s.WakeAt = status, wakeAt
+func (r *Runner) wait(ctx context.Context, run *runs.Run, s *runs.Step, wakeAt time.Time) error {
+	s.Status, s.WakeAt = runs.StepWaiting, wakeAt
 	d := wakeAt.Sub(r.now())
 	if d > r.opts.InlineWait {
 		if err := r.save(ctx, run, s, func(w *runs.Run) {

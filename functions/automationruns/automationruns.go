@@ -173,7 +173,7 @@ func (s *Service) RetryRun(ctx context.Context, req *connect.Request[appv1.Retry
 	if s.runner == nil {
 		return nil, errNoRunner
 	}
-	retry, err := s.runner.Retry(ctx, r.ID, req.Msg.GetFromStepId())
+	retry, err := s.runner.Retry(ctx, r, req.Msg.GetFromStepId())
 	if errors.Is(err, runner.ErrNotRetryable) {
 		return nil, apierr.FailedPrecondition("%v", err)
 	}
