@@ -25,7 +25,6 @@ import (
 	"time"
 
 	"cloud.google.com/go/firestore"
-	"cloud.google.com/go/firestore/apiv1/firestorepb"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -220,16 +219,11 @@ func (s *Store) Create(ctx context.Context, r *AutomationRecord, maxActive int) 
 }
 
 func (s *Store) countActive(ctx context.Context, tx *firestore.Transaction) (int, error) {
-	active := s.col().Where("archived", "==", false)
-	res, err := active.NewAggregationQuery().WithCount("n").Transaction(tx).Get(ctx)
+	n, err := store.Count(ctx, s.col().Where("archived", "==", false), tx)
 	if err != nil {
 		return 0, fmt.Errorf("count automations: %w", err)
 	}
-	n, ok := res["n"].(*firestorepb.Value)
-	if !ok {
-		return 0, fmt.Errorf("count automations: unexpected result %v", res)
-	}
-	return int(n.GetIntegerValue()), nil
+	return int(n), nil
 }
 
 // Get reads one automation.
@@ -411,18 +405,7 @@ func (s *Store) ListVersions(ctx context.Context, id string, limit int) ([]*Vers
 
 // GetVersion reads version n of automation id.
 func (s *Store) GetVersion(ctx context.Context, id string, n int) (*VersionRecord, error) {
-	snap, err := s.versionDoc(id, n).Get(ctx)
-	if store.IsNotFound(err) {
-		return nil, ErrNotFound
-	}
-	if err != nil {
-		return nil, fmt.Errorf("get version %d of automation %s: %w", n, id, err)
-	}
-	var v VersionRecord
-	if err := snap.DataTo(&v); err != nil {
-		return nil, fmt.Errorf("decode version %d of automation %s: %w", n, id, err)
-	}
-	return &v, nil
+	return store.Read[VersionRecord](ctx, nil, s.versionDoc(id, n))
 }
 
 func (s *Store) query(ctx context.Context, q firestore.Query) ([]*AutomationRecord, error) {

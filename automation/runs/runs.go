@@ -18,7 +18,6 @@ import (
 	"time"
 
 	"cloud.google.com/go/firestore"
-	"cloud.google.com/go/firestore/apiv1/firestorepb"
 
 	"github.com/hangar-dev/hangar/functions/platform/store"
 )
@@ -232,15 +231,11 @@ func (s *Store) Since(ctx context.Context, automationID string, t time.Time, lim
 // reads no run.
 func (s *Store) InProgress(ctx context.Context, automationID string) (int, error) {
 	q := s.runs().Where("automation_id", "==", automationID).Where("status", "in", []Status{Queued, Running, Waiting})
-	res, err := q.NewAggregationQuery().WithCount("n").Get(ctx)
+	n, err := store.Count(ctx, q, nil)
 	if err != nil {
 		return 0, fmt.Errorf("count runs in progress of %s: %w", automationID, err)
 	}
-	n, ok := res["n"].(*firestorepb.Value)
-	if !ok {
-		return 0, fmt.Errorf("count runs in progress of %s: unexpected result %v", automationID, res)
-	}
-	return int(n.GetIntegerValue()), nil
+	return int(n), nil
 }
 
 // Stalled returns runs a worker should pick up now: waiting runs whose wake time came, running

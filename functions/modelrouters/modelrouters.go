@@ -17,7 +17,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/hangar-dev/hangar/functions/platform/opt"
 	"net/url"
 	"slices"
 	"strings"
@@ -30,6 +29,7 @@ import (
 	"github.com/hangar-dev/hangar/functions/platform/auth"
 	"github.com/hangar-dev/hangar/functions/platform/clock"
 	"github.com/hangar-dev/hangar/functions/platform/config"
+	"github.com/hangar-dev/hangar/functions/platform/opt"
 	"github.com/hangar-dev/hangar/functions/platform/store"
 	appv1 "github.com/hangar-dev/hangar/gen/svc/app/v1"
 	"github.com/hangar-dev/hangar/gen/svc/app/v1/appv1connect"
@@ -99,9 +99,9 @@ func (s *Service) describe(ctx context.Context, r config.ModelRouter) (*appv1.Mo
 		}
 	}
 	models := s.models(r.ID).Query
-	var counts [3]uint32
+	var counts [3]int64
 	for i, q := range []firestore.Query{models, models.Where("available", "==", true), models.Where("enabled", "==", true)} {
-		if counts[i], err = count(ctx, q); err != nil {
+		if counts[i], err = store.Count(ctx, q, nil); err != nil {
 			return nil, err
 		}
 	}
@@ -111,21 +111,9 @@ func (s *Service) describe(ctx context.Context, r config.ModelRouter) (*appv1.Mo
 		CredentialConfigured: configured,
 		LastSuccessfulSyncAt: clock.FormatPtr(st.LastSuccessfulSyncAt),
 		LastSyncError:        opt.String(st.LastSyncError),
-		ModelCount:           counts[0], AvailableModelCount: counts[1], EnabledModelCount: counts[2],
+		ModelCount:           uint32(counts[0]), AvailableModelCount: uint32(counts[1]), EnabledModelCount: uint32(counts[2]),
 		DefaultModel: r.DefaultModel,
 	}, nil
-}
-
-func count(ctx context.Context, q firestore.Query) (uint32, error) {
-	res, err := q.NewAggregationQuery().WithCount("n").Get(ctx)
-	if err != nil {
-		return 0, err
-	}
-	v, ok := res["n"].(interface{ GetIntegerValue() int64 })
-	if !ok {
-		return 0, fmt.Errorf("count answer %T", res["n"])
-	}
-	return uint32(v.GetIntegerValue()), nil
 }
 
 // ListRouterModels lists a router's models for an audience (USER when unspecified), sorted by id.

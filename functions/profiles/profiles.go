@@ -14,7 +14,6 @@ import (
 	"strings"
 
 	"cloud.google.com/go/firestore"
-	"cloud.google.com/go/firestore/apiv1/firestorepb"
 	"connectrpc.com/connect"
 	"google.golang.org/protobuf/types/known/emptypb"
 
@@ -260,16 +259,12 @@ func mayChange(ctx context.Context, rec record) error {
 // concurrent creates at the limit from all passing.
 func (s *Service) checkRoom(ctx context.Context, tx *firestore.Transaction) error {
 	active := s.db.Collection(profilesCollection).Where("archived", "==", false)
-	res, err := active.NewAggregationQuery().WithCount("n").Transaction(tx).Get(ctx)
+	n, err := store.Count(ctx, active, tx)
 	if err != nil {
 		return fmt.Errorf("count profiles: %w", err)
 	}
-	n, ok := res["n"].(*firestorepb.Value)
-	if !ok {
-		return fmt.Errorf("count profiles: unexpected result %v", res)
-	}
-	if n.GetIntegerValue() >= int64(s.lim.Profiles.Max) {
-		return apierr.ResourceExhausted("the organisation has %d profiles, the most allowed; archive one first", n.GetIntegerValue())
+	if n >= int64(s.lim.Profiles.Max) {
+		return apierr.ResourceExhausted("the organisation has %d profiles, the most allowed; archive one first", n)
 	}
 	return nil
 }

@@ -10,13 +10,13 @@ import (
 	"sync"
 
 	"cloud.google.com/go/firestore"
-	"cloud.google.com/go/firestore/apiv1/firestorepb"
 	"connectrpc.com/connect"
 
 	"github.com/hangar-dev/hangar/functions/platform/apierr"
 	"github.com/hangar-dev/hangar/functions/platform/auth"
 	"github.com/hangar-dev/hangar/functions/platform/config"
 	"github.com/hangar-dev/hangar/functions/platform/paging"
+	"github.com/hangar-dev/hangar/functions/platform/store"
 	appv1 "github.com/hangar-dev/hangar/gen/svc/app/v1"
 )
 
@@ -68,7 +68,7 @@ func (s *Service) ListTasks(ctx context.Context, req *connect.Request[appv1.List
 	var listErr, countErr error
 	var wg sync.WaitGroup
 	wg.Go(func() { recs, listErr = s.query(ctx, l.pageOf(filtered)) })
-	wg.Go(func() { total, countErr = count(ctx, filtered) })
+	wg.Go(func() { total, countErr = store.Count(ctx, filtered, nil) })
 	wg.Wait()
 	if err := errors.Join(listErr, countErr); err != nil {
 		return nil, fmt.Errorf("list tasks: %w", err)
@@ -196,18 +196,4 @@ func (l listing) pageOf(q firestore.Query) firestore.Query {
 		q = q.OrderBy(firestore.DocumentID, l.order.dir)
 	}
 	return q.Offset(l.page.Offset).Limit(l.page.Size)
-}
-
-// count counts what q matches with an aggregation: the server counts index entries, no
-// document is read.
-func count(ctx context.Context, q firestore.Query) (int64, error) {
-	res, err := q.NewAggregationQuery().WithCount("total").Get(ctx)
-	if err != nil {
-		return 0, fmt.Errorf("count: %w", err)
-	}
-	n, ok := res["total"].(*firestorepb.Value)
-	if !ok {
-		return 0, fmt.Errorf("count: unexpected result %v", res)
-	}
-	return n.GetIntegerValue(), nil
 }

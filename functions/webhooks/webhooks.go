@@ -9,6 +9,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -16,7 +17,6 @@ import (
 	"unicode/utf8"
 
 	"cloud.google.com/go/firestore"
-	"cloud.google.com/go/firestore/apiv1/firestorepb"
 	"connectrpc.com/connect"
 
 	"github.com/hangar-dev/hangar/automation/triggers"
@@ -244,16 +244,12 @@ func (s *Service) seal(rec *record, secret string) (string, error) {
 // returns. Counting inside the transaction keeps concurrent creates at the limit from all
 // passing.
 func (s *Service) checkRoom(ctx context.Context, tx *firestore.Transaction) error {
-	res, err := s.db.Collection(collection).NewAggregationQuery().WithCount("n").Transaction(tx).Get(ctx)
+	n, err := store.Count(ctx, s.db.Collection(collection).Query, tx)
 	if err != nil {
 		return fmt.Errorf("count webhook registrations: %w", err)
 	}
-	n, ok := res["n"].(*firestorepb.Value)
-	if !ok {
-		return fmt.Errorf("count webhook registrations: unexpected result %v", res)
-	}
-	if n.GetIntegerValue() >= int64(s.lim.Max) {
-		return apierr.ResourceExhausted("there are %d webhook registrations, the most allowed; delete one first", n.GetIntegerValue())
+	if n >= int64(s.lim.Max) {
+		return apierr.ResourceExhausted("there are %d webhook registrations, the most allowed; delete one first", n)
 	}
 	return nil
 }
@@ -268,24 +264,14 @@ func (s *Service) read(ctx context.Context, tx *firestore.Transaction, id string
 	if !ids.Valid(idPrefix, id) {
 		return record{}, apierr.NotFound(kind, id)
 	}
-	var snap *firestore.DocumentSnapshot
-	var err error
-	if tx != nil {
-		snap, err = tx.Get(s.doc(id))
-	} else {
-		snap, err = s.doc(id).Get(ctx)
-	}
-	if store.IsNotFound(err) {
+	rec, err := store.Read[record](ctx, tx, s.doc(id))
+	if errors.Is(err, store.ErrNotFound) {
 		return record{}, apierr.NotFound(kind, id)
 	}
 	if err != nil {
 		return record{}, fmt.Errorf("get webhook registration %s: %w", id, err)
 	}
-	var rec record
-	if err := snap.DataTo(&rec); err != nil {
-		return record{}, fmt.Errorf("decode webhook registration %s: %w", id, err)
-	}
-	return rec, nil
+	return *rec, nil
 }
 
 func isControl(r rune) bool { return r < ' ' || r == 0x7f }

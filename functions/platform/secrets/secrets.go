@@ -19,7 +19,6 @@ import (
 	"time"
 
 	"cloud.google.com/go/firestore"
-	"cloud.google.com/go/firestore/apiv1/firestorepb"
 
 	"github.com/hangar-dev/hangar/functions/platform/apierr"
 	"github.com/hangar-dev/hangar/functions/platform/seal"
@@ -257,16 +256,12 @@ func checkVersion(name string, cur *record, expected *int64) error {
 // checkRoom keeps the number of secrets within MaxSecrets, counting inside the transaction so
 // that concurrent creates at the limit cannot all pass.
 func (s *Store) checkRoom(ctx context.Context, tx *firestore.Transaction) error {
-	res, err := s.db.Collection(Collection).NewAggregationQuery().WithCount("n").Transaction(tx).Get(ctx)
+	n, err := store.Count(ctx, s.db.Collection(Collection).Query, tx)
 	if err != nil {
 		return fmt.Errorf("count secrets: %w", err)
 	}
-	n, ok := res["n"].(*firestorepb.Value)
-	if !ok {
-		return fmt.Errorf("count secrets: unexpected result %v", res)
-	}
-	if n.GetIntegerValue() >= int64(s.lim.MaxSecrets) {
-		return apierr.ResourceExhausted("the organisation has %d secrets, the most allowed; delete one first", n.GetIntegerValue())
+	if n >= int64(s.lim.MaxSecrets) {
+		return apierr.ResourceExhausted("the organisation has %d secrets, the most allowed; delete one first", n)
 	}
 	return nil
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"cloud.google.com/go/firestore"
+	"cloud.google.com/go/firestore/apiv1/firestorepb"
 	"google.golang.org/api/iterator"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -55,6 +56,21 @@ func All[T any](it *firestore.DocumentIterator) ([]T, error) {
 		}
 		out = append(out, v)
 	}
+}
+
+// Count counts what q matches with an aggregation, within tx when tx is set (so that a limit
+// checked inside a transaction holds against concurrent writers): the server counts index
+// entries, no document is read.
+func Count(ctx context.Context, q firestore.Query, tx *firestore.Transaction) (int64, error) {
+	res, err := q.NewAggregationQuery().WithCount("n").Transaction(tx).Get(ctx)
+	if err != nil {
+		return 0, err
+	}
+	n, ok := res["n"].(*firestorepb.Value)
+	if !ok {
+		return 0, fmt.Errorf("count: unexpected result %v", res)
+	}
+	return n.GetIntegerValue(), nil
 }
 
 // maxSwapAttempts bounds the re-reads of a contended swap.
