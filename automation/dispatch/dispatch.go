@@ -182,16 +182,12 @@ func (d *Dispatcher) deliverTo(ctx context.Context, a *records.AutomationRecord,
 // instanceFor routes an event to its instance, opening it on the key's first event. A closed
 // instance answers a drop reason.
 func (d *Dispatcher) instanceFor(ctx context.Context, a *records.AutomationRecord, def definition.Definition, vars expr.Vars, openedBy string) (inst *runs.Instance, reason, detail string, err error) {
-	v, err := d.env.Eval(def.Instance.Key, vars)
+	key, err := InstanceKey(d.env, def, vars)
+	if errors.Is(err, ErrNoInstanceKey) {
+		return nil, runs.DropBadPayload, "instance.key gave no key", nil
+	}
 	if err != nil {
 		return nil, runs.DropBadPayload, "instance.key: " + err.Error(), nil
-	}
-	key, ok := v.(string)
-	if !ok || key == "" {
-		key = fmt.Sprint(v)
-	}
-	if key == "" || v == nil {
-		return nil, runs.DropBadPayload, "instance.key gave no key", nil
 	}
 	inst, _, err = d.runs.OpenInstance(ctx, a.ID, key, string(mustJSON(vars.Inputs)), openedBy)
 	if err != nil {
@@ -201,6 +197,22 @@ func (d *Dispatcher) instanceFor(ctx context.Context, a *records.AutomationRecor
 		return nil, runs.DropInstanceClosed, fmt.Sprintf("instance %s (key %q) is closed: %s", inst.ID, key, inst.CloseReason), nil
 	}
 	return inst, "", "", nil
+}
+
+// ErrNoInstanceKey is an instance key that evaluated to null or "".
+var ErrNoInstanceKey = errors.New("instance.key gives no key")
+
+// InstanceKey is the key of the instance an event joins: def's instance.key evaluated on vars,
+// as text. Delivered events and manual runs name their instance by the same rule.
+func InstanceKey(env *expr.Env, def definition.Definition, vars expr.Vars) (string, error) {
+	v, err := env.Eval(def.Instance.Key, vars)
+	if err != nil {
+		return "", err
+	}
+	if key := fmt.Sprint(v); v != nil && key != "" {
+		return key, nil
+	}
+	return "", ErrNoInstanceKey
 }
 
 func (d *Dispatcher) condition(src string, vars expr.Vars) (bool, error) {
@@ -226,6 +238,10 @@ func Effective(v definition.Validator, a *records.AutomationRecord) (definition.
 		return def, definition.Settings{}, err
 	}
 	if a.BlockOverridesJSON != "" && a.BlockOverridesJSON != "{}" {
+		// Scripts were compiled when the version and the overrides were saved; compiling each
+		// code block in the sandbox again for every event would cost milliseconds each, and a
+		// script that no longer compiles fails its step anyway.
+		v.Script = nil
 		var errs []definition.BlockError
 		if def, errs = v.ApplyOverrides(def, []byte(a.BlockOverridesJSON)); len(errs) > 0 {
 			return def, definition.Settings{}, fmt.Errorf("block overrides: %w", errs[0])

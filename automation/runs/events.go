@@ -14,7 +14,6 @@ import (
 // Reasons an event is dropped before a run.
 const (
 	DropDisabled       = "disabled"
-	DropArchived       = "archived"
 	DropDuplicate      = "duplicate"
 	DropConcurrency    = "concurrency_limit"
 	DropInstanceClosed = "instance_closed"

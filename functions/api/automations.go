@@ -22,6 +22,7 @@ import (
 	"github.com/hangar-dev/hangar/functions/automations"
 	"github.com/hangar-dev/hangar/functions/automationworker"
 	"github.com/hangar-dev/hangar/functions/platform/auth"
+	"github.com/hangar-dev/hangar/functions/platform/opt"
 	"github.com/hangar-dev/hangar/functions/platform/secrets"
 	"github.com/hangar-dev/hangar/functions/sessions"
 	"github.com/hangar-dev/hangar/functions/tasks"
@@ -50,16 +51,10 @@ func (e automationEffects) StartTask(ctx context.Context, actor, requestID strin
 	if e.tasks == nil {
 		return runner.TaskState{}, fmt.Errorf("%w: tasks are not configured here", runner.ErrRefused)
 	}
-	req := &appv1.CreateTaskRequest{Type: cmp.Or(spec.Type, "automation"), ProfileId: spec.ProfileID, Prompt: &spec.Prompt, RequestId: &requestID}
-	for _, f := range []struct {
-		dst **string
-		val string
-	}{{&req.Title, spec.Title}, {&req.Harness, spec.Harness}, {&req.Model, spec.Model}, {&req.ModelRouter, spec.ModelRouter},
-		{&req.Effort, spec.Effort}, {&req.HarnessMode, spec.HarnessMode}} {
-		if f.val != "" {
-			v := f.val
-			*f.dst = &v
-		}
+	req := &appv1.CreateTaskRequest{
+		Type: cmp.Or(spec.Type, "automation"), ProfileId: spec.ProfileID, Prompt: &spec.Prompt, RequestId: &requestID,
+		Title: opt.String(spec.Title), Harness: opt.String(spec.Harness), Model: opt.String(spec.Model),
+		ModelRouter: opt.String(spec.ModelRouter), Effort: opt.String(spec.Effort), HarnessMode: opt.String(spec.HarnessMode),
 	}
 	resp, err := e.tasks.CreateTask(as(ctx, actor), connect.NewRequest(req))
 	if err != nil {

@@ -134,6 +134,11 @@ func (s *Service) create(ctx context.Context, rec *records.AutomationRecord, def
 	if err := rec.Reschedule(now); err != nil {
 		return err
 	}
+	return s.insert(ctx, rec)
+}
+
+// insert stores a new automation within the organisation's limit.
+func (s *Service) insert(ctx context.Context, rec *records.AutomationRecord) error {
 	err := s.store.Create(ctx, rec, s.lim().Max)
 	if errors.Is(err, records.ErrLimit) {
 		return apierr.ResourceExhausted("the organisation has %d automations, the most allowed; archive one first", s.lim().Max)

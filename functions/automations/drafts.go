@@ -106,13 +106,12 @@ func (s *Service) newDraft(ctx context.Context, id, prompt string) (*records.Aut
 	}
 	rec.SetName(draftName(prompt, s.lim().NameLen))
 	rec.SetVersion(records.VersionRecord{Number: 1, DefinitionJSON: draftDefinition, CreatedBy: caller.UserID, CreatedAt: now}, def)
-	if len(rec.Description) > s.lim().DescriptionLen {
-		rec.Description = rec.Description[:s.lim().DescriptionLen]
+	// Cut by characters, as descriptions are counted: a cut inside a character is not UTF-8,
+	// which Firestore refuses.
+	if r := []rune(rec.Description); len(r) > s.lim().DescriptionLen {
+		rec.Description = string(r[:s.lim().DescriptionLen])
 	}
-	if err := s.store.Create(ctx, rec, s.lim().Max); err != nil {
-		if errors.Is(err, records.ErrLimit) {
-			return nil, apierr.ResourceExhausted("the organisation has %d automations, the most allowed; archive one first", s.lim().Max)
-		}
+	if err := s.insert(ctx, rec); err != nil {
 		return nil, err
 	}
 	return rec, nil

@@ -74,3 +74,20 @@ func TestDraftAutomationNeedsAPromptAndAProfile(t *testing.T) {
 		t.Fatalf("violations %s", got)
 	}
 }
+
+func TestDraftAutomationCutsALongPromptToADescriptionByCharacters(t *testing.T) {
+	lim := config.Default().Limits
+	lim.Automations.DescriptionLen = 10
+	f := newFixtureWith(t, lim, nil)
+	f.svc.d.Drafts = &drafts{}
+	// Three bytes a character: a cut by bytes would split one.
+	resp, err := f.svc.DraftAutomation(as(t, alice), connect.NewRequest(&appv1.DraftAutomationRequest{
+		Prompt: strings.Repeat("€", 25), ProfileId: "prof_1",
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := f.get(t, resp.Msg.GetAutomationId()).GetDescription(); got != strings.Repeat("€", 10) {
+		t.Fatalf("description %q, want the prompt's first 10 characters", got)
+	}
+}

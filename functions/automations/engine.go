@@ -21,7 +21,6 @@ import (
 	"github.com/hangar-dev/hangar/automation/triggers"
 	"github.com/hangar-dev/hangar/functions/platform/apierr"
 	"github.com/hangar-dev/hangar/functions/platform/auth"
-	"github.com/hangar-dev/hangar/functions/platform/ids"
 	"github.com/hangar-dev/hangar/functions/platform/paging"
 	appv1 "github.com/hangar-dev/hangar/gen/svc/app/v1"
 )
@@ -33,8 +32,6 @@ type Engine struct {
 	JS     func() (*jsbox.Box, error)
 	Runs   *runs.Store
 	Runner *runner.Runner
-	// Drafts starts the agent session of DraftAutomation; nil answers unavailable.
-	Drafts Drafter
 }
 
 // errNoEngine answers the methods that need the engine where it is not configured.
@@ -274,12 +271,12 @@ func (s *Service) start(ctx context.Context, mr manualRun) (string, error) {
 		// names, as a delivered event would.
 		var ev map[string]any
 		_ = json.Unmarshal(event, &ev)
-		v, err := e.Env.Eval(def.Instance.Key, expr.Vars{Event: ev, Inputs: inputs, Now: s.d.Clock.Now()})
+		mr.instanceKey, err = dispatch.InstanceKey(e.Env, def, expr.Vars{Event: ev, Inputs: inputs, Now: s.d.Clock.Now()})
+		if errors.Is(err, dispatch.ErrNoInstanceKey) {
+			return "", apierr.InvalidArgument("payload_json", "instance.key gives no key on it (or give instance_key)")
+		}
 		if err != nil {
 			return "", apierr.InvalidArgument("payload_json", fmt.Sprintf("instance.key cannot be evaluated on it: %v (or give instance_key)", err))
-		}
-		if mr.instanceKey = fmt.Sprint(v); v == nil || mr.instanceKey == "" {
-			return "", apierr.InvalidArgument("payload_json", "instance.key gives no key on it (or give instance_key)")
 		}
 	}
 	instanceID := ""
@@ -300,7 +297,7 @@ func (s *Service) start(ctx context.Context, mr manualRun) (string, error) {
 	}
 	inputsRaw, _ := json.Marshal(inputs)
 	run, _, err := e.Runner.Start(ctx, runner.Start{
-		ID: ids.New("run"), AutomationID: rec.ID, Version: rec.CurrentVersion, Actor: cmp.Or(rec.CreatedBy, callerID(ctx)),
+		AutomationID: rec.ID, Version: rec.CurrentVersion, Actor: cmp.Or(rec.CreatedBy, callerID(ctx)),
 		Definition: def, Trigger: runner.Trigger{EntrypointID: entrypoint, Event: event, Inputs: inputsRaw},
 		TriggerSource: runs.SourceManual, DryRun: mr.dry, InstanceID: instanceID,
 	})

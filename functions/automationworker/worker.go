@@ -8,6 +8,7 @@ package automationworker
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -96,8 +97,8 @@ func (w *Worker) Tick(ctx context.Context) error {
 		w.log.Info("automation schedules fired", "runs", started)
 	}
 	_, serr := w.runner.Sweep(ctx)
-	if ferr != nil || serr != nil {
-		return fmt.Errorf("automation tick: fire: %v; sweep: %v", ferr, serr)
+	if err := errors.Join(ferr, serr); err != nil {
+		return fmt.Errorf("automation tick: %w", err)
 	}
 	return nil
 }

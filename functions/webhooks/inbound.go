@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/hangar-dev/hangar/automation/catalog"
 	"io"
 	"mime"
 	"net/http"
@@ -18,6 +17,7 @@ import (
 
 	"cloud.google.com/go/firestore"
 
+	"github.com/hangar-dev/hangar/automation/catalog"
 	"github.com/hangar-dev/hangar/automation/triggers"
 	"github.com/hangar-dev/hangar/functions/platform/pubsub"
 	"github.com/hangar-dev/hangar/functions/platform/store"
