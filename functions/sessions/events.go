@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"strconv"
 	"strings"
@@ -128,23 +127,23 @@ func (s *Service) SSE(authn *auth.Authenticator) http.Handler {
 		}
 		p, err := authn.Authenticate(r.Context(), key)
 		if err != nil {
-			writeErr(w, err)
+			writeErr(w, r, err)
 			return
 		}
 		ctx := auth.WithPrincipal(r.Context(), p)
 		since, err := lastEventID(r)
 		if err != nil {
-			writeErr(w, err)
+			writeErr(w, r, err)
 			return
 		}
 		rec, err := s.load(ctx, r.PathValue("id"))
 		if err != nil {
-			writeErr(w, err)
+			writeErr(w, r, err)
 			return
 		}
 		flusher, ok := w.(http.Flusher)
 		if !ok {
-			writeErr(w, errors.New("streaming unsupported"))
+			writeErr(w, r, errors.New("streaming unsupported"))
 			return
 		}
 		w.Header().Set("Content-Type", "text/event-stream")
@@ -179,28 +178,15 @@ func lastEventID(r *http.Request) (int64, error) {
 	return n, nil
 }
 
-// writeErr answers a plain HTTP route with the Connect error's HTTP status and JSON body, so
-// its errors read like the RPCs'.
-func writeErr(w http.ResponseWriter, err error) {
-	var ce *connect.Error
-	if !errors.As(err, &ce) {
-		ce = connect.NewError(connect.CodeInternal, errors.New("internal error"))
-	}
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(httpStatus(ce.Code()))
-	_, _ = io.WriteString(w, fmt.Sprintf(`{"code":%q,"message":%q}`, ce.Code().String(), ce.Message()))
-}
+// errorWriter answers the plain HTTP route as Connect answers a unary call: the code's HTTP
+// status and a JSON body, so that its errors read like the RPCs'.
+var errorWriter = connect.NewErrorWriter()
 
-func httpStatus(c connect.Code) int {
-	switch c {
-	case connect.CodeInvalidArgument:
-		return http.StatusBadRequest
-	case connect.CodeUnauthenticated:
-		return http.StatusUnauthorized
-	case connect.CodePermissionDenied:
-		return http.StatusForbidden
-	case connect.CodeNotFound:
-		return http.StatusNotFound
+// writeErr writes err as the RPCs would; an error that is not a Connect error says no more than
+// "internal error".
+func writeErr(w http.ResponseWriter, r *http.Request, err error) {
+	if _, ok := errors.AsType[*connect.Error](err); !ok {
+		err = connect.NewError(connect.CodeInternal, errors.New("internal error"))
 	}
-	return http.StatusInternalServerError
+	_ = errorWriter.Write(w, r, err)
 }

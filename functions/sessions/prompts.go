@@ -53,12 +53,12 @@ func (s *Service) Interrupt(ctx context.Context, req *connect.Request[appv1.Inte
 // CompleteToolCall hands a client's tool result to the harness of the session's running turn,
 // which waits on tool_call_id; the host checks the result and the call.
 func (s *Service) CompleteToolCall(ctx context.Context, req *connect.Request[appv1.CompleteToolCallRequest]) (*connect.Response[appv1.CompleteToolCallResponse], error) {
+	if req.Msg.GetToolCallId() == "" {
+		return nil, apierr.InvalidArgument("tool_call_id", "is required")
+	}
 	client, err := s.liveHost(ctx, req.Msg.GetSessionId())
 	if err != nil {
 		return nil, err
-	}
-	if req.Msg.GetToolCallId() == "" {
-		return nil, apierr.InvalidArgument("tool_call_id", "is required")
 	}
 	return client.CompleteToolCall(ctx, connect.NewRequest(req.Msg))
 }

@@ -72,14 +72,10 @@ func (s *Service) WriteFile(ctx context.Context, in *connect.ClientStream[appv1.
 // closeUpload ends an upload that failed to send: the host's answer explains the failure
 // better than the broken send does.
 func closeUpload(up *connect.ClientStreamForClient[appv1.WriteFileRequest, appv1.WriteFileResponse], sendErr error) (*connect.Response[appv1.WriteFileResponse], error) {
-	resp, err := up.CloseAndReceive()
-	if err != nil {
+	if _, err := up.CloseAndReceive(); err != nil {
 		return nil, err
 	}
-	if sendErr != nil {
-		return nil, sendErr
-	}
-	return resp, nil
+	return nil, sendErr
 }
 
 // CopyFiles copies files from one session's sandbox to another's, on the same host or not,
@@ -203,12 +199,19 @@ func (s *Service) resume(ctx context.Context, rec *sessions.Record) (*sessions.R
 	return s.store.Get(ctx, rec.ID)
 }
 
-// resumeOn places the session on a host, marks it resuming there, and has the host restore it.
-func (s *Service) resumeOn(ctx context.Context, rec *sessions.Record) (*appv1.ResumeResponse, error) {
+// pick chooses the host of a new or resumed sandbox; a full fleet is unavailable, for the
+// caller to retry.
+func (s *Service) pick(ctx context.Context) (*fleet.Host, hostv1connect.HostServiceClient, error) {
 	host, client, err := s.d.Hosts.Pick(ctx)
 	if errors.Is(err, fleet.ErrNoHost) {
-		return nil, connect.NewError(connect.CodeUnavailable, errors.New("no sandbox host has room; retry later"))
+		return nil, nil, connect.NewError(connect.CodeUnavailable, errors.New("no sandbox host has room; retry later"))
 	}
+	return host, client, err
+}
+
+// resumeOn places the session on a host, marks it resuming there, and has the host restore it.
+func (s *Service) resumeOn(ctx context.Context, rec *sessions.Record) (*appv1.ResumeResponse, error) {
+	host, client, err := s.pick(ctx)
 	if err != nil {
 		return nil, err
 	}

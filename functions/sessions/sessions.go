@@ -37,7 +37,6 @@ import (
 	"github.com/hangar-dev/hangar/harnesses/abi"
 	"github.com/hangar-dev/hangar/harnesses/catalog"
 	"github.com/hangar-dev/hangar/sandboxhosts/eventlog"
-	"github.com/hangar-dev/hangar/sandboxhosts/fleet"
 	"github.com/hangar-dev/hangar/sandboxhosts/hostclient"
 	"github.com/hangar-dev/hangar/sandboxhosts/sessions"
 	"github.com/hangar-dev/hangar/sandboxhosts/snapshots"
@@ -318,10 +317,7 @@ func (s *Service) CreateSession(ctx context.Context, req *connect.Request[appv1.
 	if id == "" {
 		id = ids.New("sess")
 	}
-	host, client, err := s.d.Hosts.Pick(ctx)
-	if errors.Is(err, fleet.ErrNoHost) {
-		return nil, connect.NewError(connect.CodeUnavailable, errors.New("no sandbox host has room; retry later"))
-	}
+	host, client, err := s.pick(ctx)
 	if err != nil {
 		return nil, err
 	}
