@@ -11,7 +11,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"regexp"
 	"slices"
 	"sync"
@@ -21,8 +20,6 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"gocloud.dev/blob"
 	"gocloud.dev/gcerrors"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
 	"github.com/hangar-dev/hangar/functions/platform/store"
 	"github.com/hangar-dev/hangar/harnesses/abi"
@@ -91,7 +88,7 @@ type Catalog struct {
 	now      func() time.Time
 
 	mu     sync.Mutex
-	loaded map[string]*host.Plugin // by module sha256
+	loaded map[string]*host.Plugin // by module sha256, built-ins by builtinKey
 }
 
 // New returns the catalog. builtins are the embedded modules by name; remoteOpts tune registry
@@ -141,25 +138,23 @@ func (c *Catalog) Get(ctx context.Context, name string) (*Entry, error) {
 	return r.entry()
 }
 
-// Plugin returns the loaded plugin of the harness called name.
+// Plugin returns the loaded plugin of the harness called name. Each turn asks for it, so a
+// module already loaded is neither read from the blob store nor hashed again.
 func (c *Catalog) Plugin(ctx context.Context, name string) (*host.Plugin, error) {
 	if m, ok := c.builtins[name]; ok {
-		return c.load(ctx, m.Wasm)
+		return c.load(ctx, builtinKey(name), func() ([]byte, error) { return m.Wasm, nil })
 	}
 	r, err := c.read(ctx, name)
 	if err != nil {
 		return nil, err
 	}
-	rd, err := c.bucket.NewReader(ctx, moduleKey(r.ModuleSHA), nil)
-	if err != nil {
-		return nil, fmt.Errorf("read module of harness %s: %w", name, err)
-	}
-	defer rd.Close()
-	wasm, err := io.ReadAll(rd)
-	if err != nil {
-		return nil, fmt.Errorf("read module of harness %s: %w", name, err)
-	}
-	return c.load(ctx, wasm)
+	return c.load(ctx, r.ModuleSHA, func() ([]byte, error) {
+		wasm, err := c.bucket.ReadAll(ctx, moduleKey(r.ModuleSHA))
+		if err != nil {
+			return nil, fmt.Errorf("read module of harness %s: %w", name, err)
+		}
+		return wasm, nil
+	})
 }
 
 // Register fetches the plugin at ociRef, loads it (which runs its describe under the host's
@@ -179,7 +174,8 @@ func (c *Catalog) Register(ctx context.Context, name, ociRef, owner, createdBy s
 	if err != nil {
 		return nil, &InvalidError{"oci_ref", err.Error()}
 	}
-	p, err := c.load(ctx, m.Wasm)
+	sum := sha256.Sum256(m.Wasm)
+	p, err := c.load(ctx, hex.EncodeToString(sum[:]), func() ([]byte, error) { return m.Wasm, nil })
 	if err != nil {
 		return nil, &InvalidError{"oci_ref", "the module is not a usable harness plugin: " + err.Error()}
 	}
@@ -189,7 +185,6 @@ func (c *Catalog) Register(ctx context.Context, name, ociRef, owner, createdBy s
 	if err != nil {
 		return nil, err
 	}
-	sum := sha256.Sum256(m.Wasm)
 	r := record{
 		Name: name, DescriptorJSON: string(js), Owner: owner, OCIRef: ociRef, Digest: m.Digest,
 		ModuleSHA: hex.EncodeToString(sum[:]), CreatedBy: createdBy, CreatedAt: c.now(),
@@ -199,7 +194,7 @@ func (c *Catalog) Register(ctx context.Context, name, ociRef, owner, createdBy s
 	if err := c.bucket.WriteAll(ctx, moduleKey(r.ModuleSHA), m.Wasm, nil); err != nil {
 		return nil, fmt.Errorf("store module of harness %s: %w", name, err)
 	}
-	if _, err := c.db.Collection(Collection).Doc(name).Create(ctx, r); status.Code(err) == codes.AlreadyExists {
+	if _, err := c.db.Collection(Collection).Doc(name).Create(ctx, r); store.IsAlreadyExists(err) {
 		return nil, fmt.Errorf("%w: %q is registered already", ErrExists, name)
 	} else if err != nil {
 		return nil, fmt.Errorf("record harness %s: %w", name, err)
@@ -239,18 +234,14 @@ func (c *Catalog) read(ctx context.Context, name string) (*record, error) {
 	if !validName.MatchString(name) {
 		return nil, fmt.Errorf("%w: %q", ErrNotFound, name)
 	}
-	snap, err := c.db.Collection(Collection).Doc(name).Get(ctx)
-	if status.Code(err) == codes.NotFound {
+	r, err := store.Read[record](ctx, nil, c.db.Collection(Collection).Doc(name))
+	if errors.Is(err, store.ErrNotFound) {
 		return nil, fmt.Errorf("%w: %q", ErrNotFound, name)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("read harness %s: %w", name, err)
+		return nil, fmt.Errorf("harness %s: %w", name, err)
 	}
-	var r record
-	if err := snap.DataTo(&r); err != nil {
-		return nil, fmt.Errorf("decode harness %s: %w", name, err)
-	}
-	return &r, nil
+	return r, nil
 }
 
 // builtIn describes a built-in harness from the descriptor recorded when it was built, and
@@ -259,7 +250,7 @@ func (c *Catalog) builtIn(ctx context.Context, name string) (*Entry, error) {
 	m := c.builtins[name]
 	var d abi.Descriptor
 	if m.Descriptor == nil || json.Unmarshal(m.Descriptor, &d) != nil {
-		p, err := c.load(ctx, m.Wasm)
+		p, err := c.load(ctx, builtinKey(name), func() ([]byte, error) { return m.Wasm, nil })
 		if err != nil {
 			return nil, fmt.Errorf("built-in harness %s: %w", name, err)
 		}
@@ -269,14 +260,17 @@ func (c *Catalog) builtIn(ctx context.Context, name string) (*Entry, error) {
 	return &Entry{Name: name, Descriptor: d, BuiltIn: true}, nil
 }
 
-// load compiles a module once per process; later calls share its plugin.
-func (c *Catalog) load(ctx context.Context, wasm []byte) (*host.Plugin, error) {
-	sum := sha256.Sum256(wasm)
-	key := hex.EncodeToString(sum[:])
+// load compiles the module known by key once per process; later calls share its plugin, and
+// module is called for the bytes only by the first.
+func (c *Catalog) load(ctx context.Context, key string, module func() ([]byte, error)) (*host.Plugin, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if p, ok := c.loaded[key]; ok {
 		return p, nil
+	}
+	wasm, err := module()
+	if err != nil {
+		return nil, err
 	}
 	p, err := c.rt.Load(ctx, wasm)
 	if err != nil {
@@ -298,3 +292,6 @@ func (r record) entry() (*Entry, error) {
 }
 
 func moduleKey(sha string) string { return "harness-modules/" + sha + ".wasm" }
+
+// builtinKey keys a built-in's plugin by its name, which no module sha256 can be.
+func builtinKey(name string) string { return "builtin:" + name }
