@@ -11,8 +11,6 @@ import (
 	"time"
 
 	"cloud.google.com/go/firestore"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
 	"github.com/hangar-dev/hangar/functions/platform/store"
 )
@@ -99,18 +97,11 @@ func (f *Fleet) SetState(ctx context.Context, id, state string) error {
 
 // Get reads one host record.
 func (f *Fleet) Get(ctx context.Context, id string) (*Host, error) {
-	snap, err := f.doc(id).Get(ctx)
-	if status.Code(err) == codes.NotFound {
+	h, err := store.Read[Host](ctx, nil, f.doc(id))
+	if errors.Is(err, store.ErrNotFound) {
 		return nil, ErrNotFound
 	}
-	if err != nil {
-		return nil, fmt.Errorf("read host %s: %w", id, err)
-	}
-	var h Host
-	if err := snap.DataTo(&h); err != nil {
-		return nil, fmt.Errorf("decode host %s: %w", id, err)
-	}
-	return &h, nil
+	return h, err
 }
 
 // Alive reports whether h has heartbeaten within the timeout and has not stopped.

@@ -7,8 +7,6 @@ import (
 	"time"
 
 	"cloud.google.com/go/firestore"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
 	"github.com/hangar-dev/hangar/functions/platform/store"
 )
@@ -51,7 +49,7 @@ func (s *Store) prompts(id string) *firestore.CollectionRef {
 func (s *Store) AddPrompt(ctx context.Context, id string, p Prompt) (*Prompt, bool, error) {
 	p.CreatedAt, p.Seq, p.Status = s.now(), s.now().UnixNano(), PromptQueued
 	wr, err := s.prompts(id).Doc(p.ID).Create(ctx, p)
-	if status.Code(err) == codes.AlreadyExists {
+	if store.IsAlreadyExists(err) {
 		cur, err := s.Prompt(ctx, id, p.ID)
 		return cur, false, err
 	}
@@ -64,18 +62,7 @@ func (s *Store) AddPrompt(ctx context.Context, id string, p Prompt) (*Prompt, bo
 
 // Prompt reads one prompt; a missing one is ErrNotFound.
 func (s *Store) Prompt(ctx context.Context, id, promptID string) (*Prompt, error) {
-	snap, err := s.prompts(id).Doc(promptID).Get(ctx)
-	if status.Code(err) == codes.NotFound {
-		return nil, ErrNotFound
-	}
-	if err != nil {
-		return nil, fmt.Errorf("read prompt %s of session %s: %w", promptID, id, err)
-	}
-	var p Prompt
-	if err := snap.DataTo(&p); err != nil {
-		return nil, fmt.Errorf("decode prompt %s: %w", promptID, err)
-	}
-	return &p, nil
+	return store.Read[Prompt](ctx, nil, s.prompts(id).Doc(promptID))
 }
 
 // NextQueued returns the oldest queued prompt, or nil.

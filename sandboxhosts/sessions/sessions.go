@@ -12,8 +12,6 @@ import (
 	"time"
 
 	"cloud.google.com/go/firestore"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
 	"github.com/hangar-dev/hangar/functions/platform/store"
 )
@@ -104,7 +102,7 @@ func (s *Store) Create(ctx context.Context, r *Record) error {
 }
 
 // IsAlreadyExists reports whether err is Create's answer for an id already taken.
-func IsAlreadyExists(err error) bool { return status.Code(errors.Unwrap(err)) == codes.AlreadyExists }
+func IsAlreadyExists(err error) bool { return store.IsAlreadyExists(err) }
 
 // Get reads one record; a missing one is ErrNotFound.
 func (s *Store) Get(ctx context.Context, id string) (*Record, error) {
@@ -262,18 +260,7 @@ func (s *Store) AddArtifact(ctx context.Context, id string, a Artifact) error {
 
 // Artifact reads one artifact record; a missing one is ErrNotFound.
 func (s *Store) Artifact(ctx context.Context, id, artifactID string) (*Artifact, error) {
-	snap, err := s.doc(id).Collection("artifacts").Doc(artifactID).Get(ctx)
-	if status.Code(err) == codes.NotFound {
-		return nil, ErrNotFound
-	}
-	if err != nil {
-		return nil, fmt.Errorf("read artifact %s: %w", artifactID, err)
-	}
-	var a Artifact
-	if err := snap.DataTo(&a); err != nil {
-		return nil, fmt.Errorf("decode artifact %s: %w", artifactID, err)
-	}
-	return &a, nil
+	return store.Read[Artifact](ctx, nil, s.doc(id).Collection("artifacts").Doc(artifactID))
 }
 
 // EnvOwner is what a session's sealed environment is bound to: sealed for one session, it opens
