@@ -168,7 +168,6 @@ type sandbox struct {
 	sup    *supervisor.Client
 	root   *sandboxfs.Root
 	runDir string
-	ref    string
 	digest string
 	booted time.Time
 }
@@ -185,7 +184,7 @@ func (h *Host) start(ctx context.Context, b *box, rec *sessions.Record, env map[
 		if err != nil {
 			return apierr.InvalidArgument("image_uri", fmt.Sprintf("cannot use image %s: %v", rec.ImageURI, err))
 		}
-		if sbx, manifest, err = h.boot(ctx, rec.ImageURI, img, manifest); err != nil {
+		if sbx, manifest, err = h.boot(ctx, img, manifest); err != nil {
 			return err
 		}
 	}
@@ -195,7 +194,7 @@ func (h *Host) start(ctx context.Context, b *box, rec *sessions.Record, env map[
 		h.remove(context.WithoutCancel(ctx), sbx)
 		return err
 	}
-	b.sandbox, b.events, b.env = sbx, events, sessionEnv(env)
+	b.sandbox, b.events, b.env = sbx, events, envEntries(env)
 	b.manifest, b.status = manifest, rec.Status
 	b.ctx, b.cancel = context.WithCancel(context.WithoutCancel(ctx))
 	b.lastActive.Store(h.clock.Now().UnixNano())
@@ -204,7 +203,7 @@ func (h *Host) start(ctx context.Context, b *box, rec *sessions.Record, env map[
 
 // boot creates a sandbox of img, over the files of manifest when one is given, and waits for
 // its supervisor. It returns manifest adopted to the restored files. On error nothing is left.
-func (h *Host) boot(ctx context.Context, ref string, img *images.Image, manifest *snapshots.Manifest) (_ *sandbox, _ *snapshots.Manifest, err error) {
+func (h *Host) boot(ctx context.Context, img *images.Image, manifest *snapshots.Manifest) (_ *sandbox, _ *snapshots.Manifest, err error) {
 	id := newSandboxID()
 	dir := filepath.Join(h.boxDir, id)
 	runDir := filepath.Join(h.runDir, id)
@@ -241,7 +240,7 @@ func (h *Host) boot(ctx context.Context, ref string, img *images.Image, manifest
 			{Source: h.opts.Supervisor, Destination: supervisorPath, ReadOnly: true},
 			{Source: runDir, Destination: runMount},
 		},
-		Resources: h.resources(img.Config.SuggestedResources),
+		Resources: resources(img.Config.SuggestedResources),
 	})
 	if err != nil {
 		return nil, nil, fmt.Errorf("create sandbox: %w", err)
@@ -263,7 +262,7 @@ func (h *Host) boot(ctx context.Context, ref string, img *images.Image, manifest
 	if err != nil {
 		return nil, nil, err
 	}
-	return &sandbox{sb: sb, sup: sup, root: root, runDir: runDir, ref: ref, digest: img.Digest, booted: h.clock.Now()}, manifest, nil
+	return &sandbox{sb: sb, sup: sup, root: root, runDir: runDir, digest: img.Digest, booted: h.clock.Now()}, manifest, nil
 }
 
 // remove stops and deletes a sandbox and its files.
@@ -291,25 +290,16 @@ func (h *Host) teardown(ctx context.Context, b *box) error {
 	return errors.Join(errs...)
 }
 
-// resources are a sandbox's cgroup limits: what its image suggests, else the host's defaults.
-func (h *Host) resources(s images.Resources) runtime.Resources {
-	r := runtime.Resources{CPUs: h.opts.Config.SandboxCPUs, MemoryBytes: h.opts.Config.SandboxMemoryBytes, Pids: h.opts.Config.SandboxPids}
-	if s.CPUs > 0 {
-		r.CPUs = s.CPUs
-	}
-	if s.MemoryMB > 0 {
-		r.MemoryBytes = s.MemoryMB << 20
-	}
-	if s.Pids > 0 {
-		r.Pids = s.Pids
-	}
-	return r
+// resources are a sandbox's cgroup limits as its image suggests them; the limits it leaves zero
+// take the host's defaults, which the driver was given.
+func resources(s images.Resources) runtime.Resources {
+	return runtime.Resources{CPUs: s.CPUs, MemoryBytes: s.MemoryMB << 20, Pids: s.Pids}
 }
 
-// sessionEnv is the session's environment as KEY=value entries, in a stable order.
-func sessionEnv(session map[string]string) []string {
-	out := make([]string, 0, len(session))
-	for k, v := range session {
+// envEntries is an environment as KEY=value entries, in a stable order.
+func envEntries(env map[string]string) []string {
+	out := make([]string, 0, len(env))
+	for k, v := range env {
 		out = append(out, k+"="+v)
 	}
 	slices.Sort(out)

@@ -55,12 +55,9 @@ func (h *Host) Exec(ctx context.Context, req *connect.Request[appv1.ExecRequest]
 			end := o.Offset + int64(len(o.Data))
 			if o.Stream == supervisor.Stderr {
 				seen.StderrOffset = end
-			} else {
-				seen.StdoutOffset = end
-			}
-			if o.Stream == supervisor.Stderr {
 				return out.Send(&appv1.ExecOutput{Event: &appv1.ExecOutput_Stderr{Stderr: o.Data}})
 			}
+			seen.StdoutOffset = end
 			return out.Send(&appv1.ExecOutput{Event: &appv1.ExecOutput_Stdout{Stdout: o.Data}})
 		},
 	}
@@ -134,7 +131,7 @@ func (h *Host) execRequest(m *appv1.ExecRequest) (supervisor.ExecRequest, error)
 	default:
 		v.Add("command", "give command (run by sh -c) or argv")
 	}
-	if slices.ContainsFunc(argv, func(a string) bool { return containsNUL(a) }) {
+	if slices.ContainsFunc(argv, containsNUL) {
 		v.Add("argv", "arguments cannot contain NUL")
 	}
 	limits := h.opts.Limits.ExecTimeout

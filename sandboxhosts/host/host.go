@@ -16,6 +16,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"time"
 
@@ -60,8 +61,6 @@ type Options struct {
 	Limits config.Limits
 	// CgroupParent groups the sandboxes' cgroups; default "hangar".
 	CgroupParent string
-	// ImageOptions tune the image cache (registry auth, transport).
-	ImageOptions []images.Option
 	// WarmImages are images to keep warm sandboxes of from the start (Config.WarmSandboxes
 	// each); others are warmed once a session uses them.
 	WarmImages []string
@@ -73,18 +72,17 @@ type Options struct {
 
 // Host is one running sandbox host.
 type Host struct {
-	opts    Options
-	id      string
-	clock   clock.Clock
-	log     *slog.Logger
-	driver  *runtime.Driver
-	images  *images.Cache
-	snaps   *snapshots.Store
-	store   *sessions.Store
-	fleet   *fleet.Fleet
-	runDir  string
-	boxDir  string
-	stopped chan struct{}
+	opts   Options
+	id     string
+	clock  clock.Clock
+	log    *slog.Logger
+	driver *runtime.Driver
+	images *images.Cache
+	snaps  *snapshots.Store
+	store  *sessions.Store
+	fleet  *fleet.Fleet
+	runDir string
+	boxDir string
 
 	pool *pool
 
@@ -112,14 +110,13 @@ func New(ctx context.Context, opts Options) (*Host, error) {
 		return nil, fmt.Errorf("host: data dir: %w", err)
 	}
 	h := &Host{
-		opts:    opts,
-		id:      cmp.Or(opts.ID, defaultID()),
-		clock:   cmp.Or[clock.Clock](opts.Clock, clock.Real{}),
-		log:     cmp.Or(opts.Log, slog.Default()),
-		runDir:  filepath.Join(dataDir, "run"),
-		boxDir:  filepath.Join(dataDir, "sandboxes"),
-		boxes:   map[string]*box{},
-		stopped: make(chan struct{}),
+		opts:   opts,
+		id:     cmp.Or(opts.ID, defaultID()),
+		clock:  cmp.Or[clock.Clock](opts.Clock, clock.Real{}),
+		log:    cmp.Or(opts.Log, slog.Default()),
+		runDir: filepath.Join(dataDir, "run"),
+		boxDir: filepath.Join(dataDir, "sandboxes"),
+		boxes:  map[string]*box{},
 	}
 	if n := len(socketPath(h.runDir, newSandboxID())); n > maxSocketPath {
 		return nil, fmt.Errorf("host: data dir %s is too long for a unix socket path (%d > %d bytes)", dataDir, n, maxSocketPath)
@@ -143,7 +140,7 @@ func New(ctx context.Context, opts Options) (*Host, error) {
 	if err != nil {
 		return nil, fmt.Errorf("host: %w", err)
 	}
-	h.images, err = images.New(filepath.Join(dataDir, "images"), append([]images.Option{images.WithLogger(h.log)}, opts.ImageOptions...)...)
+	h.images, err = images.New(filepath.Join(dataDir, "images"), images.WithLogger(h.log))
 	if err != nil {
 		return nil, fmt.Errorf("host: %w", err)
 	}
@@ -238,7 +235,8 @@ func (h *Host) sweepOrphans(ctx context.Context) error {
 // errSkip aborts a Move whose reason no longer holds.
 var errSkip = errors.New("skip")
 
-var liveStatuses = []sessions.Status{sessions.Creating, sessions.Running, sessions.Idle, sessions.Snapshotting, sessions.Resuming}
+// liveStatuses are the states of a session that has (or is getting) a sandbox on its host.
+var liveStatuses = slices.DeleteFunc(sessions.Statuses(), func(s sessions.Status) bool { return !s.Live() })
 
 // Handler serves HostService behind the host token.
 func (h *Host) Handler() (string, http.Handler) {

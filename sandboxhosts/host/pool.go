@@ -103,7 +103,7 @@ func (p *pool) fill(ref string) {
 			p.h.log.Warn("warm pool: pull", "image", ref, "err", err)
 			return
 		}
-		sbx, _, err := p.h.boot(p.ctx, ref, img, nil)
+		sbx, _, err := p.h.boot(p.ctx, img, nil)
 		if err != nil {
 			if p.ctx.Err() == nil {
 				p.h.log.Warn("warm pool: boot", "image", ref, "err", err)

@@ -20,6 +20,7 @@ import (
 	"github.com/hangar-dev/hangar/harnesses/abi"
 	harnesshost "github.com/hangar-dev/hangar/harnesses/host"
 	"github.com/hangar-dev/hangar/sandboxhosts/eventlog"
+	"github.com/hangar-dev/hangar/sandboxhosts/sandboxfs"
 	"github.com/hangar-dev/hangar/sandboxhosts/sessions"
 	"github.com/hangar-dev/hangar/sandboxhosts/supervisor"
 )
@@ -501,17 +502,12 @@ func (h *Host) turn(ctx context.Context, b *box, a *agent, t *turn, p *sessions.
 			return fmt.Errorf("place %s: %w", f.Path, err)
 		}
 	}
-	planEnv := make([]string, 0, len(plan.Env))
-	for k, v := range plan.Env {
-		planEnv = append(planEnv, k+"="+v)
-	}
-	slices.Sort(planEnv)
 	ps := &parser{h: h, b: b, a: a, t: t, plugin: plugin}
 	a.mu.Lock()
 	t.ps = ps
 	a.mu.Unlock()
 	exit, err := b.sup.Exec(ctx, supervisor.ExecRequest{
-		ExecID: t.execID, Argv: plan.Argv, Env: append(slices.Clone(b.env), planEnv...),
+		ExecID: t.execID, Argv: plan.Argv, Env: append(slices.Clone(b.env), envEntries(plan.Env)...),
 		Workdir: plan.Workdir, Stdin: []byte(plan.Stdin), KeepStdin: plan.KeepStdin, Timeout: h.opts.Limits.ExecTimeout.Max,
 	}, supervisor.Events{Output: ps.output})
 	if err != nil {
@@ -650,18 +646,27 @@ func placeFile(b *box, f abi.File) error {
 	if f.Secret {
 		return placeSecretFile(b, f)
 	}
-	mode := os.FileMode(0o644)
-	if f.Mode != 0 {
-		mode = os.FileMode(f.Mode & 0o777)
-	}
 	if err := b.root.MkdirAll(path.Dir(f.Path), 0o755); err != nil {
 		return err
 	}
-	up, err := b.root.Create(f.Path, mode)
+	return writeFile(b.root, f.Path, fileMode(f, 0o644), f.Content)
+}
+
+// fileMode is the permission bits a plan's file asks for, or def when it names none.
+func fileMode(f abi.File, def os.FileMode) os.FileMode {
+	if f.Mode == 0 {
+		return def
+	}
+	return os.FileMode(f.Mode & 0o777)
+}
+
+// writeFile replaces the file p of root with content in one step.
+func writeFile(root *sandboxfs.Root, p string, mode os.FileMode, content string) error {
+	up, err := root.Create(p, mode)
 	if err != nil {
 		return err
 	}
-	if _, err := up.WriteString(f.Content); err != nil {
+	if _, err := up.WriteString(content); err != nil {
 		up.Abort()
 		return err
 	}

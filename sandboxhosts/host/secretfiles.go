@@ -4,7 +4,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
-	"os"
 	"path"
 
 	"github.com/hangar-dev/hangar/harnesses/abi"
@@ -19,10 +18,6 @@ const secretSub = "/secrets"
 // makes f.Path a link to it. The harness reads the file where it looks; snapshots, artifacts
 // and ReadFile (which see the overlay, not the mount) find only the link.
 func placeSecretFile(b *box, f abi.File) error {
-	mode := os.FileMode(0o600)
-	if f.Mode != 0 {
-		mode = os.FileMode(f.Mode & 0o777)
-	}
 	// One name per path, so every turn's plan replaces the same file.
 	sum := sha256.Sum256([]byte(f.Path))
 	name := hex.EncodeToString(sum[:8]) + "-" + path.Base(f.Path)
@@ -36,15 +31,7 @@ func placeSecretFile(b *box, f abi.File) error {
 	if err := run.MkdirAll(secretSub, 0o700); err != nil {
 		return err
 	}
-	up, err := run.Create(secretSub+"/"+name, mode)
-	if err != nil {
-		return err
-	}
-	if _, err := up.WriteString(f.Content); err != nil {
-		up.Abort()
-		return err
-	}
-	if err := up.Commit(); err != nil {
+	if err := writeFile(run, secretSub+"/"+name, fileMode(f, 0o600), f.Content); err != nil {
 		return err
 	}
 	if err := b.root.MkdirAll(path.Dir(f.Path), 0o755); err != nil {

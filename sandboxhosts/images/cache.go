@@ -103,12 +103,6 @@ type Stats struct {
 // Option configures a Cache.
 type Option func(*Cache)
 
-// WithRemoteOptions adds go-containerregistry remote options (transport,
-// keychain, user agent) to every registry request.
-func WithRemoteOptions(opts ...remote.Option) Option {
-	return func(c *Cache) { c.remote = append(c.remote, opts...) }
-}
-
 // WithLogger sets where skipped layer entries are reported (default slog.Default()).
 func WithLogger(l *slog.Logger) Option {
 	return func(c *Cache) { c.log = l }
@@ -116,9 +110,8 @@ func WithLogger(l *slog.Logger) Option {
 
 // Cache pulls images and keeps their unpacked layers under one directory.
 type Cache struct {
-	dir    string
-	remote []remote.Option
-	log    *slog.Logger
+	dir string
+	log *slog.Logger
 	// One puller for all pulls: it keeps each repository's auth token, saving
 	// the ping and token round trips on every pull.
 	puller *remote.Puller
@@ -138,11 +131,10 @@ func New(dir string, opts ...Option) (*Cache, error) {
 		return nil, fmt.Errorf("image cache dir: %w", err)
 	}
 	c := &Cache{dir: abs, log: slog.Default()}
-	c.remote = []remote.Option{remote.WithAuthFromKeychain(authn.DefaultKeychain), remote.WithPlatform(platform)}
 	for _, o := range opts {
 		o(c)
 	}
-	if c.puller, err = remote.NewPuller(c.remote...); err != nil {
+	if c.puller, err = remote.NewPuller(remote.WithAuthFromKeychain(authn.DefaultKeychain), remote.WithPlatform(platform)); err != nil {
 		return nil, fmt.Errorf("image cache: %w", err)
 	}
 	for _, sub := range []string{"layers", "manifests", "tmp"} {

@@ -113,21 +113,11 @@ type Upload struct {
 // Create starts writing the sandbox path p with the given permission bits. The parent
 // directory must exist.
 func (r *Root) Create(p string, mode os.FileMode) (*Upload, error) {
-	rel, err := Clean(p)
+	parent, name, err := r.parentOf(p)
 	if err != nil {
 		return nil, err
 	}
-	dir, name := path.Split(rel)
-	if name == "" || name == "." {
-		return nil, fmt.Errorf("%w: %q names no file", ErrBadPath, p)
-	}
-	parent, err := r.openat(cmpDot(dir), unix.O_DIRECTORY|unix.O_PATH, 0)
-	if err != nil {
-		return nil, err
-	}
-	suffix := make([]byte, 8)
-	_, _ = rand.Read(suffix)
-	tmp := ".hangar-upload-" + hex.EncodeToString(suffix)
+	tmp := tempName(".hangar-upload-")
 	fd, err := unix.Openat(int(parent.Fd()), tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, uint32(mode.Perm()))
 	if err != nil {
 		parent.Close()
@@ -168,6 +158,30 @@ func (r *Root) MkdirAll(p string, perm os.FileMode) error {
 		parent = path.Join(parent, name)
 	}
 	return nil
+}
+
+// parentOf opens the directory holding the sandbox path p and returns it with p's last name.
+func (r *Root) parentOf(p string) (*os.File, string, error) {
+	rel, err := Clean(p)
+	if err != nil {
+		return nil, "", err
+	}
+	dir, name := path.Split(rel)
+	if name == "" || name == "." {
+		return nil, "", fmt.Errorf("%w: %q names no file", ErrBadPath, p)
+	}
+	parent, err := r.openat(cmpDot(dir), unix.O_DIRECTORY|unix.O_PATH, 0)
+	if err != nil {
+		return nil, "", err
+	}
+	return parent, name, nil
+}
+
+// tempName is a fresh name for a file made beside its target and then renamed over it.
+func tempName(prefix string) string {
+	suffix := make([]byte, 8)
+	_, _ = rand.Read(suffix)
+	return prefix + hex.EncodeToString(suffix)
 }
 
 func cmpDot(dir string) string {
