@@ -200,7 +200,7 @@ var errIdle = errors.New("run has nothing to do now")
 // finish ends the run and skips the steps it never reached.
 func (r *Runner) finish(ctx context.Context, run *runs.Run, status runs.Status, msg string) error {
 	now := r.now()
-	_, err := r.runs.UpdateLeased(ctx, run.ID, r.opts.Worker, func(w *runs.Run) error {
+	_, err := r.runs.UpdateLeased(ctx, run, r.opts.Worker, func(w *runs.Run) error {
 		w.End(status, msg, now)
 		return nil
 	})
@@ -213,7 +213,7 @@ func (r *Runner) finish(ctx context.Context, run *runs.Run, status runs.Status, 
 // save writes the run's step back under the lease, and renews the lease.
 func (r *Runner) save(ctx context.Context, run *runs.Run, step *runs.Step, runChange func(*runs.Run)) error {
 	now := r.now()
-	saved, err := r.runs.UpdateLeased(ctx, run.ID, r.opts.Worker, func(w *runs.Run) error {
+	saved, err := r.runs.UpdateLeased(ctx, run, r.opts.Worker, func(w *runs.Run) error {
 		*w.Step(step.BlockID) = *step
 		if step.SessionID != "" && !slices.Contains(w.SessionIDs, step.SessionID) {
 			w.SessionIDs = append(w.SessionIDs, step.SessionID)

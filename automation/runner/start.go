@@ -73,7 +73,7 @@ func (r *Runner) create(ctx context.Context, st Start, order []definition.Block,
 		run.Steps = append(run.Steps, s)
 	}
 	if err := r.runs.Create(ctx, run); err != nil {
-		if store.IsAlreadyExists(errors.Unwrap(err)) {
+		if store.IsAlreadyExists(err) {
 			existing, gerr := r.runs.Get(ctx, st.ID)
 			return existing, false, gerr
 		}

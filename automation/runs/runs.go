@@ -15,6 +15,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"cloud.google.com/go/firestore"
@@ -80,6 +81,9 @@ type Run struct {
 	UpdatedAt     time.Time `firestore:"updated_at"`
 	// WakeAt is when a waiting run continues.
 	WakeAt time.Time `firestore:"wake_at,omitempty"`
+	// WrittenAt is the document's update time as last written through this store, so the
+	// writer can write again on that condition without reading first.
+	WrittenAt time.Time `firestore:"-"`
 	// LeaseOwner holds the run until LeaseUntil; another worker may take it after that.
 	LeaseOwner string    `firestore:"lease_owner,omitempty"`
 	LeaseUntil time.Time `firestore:"lease_until,omitempty"`
@@ -146,7 +150,19 @@ func (s *Store) Get(ctx context.Context, id string) (*Run, error) {
 // rewritten on the condition that nobody wrote it since it was read; a lost race is re-read and
 // re-applied.
 func (s *Store) Update(ctx context.Context, id string, change func(*Run) error) (*Run, error) {
-	r, _, err := store.Swap(ctx, s.runs().Doc(id), nil, time.Time{}, func(r *Run) ([]firestore.Update, error) {
+	return s.update(ctx, id, nil, change)
+}
+
+// update is Update starting from held, when given, at held.WrittenAt: a writer that holds the
+// run as it last wrote it writes without reading it first.
+func (s *Store) update(ctx context.Context, id string, held *Run, change func(*Run) error) (*Run, error) {
+	var version time.Time
+	if held != nil {
+		version = held.WrittenAt
+	}
+	r, version, err := store.Swap(ctx, s.runs().Doc(id), held, version, func(r *Run) ([]firestore.Update, error) {
+		// The held run's steps must not change unless the write lands.
+		r.Steps = slices.Clone(r.Steps)
 		before := r.Status
 		if err := change(r); err != nil {
 			return nil, err
@@ -160,13 +176,14 @@ func (s *Store) Update(ctx context.Context, id string, change func(*Run) error) 
 	if err != nil {
 		return r, fmt.Errorf("update run %s: %w", id, err)
 	}
+	r.WrittenAt = version
 	return r, nil
 }
 
-// UpdateLeased is Update for the worker holding the run: it fails with ErrLeaseLost when the
-// lease is no longer owner's.
-func (s *Store) UpdateLeased(ctx context.Context, id, owner string, change func(*Run) error) (*Run, error) {
-	return s.Update(ctx, id, func(r *Run) error {
+// UpdateLeased is Update for the worker holding the run, starting from held (as Update or
+// UpdateLeased returned it): it fails with ErrLeaseLost when the lease is no longer owner's.
+func (s *Store) UpdateLeased(ctx context.Context, held *Run, owner string, change func(*Run) error) (*Run, error) {
+	return s.update(ctx, held.ID, held, func(r *Run) error {
 		if r.LeaseOwner != owner {
 			return ErrLeaseLost
 		}

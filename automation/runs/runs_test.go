@@ -60,20 +60,26 @@ func TestUpdateRefusesMovesTheTableForbidsAndWritesOfALostLease(t *testing.T) {
 	if _, err := s.Update(t.Context(), r.ID, func(w *runs.Run) error { w.Status = runs.Completed; return nil }); err == nil {
 		t.Fatal("queued → completed was written")
 	}
-	if _, err := s.Update(t.Context(), r.ID, func(w *runs.Run) error { w.Status, w.LeaseOwner = runs.Running, "a"; return nil }); err != nil {
+	held, err := s.Update(t.Context(), r.ID, func(w *runs.Run) error { w.Status, w.LeaseOwner = runs.Running, "a"; return nil })
+	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.UpdateLeased(t.Context(), r.ID, "b", func(w *runs.Run) error { return nil }); !errors.Is(err, runs.ErrLeaseLost) {
+	if _, err := s.UpdateLeased(t.Context(), held, "b", func(w *runs.Run) error { return nil }); !errors.Is(err, runs.ErrLeaseLost) {
 		t.Fatalf("a write by a worker without the lease: %v", err)
 	}
-	got, err := s.UpdateLeased(t.Context(), r.ID, "a", func(w *runs.Run) error {
+	// Someone else writes after the worker's copy: the worker's write starts over from the
+	// stored run and keeps what the other wrote.
+	if _, err := s.Update(t.Context(), r.ID, func(w *runs.Run) error { w.StopRequested = "enough"; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.UpdateLeased(t.Context(), held, "a", func(w *runs.Run) error {
 		w.End(runs.Stopped, "stopped: test", time.Now())
 		return nil
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got.Steps[0].Status != runs.StepSkipped || got.LeaseOwner != "" || got.EndedAt.IsZero() {
+	if got.Steps[0].Status != runs.StepSkipped || got.LeaseOwner != "" || got.EndedAt.IsZero() || got.StopRequested != "enough" {
 		t.Fatalf("ended run %+v", got)
 	}
 	if _, err := s.Get(t.Context(), ids.New("run")); !errors.Is(err, runs.ErrNotFound) {
