@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -96,24 +97,37 @@ func (as *automationStack) create(t testing.TB, def string) string {
 	return resp.Msg.GetAutomation().GetId()
 }
 
-// waitRun polls a run until it ends.
-func (as *automationStack) waitRun(t *testing.T, id string) *appv1.AutomationRun {
+// until polls check every 50 ms until it is done, for 30 s at most: the worker runs on its own
+// and says nothing when it has done something. check answers what it saw, for the failure.
+func until(t *testing.T, check func() (done bool, saw string)) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		done, saw := check()
+		if done {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after 30 s: %s", saw)
+		}
+	}
+}
+
+// waitRun polls a run until it is in one of statuses, by default until it ends.
+func (as *automationStack) waitRun(t *testing.T, id string, statuses ...string) *appv1.AutomationRun {
+	t.Helper()
+	if len(statuses) == 0 {
+		statuses = []string{"completed", "failed", "filtered", "stopped"}
+	}
+	var run *appv1.AutomationRun
+	until(t, func() (bool, string) {
 		resp, err := as.runs.GetRun(t.Context(), connect.NewRequest(&appv1.GetRunRequest{RunId: id}))
 		if err != nil {
 			t.Fatalf("get run: %v", err)
 		}
-		switch st := resp.Msg.GetRun().GetBrief().GetStatus(); st {
-		case "completed", "failed", "filtered", "stopped":
-			return resp.Msg.GetRun()
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("run %s still %s after 30s", id, resp.Msg.GetRun().GetBrief().GetStatus())
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		run = resp.Msg.GetRun()
+		return slices.Contains(statuses, run.GetBrief().GetStatus()), "run " + id + " is " + run.GetBrief().GetStatus()
+	})
+	return run
 }
 
 func TestRunNowExecutesCodeAndHTTPBlocksThroughTheWorker(t *testing.T) {
@@ -206,8 +220,7 @@ func TestASignedWebhookRunsOnceHoweverOftenItIsDelivered(t *testing.T) {
 	}
 	// The first delivery runs; the other two are dropped as duplicates.
 	var runs []*appv1.AutomationRunBrief
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	until(t, func() (bool, string) {
 		drops, err := as.runs.ListRecentDrops(t.Context(), connect.NewRequest(&appv1.ListRecentDropsRequest{AutomationId: id}))
 		if err != nil {
 			t.Fatal(err)
@@ -217,19 +230,13 @@ func TestASignedWebhookRunsOnceHoweverOftenItIsDelivered(t *testing.T) {
 			t.Fatal(err)
 		}
 		runs = list.Msg.GetRuns()
-		if len(drops.Msg.GetDrops()) >= 2 && len(runs) >= 1 {
-			for _, d := range drops.Msg.GetDrops() {
-				if d.GetReason() != "duplicate" {
-					t.Fatalf("drop %v", d)
-				}
+		for _, d := range drops.Msg.GetDrops() {
+			if d.GetReason() != "duplicate" {
+				t.Fatalf("drop %v", d)
 			}
-			break
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("after 30s: %d runs, %d drops", len(runs), len(drops.Msg.GetDrops()))
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return len(drops.Msg.GetDrops()) >= 2 && len(runs) >= 1, fmt.Sprintf("%d runs, %d drops", len(runs), len(drops.Msg.GetDrops()))
+	})
 	if len(runs) != 1 || runs[0].GetDeliveryKey() != "guid-1" || runs[0].GetEventKey() != "github.pull_request.opened" {
 		t.Fatalf("runs %v", runs)
 	}
@@ -348,20 +355,7 @@ func TestRunsAreRetriedFromAStepAndStoppedByTheirOwnerOnly(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The retry reuses first's output, calls middle once, and parks on the hour-long delay.
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		got, err := as.runs.GetRun(t.Context(), connect.NewRequest(&appv1.GetRunRequest{RunId: retry.Msg.GetRunId()}))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got.Msg.GetRun().GetBrief().GetStatus() == "waiting" {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("retry still %s", got.Msg.GetRun().GetBrief().GetStatus())
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	as.waitRun(t, retry.Msg.GetRunId(), "waiting")
 	if n := as.calls.Load() - callsBefore; n != 1 {
 		t.Fatalf("the retry made %d upstream calls, want 1 (middle only)", n)
 	}
