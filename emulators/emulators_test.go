@@ -53,6 +53,17 @@ func assertNotListening(t *testing.T, hosts ...string) {
 	}
 }
 
+// assertStopped checks that each emulator's whole process group is gone. (Its port is no proof
+// either way: tests running in parallel start emulators of their own on freed ports.)
+func assertStopped(t *testing.T, es ...*emulator) {
+	t.Helper()
+	for _, e := range es {
+		if groupAlive(e.cmd.Process.Pid) {
+			t.Errorf("%s: process group %d still running after Stop", e.kind, e.cmd.Process.Pid)
+		}
+	}
+}
+
 func firestoreClient(t *testing.T, s *Set, project string) *firestore.Client {
 	t.Helper()
 	t.Setenv(FirestoreHostEnv, s.FirestoreHost())
@@ -182,7 +193,7 @@ func TestEmulators(t *testing.T) {
 		t.Fatalf("Stop: %v", err)
 	}
 	t.Logf("both emulators stopped in %s", time.Since(began).Round(time.Millisecond))
-	assertNotListening(t, s.FirestoreHost(), s.PubSubHost())
+	assertStopped(t, s.firestore, s.pubsub)
 }
 
 func TestExecStartsAndStopsItsOwnSet(t *testing.T) {
@@ -214,7 +225,7 @@ func TestDataDirKeepsFirestoreData(t *testing.T) {
 	if err := first.Stop(); err != nil {
 		t.Fatalf("Stop: %v", err)
 	}
-	assertNotListening(t, first.FirestoreHost())
+	assertStopped(t, first.firestore)
 
 	second := start(t, opts)
 	c = firestoreClient(t, second, "keep")
