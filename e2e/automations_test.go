@@ -22,10 +22,10 @@ import (
 	"gocloud.dev/blob/memblob"
 
 	"github.com/hangar-dev/hangar/functions/api"
-	"github.com/hangar-dev/hangar/functions/platform/config"
 	appv1 "github.com/hangar-dev/hangar/gen/svc/app/v1"
 	"github.com/hangar-dev/hangar/gen/svc/app/v1/appv1connect"
 	"github.com/hangar-dev/hangar/internal/testenv"
+	"github.com/hangar-dev/hangar/platform/config"
 )
 
 // automationStack is the API with Pub/Sub and the automation worker running in process, as

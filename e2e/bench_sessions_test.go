@@ -20,13 +20,13 @@ import (
 	"connectrpc.com/connect"
 	"golang.org/x/sys/unix"
 
-	"github.com/hangar-dev/hangar/functions/platform/config"
 	appv1 "github.com/hangar-dev/hangar/gen/svc/app/v1"
 	"github.com/hangar-dev/hangar/gen/svc/app/v1/appv1connect"
 	"github.com/hangar-dev/hangar/internal/testenv"
-	"github.com/hangar-dev/hangar/sandboxhosts/eventlog"
+	"github.com/hangar-dev/hangar/platform/config"
+	"github.com/hangar-dev/hangar/records/eventlog"
+	"github.com/hangar-dev/hangar/sandboxhosts/container/containertest"
 	"github.com/hangar-dev/hangar/sandboxhosts/images"
-	"github.com/hangar-dev/hangar/sandboxhosts/runtime/runtimetest"
 )
 
 // Session benchmarks, each paired with the bare operation it competes with, measured in the same
@@ -122,7 +122,7 @@ func deleteSession(b *testing.B, s *sandboxStack, id string) {
 // BenchmarkRawRuncRun runs `echo hi` as a container's init and stops the clock at its output, as
 // BenchmarkSessionCreateToFirstExec does; runc's teardown after that is not timed either.
 func BenchmarkRawRuncRun(b *testing.B) {
-	bundle := runtimetest.Bundle(b, imageRootfs(b), "/bin/echo", "hi")
+	bundle := containertest.Bundle(b, imageRootfs(b), "/bin/echo", "hi")
 	root := b.TempDir()
 	prefix := containerPrefix()
 	first := make([]byte, 64)
@@ -175,7 +175,7 @@ func BenchmarkSessionExecTrue(b *testing.B) {
 
 // BenchmarkRawRuncExec is `runc exec` of /bin/true into a running container of the same image.
 func BenchmarkRawRuncExec(b *testing.B) {
-	bundle := runtimetest.Bundle(b, imageRootfs(b), "/bin/sleep", "1000000")
+	bundle := containertest.Bundle(b, imageRootfs(b), "/bin/sleep", "1000000")
 	root := b.TempDir()
 	id := containerPrefix() + "exec"
 	// A detached init is reparented when runc exits; as the subreaper, this process can reap it

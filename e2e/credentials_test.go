@@ -10,10 +10,10 @@ import (
 
 	"connectrpc.com/connect"
 
-	"github.com/hangar-dev/hangar/functions/platform/config"
 	appv1 "github.com/hangar-dev/hangar/gen/svc/app/v1"
 	"github.com/hangar-dev/hangar/gen/svc/app/v1/appv1connect"
 	"github.com/hangar-dev/hangar/internal/testenv"
+	"github.com/hangar-dev/hangar/platform/config"
 )
 
 // putOrgSecret puts an org secret as the stack's admin.

@@ -9,11 +9,11 @@ import (
 
 	"connectrpc.com/connect"
 
-	"github.com/hangar-dev/hangar/functions/platform/config"
 	appv1 "github.com/hangar-dev/hangar/gen/svc/app/v1"
 	"github.com/hangar-dev/hangar/gen/svc/app/v1/appv1connect"
 	"github.com/hangar-dev/hangar/internal/testenv"
-	"github.com/hangar-dev/hangar/sandboxhosts/sessions"
+	"github.com/hangar-dev/hangar/platform/config"
+	"github.com/hangar-dev/hangar/records/sessiondb"
 )
 
 // promptEvent is the part of a prompt's events the tests read.
@@ -296,7 +296,7 @@ func TestAgentSessionsReachModelsThroughRouters(t *testing.T) {
 // waitAgentState polls the session's record until its agent state is want.
 func (s *sandboxStack) waitAgentState(t *testing.T, session, want string) {
 	t.Helper()
-	store := sessions.NewStore(s.sb.DB, time.Now)
+	store := sessiondb.NewStore(s.sb.DB, time.Now)
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
 		rec, err := store.Get(context.Background(), session)
 		if err != nil {
@@ -329,7 +329,7 @@ func TestClientToolCallsOfTheBashHarness(t *testing.T) {
 	if !call.Client || call.ToolName != "weather" || call.ToolCallID == "" {
 		t.Fatalf("the tool call: %+v", call)
 	}
-	s.waitAgentState(t, id, sessions.AgentWaitingForTool)
+	s.waitAgentState(t, id, sessiondb.AgentWaitingForTool)
 
 	for _, tc := range []struct {
 		name, call, result string
@@ -379,7 +379,7 @@ func TestClientToolCallsOfTheBashHarness(t *testing.T) {
 	if next[1].Kind != "prompt.started" || next[1].Idx < done[len(done)-1].Idx {
 		t.Fatalf("the queued prompt started at %+v, before the turn waiting on the tool ended at %+v", next[1], done[len(done)-1])
 	}
-	s.waitAgentState(t, id, sessions.AgentWaiting)
+	s.waitAgentState(t, id, sessiondb.AgentWaiting)
 
 	// An interrupted turn takes no result.
 	if _, err := s.svc.SendPrompt(ctx, connect.NewRequest(&appv1.SendPromptRequest{SessionId: id, PromptId: "cut", Text: "hangar_tool slow; echo never"})); err != nil {

@@ -15,8 +15,8 @@ import (
 	appv1 "github.com/hangar-dev/hangar/gen/svc/app/v1"
 	"github.com/hangar-dev/hangar/gen/svc/app/v1/appv1connect"
 	"github.com/hangar-dev/hangar/internal/testenv"
-	"github.com/hangar-dev/hangar/sandboxhosts/eventlog"
-	"github.com/hangar-dev/hangar/sandboxhosts/sessions"
+	"github.com/hangar-dev/hangar/records/eventlog"
+	"github.com/hangar-dev/hangar/records/sessiondb"
 )
 
 // eventCount is how many events the streaming tests write while readers follow them.
@@ -34,7 +34,7 @@ func eventSession(t *testing.T) (*stack, *eventlog.Writer, string) {
 		t.Fatal(err)
 	}
 	id := "events-1"
-	if err := sessions.NewStore(db, time.Now).Create(ctx, &sessions.Record{ID: id, Owner: admin.ID, Status: sessions.Evicted, ImageURI: "example/none"}); err != nil {
+	if err := sessiondb.NewStore(db, time.Now).Create(ctx, &sessiondb.Record{ID: id, Owner: admin.ID, Status: sessiondb.Evicted, ImageURI: "example/none"}); err != nil {
 		t.Fatal(err)
 	}
 	w, err := eventlog.OpenWriter(ctx, db, id, eventlog.WriterOptions{})

@@ -15,8 +15,8 @@ import (
 
 	appv1 "github.com/hangar-dev/hangar/gen/svc/app/v1"
 	"github.com/hangar-dev/hangar/internal/testenv"
-	"github.com/hangar-dev/hangar/sandboxhosts/fleet"
-	"github.com/hangar-dev/hangar/sandboxhosts/sessions"
+	"github.com/hangar-dev/hangar/records/fleet"
+	"github.com/hangar-dev/hangar/records/sessiondb"
 	"github.com/hangar-dev/hangar/sandboxhosts/snapshots"
 )
 
@@ -228,8 +228,8 @@ func TestSessionPlacedButNeverStartedIsNotStuck(t *testing.T) {
 	// A function placed this session on host-a two minutes ago and died before asking the host
 	// to start it.
 	twoMinutesAgo := func() time.Time { return time.Now().Add(-2 * time.Minute) }
-	err = sessions.NewStore(s.sb.DB, twoMinutesAgo).Create(ctx, &sessions.Record{
-		ID: "orphan-1", Owner: admin.ID, Status: sessions.Creating, HostID: "host-a", ImageURI: s.sb.Image, Mode: "sandbox",
+	err = sessiondb.NewStore(s.sb.DB, twoMinutesAgo).Create(ctx, &sessiondb.Record{
+		ID: "orphan-1", Owner: admin.ID, Status: sessiondb.Creating, HostID: "host-a", ImageURI: s.sb.Image, Mode: "sandbox",
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -268,7 +268,7 @@ func TestDeleteSessionDropsItsCheckpointsAndArtifacts(t *testing.T) {
 	if list, err := snaps.List(ctx, id); err != nil || len(list) != 0 {
 		t.Fatalf("checkpoints after delete: %v, %v", list, err)
 	}
-	left, err := s.sb.Bucket.List(&blob.ListOptions{Prefix: sessions.ArtifactPrefix(id)}).Next(ctx)
+	left, err := s.sb.Bucket.List(&blob.ListOptions{Prefix: sessiondb.ArtifactPrefix(id)}).Next(ctx)
 	if !errors.Is(err, io.EOF) {
 		t.Fatalf("artifact left after delete: %v, %v", left, err)
 	}

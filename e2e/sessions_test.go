@@ -18,7 +18,7 @@ import (
 	appv1 "github.com/hangar-dev/hangar/gen/svc/app/v1"
 	"github.com/hangar-dev/hangar/gen/svc/app/v1/appv1connect"
 	"github.com/hangar-dev/hangar/internal/testenv"
-	"github.com/hangar-dev/hangar/sandboxhosts/fleet"
+	"github.com/hangar-dev/hangar/records/fleet"
 	"github.com/hangar-dev/hangar/sandboxhosts/hostclient"
 	"github.com/hangar-dev/hangar/sandboxhosts/images"
 	"github.com/hangar-dev/hangar/sandboxhosts/images/imagestest"

@@ -12,9 +12,9 @@ import (
 	"gocloud.dev/blob/memblob"
 
 	"github.com/hangar-dev/hangar/functions/api"
-	"github.com/hangar-dev/hangar/functions/platform/auth"
-	"github.com/hangar-dev/hangar/functions/platform/config"
 	"github.com/hangar-dev/hangar/internal/testenv"
+	"github.com/hangar-dev/hangar/platform/auth"
+	"github.com/hangar-dev/hangar/platform/config"
 )
 
 // stack is the whole API on a real loopback server, over a Firestore project of its own.

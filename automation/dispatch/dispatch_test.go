@@ -17,9 +17,9 @@ import (
 	"github.com/hangar-dev/hangar/automation/runner"
 	"github.com/hangar-dev/hangar/automation/runs"
 	"github.com/hangar-dev/hangar/automation/triggers"
-	"github.com/hangar-dev/hangar/functions/platform/clock"
-	"github.com/hangar-dev/hangar/functions/platform/ids"
 	"github.com/hangar-dev/hangar/internal/testenv"
+	"github.com/hangar-dev/hangar/platform/clock"
+	"github.com/hangar-dev/hangar/platform/ids"
 )
 
 type fixture struct {

@@ -1,6 +1,6 @@
 // Package jsbox runs untrusted JavaScript for automations: goja, compiled to WebAssembly
 // (automation/jsbox/guest, built by `make plugins` and embedded), runs in a wazero sandbox as
-// the harness plugins do (harnesses/host). A script gets a memory cap, a CPU deadline and
+// the harness plugins do (runtimes/wasm). A script gets a memory cap, a CPU deadline and
 // nothing of the host: no files, network, environment, process or real clock. WASI's clocks are
 // wazero's default fakes — wall time starts at 2022-01-01T00:00:00Z in each instance and moves
 // 1 ms per reading — so Date sees early 2022, never the host's time; pass the time as a var.
@@ -58,7 +58,7 @@ import (
 	"time"
 
 	"github.com/hangar-dev/hangar/automation/jsbox/internal/protocol"
-	"github.com/hangar-dev/hangar/harnesses/host"
+	"github.com/hangar-dev/hangar/harnesses/harness"
 )
 
 // Limits of one evaluation; see the package doc for what exceeding them gives.
@@ -109,8 +109,8 @@ type Options struct {
 
 // Box evaluates scripts. It is safe for concurrent use.
 type Box struct {
-	rt      *host.Runtime
-	reactor *host.Reactor
+	rt      *harness.Runtime
+	reactor *harness.Reactor
 	opts    Options
 }
 
@@ -159,7 +159,7 @@ func New(ctx context.Context, opts Options) (*Box, error) {
 	} else if err != nil {
 		return nil, fmt.Errorf("jsbox: read the embedded guest: %w", err)
 	}
-	rt, err := host.NewRuntime(ctx, host.Options{
+	rt, err := harness.NewRuntime(ctx, harness.Options{
 		CacheDir:         opts.CacheDir,
 		CallTimeout:      opts.Timeout,
 		MemoryLimitBytes: uint64(opts.MemoryLimitMiB) << 20,
@@ -247,16 +247,16 @@ func (b *Box) eval(ctx context.Context, source string, vars map[string]json.RawM
 // scriptFailure tells what the script did (its instance gone, and the logs with it) from a
 // failure of the host or the guest.
 func (b *Box) scriptFailure(err error) (Result, error) {
-	var pe *host.PluginError
+	var pe *harness.PluginError
 	if !errors.As(err, &pe) || pe.Export != protocol.ExportEval {
 		return Result{}, fmt.Errorf("jsbox: %w", err)
 	}
 	switch {
-	case errors.Is(err, host.ErrTimeout):
+	case errors.Is(err, harness.ErrTimeout):
 		return failed(TimeoutError, "the script ran past its %s deadline", b.opts.Timeout), nil
-	case errors.Is(err, host.ErrMemory):
+	case errors.Is(err, harness.ErrMemory):
 		return failed(MemoryLimitError, "the script exhausted the sandbox's %d MiB of memory", b.opts.MemoryLimitMiB), nil
-	case errors.Is(err, host.ErrTrap) && strings.Contains(pe.Detail, "goroutine stack exceeds"):
+	case errors.Is(err, harness.ErrTrap) && strings.Contains(pe.Detail, "goroutine stack exceeds"):
 		return failed("RangeError", "Maximum call stack size exceeded (in the engine)"), nil
 	}
 	return Result{}, fmt.Errorf("jsbox: %w", err)

@@ -1,9 +1,9 @@
 package records
 
 import (
-	"github.com/hangar-dev/hangar/functions/platform/clock"
-	"github.com/hangar-dev/hangar/functions/platform/opt"
 	appv1 "github.com/hangar-dev/hangar/gen/svc/app/v1"
+	"github.com/hangar-dev/hangar/platform/clock"
+	"github.com/hangar-dev/hangar/platform/opt"
 )
 
 // ToProto is the automation as the API shows it, with its current version.

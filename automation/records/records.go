@@ -29,8 +29,8 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/hangar-dev/hangar/automation/definition"
-	"github.com/hangar-dev/hangar/functions/platform/auth"
-	"github.com/hangar-dev/hangar/functions/platform/store"
+	"github.com/hangar-dev/hangar/platform/auth"
+	"github.com/hangar-dev/hangar/platform/store"
 )
 
 // Collection names.

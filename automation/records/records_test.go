@@ -9,9 +9,9 @@ import (
 	"time"
 
 	"github.com/hangar-dev/hangar/automation/definition"
-	"github.com/hangar-dev/hangar/functions/platform/clock"
-	"github.com/hangar-dev/hangar/functions/platform/ids"
 	"github.com/hangar-dev/hangar/internal/testenv"
+	"github.com/hangar-dev/hangar/platform/clock"
+	"github.com/hangar-dev/hangar/platform/ids"
 )
 
 // t0 is a Saturday, 09:00 UTC.

@@ -10,7 +10,7 @@ import (
 	"github.com/hangar-dev/hangar/automation/definition"
 	"github.com/hangar-dev/hangar/automation/expr"
 	"github.com/hangar-dev/hangar/automation/runs"
-	"github.com/hangar-dev/hangar/functions/platform/ids"
+	"github.com/hangar-dev/hangar/platform/ids"
 )
 
 // sideEffects are the block types a dry run records instead of executing.

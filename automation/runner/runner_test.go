@@ -19,8 +19,8 @@ import (
 	"github.com/hangar-dev/hangar/automation/expr"
 	"github.com/hangar-dev/hangar/automation/runner"
 	"github.com/hangar-dev/hangar/automation/runs"
-	"github.com/hangar-dev/hangar/functions/platform/clock"
 	"github.com/hangar-dev/hangar/internal/testenv"
+	"github.com/hangar-dev/hangar/platform/clock"
 )
 
 // queue records what the runner queued, in order.

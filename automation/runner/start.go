@@ -8,8 +8,8 @@ import (
 
 	"github.com/hangar-dev/hangar/automation/definition"
 	"github.com/hangar-dev/hangar/automation/runs"
-	"github.com/hangar-dev/hangar/functions/platform/ids"
-	"github.com/hangar-dev/hangar/functions/platform/store"
+	"github.com/hangar-dev/hangar/platform/ids"
+	"github.com/hangar-dev/hangar/platform/store"
 )
 
 // Start is a run to create.

@@ -7,8 +7,8 @@ import (
 
 	"cloud.google.com/go/firestore"
 
-	"github.com/hangar-dev/hangar/functions/platform/ids"
-	"github.com/hangar-dev/hangar/functions/platform/store"
+	"github.com/hangar-dev/hangar/platform/ids"
+	"github.com/hangar-dev/hangar/platform/store"
 )
 
 // Reasons an event is dropped before a run.

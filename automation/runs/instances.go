@@ -8,8 +8,8 @@ import (
 
 	"cloud.google.com/go/firestore"
 
-	"github.com/hangar-dev/hangar/functions/platform/ids"
-	"github.com/hangar-dev/hangar/functions/platform/store"
+	"github.com/hangar-dev/hangar/platform/ids"
+	"github.com/hangar-dev/hangar/platform/store"
 )
 
 // Instance states: an instance is open from its first event until an instance block or

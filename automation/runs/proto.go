@@ -1,9 +1,9 @@
 package runs
 
 import (
-	"github.com/hangar-dev/hangar/functions/platform/clock"
-	"github.com/hangar-dev/hangar/functions/platform/opt"
 	appv1 "github.com/hangar-dev/hangar/gen/svc/app/v1"
+	"github.com/hangar-dev/hangar/platform/clock"
+	"github.com/hangar-dev/hangar/platform/opt"
 )
 
 // Brief is the run as lists show it.

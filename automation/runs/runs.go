@@ -20,7 +20,7 @@ import (
 
 	"cloud.google.com/go/firestore"
 
-	"github.com/hangar-dev/hangar/functions/platform/store"
+	"github.com/hangar-dev/hangar/platform/store"
 )
 
 // Collection names.

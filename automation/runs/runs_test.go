@@ -6,9 +6,9 @@ import (
 	"time"
 
 	"github.com/hangar-dev/hangar/automation/runs"
-	"github.com/hangar-dev/hangar/functions/platform/clock"
-	"github.com/hangar-dev/hangar/functions/platform/ids"
 	"github.com/hangar-dev/hangar/internal/testenv"
+	"github.com/hangar-dev/hangar/platform/clock"
+	"github.com/hangar-dev/hangar/platform/ids"
 )
 
 func TestEndedRunsGoNowhere(t *testing.T) {

@@ -1,6 +1,6 @@
 package runs
 
-import "github.com/hangar-dev/hangar/functions/platform/states"
+import "github.com/hangar-dev/hangar/platform/states"
 
 // Status is where a run is.
 type Status string

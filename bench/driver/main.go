@@ -63,8 +63,8 @@ func main() {
 	only := flag.String("bench", ".", "go test -bench: run only these benchmarks (rows without results are left out)")
 	flag.Parse()
 
-	args := []string{"test", "-run", "^$", "-bench", *only, "-count", strconv.Itoa(*count), "-benchtime", *benchtime, "./e2e/", "./harnesses/host/",
-		"./automation/expr/", "./automation/jsbox/", "./automation/render/", "./functions/webhooks/", "./functions/platform/pubsub/"}
+	args := []string{"test", "-run", "^$", "-bench", *only, "-count", strconv.Itoa(*count), "-benchtime", *benchtime, "./e2e/", "./harnesses/harness/",
+		"./automation/expr/", "./automation/jsbox/", "./automation/render/", "./functions/webhooks/", "./platform/pubsub/"}
 	cmd := exec.Command("go", args...)
 	cmd.Stderr = os.Stderr
 	out, err := cmd.Output()

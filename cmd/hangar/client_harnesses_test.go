@@ -9,8 +9,8 @@ import (
 	"gocloud.dev/blob/memblob"
 
 	"github.com/hangar-dev/hangar/functions/api"
-	"github.com/hangar-dev/hangar/functions/platform/config"
 	"github.com/hangar-dev/hangar/internal/testenv"
+	"github.com/hangar-dev/hangar/platform/config"
 	"github.com/hangar-dev/hangar/sandboxhosts/images/imagestest"
 )
 

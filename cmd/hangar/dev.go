@@ -18,13 +18,13 @@ import (
 
 	"github.com/hangar-dev/hangar/emulators"
 	"github.com/hangar-dev/hangar/functions/api"
-	"github.com/hangar-dev/hangar/functions/platform/auth"
-	"github.com/hangar-dev/hangar/functions/platform/bucket"
-	"github.com/hangar-dev/hangar/functions/platform/config"
-	"github.com/hangar-dev/hangar/functions/platform/ids"
-	"github.com/hangar-dev/hangar/functions/platform/pubsub"
-	"github.com/hangar-dev/hangar/functions/platform/seal"
-	"github.com/hangar-dev/hangar/functions/platform/store"
+	"github.com/hangar-dev/hangar/platform/auth"
+	"github.com/hangar-dev/hangar/platform/bucket"
+	"github.com/hangar-dev/hangar/platform/config"
+	"github.com/hangar-dev/hangar/platform/ids"
+	"github.com/hangar-dev/hangar/platform/pubsub"
+	"github.com/hangar-dev/hangar/platform/seal"
+	"github.com/hangar-dev/hangar/platform/store"
 	"github.com/hangar-dev/hangar/sandboxhosts/devimage"
 )
 

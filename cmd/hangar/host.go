@@ -18,13 +18,13 @@ import (
 	"gocloud.dev/blob"
 
 	"github.com/hangar-dev/hangar/functions/api"
-	"github.com/hangar-dev/hangar/functions/platform/bucket"
-	"github.com/hangar-dev/hangar/functions/platform/config"
-	"github.com/hangar-dev/hangar/functions/platform/seal"
-	"github.com/hangar-dev/hangar/functions/platform/store"
 	"github.com/hangar-dev/hangar/harnesses/builtin"
-	"github.com/hangar-dev/hangar/harnesses/catalog"
-	harnesshost "github.com/hangar-dev/hangar/harnesses/host"
+	"github.com/hangar-dev/hangar/harnesses/harness"
+	"github.com/hangar-dev/hangar/harnesses/harnesscatalog"
+	"github.com/hangar-dev/hangar/platform/bucket"
+	"github.com/hangar-dev/hangar/platform/config"
+	"github.com/hangar-dev/hangar/platform/seal"
+	"github.com/hangar-dev/hangar/platform/store"
 	"github.com/hangar-dev/hangar/sandboxhosts/host"
 )
 
@@ -119,13 +119,13 @@ func startHost(ctx context.Context, p hostParams) (*runningHost, error) {
 	}
 	// Compiled harness plugins are cached beside the sandboxes, so a restart loads them in
 	// milliseconds.
-	rt, err := harnesshost.NewRuntime(ctx, harnesshost.Options{CacheDir: filepath.Join(p.dataDir, "wasm-cache")})
+	rt, err := harness.NewRuntime(ctx, harness.Options{CacheDir: filepath.Join(p.dataDir, "wasm-cache")})
 	if err != nil {
 		ln.Close()
 		return nil, err
 	}
 	h, err := host.New(ctx, host.Options{
-		Harnesses: catalog.New(p.db, p.bucket, rt, builtin.Modules(), time.Now),
+		Harnesses: harnesscatalog.New(p.db, p.bucket, rt, builtin.Modules(), time.Now),
 		ID:        p.id, Address: advertise, DataDir: p.dataDir, DB: p.db, Bucket: p.bucket, Sealer: p.sealer,
 		Supervisor: sup, Token: p.cfg.HostToken, Config: p.cfg.Host, Limits: p.cfg.Limits, Log: p.log,
 		WarmImages: p.warm,

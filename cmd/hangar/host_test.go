@@ -15,11 +15,11 @@ import (
 	"connectrpc.com/connect"
 
 	"github.com/hangar-dev/hangar/functions/api"
-	"github.com/hangar-dev/hangar/functions/platform/bucket"
 	appv1 "github.com/hangar-dev/hangar/gen/svc/app/v1"
 	"github.com/hangar-dev/hangar/gen/svc/app/v1/appv1connect"
 	"github.com/hangar-dev/hangar/internal/testenv"
-	"github.com/hangar-dev/hangar/sandboxhosts/fleet"
+	"github.com/hangar-dev/hangar/platform/bucket"
+	"github.com/hangar-dev/hangar/records/fleet"
 	"github.com/hangar-dev/hangar/sandboxhosts/supervisor/supervisortest"
 )
 

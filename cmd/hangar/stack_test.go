@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/hangar-dev/hangar/functions/api"
-	"github.com/hangar-dev/hangar/functions/platform/auth"
+	"github.com/hangar-dev/hangar/platform/auth"
 )
 
 // serveAPI runs the API over d on a loopback server for t and returns its URL and a personal

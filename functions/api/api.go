@@ -23,15 +23,6 @@ import (
 	"github.com/hangar-dev/hangar/functions/modelrouters"
 	"github.com/hangar-dev/hangar/functions/oauthcreds"
 	"github.com/hangar-dev/hangar/functions/orgsecrets"
-	"github.com/hangar-dev/hangar/functions/platform/apierr"
-	"github.com/hangar-dev/hangar/functions/platform/auth"
-	"github.com/hangar-dev/hangar/functions/platform/clock"
-	"github.com/hangar-dev/hangar/functions/platform/codec"
-	"github.com/hangar-dev/hangar/functions/platform/config"
-	"github.com/hangar-dev/hangar/functions/platform/credentials"
-	"github.com/hangar-dev/hangar/functions/platform/pubsub"
-	"github.com/hangar-dev/hangar/functions/platform/seal"
-	"github.com/hangar-dev/hangar/functions/platform/secrets"
 	"github.com/hangar-dev/hangar/functions/profiles"
 	"github.com/hangar-dev/hangar/functions/sessions"
 	"github.com/hangar-dev/hangar/functions/tasks"
@@ -40,11 +31,20 @@ import (
 	appv1 "github.com/hangar-dev/hangar/gen/svc/app/v1"
 	"github.com/hangar-dev/hangar/gen/svc/app/v1/appv1connect"
 	"github.com/hangar-dev/hangar/harnesses/builtin"
-	"github.com/hangar-dev/hangar/harnesses/catalog"
-	harnesshost "github.com/hangar-dev/hangar/harnesses/host"
-	"github.com/hangar-dev/hangar/sandboxhosts/fleet"
+	"github.com/hangar-dev/hangar/harnesses/harness"
+	"github.com/hangar-dev/hangar/harnesses/harnesscatalog"
+	"github.com/hangar-dev/hangar/platform/apierr"
+	"github.com/hangar-dev/hangar/platform/auth"
+	"github.com/hangar-dev/hangar/platform/clock"
+	"github.com/hangar-dev/hangar/platform/codec"
+	"github.com/hangar-dev/hangar/platform/config"
+	"github.com/hangar-dev/hangar/platform/pubsub"
+	"github.com/hangar-dev/hangar/platform/seal"
+	"github.com/hangar-dev/hangar/records/credentials"
+	"github.com/hangar-dev/hangar/records/fleet"
+	"github.com/hangar-dev/hangar/records/secrets"
+	"github.com/hangar-dev/hangar/records/sessiondb"
 	"github.com/hangar-dev/hangar/sandboxhosts/hostclient"
-	sessionrecords "github.com/hangar-dev/hangar/sandboxhosts/sessions"
 )
 
 // RPCPrefix is where the API is served: POST /rpc/svc.app.v1.<Service>/<Method>.
@@ -64,7 +64,7 @@ type Deps struct {
 	DefaultImage string
 	// Harnesses is the harness catalog; without one, one is made over Bucket with the embedded
 	// built-in plugins and an in-memory compilation cache.
-	Harnesses *catalog.Catalog
+	Harnesses *harnesscatalog.Catalog
 	// PubSub carries async work; with Sealer it serves webhooks (their secrets are sealed,
 	// their deliveries published). Without them WebhookRegistrationService answers unavailable,
 	// and automations cannot run (RunNow and DryRun answer unavailable).
@@ -115,8 +115,8 @@ func New(d Deps) *API {
 	add(appv1connect.NewTaskServiceHandler(taskSvc, opts))
 
 	if d.Harnesses == nil && d.Bucket != nil {
-		if rt, err := harnesshost.NewRuntime(context.Background(), harnesshost.Options{}); err == nil {
-			d.Harnesses = catalog.New(d.DB, d.Bucket, rt, builtin.Modules(), d.Clock.Now)
+		if rt, err := harness.NewRuntime(context.Background(), harness.Options{}); err == nil {
+			d.Harnesses = harnesscatalog.New(d.DB, d.Bucket, rt, builtin.Modules(), d.Clock.Now)
 		} else {
 			d.Log.Error("harness plugin runtime", "err", err)
 		}
@@ -145,10 +145,10 @@ func New(d Deps) *API {
 	}
 
 	var sessionSvc *sessions.Service
-	var promptStore *sessionrecords.Store
+	var promptStore *sessiondb.Store
 	if d.Bucket != nil && d.Sealer != nil {
 		hosts := hostclient.New(fleet.New(d.DB, d.Clock.Now, d.Config.Host.HostTimeout), d.Config.HostToken)
-		promptStore = sessionrecords.NewStore(d.DB, d.Clock.Now)
+		promptStore = sessiondb.NewStore(d.DB, d.Clock.Now)
 		sessionSvc = sessions.New(sessions.Deps{
 			DB: d.DB, Hosts: hosts, Sealer: d.Sealer, Bucket: d.Bucket, Users: a.users,
 			Clock: d.Clock, Limits: d.Config.Limits, DefaultImage: d.DefaultImage, Harnesses: d.Harnesses,

@@ -21,14 +21,14 @@ import (
 	"github.com/hangar-dev/hangar/functions/automationruns"
 	"github.com/hangar-dev/hangar/functions/automations"
 	"github.com/hangar-dev/hangar/functions/automationworker"
-	"github.com/hangar-dev/hangar/functions/platform/auth"
-	"github.com/hangar-dev/hangar/functions/platform/opt"
-	"github.com/hangar-dev/hangar/functions/platform/secrets"
 	"github.com/hangar-dev/hangar/functions/sessions"
 	"github.com/hangar-dev/hangar/functions/tasks"
 	appv1 "github.com/hangar-dev/hangar/gen/svc/app/v1"
 	"github.com/hangar-dev/hangar/gen/svc/app/v1/appv1connect"
-	sessionrecords "github.com/hangar-dev/hangar/sandboxhosts/sessions"
+	"github.com/hangar-dev/hangar/platform/auth"
+	"github.com/hangar-dev/hangar/platform/opt"
+	"github.com/hangar-dev/hangar/records/secrets"
+	"github.com/hangar-dev/hangar/records/sessiondb"
 )
 
 // automationEffects lets automation runs act through the services in process, as the
@@ -36,7 +36,7 @@ import (
 type automationEffects struct {
 	tasks    *tasks.Service
 	sessions *sessions.Service
-	prompts  *sessionrecords.Store
+	prompts  *sessiondb.Store
 	secrets  *secrets.Store
 }
 
@@ -102,14 +102,14 @@ func (e automationEffects) PromptDone(ctx context.Context, _, sessionID, promptI
 		return false, "", fmt.Errorf("%w: sessions are not configured here", runner.ErrRefused)
 	}
 	p, err := e.prompts.Prompt(ctx, sessionID, promptID)
-	if errors.Is(err, sessionrecords.ErrNotFound) {
+	if errors.Is(err, sessiondb.ErrNotFound) {
 		return false, "", fmt.Errorf("%w: prompt %s of session %s not found", runner.ErrRefused, promptID, sessionID)
 	}
 	if err != nil {
 		return false, "", err
 	}
 	switch p.Status {
-	case sessionrecords.PromptQueued, sessionrecords.PromptRunning:
+	case sessiondb.PromptQueued, sessiondb.PromptRunning:
 		return false, string(p.Status), nil
 	}
 	return true, string(p.Status), nil

@@ -6,10 +6,10 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/hangar-dev/hangar/functions/platform/config"
 	"github.com/hangar-dev/hangar/functions/webhooks"
 	"github.com/hangar-dev/hangar/gen/svc/app/v1/appv1connect"
 	"github.com/hangar-dev/hangar/internal/testenv"
+	"github.com/hangar-dev/hangar/platform/config"
 )
 
 // A plain HTTP route is served by the one server and by its own service's function only.

@@ -10,10 +10,10 @@ import (
 	"connectrpc.com/connect"
 
 	"github.com/hangar-dev/hangar/automation/records"
-	"github.com/hangar-dev/hangar/functions/platform/config"
-	"github.com/hangar-dev/hangar/functions/platform/ids"
 	appv1 "github.com/hangar-dev/hangar/gen/svc/app/v1"
 	"github.com/hangar-dev/hangar/internal/testenv"
+	"github.com/hangar-dev/hangar/platform/config"
+	"github.com/hangar-dev/hangar/platform/ids"
 )
 
 func TestCreateAutomationStoresVersionOne(t *testing.T) {

@@ -13,10 +13,10 @@ import (
 	"github.com/hangar-dev/hangar/automation/definition"
 	"github.com/hangar-dev/hangar/automation/records"
 	"github.com/hangar-dev/hangar/automation/runner"
-	"github.com/hangar-dev/hangar/functions/platform/apierr"
-	"github.com/hangar-dev/hangar/functions/platform/auth"
-	"github.com/hangar-dev/hangar/functions/platform/ids"
 	appv1 "github.com/hangar-dev/hangar/gen/svc/app/v1"
+	"github.com/hangar-dev/hangar/platform/apierr"
+	"github.com/hangar-dev/hangar/platform/auth"
+	"github.com/hangar-dev/hangar/platform/ids"
 )
 
 // Drafter starts the agent that writes a draft automation: a task of type "draft" from a

@@ -19,10 +19,10 @@ import (
 	"github.com/hangar-dev/hangar/automation/runner"
 	"github.com/hangar-dev/hangar/automation/runs"
 	"github.com/hangar-dev/hangar/automation/triggers"
-	"github.com/hangar-dev/hangar/functions/platform/apierr"
-	"github.com/hangar-dev/hangar/functions/platform/auth"
-	"github.com/hangar-dev/hangar/functions/platform/paging"
 	appv1 "github.com/hangar-dev/hangar/gen/svc/app/v1"
+	"github.com/hangar-dev/hangar/platform/apierr"
+	"github.com/hangar-dev/hangar/platform/auth"
+	"github.com/hangar-dev/hangar/platform/paging"
 )
 
 // Engine is the run side the service drives: JavaScript, expressions, runs and samples.

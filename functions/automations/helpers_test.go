@@ -11,11 +11,11 @@ import (
 
 	"github.com/hangar-dev/hangar/automation/definition"
 	"github.com/hangar-dev/hangar/automation/expr"
-	"github.com/hangar-dev/hangar/functions/platform/auth"
-	"github.com/hangar-dev/hangar/functions/platform/clock"
-	"github.com/hangar-dev/hangar/functions/platform/config"
 	appv1 "github.com/hangar-dev/hangar/gen/svc/app/v1"
 	"github.com/hangar-dev/hangar/internal/testenv"
+	"github.com/hangar-dev/hangar/platform/auth"
+	"github.com/hangar-dev/hangar/platform/clock"
+	"github.com/hangar-dev/hangar/platform/config"
 )
 
 // t0 is a Saturday, 09:00 UTC.

@@ -11,9 +11,9 @@ import (
 	"github.com/hangar-dev/hangar/automation/definition"
 	"github.com/hangar-dev/hangar/automation/expr"
 	"github.com/hangar-dev/hangar/automation/schedule"
-	"github.com/hangar-dev/hangar/functions/platform/apierr"
-	"github.com/hangar-dev/hangar/functions/platform/config"
 	appv1 "github.com/hangar-dev/hangar/gen/svc/app/v1"
+	"github.com/hangar-dev/hangar/platform/apierr"
+	"github.com/hangar-dev/hangar/platform/config"
 )
 
 // Validator is the definition validator of the service: expressions compiled by env, cron

@@ -19,7 +19,7 @@ import (
 	"github.com/hangar-dev/hangar/automation/dispatch"
 	"github.com/hangar-dev/hangar/automation/runner"
 	"github.com/hangar-dev/hangar/automation/triggers"
-	"github.com/hangar-dev/hangar/functions/platform/pubsub"
+	"github.com/hangar-dev/hangar/platform/pubsub"
 )
 
 // Paths of the production endpoints, under the internal prefix that the deployment keeps off

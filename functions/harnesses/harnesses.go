@@ -12,25 +12,25 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/types/known/emptypb"
 
-	"github.com/hangar-dev/hangar/functions/platform/apierr"
-	"github.com/hangar-dev/hangar/functions/platform/auth"
 	appv1 "github.com/hangar-dev/hangar/gen/svc/app/v1"
 	"github.com/hangar-dev/hangar/gen/svc/app/v1/appv1connect"
-	"github.com/hangar-dev/hangar/harnesses/catalog"
+	"github.com/hangar-dev/hangar/harnesses/harnesscatalog"
+	"github.com/hangar-dev/hangar/platform/apierr"
+	"github.com/hangar-dev/hangar/platform/auth"
 )
 
 // Service implements HarnessCatalogService.
 type Service struct {
-	catalog *catalog.Catalog
+	catalog *harnesscatalog.Catalog
 }
 
 var _ appv1connect.HarnessCatalogServiceHandler = (*Service)(nil)
 
 // New returns the service over c.
-func New(c *catalog.Catalog) *Service { return &Service{catalog: c} }
+func New(c *harnesscatalog.Catalog) *Service { return &Service{catalog: c} }
 
 // RegisterHarness fetches a plugin from a registry, checks it by loading it and asking it to
-// describe itself under the plugin limits, and adds it to the catalog. Any authenticated user may
+// describe itself under the plugin limits, and adds it to the harnesscatalog. Any authenticated user may
 // register; owner defaults to the caller.
 func (s *Service) RegisterHarness(ctx context.Context, req *connect.Request[appv1.RegisterHarnessRequest]) (*connect.Response[appv1.RegisterHarnessResponse], error) {
 	m := req.Msg
@@ -91,7 +91,7 @@ func (s *Service) DeleteHarness(ctx context.Context, req *connect.Request[appv1.
 		return nil, apierr.InvalidArgument("name", "is required")
 	}
 	e, err := s.catalog.Get(ctx, name)
-	if errors.Is(err, catalog.ErrNotFound) {
+	if errors.Is(err, harnesscatalog.ErrNotFound) {
 		return connect.NewResponse(&appv1.DeleteHarnessResponse{}), nil
 	}
 	if err != nil {
@@ -111,14 +111,14 @@ func (s *Service) DeleteHarness(ctx context.Context, req *connect.Request[appv1.
 // catalogErr maps the catalog's errors to the API's.
 func catalogErr(err error, name string) error {
 	switch {
-	case errors.Is(err, catalog.ErrNotFound):
+	case errors.Is(err, harnesscatalog.ErrNotFound):
 		return apierr.NotFound("harness", name)
-	case errors.Is(err, catalog.ErrExists):
+	case errors.Is(err, harnesscatalog.ErrExists):
 		return apierr.AlreadyExists("%v", err)
-	case errors.Is(err, catalog.ErrBuiltIn):
+	case errors.Is(err, harnesscatalog.ErrBuiltIn):
 		return apierr.FailedPrecondition("%v", err)
 	}
-	var inv *catalog.InvalidError
+	var inv *harnesscatalog.InvalidError
 	if errors.As(err, &inv) {
 		return apierr.InvalidArgument(inv.Field, inv.Reason)
 	}
@@ -127,7 +127,7 @@ func catalogErr(err error, name string) error {
 
 // summary is an entry as the API shows it. The plugin's descriptor is read as the API message
 // itself, whose JSON names it shares.
-func summary(e *catalog.Entry) (*appv1.HarnessSummary, error) {
+func summary(e *harnesscatalog.Entry) (*appv1.HarnessSummary, error) {
 	js, err := json.Marshal(e.Descriptor)
 	if err != nil {
 		return nil, err

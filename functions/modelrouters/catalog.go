@@ -14,7 +14,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/hangar-dev/hangar/functions/platform/config"
+	"github.com/hangar-dev/hangar/platform/config"
 )
 
 // upstreamModel is one entry of an OpenRouter-shaped catalog (GET /api/v1/models); fields

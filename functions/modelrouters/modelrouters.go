@@ -25,14 +25,14 @@ import (
 	"connectrpc.com/connect"
 	"google.golang.org/protobuf/types/known/emptypb"
 
-	"github.com/hangar-dev/hangar/functions/platform/apierr"
-	"github.com/hangar-dev/hangar/functions/platform/auth"
-	"github.com/hangar-dev/hangar/functions/platform/clock"
-	"github.com/hangar-dev/hangar/functions/platform/config"
-	"github.com/hangar-dev/hangar/functions/platform/opt"
-	"github.com/hangar-dev/hangar/functions/platform/store"
 	appv1 "github.com/hangar-dev/hangar/gen/svc/app/v1"
 	"github.com/hangar-dev/hangar/gen/svc/app/v1/appv1connect"
+	"github.com/hangar-dev/hangar/platform/apierr"
+	"github.com/hangar-dev/hangar/platform/auth"
+	"github.com/hangar-dev/hangar/platform/clock"
+	"github.com/hangar-dev/hangar/platform/config"
+	"github.com/hangar-dev/hangar/platform/opt"
+	"github.com/hangar-dev/hangar/platform/store"
 )
 
 const (

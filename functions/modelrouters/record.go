@@ -1,14 +1,14 @@
 package modelrouters
 
 import (
-	"github.com/hangar-dev/hangar/functions/platform/opt"
+	"github.com/hangar-dev/hangar/platform/opt"
 	"reflect"
 	"slices"
 	"strings"
 	"time"
 
-	"github.com/hangar-dev/hangar/functions/platform/clock"
 	appv1 "github.com/hangar-dev/hangar/gen/svc/app/v1"
+	"github.com/hangar-dev/hangar/platform/clock"
 )
 
 // modelRecord is one model of a router's catalog as Firestore stores it. Catalog is what the

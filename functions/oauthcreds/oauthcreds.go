@@ -1,5 +1,5 @@
 // Package oauthcreds serves OAuthCredentialService's credential methods over the credential
-// store (functions/platform/credentials): PutCredential, ListCredentials and Disconnect. The
+// store (records/credentials): PutCredential, ListCredentials and Disconnect. The
 // sign-in flows (device code and redirect) and the session broker (FetchSessionCredential,
 // UpdateSessionCredential) are later work and answer unimplemented.
 //
@@ -14,11 +14,11 @@ import (
 
 	"connectrpc.com/connect"
 
-	"github.com/hangar-dev/hangar/functions/platform/auth"
-	"github.com/hangar-dev/hangar/functions/platform/clock"
-	"github.com/hangar-dev/hangar/functions/platform/credentials"
 	appv1 "github.com/hangar-dev/hangar/gen/svc/app/v1"
 	"github.com/hangar-dev/hangar/gen/svc/app/v1/appv1connect"
+	"github.com/hangar-dev/hangar/platform/auth"
+	"github.com/hangar-dev/hangar/platform/clock"
+	"github.com/hangar-dev/hangar/records/credentials"
 )
 
 // Service implements OAuthCredentialService.

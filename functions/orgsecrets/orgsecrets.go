@@ -1,5 +1,5 @@
 // Package orgsecrets serves OrgSecretService over the organisation's secret store
-// (functions/platform/secrets): admins put, list and delete the secrets model routers and
+// (records/secrets): admins put, list and delete the secrets model routers and
 // profiles refer to by name. Values go in and never come out: every answer is metadata. The
 // service is admin-only (auth.AdminServices), so the interceptor has refused everyone else
 // before a method runs.
@@ -7,15 +7,15 @@ package orgsecrets
 
 import (
 	"context"
-	"github.com/hangar-dev/hangar/functions/platform/opt"
+	"github.com/hangar-dev/hangar/platform/opt"
 
 	"connectrpc.com/connect"
 
-	"github.com/hangar-dev/hangar/functions/platform/auth"
-	"github.com/hangar-dev/hangar/functions/platform/clock"
-	"github.com/hangar-dev/hangar/functions/platform/secrets"
 	appv1 "github.com/hangar-dev/hangar/gen/svc/app/v1"
 	"github.com/hangar-dev/hangar/gen/svc/app/v1/appv1connect"
+	"github.com/hangar-dev/hangar/platform/auth"
+	"github.com/hangar-dev/hangar/platform/clock"
+	"github.com/hangar-dev/hangar/records/secrets"
 )
 
 // Service implements OrgSecretService.

@@ -17,15 +17,15 @@ import (
 	"connectrpc.com/connect"
 	"google.golang.org/protobuf/types/known/emptypb"
 
-	"github.com/hangar-dev/hangar/functions/platform/apierr"
-	"github.com/hangar-dev/hangar/functions/platform/auth"
-	"github.com/hangar-dev/hangar/functions/platform/clock"
-	"github.com/hangar-dev/hangar/functions/platform/config"
-	"github.com/hangar-dev/hangar/functions/platform/ids"
-	"github.com/hangar-dev/hangar/functions/platform/store"
 	hostv1 "github.com/hangar-dev/hangar/gen/host/v1"
 	appv1 "github.com/hangar-dev/hangar/gen/svc/app/v1"
 	"github.com/hangar-dev/hangar/gen/svc/app/v1/appv1connect"
+	"github.com/hangar-dev/hangar/platform/apierr"
+	"github.com/hangar-dev/hangar/platform/auth"
+	"github.com/hangar-dev/hangar/platform/clock"
+	"github.com/hangar-dev/hangar/platform/config"
+	"github.com/hangar-dev/hangar/platform/ids"
+	"github.com/hangar-dev/hangar/platform/store"
 )
 
 const (

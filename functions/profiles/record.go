@@ -1,11 +1,11 @@
 package profiles
 
 import (
-	"github.com/hangar-dev/hangar/functions/platform/opt"
+	"github.com/hangar-dev/hangar/platform/opt"
 	"time"
 
-	"github.com/hangar-dev/hangar/functions/platform/clock"
 	appv1 "github.com/hangar-dev/hangar/gen/svc/app/v1"
+	"github.com/hangar-dev/hangar/platform/clock"
 )
 
 // record is a profile as Firestore stores it, always in the normalised form validation produces.

@@ -8,9 +8,9 @@ import (
 
 	"connectrpc.com/connect"
 
-	"github.com/hangar-dev/hangar/functions/platform/ids"
 	appv1 "github.com/hangar-dev/hangar/gen/svc/app/v1"
 	"github.com/hangar-dev/hangar/internal/testenv"
+	"github.com/hangar-dev/hangar/platform/ids"
 )
 
 type mutation func(*appv1.CreateProfileRequest)

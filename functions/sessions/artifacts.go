@@ -7,10 +7,10 @@ import (
 
 	"connectrpc.com/connect"
 
-	"github.com/hangar-dev/hangar/functions/platform/apierr"
-	"github.com/hangar-dev/hangar/functions/platform/filestream"
 	appv1 "github.com/hangar-dev/hangar/gen/svc/app/v1"
-	"github.com/hangar-dev/hangar/sandboxhosts/sessions"
+	"github.com/hangar-dev/hangar/platform/apierr"
+	"github.com/hangar-dev/hangar/platform/filestream"
+	"github.com/hangar-dev/hangar/records/sessiondb"
 )
 
 // GetArtifact streams a published artifact from the blob store: its metadata, then its bytes.
@@ -21,7 +21,7 @@ func (s *Service) GetArtifact(ctx context.Context, req *connect.Request[appv1.Ge
 		return err
 	}
 	a, err := s.store.Artifact(ctx, rec.ID, req.Msg.GetArtifactId())
-	if errors.Is(err, sessions.ErrNotFound) {
+	if errors.Is(err, sessiondb.ErrNotFound) {
 		return apierr.NotFound("artifact", req.Msg.GetArtifactId())
 	}
 	if err != nil {

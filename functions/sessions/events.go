@@ -10,12 +10,12 @@ import (
 
 	"connectrpc.com/connect"
 
-	"github.com/hangar-dev/hangar/functions/platform/apierr"
-	"github.com/hangar-dev/hangar/functions/platform/auth"
-	"github.com/hangar-dev/hangar/functions/platform/clock"
-	"github.com/hangar-dev/hangar/functions/platform/paging"
 	appv1 "github.com/hangar-dev/hangar/gen/svc/app/v1"
-	"github.com/hangar-dev/hangar/sandboxhosts/eventlog"
+	"github.com/hangar-dev/hangar/platform/apierr"
+	"github.com/hangar-dev/hangar/platform/auth"
+	"github.com/hangar-dev/hangar/platform/clock"
+	"github.com/hangar-dev/hangar/platform/paging"
+	"github.com/hangar-dev/hangar/records/eventlog"
 )
 
 // StreamEvents sends the session's events after `since`: the stored backlog, then each new

@@ -8,7 +8,7 @@ import (
 	"connectrpc.com/connect"
 
 	"github.com/hangar-dev/hangar/gen/host/v1/hostv1connect"
-	"github.com/hangar-dev/hangar/sandboxhosts/sessions"
+	"github.com/hangar-dev/hangar/records/sessiondb"
 )
 
 // recentTTL is how long a session record read for a sandbox call is reused by the next ones.
@@ -27,11 +27,11 @@ type recent struct {
 }
 
 type recentRecord struct {
-	rec *sessions.Record
+	rec *sessiondb.Record
 	at  time.Time
 }
 
-func (r *recent) get(id string) *sessions.Record {
+func (r *recent) get(id string) *sessiondb.Record {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if e, ok := r.m[id]; ok && time.Since(e.at) < recentTTL {
@@ -40,7 +40,7 @@ func (r *recent) get(id string) *sessions.Record {
 	return nil
 }
 
-func (r *recent) put(rec *sessions.Record) {
+func (r *recent) put(rec *sessiondb.Record) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.m == nil || len(r.m) >= recentMax {
@@ -56,7 +56,7 @@ func (r *recent) drop(id string) {
 }
 
 // loadRecent is load that may answer from the recent cache; cached says it did.
-func (s *Service) loadRecent(ctx context.Context, id string) (rec *sessions.Record, cached bool, err error) {
+func (s *Service) loadRecent(ctx context.Context, id string) (rec *sessiondb.Record, cached bool, err error) {
 	if rec := s.recent.get(id); rec != nil {
 		if err := visible(ctx, rec); err != nil {
 			return nil, false, err
@@ -94,7 +94,7 @@ func proxyStream[Res any](ctx context.Context, s *Service, id string, wake bool,
 	}
 }
 
-func streamOnce[Res any](ctx context.Context, s *Service, rec *sessions.Record, wake bool, out *connect.ServerStream[Res],
+func streamOnce[Res any](ctx context.Context, s *Service, rec *sessiondb.Record, wake bool, out *connect.ServerStream[Res],
 	call func(hostv1connect.HostServiceClient) (*connect.ServerStreamForClient[Res], error)) (bool, error) {
 	client, err := s.host(ctx, rec, wake)
 	if err != nil {

@@ -8,14 +8,14 @@ import (
 	"connectrpc.com/connect"
 	"google.golang.org/protobuf/types/known/emptypb"
 
-	"github.com/hangar-dev/hangar/functions/platform/apierr"
-	"github.com/hangar-dev/hangar/functions/platform/clock"
-	"github.com/hangar-dev/hangar/functions/platform/filestream"
 	hostv1 "github.com/hangar-dev/hangar/gen/host/v1"
 	"github.com/hangar-dev/hangar/gen/host/v1/hostv1connect"
 	appv1 "github.com/hangar-dev/hangar/gen/svc/app/v1"
-	"github.com/hangar-dev/hangar/sandboxhosts/fleet"
-	"github.com/hangar-dev/hangar/sandboxhosts/sessions"
+	"github.com/hangar-dev/hangar/platform/apierr"
+	"github.com/hangar-dev/hangar/platform/clock"
+	"github.com/hangar-dev/hangar/platform/filestream"
+	"github.com/hangar-dev/hangar/records/fleet"
+	"github.com/hangar-dev/hangar/records/sessiondb"
 )
 
 // Exec runs a command in the session's sandbox and passes its output stream through. The host
@@ -192,7 +192,7 @@ func (s *Service) Resume(ctx context.Context, req *connect.Request[appv1.ResumeR
 }
 
 // resume wakes a session for a call that needs its sandbox and returns its record as resumed.
-func (s *Service) resume(ctx context.Context, rec *sessions.Record) (*sessions.Record, error) {
+func (s *Service) resume(ctx context.Context, rec *sessiondb.Record) (*sessiondb.Record, error) {
 	if _, err := s.resumeOn(ctx, rec); err != nil {
 		return nil, err
 	}
@@ -210,17 +210,17 @@ func (s *Service) pick(ctx context.Context) (*fleet.Host, hostv1connect.HostServ
 }
 
 // resumeOn places the session on a host, marks it resuming there, and has the host restore it.
-func (s *Service) resumeOn(ctx context.Context, rec *sessions.Record) (*appv1.ResumeResponse, error) {
+func (s *Service) resumeOn(ctx context.Context, rec *sessiondb.Record) (*appv1.ResumeResponse, error) {
 	host, client, err := s.pick(ctx)
 	if err != nil {
 		return nil, err
 	}
 	s.recent.drop(rec.ID)
-	_, _, err = s.store.Move(ctx, rec.ID, sessions.Resuming, "resume requested", func(r *sessions.Record) error {
+	_, _, err = s.store.Move(ctx, rec.ID, sessiondb.Resuming, "resume requested", func(r *sessiondb.Record) error {
 		r.HostID, r.SandboxID = host.ID, ""
 		return nil
 	})
-	var me *sessions.MoveError
+	var me *sessiondb.MoveError
 	if errors.As(err, &me) {
 		return nil, apierr.FailedPrecondition("%s", me.Error())
 	}
@@ -241,7 +241,7 @@ func (s *Service) EvictLocal(ctx context.Context, req *connect.Request[appv1.Evi
 	if err != nil {
 		return nil, err
 	}
-	if rec.Status == sessions.Evicted {
+	if rec.Status == sessiondb.Evicted {
 		return connect.NewResponse(&emptypb.Empty{}), nil
 	}
 	if rec.LatestSnapshotID == "" {
@@ -264,7 +264,7 @@ func (s *Service) EvictIdle(ctx context.Context, req *connect.Request[appv1.Evic
 	if err != nil {
 		return nil, err
 	}
-	if rec.Status != sessions.Idle {
+	if rec.Status != sessiondb.Idle {
 		return connect.NewResponse(&appv1.EvictIdleResponse{SessionId: rec.ID, Status: string(rec.Status)}), nil
 	}
 	client, err := s.host(ctx, rec, false)

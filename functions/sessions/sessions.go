@@ -22,23 +22,23 @@ import (
 	"gocloud.dev/gcerrors"
 	"google.golang.org/protobuf/types/known/emptypb"
 
-	"github.com/hangar-dev/hangar/functions/platform/apierr"
-	"github.com/hangar-dev/hangar/functions/platform/auth"
-	"github.com/hangar-dev/hangar/functions/platform/clock"
-	"github.com/hangar-dev/hangar/functions/platform/config"
-	"github.com/hangar-dev/hangar/functions/platform/credentials"
-	"github.com/hangar-dev/hangar/functions/platform/ids"
-	"github.com/hangar-dev/hangar/functions/platform/seal"
-	"github.com/hangar-dev/hangar/functions/platform/secrets"
 	hostv1 "github.com/hangar-dev/hangar/gen/host/v1"
 	"github.com/hangar-dev/hangar/gen/host/v1/hostv1connect"
 	appv1 "github.com/hangar-dev/hangar/gen/svc/app/v1"
 	"github.com/hangar-dev/hangar/gen/svc/app/v1/appv1connect"
 	"github.com/hangar-dev/hangar/harnesses/abi"
-	"github.com/hangar-dev/hangar/harnesses/catalog"
-	"github.com/hangar-dev/hangar/sandboxhosts/eventlog"
+	"github.com/hangar-dev/hangar/harnesses/harnesscatalog"
+	"github.com/hangar-dev/hangar/platform/apierr"
+	"github.com/hangar-dev/hangar/platform/auth"
+	"github.com/hangar-dev/hangar/platform/clock"
+	"github.com/hangar-dev/hangar/platform/config"
+	"github.com/hangar-dev/hangar/platform/ids"
+	"github.com/hangar-dev/hangar/platform/seal"
+	"github.com/hangar-dev/hangar/records/credentials"
+	"github.com/hangar-dev/hangar/records/eventlog"
+	"github.com/hangar-dev/hangar/records/secrets"
+	"github.com/hangar-dev/hangar/records/sessiondb"
 	"github.com/hangar-dev/hangar/sandboxhosts/hostclient"
-	"github.com/hangar-dev/hangar/sandboxhosts/sessions"
 	"github.com/hangar-dev/hangar/sandboxhosts/snapshots"
 )
 
@@ -226,7 +226,7 @@ type Deps struct {
 	// DefaultImage is the image of a session created without image_uri ("" makes it required).
 	DefaultImage string
 	// Harnesses resolves the harness an agent session names.
-	Harnesses *catalog.Catalog
+	Harnesses *harnesscatalog.Catalog
 	// Routers are the deployment's model routers.
 	Routers []config.ModelRouter
 	// Secrets holds the routers' keys; Credentials the OAuth credentials sessions may name.
@@ -239,7 +239,7 @@ type Deps struct {
 type Service struct {
 	appv1connect.UnimplementedSessionServiceHandler
 	d      Deps
-	store  *sessions.Store
+	store  *sessiondb.Store
 	events *eventlog.Reader
 	snaps  *snapshots.Store
 	recent recent
@@ -247,7 +247,7 @@ type Service struct {
 
 // New returns the service over d.
 func New(d Deps) *Service {
-	return &Service{d: d, store: sessions.NewStore(d.DB, d.Clock.Now), events: eventlog.NewReader(d.DB),
+	return &Service{d: d, store: sessiondb.NewStore(d.DB, d.Clock.Now), events: eventlog.NewReader(d.DB),
 		// Only manifests are touched here, never chunks, so no local chunk cache is needed.
 		snaps: snapshots.NewStore(d.Bucket, "", snapshots.Options{})}
 }
@@ -321,25 +321,25 @@ func (s *Service) CreateSession(ctx context.Context, req *connect.Request[appv1.
 	if err != nil {
 		return nil, err
 	}
-	sealed, err := s.d.Sealer.SealEnv(env, sessions.EnvOwner(id))
+	sealed, err := s.d.Sealer.SealEnv(env, sessiondb.EnvOwner(id))
 	if err != nil {
 		return nil, err
 	}
 	var sealedCred []byte
 	if bundle != "" {
-		if sealedCred, err = s.d.Sealer.Seal([]byte(bundle), sessions.CredentialOwner(id)); err != nil {
+		if sealedCred, err = s.d.Sealer.Seal([]byte(bundle), sessiondb.CredentialOwner(id)); err != nil {
 			return nil, err
 		}
 	}
-	rec := &sessions.Record{
-		ID: id, Owner: caller.UserID, Status: sessions.Creating, HostID: host.ID,
+	rec := &sessiondb.Record{
+		ID: id, Owner: caller.UserID, Status: sessiondb.Creating, HostID: host.ID,
 		ImageURI: image, Mode: mode, SealedEnv: sealed, SealedCredential: sealedCred, Harness: agent.harness, HarnessMode: m.GetHarnessMode(),
 		Model: m.GetModel(), Effort: m.GetEffort(), ModelRouter: m.GetModelRouter(),
 	}
 	if agent.router != nil && rec.Model == "" {
 		rec.Model = agent.router.DefaultModel
 	}
-	if err := s.store.Create(ctx, rec); sessions.IsAlreadyExists(err) {
+	if err := s.store.Create(ctx, rec); sessiondb.IsAlreadyExists(err) {
 		return s.existing(ctx, id, caller)
 	} else if err != nil {
 		return nil, err
@@ -350,9 +350,9 @@ func (s *Service) CreateSession(ctx context.Context, req *connect.Request[appv1.
 	}
 	// A new session is used at once: its first exec should not wait for a read of what the
 	// host just wrote.
-	if resp.Msg.GetStatus() == string(sessions.Running) {
+	if resp.Msg.GetStatus() == string(sessiondb.Running) {
 		running := *rec
-		running.Status, running.SandboxID, running.ImageDigest = sessions.Running, resp.Msg.GetSandboxId(), resp.Msg.GetImageDigest()
+		running.Status, running.SandboxID, running.ImageDigest = sessiondb.Running, resp.Msg.GetSandboxId(), resp.Msg.GetImageDigest()
 		s.recent.put(&running)
 	}
 	if m.Prompt != nil {
@@ -429,7 +429,7 @@ func (s *Service) DeleteSession(ctx context.Context, req *connect.Request[appv1.
 	if err != nil {
 		return nil, err
 	}
-	if rec.Status == sessions.Deleted {
+	if rec.Status == sessiondb.Deleted {
 		// A retry finishes what a failed first attempt left.
 		return connect.NewResponse(&emptypb.Empty{}), s.dropFiles(ctx, rec.ID)
 	}
@@ -447,7 +447,7 @@ func (s *Service) DeleteSession(ctx context.Context, req *connect.Request[appv1.
 		}
 	}
 	s.recent.drop(rec.ID)
-	if _, _, err := s.store.Move(ctx, rec.ID, sessions.Deleted, "deleted by "+callerName(ctx), nil); err != nil {
+	if _, _, err := s.store.Move(ctx, rec.ID, sessiondb.Deleted, "deleted by "+callerName(ctx), nil); err != nil {
 		return nil, err
 	}
 	return connect.NewResponse(&emptypb.Empty{}), s.dropFiles(ctx, rec.ID)
@@ -459,7 +459,7 @@ func (s *Service) dropFiles(ctx context.Context, id string) error {
 	if _, err := s.snaps.DeleteSession(ctx, id); err != nil {
 		return fmt.Errorf("delete checkpoints of %s: %w", id, err)
 	}
-	it := s.d.Bucket.List(&blob.ListOptions{Prefix: sessions.ArtifactPrefix(id)})
+	it := s.d.Bucket.List(&blob.ListOptions{Prefix: sessiondb.ArtifactPrefix(id)})
 	for {
 		obj, err := it.Next(ctx)
 		if errors.Is(err, io.EOF) {
@@ -481,24 +481,24 @@ func callerName(ctx context.Context) string {
 
 // load reads a session the caller may see and that is not deleted; anything else is not_found,
 // so that ids of other users' sessions reveal nothing.
-func (s *Service) load(ctx context.Context, id string) (*sessions.Record, error) {
+func (s *Service) load(ctx context.Context, id string) (*sessiondb.Record, error) {
 	rec, err := s.loadAny(ctx, id)
 	if err != nil {
 		return nil, err
 	}
-	if rec.Status == sessions.Deleted {
+	if rec.Status == sessiondb.Deleted {
 		return nil, apierr.NotFound("session", id)
 	}
 	return rec, nil
 }
 
-// loadAny is load that also returns deleted sessions.
-func (s *Service) loadAny(ctx context.Context, id string) (*sessions.Record, error) {
+// loadAny is load that also returns deleted sessiondb.
+func (s *Service) loadAny(ctx context.Context, id string) (*sessiondb.Record, error) {
 	if strings.TrimSpace(id) == "" {
 		return nil, apierr.InvalidArgument("session_id", "is required")
 	}
 	rec, err := s.store.Get(ctx, id)
-	if errors.Is(err, sessions.ErrNotFound) {
+	if errors.Is(err, sessiondb.ErrNotFound) {
 		return nil, apierr.NotFound("session", id)
 	}
 	if err != nil {
@@ -511,7 +511,7 @@ func (s *Service) loadAny(ctx context.Context, id string) (*sessions.Record, err
 }
 
 // visible answers not_found for another user's session, so that ids reveal nothing.
-func visible(ctx context.Context, rec *sessions.Record) error {
+func visible(ctx context.Context, rec *sessiondb.Record) error {
 	caller, _ := auth.Caller(ctx)
 	if rec.Owner != caller.UserID && !caller.Admin {
 		return apierr.NotFound("session", rec.ID)
@@ -522,7 +522,7 @@ func visible(ctx context.Context, rec *sessions.Record) error {
 // settle marks a session lost when the host it lives on stopped heartbeating, so nobody waits
 // on a sandbox that is gone; Resume then brings it back from its last checkpoint. Reads that
 // show a session's state settle it; calls that need its sandbox find out through host.
-func (s *Service) settle(ctx context.Context, rec *sessions.Record) *sessions.Record {
+func (s *Service) settle(ctx context.Context, rec *sessiondb.Record) *sessiondb.Record {
 	if !rec.Status.Live() || rec.HostID == "" {
 		return rec
 	}
@@ -533,9 +533,9 @@ func (s *Service) settle(ctx context.Context, rec *sessions.Record) *sessions.Re
 }
 
 // markLost records that a session's host is gone.
-func (s *Service) markLost(ctx context.Context, rec *sessions.Record) *sessions.Record {
+func (s *Service) markLost(ctx context.Context, rec *sessiondb.Record) *sessiondb.Record {
 	s.recent.drop(rec.ID)
-	_, moved, err := s.store.Move(ctx, rec.ID, sessions.Lost, "host "+rec.HostID+" stopped heartbeating", nil)
+	_, moved, err := s.store.Move(ctx, rec.ID, sessiondb.Lost, "host "+rec.HostID+" stopped heartbeating", nil)
 	if err != nil {
 		return rec
 	}
@@ -545,7 +545,7 @@ func (s *Service) markLost(ctx context.Context, rec *sessions.Record) *sessions.
 // host returns the client of the host a live session runs on, with one (usually cached) fleet
 // read. A session whose host died is marked lost; an evicted or lost one is resumed first when
 // wake is set, and refused otherwise.
-func (s *Service) host(ctx context.Context, rec *sessions.Record, wake bool) (hostv1connect.HostServiceClient, error) {
+func (s *Service) host(ctx context.Context, rec *sessiondb.Record, wake bool) (hostv1connect.HostServiceClient, error) {
 	if rec.Status.Live() {
 		_, client, err := s.d.Hosts.Host(ctx, rec.HostID)
 		if !errors.Is(err, hostclient.ErrHostLost) {
@@ -567,7 +567,7 @@ func (s *Service) host(ctx context.Context, rec *sessions.Record, wake bool) (ho
 	return client, err
 }
 
-func toProto(r *sessions.Record) *appv1.Session {
+func toProto(r *sessiondb.Record) *appv1.Session {
 	p := &appv1.Session{
 		Id: r.ID, Status: string(r.Status), Image: r.ImageURI, Mode: r.Mode,
 		CreatedAt: clock.Format(r.CreatedAt), LastActiveAt: clock.Format(r.LastActiveAt),

@@ -12,12 +12,12 @@ import (
 	"cloud.google.com/go/firestore"
 	"connectrpc.com/connect"
 
-	"github.com/hangar-dev/hangar/functions/platform/apierr"
-	"github.com/hangar-dev/hangar/functions/platform/auth"
-	"github.com/hangar-dev/hangar/functions/platform/config"
-	"github.com/hangar-dev/hangar/functions/platform/paging"
-	"github.com/hangar-dev/hangar/functions/platform/store"
 	appv1 "github.com/hangar-dev/hangar/gen/svc/app/v1"
+	"github.com/hangar-dev/hangar/platform/apierr"
+	"github.com/hangar-dev/hangar/platform/auth"
+	"github.com/hangar-dev/hangar/platform/config"
+	"github.com/hangar-dev/hangar/platform/paging"
+	"github.com/hangar-dev/hangar/platform/store"
 )
 
 // sortOrder is a field tasks are listed by and its direction; ties break by id, in the same

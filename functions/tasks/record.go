@@ -3,14 +3,14 @@ package tasks
 import (
 	"encoding/json"
 	"fmt"
-	"github.com/hangar-dev/hangar/functions/platform/opt"
+	"github.com/hangar-dev/hangar/platform/opt"
 	"reflect"
 	"strings"
 	"time"
 
-	"github.com/hangar-dev/hangar/functions/platform/auth"
-	"github.com/hangar-dev/hangar/functions/platform/clock"
 	appv1 "github.com/hangar-dev/hangar/gen/svc/app/v1"
+	"github.com/hangar-dev/hangar/platform/auth"
+	"github.com/hangar-dev/hangar/platform/clock"
 )
 
 // record is a task as Firestore stores it.

@@ -4,13 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"github.com/hangar-dev/hangar/functions/platform/opt"
+	"github.com/hangar-dev/hangar/platform/opt"
 
 	"cloud.google.com/go/firestore"
 	"google.golang.org/protobuf/encoding/protojson"
 
-	"github.com/hangar-dev/hangar/functions/platform/apierr"
 	appv1 "github.com/hangar-dev/hangar/gen/svc/app/v1"
+	"github.com/hangar-dev/hangar/platform/apierr"
 )
 
 // Sessions is what tasks need of SessionService; the api package wires the real one in.

@@ -3,7 +3,7 @@ package tasks
 import (
 	"slices"
 
-	"github.com/hangar-dev/hangar/functions/platform/states"
+	"github.com/hangar-dev/hangar/platform/states"
 )
 
 // Task states.

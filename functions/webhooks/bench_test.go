@@ -11,7 +11,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/hangar-dev/hangar/automation/triggers"
-	"github.com/hangar-dev/hangar/functions/platform/pubsub"
+	"github.com/hangar-dev/hangar/platform/pubsub"
 )
 
 // benchPayload is a GitHub pull_request delivery of a typical size (about 16 KiB).

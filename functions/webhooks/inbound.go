@@ -19,8 +19,8 @@ import (
 
 	"github.com/hangar-dev/hangar/automation/catalog"
 	"github.com/hangar-dev/hangar/automation/triggers"
-	"github.com/hangar-dev/hangar/functions/platform/pubsub"
-	"github.com/hangar-dev/hangar/functions/platform/store"
+	"github.com/hangar-dev/hangar/platform/pubsub"
+	"github.com/hangar-dev/hangar/platform/store"
 )
 
 // InboundPath is the route senders post deliveries to, outside /rpc and without an API key:

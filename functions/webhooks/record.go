@@ -4,8 +4,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/hangar-dev/hangar/functions/platform/clock"
 	appv1 "github.com/hangar-dev/hangar/gen/svc/app/v1"
+	"github.com/hangar-dev/hangar/platform/clock"
 )
 
 // record is a registration as Firestore stores it.

@@ -7,7 +7,7 @@ import (
 
 	"connectrpc.com/connect"
 
-	"github.com/hangar-dev/hangar/functions/platform/clock"
+	"github.com/hangar-dev/hangar/platform/clock"
 )
 
 // registration is what the inbound route needs of a registration: its secret opened.

@@ -20,16 +20,16 @@ import (
 	"connectrpc.com/connect"
 
 	"github.com/hangar-dev/hangar/automation/triggers"
-	"github.com/hangar-dev/hangar/functions/platform/apierr"
-	"github.com/hangar-dev/hangar/functions/platform/auth"
-	"github.com/hangar-dev/hangar/functions/platform/clock"
-	"github.com/hangar-dev/hangar/functions/platform/config"
-	"github.com/hangar-dev/hangar/functions/platform/ids"
-	"github.com/hangar-dev/hangar/functions/platform/pubsub"
-	"github.com/hangar-dev/hangar/functions/platform/seal"
-	"github.com/hangar-dev/hangar/functions/platform/store"
 	appv1 "github.com/hangar-dev/hangar/gen/svc/app/v1"
 	"github.com/hangar-dev/hangar/gen/svc/app/v1/appv1connect"
+	"github.com/hangar-dev/hangar/platform/apierr"
+	"github.com/hangar-dev/hangar/platform/auth"
+	"github.com/hangar-dev/hangar/platform/clock"
+	"github.com/hangar-dev/hangar/platform/config"
+	"github.com/hangar-dev/hangar/platform/ids"
+	"github.com/hangar-dev/hangar/platform/pubsub"
+	"github.com/hangar-dev/hangar/platform/seal"
+	"github.com/hangar-dev/hangar/platform/store"
 )
 
 const (

@@ -1,10 +1,14 @@
-// Package archtest enforces DESIGN.md's dependency rule on the module's import graph: data flows
-// cmd → functions → platform / engines → stores, and no service reaches into another.
+// Package archtest enforces the house's dependency rule on the module's import graph: every
+// package belongs to one layer of an ordered table, imports run only down or across within a
+// layer, the engines and the services stay independent of their siblings but for the few edges
+// listed by name, and production code never imports test helpers or tooling. The table is the
+// picture in docs/architecture.md.
 package archtest
 
 import (
 	"bufio"
 	"bytes"
+	"fmt"
 	"os/exec"
 	"strings"
 	"testing"
@@ -12,7 +16,116 @@ import (
 
 const module = "github.com/hangar-dev/hangar"
 
-// imports maps every package of the module to the module packages it imports.
+// layer is one row of the table. Lower rank is lower in the house.
+type layer struct {
+	rank int
+	name string
+}
+
+var (
+	contract    = layer{0, "contract (gen)"}
+	platform    = layer{1, "platform"}
+	foundations = layer{2, "runtimes and shared records"}
+	engines     = layer{3, "engines"}
+	services    = layer{4, "services"}
+	composition = layer{5, "composition"}
+	entryPoints = layer{6, "entry points"}
+	tooling     = layer{7, "tooling"}
+)
+
+// layers maps folder prefixes to layers; the longest prefix wins. Every package must match one.
+var layers = []struct {
+	prefix string
+	layer  layer
+}{
+	{"gen", contract},
+	{"platform", platform},
+	{"runtimes", foundations},
+	{"records", foundations},
+	{"automation", engines},
+	{"harnesses", engines},
+	{"sandboxhosts", engines},
+	{"functions", services},
+	{"functions/api", composition},
+	{"cmd", entryPoints},
+	{"", entryPoints}, // functions.go, the Cloud Run entry point, is the module's root package
+	{"emulators", tooling},
+	{"bench", tooling},
+	{"internal", tooling},
+	{"e2e", tooling},
+}
+
+// allowed lists, by name, the only edges the layer rules would otherwise refuse.
+var allowed = map[[2]string]string{
+	{"sandboxhosts/host", "harnesses/abi"}:            "a host runs agent turns through harness plugins",
+	{"sandboxhosts/host", "harnesses/harness"}:        "a host runs agent turns through harness plugins",
+	{"sandboxhosts/host", "harnesses/harnesscatalog"}: "a host runs agent turns through harness plugins",
+	{"automation/jsbox", "harnesses/harness"}:         "jsbox shares the harnesses' WebAssembly runtime",
+	{"cmd/hangar", "emulators"}:                       "`hangar dev` and `hangar emulators` start the emulators",
+}
+
+func layerOf(pkg string) (layer, bool) {
+	best, found := -1, false
+	var l layer
+	for _, e := range layers {
+		if (e.prefix == "" && pkg == "") || (e.prefix != "" && under(pkg, e.prefix)) {
+			if len(e.prefix) > best {
+				best, l, found = len(e.prefix), e.layer, true
+			}
+		}
+	}
+	return l, found
+}
+
+func under(pkg, dir string) bool { return pkg == dir || strings.HasPrefix(pkg, dir+"/") }
+
+// top is a package's top-level folder, or its service for functions/<service>.
+func top(pkg string) string {
+	parts := strings.Split(pkg, "/")
+	if parts[0] == "functions" && len(parts) > 1 {
+		return "functions/" + parts[1]
+	}
+	return parts[0]
+}
+
+// testHelper reports whether pkg exists to help tests: internal/testenv and every *test package.
+func testHelper(pkg string) bool {
+	last := pkg[strings.LastIndex(pkg, "/")+1:]
+	return strings.HasSuffix(last, "test")
+}
+
+// rule returns why pkg may not import imp, or "".
+func rule(pkg, imp string) string {
+	if _, ok := allowed[[2]string{pkg, imp}]; ok {
+		return ""
+	}
+	from, ok := layerOf(pkg)
+	if !ok {
+		return "the package is in no layer: add its folder to the table"
+	}
+	to, ok := layerOf(imp)
+	if !ok {
+		return "the import is in no layer: add its folder to the table"
+	}
+	helperFrom, helperTo := testHelper(pkg) || from == tooling, testHelper(imp) || to == tooling
+	switch {
+	case under(imp, "cmd"):
+		return "nothing imports cmd/"
+	case helperTo && !helperFrom:
+		return "production code never imports test helpers or tooling"
+	case helperFrom:
+		return "" // tooling and test helpers may reach any layer below cmd
+	case to.rank > from.rank:
+		return fmt.Sprintf("%s may not import up into %s", from.name, to.name)
+	case from == to && from == engines && top(pkg) != top(imp):
+		return "an engine never imports another engine but for the edges listed by name"
+	case from == to && from == services && top(pkg) != top(imp):
+		return "a service never imports another service's package; shared needs go down a layer"
+	}
+	return ""
+}
+
+// imports maps every package of the module to the module packages its non-test files import.
 func imports(t *testing.T) map[string][]string {
 	t.Helper()
 	out, err := exec.Command("go", "list", "-f", `{{.ImportPath}}{{range .Imports}} {{.}}{{end}}`, module+"/...").Output()
@@ -37,68 +150,92 @@ func imports(t *testing.T) map[string][]string {
 	return graph
 }
 
-// service returns the service a package belongs to ("tasks" for functions/tasks/...), or "".
-func service(pkg string) string {
-	rest, ok := strings.CutPrefix(pkg, "functions/")
-	if !ok {
-		return ""
-	}
-	name, _, _ := strings.Cut(rest, "/")
-	if name == "platform" || name == "api" {
-		return ""
-	}
-	return name
-}
-
-func under(pkg, dir string) bool { return pkg == dir || strings.HasPrefix(pkg, dir+"/") }
-
-// rule returns why pkg may not import imp, or "".
-func rule(pkg, imp string) string {
-	switch {
-	case under(imp, "cmd"):
-		return "nothing imports cmd/"
-	case service(imp) != "" && service(pkg) != "" && service(imp) != service(pkg):
-		return "a service never imports another service's package; shared needs go to functions/platform"
-	case service(imp) != "" && (under(pkg, "automation") || under(pkg, "harnesses") || under(pkg, "sandboxhosts") || under(pkg, "emulators") || under(pkg, "functions/platform")):
-		return "engines, hosts, emulators and the platform never import a service"
-	case under(imp, "functions/api") && !(under(pkg, "cmd") || pkg == "" || under(pkg, "e2e")):
-		return "only cmd/, the Cloud Run entry point and e2e assemble the API"
-	}
-	return ""
-}
-
-func TestDependencyRule(t *testing.T) {
-	for pkg, imps := range imports(t) {
+func TestEveryImportFollowsTheLayerTable(t *testing.T) {
+	graph := imports(t)
+	for pkg, imps := range graph {
+		if _, ok := layerOf(pkg); !ok {
+			t.Errorf("%s is in no layer of the table", pkg)
+		}
 		for _, imp := range imps {
 			if why := rule(pkg, imp); why != "" {
 				t.Errorf("%s imports %s: %s", pkg, imp, why)
 			}
 		}
 	}
+	for edge := range allowed {
+		if !contains(graph[edge[0]], edge[1]) {
+			t.Errorf("allowed edge %s → %s is no longer used: drop it from the table", edge[0], edge[1])
+		}
+	}
 }
 
-func TestRuleCatchesViolations(t *testing.T) {
+func TestNoPackageNameIsUsedTwice(t *testing.T) {
+	out, err := exec.Command("go", "list", "-f", `{{.Name}} {{.ImportPath}}`, module+"/...").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	seen := map[string]string{}
+	for line := range strings.Lines(string(out)) {
+		name, path, _ := strings.Cut(strings.TrimSpace(line), " ")
+		if name == "main" || strings.HasPrefix(path, module+"/gen/") {
+			continue
+		}
+		if other, dup := seen[name]; dup {
+			t.Errorf("package name %q is used by %s and %s", name, other, path)
+		}
+		seen[name] = path
+	}
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+func TestRuleCatchesEachBoundary(t *testing.T) {
 	cases := []struct {
-		pkg, imp string
-		allowed  bool
+		name, pkg, imp string
+		allowed        bool
 	}{
-		{"functions/tasks", "functions/platform/auth", true},
-		{"functions/tasks", "functions/profiles", false},
-		{"functions/tasks/internal/x", "functions/profiles/y", false},
-		{"functions/tasks", "functions/tasks/internal/x", true},
-		{"functions/api", "functions/tasks", true},
-		{"functions/platform/auth", "functions/tasks", false},
-		{"automation", "functions/tasks", false},
-		{"sandboxhosts/runtime", "functions/sessions", false},
-		{"emulators", "functions/platform/store", true},
-		{"functions/tasks", "cmd/hangar", false},
-		{"functions/tasks", "functions/api", false},
-		{"cmd/hangar", "functions/api", true},
-		{"", "functions/api", true},
+		{"service uses platform", "functions/tasks", "platform/auth", true},
+		{"service uses engine", "functions/sessions", "sandboxhosts/hostclient", true},
+		{"service uses shared records", "functions/sessions", "records/sessiondb", true},
+		{"service imports another service", "functions/tasks", "functions/profiles", false},
+		{"service internals import another service", "functions/tasks/internal/x", "functions/profiles/y", false},
+		{"service imports its own internals", "functions/tasks", "functions/tasks/internal/x", true},
+		{"composition uses services", "functions/api", "functions/tasks", true},
+		{"platform imports a service", "platform/auth", "functions/tasks", false},
+		{"platform imports records", "platform/store", "records/sessiondb", false},
+		{"platform imports an engine", "platform/store", "automation/runs", false},
+		{"records import an engine", "records/sessiondb", "sandboxhosts/host", false},
+		{"runtime imports an engine", "runtimes/wasm", "harnesses/abi", false},
+		{"engine uses runtime", "harnesses/harness", "runtimes/wasm", true},
+		{"engine imports a service", "automation/dispatch", "functions/tasks", false},
+		{"engine imports another engine", "automation/runner", "sandboxhosts/host", false},
+		{"listed cross-engine edge", "sandboxhosts/host", "harnesses/abi", true},
+		{"engine imports composition", "sandboxhosts/host", "functions/api", false},
+		{"service imports composition", "functions/tasks", "functions/api", false},
+		{"anything imports cmd", "functions/tasks", "cmd/hangar", false},
+		{"entry point uses composition", "cmd/hangar", "functions/api", true},
+		{"Cloud Run entry point uses composition", "", "functions/api", true},
+		{"production imports a test helper", "sandboxhosts/host", "sandboxhosts/images/imagestest", false},
+		{"production imports test env", "functions/api", "internal/testenv", false},
+		{"production imports emulators", "functions/api", "emulators", false},
+		{"listed tooling edge", "cmd/hangar", "emulators", true},
+		{"test helper uses its subject", "sandboxhosts/images/imagestest", "sandboxhosts/images", true},
+		{"tooling uses production", "internal/testenv", "sandboxhosts/host", true},
+		{"unknown folder", "newthing/x", "platform/store", false},
 	}
 	for _, tc := range cases {
-		if got := rule(tc.pkg, tc.imp) == ""; got != tc.allowed {
-			t.Errorf("%s → %s: allowed=%v, want %v", tc.pkg, tc.imp, got, tc.allowed)
-		}
+		t.Run(tc.name, func(t *testing.T) {
+			why := rule(tc.pkg, tc.imp)
+			if got := why == ""; got != tc.allowed {
+				t.Errorf("%s → %s: allowed=%v (%q), want %v", tc.pkg, tc.imp, got, why, tc.allowed)
+			}
+		})
 	}
 }

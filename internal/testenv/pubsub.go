@@ -5,7 +5,7 @@ import (
 	"os"
 	"testing"
 
-	"github.com/hangar-dev/hangar/functions/platform/pubsub"
+	"github.com/hangar-dev/hangar/platform/pubsub"
 )
 
 // RequirePubSub fails (under CI) or skips (elsewhere) a test when the Pub/Sub emulator is not

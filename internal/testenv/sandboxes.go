@@ -14,11 +14,11 @@ import (
 	"gocloud.dev/blob"
 	"gocloud.dev/blob/memblob"
 
-	"github.com/hangar-dev/hangar/functions/platform/config"
-	"github.com/hangar-dev/hangar/functions/platform/seal"
 	"github.com/hangar-dev/hangar/harnesses/builtin"
-	"github.com/hangar-dev/hangar/harnesses/catalog"
-	harnesshost "github.com/hangar-dev/hangar/harnesses/host"
+	"github.com/hangar-dev/hangar/harnesses/harness"
+	"github.com/hangar-dev/hangar/harnesses/harnesscatalog"
+	"github.com/hangar-dev/hangar/platform/config"
+	"github.com/hangar-dev/hangar/platform/seal"
 	"github.com/hangar-dev/hangar/sandboxhosts/host"
 	"github.com/hangar-dev/hangar/sandboxhosts/images"
 	"github.com/hangar-dev/hangar/sandboxhosts/images/imagestest"
@@ -142,14 +142,14 @@ func (s *Sandboxes) StartHost(t testing.TB, id string) *TestHost {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rt, err := harnesshost.NewRuntime(context.Background(), harnesshost.Options{CacheDir: wasmCache})
+	rt, err := harness.NewRuntime(context.Background(), harness.Options{CacheDir: wasmCache})
 	if err != nil {
 		ln.Close()
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = rt.Close(context.Background()) })
 	h, err := host.New(context.Background(), host.Options{
-		Harnesses: catalog.New(s.DB, s.Bucket, rt, builtin.Modules(), time.Now),
+		Harnesses: harnesscatalog.New(s.DB, s.Bucket, rt, builtin.Modules(), time.Now),
 		ID:        id, Address: "http://" + ln.Addr().String(), DataDir: dir, DB: s.DB, Bucket: s.Bucket,
 		Sealer: s.Sealer, Supervisor: supervisortest.Binary(t), Token: s.Config.HostToken,
 		Config: s.Config.Host, Limits: s.Config.Limits, CgroupParent: "hangar-test",

@@ -14,7 +14,7 @@ import (
 
 	"cloud.google.com/go/firestore"
 
-	"github.com/hangar-dev/hangar/functions/platform/store"
+	"github.com/hangar-dev/hangar/platform/store"
 )
 
 // Project returns a fresh project id for t: a readable part of the test name plus randomness.

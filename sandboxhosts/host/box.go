@@ -15,12 +15,12 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/hangar-dev/hangar/functions/platform/apierr"
-	"github.com/hangar-dev/hangar/sandboxhosts/eventlog"
+	"github.com/hangar-dev/hangar/platform/apierr"
+	"github.com/hangar-dev/hangar/records/eventlog"
+	"github.com/hangar-dev/hangar/records/sessiondb"
+	"github.com/hangar-dev/hangar/sandboxhosts/container"
 	"github.com/hangar-dev/hangar/sandboxhosts/images"
-	"github.com/hangar-dev/hangar/sandboxhosts/runtime"
 	"github.com/hangar-dev/hangar/sandboxhosts/sandboxfs"
-	"github.com/hangar-dev/hangar/sandboxhosts/sessions"
 	"github.com/hangar-dev/hangar/sandboxhosts/snapshots"
 	"github.com/hangar-dev/hangar/sandboxhosts/supervisor"
 )
@@ -61,7 +61,7 @@ type box struct {
 	// manifest is the latest checkpoint, the base of the next one; guarded by mu.
 	manifest *snapshots.Manifest
 	// status is the session's state as this host last set it; guarded by mu.
-	status sessions.Status
+	status sessiondb.Status
 	// idle mirrors status == idle for the exec path, which must not wait for mu.
 	idle atomic.Bool
 	// lastActive is the last exec, attach or file operation (unix nanos); touched is the last
@@ -136,17 +136,17 @@ func (h *Host) touch(ctx context.Context, b *box) {
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.status == sessions.Idle {
-		if err := h.move(ctx, b, sessions.Running, "active again", nil); err != nil {
+	if b.status == sessiondb.Idle {
+		if err := h.move(ctx, b, sessiondb.Running, "active again", nil); err != nil {
 			h.log.Warn("wake idle session", "session", b.session, "err", err)
 		}
 	}
 }
 
 // move changes the session's state in its record and logs the change; b.mu must be held.
-func (h *Host) move(ctx context.Context, b *box, to sessions.Status, reason string, mutate func(*sessions.Record) error) error {
+func (h *Host) move(ctx context.Context, b *box, to sessiondb.Status, reason string, mutate func(*sessiondb.Record) error) error {
 	from, _, err := h.store.Move(ctx, b.session, to, reason, mutate)
-	var me *sessions.MoveError
+	var me *sessiondb.MoveError
 	if errors.As(err, &me) {
 		return apierr.FailedPrecondition("%s", me.Error())
 	}
@@ -154,7 +154,7 @@ func (h *Host) move(ctx context.Context, b *box, to sessions.Status, reason stri
 		return fmt.Errorf("move session %s to %s: %w", b.session, to, err)
 	}
 	b.status = to
-	b.idle.Store(to == sessions.Idle)
+	b.idle.Store(to == sessiondb.Idle)
 	if b.events != nil {
 		b.emit(eventlog.KindSessionStatus, map[string]string{"from": string(from), "to": string(to), "reason": reason})
 	}
@@ -164,7 +164,7 @@ func (h *Host) move(ctx context.Context, b *box, to sessions.Status, reason stri
 // sandbox is a running sandbox and the handles the host keeps on it; sessions get one at start,
 // freshly booted or from the warm pool.
 type sandbox struct {
-	sb     *runtime.Sandbox
+	sb     *container.Sandbox
 	sup    *supervisor.Client
 	root   *sandboxfs.Root
 	runDir string
@@ -174,7 +174,7 @@ type sandbox struct {
 
 // start gives the session a sandbox — from the warm pool when it starts from its image, else
 // booted over its checkpoint's files — and opens its event log. On error nothing is left.
-func (h *Host) start(ctx context.Context, b *box, rec *sessions.Record, env map[string]string, manifest *snapshots.Manifest) error {
+func (h *Host) start(ctx context.Context, b *box, rec *sessiondb.Record, env map[string]string, manifest *snapshots.Manifest) error {
 	var sbx *sandbox
 	if manifest == nil {
 		sbx = h.pool.take(rec.ImageURI)
@@ -189,7 +189,7 @@ func (h *Host) start(ctx context.Context, b *box, rec *sessions.Record, env map[
 		}
 	}
 	h.pool.refill(rec.ImageURI)
-	events, err := eventlog.OpenWriter(ctx, h.opts.DB, rec.ID, eventlog.WriterOptions{Now: h.clock.Now, Empty: rec.Status == sessions.Creating})
+	events, err := eventlog.OpenWriter(ctx, h.opts.DB, rec.ID, eventlog.WriterOptions{Now: h.clock.Now, Empty: rec.Status == sessiondb.Creating})
 	if err != nil {
 		h.remove(context.WithoutCancel(ctx), sbx)
 		return err
@@ -228,7 +228,7 @@ func (h *Host) boot(ctx context.Context, img *images.Image, manifest *snapshots.
 			return nil, nil, err
 		}
 	}
-	sb, err := h.driver.Create(ctx, runtime.Spec{
+	sb, err := h.driver.Create(ctx, container.Spec{
 		ID:        id,
 		Dir:       dir,
 		LowerDirs: img.LowerDirs,
@@ -236,7 +236,7 @@ func (h *Host) boot(ctx context.Context, img *images.Image, manifest *snapshots.
 		Env:       img.Config.Env,
 		Cwd:       img.Config.WorkingDir,
 		Hostname:  id,
-		Mounts: []runtime.Mount{
+		Mounts: []container.Mount{
 			{Source: h.opts.Supervisor, Destination: supervisorPath, ReadOnly: true},
 			{Source: runDir, Destination: runMount},
 		},
@@ -292,8 +292,8 @@ func (h *Host) teardown(ctx context.Context, b *box) error {
 
 // resources are a sandbox's cgroup limits as its image suggests them; the limits it leaves zero
 // take the host's defaults, which the driver was given.
-func resources(s images.Resources) runtime.Resources {
-	return runtime.Resources{CPUs: s.CPUs, MemoryBytes: s.MemoryMB << 20, Pids: s.Pids}
+func resources(s images.Resources) container.Resources {
+	return container.Resources{CPUs: s.CPUs, MemoryBytes: s.MemoryMB << 20, Pids: s.Pids}
 }
 
 // envEntries is an environment as KEY=value entries, in a stable order.
@@ -355,8 +355,8 @@ func (h *Host) sweepIdle(ctx context.Context) {
 			}
 		case !b.idle.Load() && quiet >= h.opts.Config.IdleAfter:
 			b.mu.Lock()
-			if b.status == sessions.Running {
-				if err := h.move(ctx, b, sessions.Idle, fmt.Sprintf("quiet for %s", quiet.Round(time.Second)), nil); err != nil {
+			if b.status == sessiondb.Running {
+				if err := h.move(ctx, b, sessiondb.Idle, fmt.Sprintf("quiet for %s", quiet.Round(time.Second)), nil); err != nil {
 					h.log.Warn("idle session", "session", b.session, "err", err)
 				}
 			}

@@ -19,13 +19,13 @@ import (
 	"connectrpc.com/connect"
 	"golang.org/x/sys/unix"
 
-	"github.com/hangar-dev/hangar/functions/platform/apierr"
-	"github.com/hangar-dev/hangar/functions/platform/filestream"
-	"github.com/hangar-dev/hangar/functions/platform/ids"
 	appv1 "github.com/hangar-dev/hangar/gen/svc/app/v1"
-	"github.com/hangar-dev/hangar/sandboxhosts/eventlog"
+	"github.com/hangar-dev/hangar/platform/apierr"
+	"github.com/hangar-dev/hangar/platform/filestream"
+	"github.com/hangar-dev/hangar/platform/ids"
+	"github.com/hangar-dev/hangar/records/eventlog"
+	"github.com/hangar-dev/hangar/records/sessiondb"
 	"github.com/hangar-dev/hangar/sandboxhosts/sandboxfs"
-	"github.com/hangar-dev/hangar/sandboxhosts/sessions"
 )
 
 var sha256Hex = regexp.MustCompile(`^[0-9a-f]{64}$`)
@@ -231,7 +231,7 @@ func (h *Host) CreateArtifactFromPath(ctx context.Context, req *connect.Request[
 	n, _ := f.ReadAt(head, 0)
 	media := mediaType(m.GetPath(), head[:n])
 	id := ids.New("art")
-	key := sessions.ArtifactKey(b.session, id)
+	key := sessiondb.ArtifactKey(b.session, id)
 	w, err := h.opts.Bucket.NewWriter(ctx, key, nil)
 	if err != nil {
 		return nil, fmt.Errorf("store artifact: %w", err)
@@ -244,7 +244,7 @@ func (h *Host) CreateArtifactFromPath(ctx context.Context, req *connect.Request[
 	if err := w.Close(); err != nil {
 		return nil, fmt.Errorf("store artifact: %w", err)
 	}
-	a := sessions.Artifact{
+	a := sessiondb.Artifact{
 		ID: id, Path: m.GetPath(), FileName: path.Base(m.GetPath()), MediaType: media, SizeBytes: size,
 		SHA256: sum, Caption: m.GetCaption(), BlobKey: key, CreatedAt: h.clock.Now(),
 	}

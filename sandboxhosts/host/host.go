@@ -24,17 +24,17 @@ import (
 	"connectrpc.com/connect"
 	"gocloud.dev/blob"
 
-	"github.com/hangar-dev/hangar/functions/platform/apierr"
-	"github.com/hangar-dev/hangar/functions/platform/clock"
-	"github.com/hangar-dev/hangar/functions/platform/config"
-	"github.com/hangar-dev/hangar/functions/platform/seal"
 	"github.com/hangar-dev/hangar/gen/host/v1/hostv1connect"
-	"github.com/hangar-dev/hangar/harnesses/catalog"
-	"github.com/hangar-dev/hangar/sandboxhosts/fleet"
+	"github.com/hangar-dev/hangar/harnesses/harnesscatalog"
+	"github.com/hangar-dev/hangar/platform/apierr"
+	"github.com/hangar-dev/hangar/platform/clock"
+	"github.com/hangar-dev/hangar/platform/config"
+	"github.com/hangar-dev/hangar/platform/seal"
+	"github.com/hangar-dev/hangar/records/fleet"
+	"github.com/hangar-dev/hangar/records/sessiondb"
+	"github.com/hangar-dev/hangar/sandboxhosts/container"
 	"github.com/hangar-dev/hangar/sandboxhosts/hostclient"
 	"github.com/hangar-dev/hangar/sandboxhosts/images"
-	"github.com/hangar-dev/hangar/sandboxhosts/runtime"
-	"github.com/hangar-dev/hangar/sandboxhosts/sessions"
 	"github.com/hangar-dev/hangar/sandboxhosts/snapshots"
 )
 
@@ -65,7 +65,7 @@ type Options struct {
 	// each); others are warmed once a session uses them.
 	WarmImages []string
 	// Harnesses gives agent sessions their harness plugins; without it, prompts are refused.
-	Harnesses *catalog.Catalog
+	Harnesses *harnesscatalog.Catalog
 	Clock     clock.Clock
 	Log       *slog.Logger
 }
@@ -76,10 +76,10 @@ type Host struct {
 	id     string
 	clock  clock.Clock
 	log    *slog.Logger
-	driver *runtime.Driver
+	driver *container.Driver
 	images *images.Cache
 	snaps  *snapshots.Store
-	store  *sessions.Store
+	store  *sessiondb.Store
 	fleet  *fleet.Fleet
 	runDir string
 	boxDir string
@@ -127,13 +127,13 @@ func New(ctx context.Context, opts Options) (*Host, error) {
 			return nil, fmt.Errorf("host: %w", err)
 		}
 	}
-	h.driver, err = runtime.NewDriver(runtime.DriverOptions{
+	h.driver, err = container.NewDriver(container.DriverOptions{
 		StateDir:     filepath.Join(dataDir, "runc"),
 		CgroupParent: cmp.Or(opts.CgroupParent, "hangar"),
 		// Nothing reaps orphans on every machine (PID 1 of a container host may not), so the
 		// host reaps its sandboxes' runc leftovers itself.
 		Subreaper: true,
-		DefaultResources: runtime.Resources{
+		DefaultResources: container.Resources{
 			CPUs: opts.Config.SandboxCPUs, MemoryBytes: opts.Config.SandboxMemoryBytes, Pids: opts.Config.SandboxPids,
 		},
 	})
@@ -145,7 +145,7 @@ func New(ctx context.Context, opts Options) (*Host, error) {
 		return nil, fmt.Errorf("host: %w", err)
 	}
 	h.snaps = snapshots.NewStore(opts.Bucket, filepath.Join(dataDir, "chunks"), snapshots.Options{})
-	h.store = sessions.NewStore(opts.DB, h.clock.Now)
+	h.store = sessiondb.NewStore(opts.DB, h.clock.Now)
 	h.fleet = fleet.New(opts.DB, h.clock.Now, opts.Config.HostTimeout)
 
 	if err := h.recover(ctx); err != nil {
@@ -186,8 +186,8 @@ func (h *Host) markLost(ctx context.Context, hostID, reason string) error {
 		return fmt.Errorf("list sessions of host %s: %w", hostID, err)
 	}
 	for _, r := range recs {
-		if _, _, err := h.store.Move(ctx, r.ID, sessions.Lost, reason, nil); err != nil {
-			var me *sessions.MoveError
+		if _, _, err := h.store.Move(ctx, r.ID, sessiondb.Lost, reason, nil); err != nil {
+			var me *sessiondb.MoveError
 			if !errors.As(err, &me) {
 				return fmt.Errorf("mark session %s lost: %w", r.ID, err)
 			}
@@ -215,7 +215,7 @@ func (h *Host) sweepOrphans(ctx context.Context) error {
 		if held || r.UpdatedAt.After(cutoff) {
 			continue
 		}
-		_, _, err := h.store.Move(ctx, r.ID, sessions.Lost, "host "+h.id+" holds no sandbox for it", func(cur *sessions.Record) error {
+		_, _, err := h.store.Move(ctx, r.ID, sessiondb.Lost, "host "+h.id+" holds no sandbox for it", func(cur *sessiondb.Record) error {
 			h.mu.Lock()
 			_, held := h.boxes[cur.ID]
 			h.mu.Unlock()
@@ -224,7 +224,7 @@ func (h *Host) sweepOrphans(ctx context.Context) error {
 			}
 			return nil
 		})
-		var me *sessions.MoveError
+		var me *sessiondb.MoveError
 		if err != nil && !errors.Is(err, errSkip) && !errors.As(err, &me) {
 			return fmt.Errorf("mark orphaned session %s lost: %w", r.ID, err)
 		}
@@ -236,7 +236,7 @@ func (h *Host) sweepOrphans(ctx context.Context) error {
 var errSkip = errors.New("skip")
 
 // liveStatuses are the states of a session that has (or is getting) a sandbox on its host.
-var liveStatuses = slices.DeleteFunc(sessions.Statuses(), func(s sessions.Status) bool { return !s.Live() })
+var liveStatuses = slices.DeleteFunc(sessiondb.Statuses(), func(s sessiondb.Status) bool { return !s.Live() })
 
 // Handler serves HostService behind the host token.
 func (h *Host) Handler() (string, http.Handler) {

@@ -8,22 +8,22 @@ import (
 
 	"connectrpc.com/connect"
 
-	"github.com/hangar-dev/hangar/functions/platform/apierr"
-	"github.com/hangar-dev/hangar/functions/platform/clock"
 	hostv1 "github.com/hangar-dev/hangar/gen/host/v1"
 	appv1 "github.com/hangar-dev/hangar/gen/svc/app/v1"
-	"github.com/hangar-dev/hangar/sandboxhosts/eventlog"
-	"github.com/hangar-dev/hangar/sandboxhosts/sessions"
+	"github.com/hangar-dev/hangar/platform/apierr"
+	"github.com/hangar-dev/hangar/platform/clock"
+	"github.com/hangar-dev/hangar/records/eventlog"
+	"github.com/hangar-dev/hangar/records/sessiondb"
 	"github.com/hangar-dev/hangar/sandboxhosts/snapshots"
 )
 
 // placed reads a session record that the functions placed on this host.
-func (h *Host) placed(ctx context.Context, id string) (*sessions.Record, error) {
+func (h *Host) placed(ctx context.Context, id string) (*sessiondb.Record, error) {
 	if id == "" {
 		return nil, apierr.InvalidArgument("session_id", "is required")
 	}
 	rec, err := h.store.Get(ctx, id)
-	if errors.Is(err, sessions.ErrNotFound) {
+	if errors.Is(err, sessiondb.ErrNotFound) {
 		return nil, apierr.NotFound("session", id)
 	}
 	if err != nil {
@@ -49,7 +49,7 @@ func (h *Host) CreateSandbox(ctx context.Context, req *connect.Request[hostv1.Cr
 	if err := v.Err(); err != nil {
 		return nil, err
 	}
-	rec := &sessions.Record{ID: req.Msg.GetSessionId(), ImageURI: req.Msg.GetImageUri(), Status: sessions.Creating}
+	rec := &sessiondb.Record{ID: req.Msg.GetSessionId(), ImageURI: req.Msg.GetImageUri(), Status: sessiondb.Creating}
 	b, err := h.claim(rec.ID)
 	if err != nil {
 		h.fail(ctx, rec, err)
@@ -70,21 +70,21 @@ func (h *Host) CreateSandbox(ctx context.Context, req *connect.Request[hostv1.Cr
 // it to failed with the reason, so nobody waits on a sandbox that never came. Both moves happen
 // only while the record is as rec says: placed on this host, in rec.Status, of rec's image.
 // b.mu must be held.
-func (h *Host) launch(ctx context.Context, b *box, rec *sessions.Record, env map[string]string, manifest *snapshots.Manifest) error {
+func (h *Host) launch(ctx context.Context, b *box, rec *sessiondb.Record, env map[string]string, manifest *snapshots.Manifest) error {
 	if err := h.start(ctx, b, rec, env, manifest); err != nil {
 		h.drop(b)
 		h.fail(ctx, rec, err)
 		return err
 	}
 	sandboxID, digest := b.sb.ID(), b.digest
-	err := h.move(ctx, b, sessions.Running, "sandbox "+sandboxID+" started", func(r *sessions.Record) error {
+	err := h.move(ctx, b, sessiondb.Running, "sandbox "+sandboxID+" started", func(r *sessiondb.Record) error {
 		if err := h.placedHere(r, rec); err != nil {
 			return err
 		}
 		r.SandboxID, r.ImageDigest = sandboxID, digest
 		return nil
 	})
-	if errors.Is(err, sessions.ErrNotFound) {
+	if errors.Is(err, sessiondb.ErrNotFound) {
 		err = apierr.NotFound("session", rec.ID)
 	}
 	if err != nil {
@@ -97,7 +97,7 @@ func (h *Host) launch(ctx context.Context, b *box, rec *sessions.Record, env map
 
 // placedHere checks that the record r is still as want says: placed on this host, in want's
 // state, of want's image.
-func (h *Host) placedHere(r, want *sessions.Record) error {
+func (h *Host) placedHere(r, want *sessiondb.Record) error {
 	if r.HostID != h.id || r.Status != want.Status || r.ImageURI != want.ImageURI {
 		return apierr.FailedPrecondition("session %s is %s on host %q with image %q, not %s here with %q",
 			r.ID, r.Status, r.HostID, r.ImageURI, want.Status, want.ImageURI)
@@ -107,8 +107,8 @@ func (h *Host) placedHere(r, want *sessions.Record) error {
 
 // fail moves a session this host could not start to failed, saying why, so nobody waits on a
 // sandbox that never came.
-func (h *Host) fail(ctx context.Context, rec *sessions.Record, why error) {
-	_, _, err := h.store.Move(context.WithoutCancel(ctx), rec.ID, sessions.Failed, why.Error(), func(r *sessions.Record) error {
+func (h *Host) fail(ctx context.Context, rec *sessiondb.Record, why error) {
+	_, _, err := h.store.Move(context.WithoutCancel(ctx), rec.ID, sessiondb.Failed, why.Error(), func(r *sessiondb.Record) error {
 		return h.placedHere(r, rec)
 	})
 	if err != nil {
@@ -131,7 +131,7 @@ func (h *Host) DeleteSandbox(ctx context.Context, req *connect.Request[hostv1.De
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.events != nil {
-		b.emit(eventlog.KindSessionStatus, map[string]string{"from": string(b.status), "to": string(sessions.Deleted), "reason": "deleted"})
+		b.emit(eventlog.KindSessionStatus, map[string]string{"from": string(b.status), "to": string(sessiondb.Deleted), "reason": "deleted"})
 	}
 	if err := h.teardown(ctx, b); err != nil {
 		return nil, fmt.Errorf("delete sandbox of %s: %w", id, err)
@@ -151,7 +151,7 @@ func (h *Host) Snapshot(ctx context.Context, req *connect.Request[appv1.Snapshot
 		return nil, apierr.FailedPrecondition("session %s has no sandbox on host %s", b.session, h.id)
 	}
 	was := b.status
-	if err := h.move(ctx, b, sessions.Snapshotting, "snapshot requested", nil); err != nil {
+	if err := h.move(ctx, b, sessiondb.Snapshotting, "snapshot requested", nil); err != nil {
 		return nil, err
 	}
 	m, stats, serr := h.snapshot(ctx, b)
@@ -184,7 +184,7 @@ func (h *Host) snapshot(ctx context.Context, b *box) (*snapshots.Manifest, snaps
 	if err != nil {
 		return nil, stats, err
 	}
-	if err := h.store.AddCheckpoint(ctx, b.session, sessions.Checkpoint{
+	if err := h.store.AddCheckpoint(ctx, b.session, sessiondb.Checkpoint{
 		SnapshotID: m.ID, Version: m.Version, SizeBytes: m.TotalSize, CreatedAt: m.CreatedAt,
 		EventsCursor: cursor, Chunks: m.ChunkCount, HostID: h.id,
 	}); err != nil {
@@ -209,7 +209,7 @@ func (h *Host) Evict(ctx context.Context, req *connect.Request[hostv1.EvictReque
 	if err != nil {
 		return nil, err
 	}
-	resp := &hostv1.EvictResponse{SessionId: b.session, Status: string(sessions.Evicted)}
+	resp := &hostv1.EvictResponse{SessionId: b.session, Status: string(sessiondb.Evicted)}
 	if snap != "" {
 		resp.SnapshotId = &snap
 	}
@@ -225,17 +225,17 @@ func (h *Host) evict(ctx context.Context, b *box, snapshot bool, reason string) 
 		return "", apierr.FailedPrecondition("session %s has no sandbox on host %s", b.session, h.id)
 	}
 	if snapshot {
-		if err := h.move(ctx, b, sessions.Snapshotting, "checkpoint before eviction ("+reason+")", nil); err != nil {
+		if err := h.move(ctx, b, sessiondb.Snapshotting, "checkpoint before eviction ("+reason+")", nil); err != nil {
 			return "", err
 		}
 		if _, _, err := h.snapshot(ctx, b); err != nil {
-			return "", errors.Join(err, h.move(context.WithoutCancel(ctx), b, sessions.Running, "checkpoint failed", nil))
+			return "", errors.Join(err, h.move(context.WithoutCancel(ctx), b, sessiondb.Running, "checkpoint failed", nil))
 		}
 	} else if b.manifest == nil {
 		return "", apierr.FailedPrecondition("session %s has no checkpoint to keep: snapshot it first", b.session)
 	}
 	m := b.manifest
-	if err := h.move(ctx, b, sessions.Evicted, reason, func(r *sessions.Record) error {
+	if err := h.move(ctx, b, sessiondb.Evicted, reason, func(r *sessiondb.Record) error {
 		r.SandboxID = ""
 		return nil
 	}); err != nil {
@@ -264,11 +264,11 @@ func (h *Host) Resume(ctx context.Context, req *connect.Request[appv1.ResumeRequ
 	if b.ready.Load() {
 		return connect.NewResponse(&appv1.ResumeResponse{SessionId: rec.ID, Note: "already running on " + h.id}), nil
 	}
-	if rec.Status != sessions.Resuming {
+	if rec.Status != sessiondb.Resuming {
 		h.drop(b)
 		return nil, apierr.FailedPrecondition("session %s is %s, not resuming", rec.ID, rec.Status)
 	}
-	env, err := h.opts.Sealer.OpenEnv(rec.SealedEnv, sessions.EnvOwner(rec.ID))
+	env, err := h.opts.Sealer.OpenEnv(rec.SealedEnv, sessiondb.EnvOwner(rec.ID))
 	if err != nil {
 		h.drop(b)
 		return nil, fmt.Errorf("open the environment of %s: %w", rec.ID, err)

@@ -14,14 +14,14 @@ import (
 
 	"connectrpc.com/connect"
 
-	"github.com/hangar-dev/hangar/functions/platform/apierr"
-	"github.com/hangar-dev/hangar/functions/platform/ids"
 	appv1 "github.com/hangar-dev/hangar/gen/svc/app/v1"
 	"github.com/hangar-dev/hangar/harnesses/abi"
-	harnesshost "github.com/hangar-dev/hangar/harnesses/host"
-	"github.com/hangar-dev/hangar/sandboxhosts/eventlog"
+	"github.com/hangar-dev/hangar/harnesses/harness"
+	"github.com/hangar-dev/hangar/platform/apierr"
+	"github.com/hangar-dev/hangar/platform/ids"
+	"github.com/hangar-dev/hangar/records/eventlog"
+	"github.com/hangar-dev/hangar/records/sessiondb"
 	"github.com/hangar-dev/hangar/sandboxhosts/sandboxfs"
-	"github.com/hangar-dev/hangar/sandboxhosts/sessions"
 	"github.com/hangar-dev/hangar/sandboxhosts/supervisor"
 )
 
@@ -39,7 +39,7 @@ type agent struct {
 	running *turn
 	// pending are prompts this host queued, in order, handed to the runner in memory so it
 	// needs no query to find them; the queue in Firestore stays the truth.
-	pending []*sessions.Prompt
+	pending []*sessiondb.Prompt
 	// credential is the session's OAuth credential bundle for its harness's plans ("": none).
 	credential string
 	// toolCalls are the client tool calls of this sandbox's turns by tool_call_id, the oldest
@@ -89,13 +89,13 @@ func (h *Host) agentOf(ctx context.Context, b *box) (*agent, error) {
 		if rec.Harness == "" {
 			return nil, apierr.FailedPrecondition("session %s runs no harness: create it with harness (mode agent) to send it prompts", b.session)
 		}
-		env, err := h.opts.Sealer.OpenEnv(rec.SealedEnv, sessions.EnvOwner(rec.ID))
+		env, err := h.opts.Sealer.OpenEnv(rec.SealedEnv, sessiondb.EnvOwner(rec.ID))
 		if err != nil {
 			return nil, fmt.Errorf("open the environment of %s: %w", rec.ID, err)
 		}
 		var cred []byte
 		if len(rec.SealedCredential) > 0 {
-			if cred, err = h.opts.Sealer.Open(rec.SealedCredential, sessions.CredentialOwner(rec.ID)); err != nil {
+			if cred, err = h.opts.Sealer.Open(rec.SealedCredential, sessiondb.CredentialOwner(rec.ID)); err != nil {
 				return nil, fmt.Errorf("open the OAuth credential of %s: %w", rec.ID, err)
 			}
 		}
@@ -137,7 +137,7 @@ func (h *Host) SendPrompt(ctx context.Context, req *connect.Request[appv1.SendPr
 		id = ids.New("prompt")
 	}
 	h.touch(ctx, b)
-	p, created, err := h.store.AddPrompt(ctx, b.session, sessions.Prompt{ID: id, Text: m.GetText(), HarnessMode: m.GetHarnessMode()})
+	p, created, err := h.store.AddPrompt(ctx, b.session, sessiondb.Prompt{ID: id, Text: m.GetText(), HarnessMode: m.GetHarnessMode()})
 	if err != nil {
 		return nil, err
 	}
@@ -177,7 +177,7 @@ func (h *Host) EditQueuedPrompt(ctx context.Context, req *connect.Request[appv1.
 	if m.GetText() == "" || len(m.GetText()) > h.opts.Limits.MaxPromptBytes {
 		return nil, apierr.InvalidArgument("text", fmt.Sprintf("must be 1 to %d bytes", h.opts.Limits.MaxPromptBytes))
 	}
-	if _, err := h.changeQueued(ctx, b, m.GetPromptId(), func(p *sessions.Prompt) { p.Text = m.GetText() }); err != nil {
+	if _, err := h.changeQueued(ctx, b, m.GetPromptId(), func(p *sessiondb.Prompt) { p.Text = m.GetText() }); err != nil {
 		return nil, err
 	}
 	b.emit(eventlog.KindPromptEdited, map[string]any{"prompt_id": m.GetPromptId(), "text": m.GetText()})
@@ -191,8 +191,8 @@ func (h *Host) DequeueQueuedPrompt(ctx context.Context, req *connect.Request[app
 	if err != nil {
 		return nil, err
 	}
-	if _, err := h.changeQueued(ctx, b, m.GetPromptId(), func(p *sessions.Prompt) {
-		p.Status, p.EndedAt = sessions.PromptDequeued, h.clock.Now()
+	if _, err := h.changeQueued(ctx, b, m.GetPromptId(), func(p *sessiondb.Prompt) {
+		p.Status, p.EndedAt = sessiondb.PromptDequeued, h.clock.Now()
 	}); err != nil {
 		return nil, err
 	}
@@ -201,15 +201,15 @@ func (h *Host) DequeueQueuedPrompt(ctx context.Context, req *connect.Request[app
 }
 
 // changeQueued changes a queued prompt; one that started (or ended) is failed_precondition.
-func (h *Host) changeQueued(ctx context.Context, b *box, id string, change func(*sessions.Prompt)) (*sessions.Prompt, error) {
+func (h *Host) changeQueued(ctx context.Context, b *box, id string, change func(*sessiondb.Prompt)) (*sessiondb.Prompt, error) {
 	if id == "" {
 		return nil, apierr.InvalidArgument("prompt_id", "is required")
 	}
-	p, err := h.store.ChangePrompt(ctx, b.session, id, sessions.PromptQueued, change)
+	p, err := h.store.ChangePrompt(ctx, b.session, id, sessiondb.PromptQueued, change)
 	switch {
-	case errors.Is(err, sessions.ErrNotFound):
+	case errors.Is(err, sessiondb.ErrNotFound):
 		return nil, apierr.NotFound("prompt", id)
-	case errors.Is(err, sessions.ErrPromptMoved):
+	case errors.Is(err, sessiondb.ErrPromptMoved):
 		return nil, apierr.FailedPrecondition("prompt %s is %s: only a queued prompt can change", id, p.Status)
 	}
 	return p, err
@@ -300,7 +300,7 @@ func (h *Host) CompleteToolCall(ctx context.Context, req *connect.Request[appv1.
 		return nil, apierr.FailedPrecondition("tool call %s belongs to prompt %s, which %s", id, t.promptID, how)
 	}
 	res, err := plugin.ToolResult(ctx, abi.ToolResultRequest{ToolCallID: id, ResultJSON: m.GetResultJson(), State: t.ps.state})
-	if errors.Is(err, harnesshost.ErrRefused) {
+	if errors.Is(err, harness.ErrRefused) {
 		return nil, apierr.FailedPrecondition("%v", err)
 	}
 	if err != nil {
@@ -319,7 +319,7 @@ func (h *Host) CompleteToolCall(ctx context.Context, req *connect.Request[appv1.
 	t.ps.pending--
 	t.ps.record(abi.Event{Kind: abi.KindToolResult, ToolCallID: id, ToolName: c.name, Text: m.GetResultJson()}, "client")
 	if t.ps.pending == 0 {
-		h.setTurnState(b, a, t, sessions.AgentWorking)
+		h.setTurnState(b, a, t, sessiondb.AgentWorking)
 	}
 	return reply("delivered")
 }
@@ -366,10 +366,10 @@ func (h *Host) runPrompts(b *box) {
 				break
 			}
 			if p == nil {
-				h.setAgentState(b, a, sessions.AgentWaiting)
+				h.setAgentState(b, a, sessiondb.AgentWaiting)
 				break
 			}
-			h.setAgentState(b, a, sessions.AgentWorking)
+			h.setAgentState(b, a, sessiondb.AgentWorking)
 			h.runPrompt(b, a, p)
 		}
 	}
@@ -408,7 +408,7 @@ func (h *Host) setAgentStateLocked(b *box, a *agent, state string) {
 
 // nextPrompt is the next prompt to try: one this host queued, else — the first time, for
 // prompts queued before this sandbox — the oldest queued in Firestore.
-func (h *Host) nextPrompt(b *box, a *agent, scanned *bool) (*sessions.Prompt, error) {
+func (h *Host) nextPrompt(b *box, a *agent, scanned *bool) (*sessiondb.Prompt, error) {
 	a.mu.Lock()
 	if len(a.pending) > 0 {
 		p := a.pending[0]
@@ -430,14 +430,14 @@ func (h *Host) nextPrompt(b *box, a *agent, scanned *bool) (*sessions.Prompt, er
 // endOrphanedTurns ends the prompts an earlier sandbox of the session was running when it went
 // (evicted, or its host lost): their processes went with it.
 func (h *Host) endOrphanedTurns(b *box) {
-	running, err := h.store.PromptsIn(b.ctx, b.session, sessions.PromptRunning)
+	running, err := h.store.PromptsIn(b.ctx, b.session, sessiondb.PromptRunning)
 	if err != nil {
 		h.log.Error("find orphaned prompts", "session", b.session, "err", err)
 		return
 	}
 	for _, p := range running {
-		if _, err := h.store.ChangePrompt(b.ctx, b.session, p.ID, sessions.PromptRunning, func(p *sessions.Prompt) {
-			p.Status, p.EndedAt = sessions.PromptInterrupted, h.clock.Now()
+		if _, err := h.store.ChangePrompt(b.ctx, b.session, p.ID, sessiondb.PromptRunning, func(p *sessiondb.Prompt) {
+			p.Status, p.EndedAt = sessiondb.PromptInterrupted, h.clock.Now()
 		}); err == nil {
 			b.emit(eventlog.KindInterrupted, map[string]any{"prompt_id": p.ID, "source": "sandbox restarted"})
 		}
@@ -445,10 +445,10 @@ func (h *Host) endOrphanedTurns(b *box) {
 }
 
 // runPrompt takes a queued prompt through the harness: plan, launch, parse, log.
-func (h *Host) runPrompt(b *box, a *agent, p *sessions.Prompt) {
+func (h *Host) runPrompt(b *box, a *agent, p *sessiondb.Prompt) {
 	ctx := b.ctx
-	started, err := h.store.ChangeHeldPrompt(ctx, b.session, p, sessions.PromptQueued, func(p *sessions.Prompt) {
-		p.Status, p.StartedAt = sessions.PromptRunning, h.clock.Now()
+	started, err := h.store.ChangeHeldPrompt(ctx, b.session, p, sessiondb.PromptQueued, func(p *sessiondb.Prompt) {
+		p.Status, p.StartedAt = sessiondb.PromptRunning, h.clock.Now()
 	})
 	if err != nil {
 		return // dequeued meanwhile, or gone
@@ -462,7 +462,7 @@ func (h *Host) runPrompt(b *box, a *agent, p *sessions.Prompt) {
 	if started.HarnessMode != "" {
 		mode = started.HarnessMode
 	}
-	final := sessions.PromptDone
+	final := sessiondb.PromptDone
 	err = h.turn(ctx, b, a, t, started, mode, resume, env)
 	if ctx.Err() != nil {
 		// The sandbox went (evicted, deleted, host stopping) mid-turn: the prompt stays running
@@ -471,15 +471,15 @@ func (h *Host) runPrompt(b *box, a *agent, p *sessions.Prompt) {
 	}
 	if err != nil {
 		b.emit(eventlog.KindError, map[string]any{"prompt_id": p.ID, "text": err.Error()})
-		final = sessions.PromptFailed
+		final = sessiondb.PromptFailed
 	}
 	a.mu.Lock()
 	a.running = nil
 	if t.interrupted {
-		final = sessions.PromptInterrupted
+		final = sessiondb.PromptInterrupted
 	}
 	a.mu.Unlock()
-	if _, err := h.store.ChangeHeldPrompt(context.WithoutCancel(ctx), b.session, started, sessions.PromptRunning, func(p *sessions.Prompt) {
+	if _, err := h.store.ChangeHeldPrompt(context.WithoutCancel(ctx), b.session, started, sessiondb.PromptRunning, func(p *sessiondb.Prompt) {
 		p.Status, p.EndedAt = final, h.clock.Now()
 	}); err != nil {
 		h.log.Error("end prompt", "session", b.session, "prompt", p.ID, "err", err)
@@ -488,7 +488,7 @@ func (h *Host) runPrompt(b *box, a *agent, p *sessions.Prompt) {
 
 // turn plans the prompt with the harness plugin, runs the plan through the supervisor and
 // parses what it prints into events.
-func (h *Host) turn(ctx context.Context, b *box, a *agent, t *turn, p *sessions.Prompt, mode, resume string, env map[string]string) error {
+func (h *Host) turn(ctx context.Context, b *box, a *agent, t *turn, p *sessiondb.Prompt, mode, resume string, env map[string]string) error {
 	plugin, err := h.opts.Harnesses.Plugin(ctx, a.harness)
 	if err != nil {
 		return fmt.Errorf("harness %s: %w", a.harness, err)
@@ -602,7 +602,7 @@ func (ps *parser) await(e abi.Event) {
 	a.toolCalls[e.ToolCallID] = &toolCall{turn: ps.t, name: e.ToolName}
 	a.mu.Unlock()
 	ps.pending++
-	ps.h.setTurnState(ps.b, a, ps.t, sessions.AgentWaitingForTool)
+	ps.h.setTurnState(ps.b, a, ps.t, sessiondb.AgentWaitingForTool)
 }
 
 // record appends one event of the turn, with the source of a tool result that did not come

@@ -6,8 +6,8 @@ import (
 
 	"connectrpc.com/connect"
 
-	"github.com/hangar-dev/hangar/functions/platform/apierr"
 	hostv1 "github.com/hangar-dev/hangar/gen/host/v1"
+	"github.com/hangar-dev/hangar/platform/apierr"
 	"github.com/hangar-dev/hangar/sandboxhosts/images"
 )
 

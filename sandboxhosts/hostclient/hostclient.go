@@ -15,7 +15,7 @@ import (
 	"connectrpc.com/connect"
 
 	"github.com/hangar-dev/hangar/gen/host/v1/hostv1connect"
-	"github.com/hangar-dev/hangar/sandboxhosts/fleet"
+	"github.com/hangar-dev/hangar/records/fleet"
 )
 
 // TokenHeader carries the host token.

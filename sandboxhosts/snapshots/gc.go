@@ -14,7 +14,7 @@ import (
 	"gocloud.dev/gcerrors"
 	"golang.org/x/sync/errgroup"
 
-	"github.com/hangar-dev/hangar/functions/platform/ids"
+	"github.com/hangar-dev/hangar/platform/ids"
 )
 
 const (

@@ -22,7 +22,7 @@ import (
 	"golang.org/x/sync/errgroup"
 	"golang.org/x/sys/unix"
 
-	"github.com/hangar-dev/hangar/functions/platform/ids"
+	"github.com/hangar-dev/hangar/platform/ids"
 )
 
 // Meta is what the caller knows about the snapshot that the tree does not say.

@@ -25,7 +25,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/hangar-dev/hangar/harnesses/builtin"
-	"github.com/hangar-dev/hangar/harnesses/host"
+	"github.com/hangar-dev/hangar/harnesses/harness"
 )
 
 const (
@@ -98,7 +98,7 @@ func describe(ctx context.Context, wasmFiles []string) ([]string, error) {
 	if dir, err := os.UserCacheDir(); err == nil {
 		cache = filepath.Join(dir, "hangar", "wasm-compile")
 	}
-	rt, err := host.NewRuntime(ctx, host.Options{CacheDir: cache, Instances: 1})
+	rt, err := harness.NewRuntime(ctx, harness.Options{CacheDir: cache, Instances: 1})
 	if err != nil {
 		return nil, err
 	}

@@ -1,0 +1,184 @@
+package auth
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"cloud.google.com/go/firestore"
+	"connectrpc.com/connect"
+
+	"github.com/hangar-dev/hangar/platform/apierr"
+	"github.com/hangar-dev/hangar/platform/clock"
+	"github.com/hangar-dev/hangar/platform/store"
+)
+
+// HeaderName is the header that carries the API key on every RPC.
+const HeaderName = "x-api-key"
+
+// Principal is the authenticated caller of a request.
+type Principal struct {
+	UserID string
+	KeyID  string
+	Kind   string
+	Admin  bool
+}
+
+type principalKey struct{}
+
+// WithPrincipal returns ctx carrying p.
+func WithPrincipal(ctx context.Context, p Principal) context.Context {
+	return context.WithValue(ctx, principalKey{}, p)
+}
+
+// Caller returns the request's principal; handlers behind the interceptor always have one.
+func Caller(ctx context.Context) (Principal, bool) {
+	p, ok := ctx.Value(principalKey{}).(Principal)
+	return p, ok
+}
+
+// Authenticator verifies keys against Firestore, remembering verified ones for a short TTL so a
+// request costs no database read in the common case.
+type Authenticator struct {
+	db    *firestore.Client
+	clock clock.Clock
+	ttl   time.Duration
+	log   *slog.Logger
+
+	mu    sync.Mutex
+	cache map[string]cached
+}
+
+type cached struct {
+	p       Principal
+	expires time.Time
+}
+
+// maxCached bounds the cache; past it the cache starts over, which only costs re-reads.
+const maxCached = 10000
+
+// lastUsedEvery is how stale a key's last_used_at may get before a verification rewrites it.
+const lastUsedEvery = time.Minute
+
+// NewAuthenticator returns an authenticator over db's keys.
+func NewAuthenticator(db *firestore.Client, c clock.Clock, ttl time.Duration, log *slog.Logger) *Authenticator {
+	return &Authenticator{db: db, clock: c, ttl: ttl, log: log, cache: make(map[string]cached)}
+}
+
+// Authenticate returns the principal of a presented key, or the unauthenticated error for a
+// key that is missing, malformed, unknown or revoked.
+func (a *Authenticator) Authenticate(ctx context.Context, key string) (Principal, error) {
+	id, ok := parseKey(key)
+	if !ok {
+		return Principal{}, apierr.Unauthenticated()
+	}
+	h := hashKey(key)
+	now := a.clock.Now()
+	a.mu.Lock()
+	c, hit := a.cache[h]
+	a.mu.Unlock()
+	if hit && now.Before(c.expires) {
+		return c.p, nil
+	}
+	snap, err := a.db.Collection(keysCollection).Doc(id).Get(ctx)
+	if store.IsNotFound(err) {
+		return Principal{}, apierr.Unauthenticated()
+	}
+	if err != nil {
+		return Principal{}, err
+	}
+	var k Key
+	if err := snap.DataTo(&k); err != nil {
+		return Principal{}, err
+	}
+	if k.Revoked() || !hashesEqual(k.Hash, h) {
+		return Principal{}, apierr.Unauthenticated()
+	}
+	p := Principal{UserID: k.UserID, KeyID: k.ID, Kind: k.Kind, Admin: k.Admin}
+	a.mu.Lock()
+	if len(a.cache) >= maxCached {
+		a.cache = make(map[string]cached)
+	}
+	a.cache[h] = cached{p: p, expires: now.Add(a.ttl)}
+	a.mu.Unlock()
+	if now.Sub(k.LastUsedAt) > lastUsedEvery {
+		a.touch(snap.Ref, now)
+	}
+	return p, nil
+}
+
+// touch records last use off the request path: a lost update only makes last_used_at older.
+func (a *Authenticator) touch(ref *firestore.DocumentRef, now time.Time) {
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if _, err := ref.Update(ctx, []firestore.Update{{Path: "last_used_at", Value: now}}); err != nil {
+			a.log.Warn("record api key use", "key", ref.ID, "err", err)
+		}
+	}()
+}
+
+func (a *Authenticator) forget(hash string) {
+	a.mu.Lock()
+	delete(a.cache, hash)
+	a.mu.Unlock()
+}
+
+// AdminServices are the services only admin keys may call.
+var AdminServices = map[string]bool{
+	"svc.app.v1.FleetService":     true,
+	"svc.app.v1.ApiKeyService":    true,
+	"svc.app.v1.OrgSecretService": true,
+}
+
+// Interceptor authenticates every RPC and enforces AdminServices.
+func Interceptor(a *Authenticator) connect.Interceptor { return &interceptor{a: a} }
+
+type interceptor struct{ a *Authenticator }
+
+func (i *interceptor) check(ctx context.Context, procedure string, h http.Header) (context.Context, error) {
+	p, err := i.a.Authenticate(ctx, strings.TrimSpace(h.Get(HeaderName)))
+	if err != nil {
+		return ctx, err
+	}
+	if AdminServices[serviceOf(procedure)] && !p.Admin {
+		return ctx, apierr.PermissionDenied("%s is for admins only", serviceOf(procedure))
+	}
+	return WithPrincipal(ctx, p), nil
+}
+
+func (i *interceptor) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
+	return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
+		ctx, err := i.check(ctx, req.Spec().Procedure, req.Header())
+		if err != nil {
+			return nil, err
+		}
+		return next(ctx, req)
+	}
+}
+
+func (i *interceptor) WrapStreamingClient(next connect.StreamingClientFunc) connect.StreamingClientFunc {
+	return next
+}
+
+func (i *interceptor) WrapStreamingHandler(next connect.StreamingHandlerFunc) connect.StreamingHandlerFunc {
+	return func(ctx context.Context, conn connect.StreamingHandlerConn) error {
+		ctx, err := i.check(ctx, conn.Spec().Procedure, conn.RequestHeader())
+		if err != nil {
+			return err
+		}
+		return next(ctx, conn)
+	}
+}
+
+// serviceOf returns "svc.app.v1.TaskService" for "/svc.app.v1.TaskService/CreateTask".
+func serviceOf(procedure string) string {
+	s := strings.TrimPrefix(procedure, "/")
+	if i := strings.IndexByte(s, '/'); i >= 0 {
+		return s[:i]
+	}
+	return s
+}

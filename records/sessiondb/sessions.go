@@ -1,0 +1,319 @@
+// Package sessiondb owns the session records in Firestore (`sessions/{id}`): their fields, the
+// session state machine and the checked moves between states. The API functions create
+// records and read them; the host that runs a session moves it through its states. Both go
+// through this package so that no move the table forbids is ever written.
+package sessiondb
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"reflect"
+	"time"
+
+	"cloud.google.com/go/firestore"
+
+	"github.com/hangar-dev/hangar/platform/store"
+)
+
+// Collection is the Firestore collection of session records.
+const Collection = "sessions"
+
+// Record is a session as Firestore stores it.
+type Record struct {
+	ID     string `firestore:"id"`
+	Owner  string `firestore:"owner_user_id"`
+	Status Status `firestore:"status"`
+	// StatusReason says why the last move happened (e.g. "idle", "host lost", an error).
+	StatusReason string `firestore:"status_reason"`
+	// HostID is the host the session's sandbox is on, or was on last ("" before placement).
+	HostID    string `firestore:"host_id"`
+	SandboxID string `firestore:"sandbox_id"`
+	ImageURI  string `firestore:"image_uri"`
+	// ImageDigest pins the image the session was created from, so a resume on another host
+	// gets the same bytes even if the tag moved.
+	ImageDigest string `firestore:"image_digest"`
+	Mode        string `firestore:"mode"`
+	// SealedEnv is the sandbox's environment (secrets included), encrypted by the deployment's
+	// key, so a resume on any host restores it without anyone reading it from the database.
+	SealedEnv []byte `firestore:"sealed_env"`
+	// SealedCredential is the session's OAuth credential bundle (CreateSession's
+	// oauth_credential), sealed the same way, bound to CredentialOwner; only the host opens it,
+	// to hand it to the harness plugin's plans. Nil without one.
+	SealedCredential []byte `firestore:"sealed_credential"`
+	// LatestSnapshotID is the checkpoint a resume starts from ("" when none was taken).
+	LatestSnapshotID string `firestore:"latest_snapshot_id"`
+	// Harness runs the prompts of an agent session ("" for a plain sandbox session), in
+	// HarnessMode unless a prompt names another; HarnessResume is what its last turn reported
+	// for continuing the conversation.
+	Harness       string `firestore:"harness"`
+	HarnessMode   string `firestore:"harness_mode"`
+	HarnessResume string `firestore:"harness_resume"`
+	// AgentState is what an agent session's harness is doing: AgentWorking while a prompt runs,
+	// AgentWaitingForTool while its turn waits on a client tool call, AgentWaiting once its queue
+	// is empty ("" before its first prompt).
+	AgentState string `firestore:"agent_state"`
+	// Model and Effort are what the harness runs with ("" for its defaults); ModelRouter the
+	// router it reaches the model through.
+	Model          string    `firestore:"model"`
+	Effort         string    `firestore:"effort"`
+	ModelRouter    string    `firestore:"model_router"`
+	SuggestedTitle string    `firestore:"suggested_title"`
+	CreatedAt      time.Time `firestore:"created_at"`
+	UpdatedAt      time.Time `firestore:"updated_at"`
+	LastActiveAt   time.Time `firestore:"last_active_at"`
+	LastEventAt    time.Time `firestore:"last_event_at"`
+}
+
+// ErrNotFound is a session id with no record.
+var ErrNotFound = store.ErrNotFound
+
+// MoveError is a move the state machine does not allow.
+type MoveError struct {
+	ID       string
+	From, To Status
+}
+
+func (e *MoveError) Error() string {
+	return fmt.Sprintf("session %s is %s: it cannot become %s", e.ID, e.From, e.To)
+}
+
+// Store reads and writes session records.
+type Store struct {
+	db  *firestore.Client
+	now func() time.Time
+}
+
+// NewStore returns a store over db that stamps records with now.
+func NewStore(db *firestore.Client, now func() time.Time) *Store {
+	return &Store{db: db, now: now}
+}
+
+func (s *Store) doc(id string) *firestore.DocumentRef { return s.db.Collection(Collection).Doc(id) }
+
+// Create stores a new record; an existing id is an error that IsAlreadyExists recognises.
+func (s *Store) Create(ctx context.Context, r *Record) error {
+	now := s.now()
+	r.CreatedAt, r.UpdatedAt, r.LastActiveAt = now, now, now
+	if _, err := s.doc(r.ID).Create(ctx, r); err != nil {
+		return fmt.Errorf("create session %s: %w", r.ID, err)
+	}
+	return nil
+}
+
+// IsAlreadyExists reports whether err is Create's answer for an id already taken.
+func IsAlreadyExists(err error) bool { return store.IsAlreadyExists(err) }
+
+// Get reads one record; a missing one is ErrNotFound.
+func (s *Store) Get(ctx context.Context, id string) (*Record, error) {
+	return store.Read[Record](ctx, nil, s.doc(id))
+}
+
+// Move changes a session's state after checking the table allows it, and lets mutate change
+// the session's placement (HostID, SandboxID, ImageDigest) in the same write; mutate may refuse
+// the move by returning an error, and changing any other field is refused. It returns the state
+// the session left and the record as written. A move is a swap: when another write lands in
+// between, it is re-read and re-checked.
+func (s *Store) Move(ctx context.Context, id string, to Status, reason string, mutate func(*Record) error) (Status, *Record, error) {
+	var from Status
+	r, _, err := store.Swap(ctx, s.doc(id), nil, time.Time{}, func(r *Record) ([]firestore.Update, error) {
+		from = r.Status
+		if from != to && !CanMove(from, to) {
+			return nil, &MoveError{ID: id, From: from, To: to}
+		}
+		if mutate != nil {
+			before := *r
+			if err := mutate(r); err != nil {
+				return nil, err
+			}
+			if !onlyPlacementChanged(before, *r) {
+				return nil, errors.New("a move may change only host_id, sandbox_id and image_digest")
+			}
+		}
+		r.Status, r.StatusReason, r.UpdatedAt = to, reason, s.now()
+		return []firestore.Update{
+			{Path: "status", Value: r.Status},
+			{Path: "status_reason", Value: r.StatusReason},
+			{Path: "updated_at", Value: r.UpdatedAt},
+			{Path: "host_id", Value: r.HostID},
+			{Path: "sandbox_id", Value: r.SandboxID},
+			{Path: "image_digest", Value: r.ImageDigest},
+		}, nil
+	})
+	if err != nil {
+		return from, nil, fmt.Errorf("move session %s to %s: %w", id, to, err)
+	}
+	return from, r, nil
+}
+
+// onlyPlacementChanged reports whether b differs from a in the placement fields at most.
+func onlyPlacementChanged(a, b Record) bool {
+	a.HostID, a.SandboxID, a.ImageDigest = b.HostID, b.SandboxID, b.ImageDigest
+	return reflect.DeepEqual(a, b)
+}
+
+// Touch records activity without a transaction: it is a hint for idle detection and display,
+// and a lost race only moves a timestamp.
+func (s *Store) Touch(ctx context.Context, id string, at time.Time) error {
+	_, err := s.doc(id).Update(ctx, []firestore.Update{{Path: "last_active_at", Value: at}})
+	if err != nil {
+		return fmt.Errorf("touch session %s: %w", id, err)
+	}
+	return nil
+}
+
+// ListByOwner returns an owner's sessions (every owner's when owner is ""), newest first,
+// without deleted ones, at most limit.
+func (s *Store) ListByOwner(ctx context.Context, owner string, limit int) ([]*Record, error) {
+	q := s.db.Collection(Collection).Query
+	if owner != "" {
+		q = q.Where("owner_user_id", "==", owner)
+	}
+	var shown []string
+	for _, st := range Statuses() {
+		if st != Deleted {
+			shown = append(shown, string(st))
+		}
+	}
+	// An "in" filter rather than "!= deleted" so that created_at can lead the ordering.
+	q = q.Where("status", "in", shown).OrderBy("created_at", firestore.Desc)
+	return s.list(ctx, q.Limit(limit))
+}
+
+// ListByHost returns the sessions placed on a host that are in one of the given states.
+func (s *Store) ListByHost(ctx context.Context, hostID string, in ...Status) ([]*Record, error) {
+	states := make([]string, len(in))
+	for i, st := range in {
+		states[i] = string(st)
+	}
+	return s.list(ctx, s.db.Collection(Collection).Where("host_id", "==", hostID).Where("status", "in", states))
+}
+
+func (s *Store) list(ctx context.Context, q firestore.Query) ([]*Record, error) {
+	recs, err := store.All[Record](q.Documents(ctx))
+	if err != nil {
+		return nil, fmt.Errorf("list sessions: %w", err)
+	}
+	out := make([]*Record, len(recs))
+	for i := range recs {
+		out[i] = &recs[i]
+	}
+	return out, nil
+}
+
+// Checkpoint is one snapshot of a session, as `sessions/{id}/checkpoints/{snapshot_id}`: the host
+// writes it after the snapshot's manifest is stored, so a checkpoint listed is one that restores.
+type Checkpoint struct {
+	SnapshotID string    `firestore:"snapshot_id"`
+	Version    int64     `firestore:"version"`
+	SizeBytes  int64     `firestore:"size_bytes"`
+	CreatedAt  time.Time `firestore:"created_at"`
+	// EventsCursor is the idx of the last event written before the snapshot.
+	EventsCursor int64 `firestore:"events_cursor"`
+	// Chunks is how many content chunks the snapshot's files are made of.
+	Chunks int    `firestore:"chunks"`
+	HostID string `firestore:"host_id"`
+}
+
+// Artifact is a file a session published, as `sessions/{id}/artifacts/{artifact_id}`; its bytes
+// are in the blob store under BlobKey.
+type Artifact struct {
+	ID        string    `firestore:"id"`
+	Path      string    `firestore:"path"`
+	FileName  string    `firestore:"file_name"`
+	MediaType string    `firestore:"media_type"`
+	SizeBytes int64     `firestore:"size_bytes"`
+	SHA256    string    `firestore:"sha256"`
+	Caption   string    `firestore:"caption"`
+	BlobKey   string    `firestore:"blob_key"`
+	CreatedAt time.Time `firestore:"created_at"`
+}
+
+// AddCheckpoint records a snapshot of session id and makes it the one a resume starts from.
+func (s *Store) AddCheckpoint(ctx context.Context, id string, c Checkpoint) error {
+	batch := s.db.Batch()
+	batch.Set(s.doc(id).Collection("checkpoints").Doc(c.SnapshotID), c)
+	batch.Update(s.doc(id), []firestore.Update{{Path: "latest_snapshot_id", Value: c.SnapshotID}})
+	if _, err := batch.Commit(ctx); err != nil {
+		return fmt.Errorf("record checkpoint %s of session %s: %w", c.SnapshotID, id, err)
+	}
+	return nil
+}
+
+// Checkpoints lists a session's checkpoints, newest first, at most limit.
+func (s *Store) Checkpoints(ctx context.Context, id string, limit int) ([]Checkpoint, error) {
+	q := s.doc(id).Collection("checkpoints").OrderBy("version", firestore.Desc).Limit(limit)
+	out, err := store.All[Checkpoint](q.Documents(ctx))
+	if err != nil {
+		return nil, fmt.Errorf("list checkpoints of session %s: %w", id, err)
+	}
+	return out, nil
+}
+
+// AddArtifact records a published artifact of session id.
+func (s *Store) AddArtifact(ctx context.Context, id string, a Artifact) error {
+	if _, err := s.doc(id).Collection("artifacts").Doc(a.ID).Create(ctx, a); err != nil {
+		return fmt.Errorf("record artifact %s of session %s: %w", a.ID, id, err)
+	}
+	return nil
+}
+
+// Artifact reads one artifact record; a missing one is ErrNotFound.
+func (s *Store) Artifact(ctx context.Context, id, artifactID string) (*Artifact, error) {
+	return store.Read[Artifact](ctx, nil, s.doc(id).Collection("artifacts").Doc(artifactID))
+}
+
+// EnvOwner is what a session's sealed environment is bound to: sealed for one session, it opens
+// for no other.
+func EnvOwner(id string) string { return Collection + "/" + id }
+
+// CredentialOwner is what a session's sealed OAuth credential is bound to.
+func CredentialOwner(id string) string { return Collection + "/" + id + "/oauth_credential" }
+
+// ArtifactPrefix is where a session's artifacts live in the blob store; ArtifactKey is one of
+// them.
+func ArtifactPrefix(session string) string { return "artifacts/" + session + "/" }
+
+// ArtifactKey is where one artifact's bytes live in the blob store.
+func ArtifactKey(session, artifact string) string { return ArtifactPrefix(session) + artifact }
+
+// Agent states of an agent session (Record.AgentState). The host moves between them freely:
+// working when a turn starts or a client tool result is delivered, waiting_for_tool when the
+// turn reports a client tool call, waiting when the queue is empty.
+const (
+	AgentWorking        = "working"
+	AgentWaitingForTool = "waiting_for_tool"
+	AgentWaiting        = "waiting"
+)
+
+// SetAgentState records what the session's harness is doing; only the session's host writes it.
+func (s *Store) SetAgentState(ctx context.Context, id, state string) error {
+	if _, err := s.doc(id).Update(ctx, []firestore.Update{{Path: "agent_state", Value: state}}); err != nil {
+		return fmt.Errorf("record agent state of session %s: %w", id, err)
+	}
+	return nil
+}
+
+// GetMany reads the sessions with the given ids in one round trip; missing ones are left out.
+func (s *Store) GetMany(ctx context.Context, ids []string) (map[string]*Record, error) {
+	refs := make([]*firestore.DocumentRef, len(ids))
+	for i, id := range ids {
+		refs[i] = s.doc(id)
+	}
+	snaps, err := s.db.GetAll(ctx, refs)
+	if err != nil {
+		return nil, fmt.Errorf("read sessions: %w", err)
+	}
+	out := make(map[string]*Record, len(snaps))
+	for _, snap := range snaps {
+		if !snap.Exists() {
+			continue
+		}
+		var r Record
+		if err := snap.DataTo(&r); err != nil {
+			return nil, fmt.Errorf("decode session %s: %w", snap.Ref.ID, err)
+		}
+		out[r.ID] = &r
+	}
+	return out, nil
+}

@@ -1,0 +1,183 @@
+package sessiondb_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hangar-dev/hangar/internal/testenv"
+	"github.com/hangar-dev/hangar/records/sessiondb"
+)
+
+func TestCanMoveFollowsTheLifecycle(t *testing.T) {
+	cases := []struct {
+		from, to sessiondb.Status
+		ok       bool
+	}{
+		{sessiondb.Creating, sessiondb.Running, true},
+		{sessiondb.Running, sessiondb.Idle, true},
+		{sessiondb.Idle, sessiondb.Running, true},
+		{sessiondb.Running, sessiondb.Snapshotting, true},
+		{sessiondb.Snapshotting, sessiondb.Evicted, true},
+		{sessiondb.Evicted, sessiondb.Resuming, true},
+		{sessiondb.Resuming, sessiondb.Running, true},
+		{sessiondb.Running, sessiondb.Lost, true},
+		{sessiondb.Lost, sessiondb.Resuming, true},
+		{sessiondb.Failed, sessiondb.Resuming, true},
+		{sessiondb.Evicted, sessiondb.Running, false},
+		{sessiondb.Creating, sessiondb.Evicted, false},
+		{sessiondb.Lost, sessiondb.Running, false},
+		{sessiondb.Deleted, sessiondb.Resuming, false},
+		{sessiondb.Running, sessiondb.Running, false},
+	}
+	for _, c := range cases {
+		if got := sessiondb.CanMove(c.from, c.to); got != c.ok {
+			t.Errorf("CanMove(%s, %s) = %v, want %v", c.from, c.to, got, c.ok)
+		}
+	}
+}
+
+func TestEveryStateButDeletedCanBeDeleted(t *testing.T) {
+	for _, s := range sessiondb.Statuses() {
+		if s != sessiondb.Deleted && !sessiondb.CanMove(s, sessiondb.Deleted) {
+			t.Errorf("%s cannot be deleted", s)
+		}
+	}
+}
+
+func TestMoveChecksTheTable(t *testing.T) {
+	db, _ := testenv.Firestore(t)
+	st := sessiondb.NewStore(db, func() time.Time { return time.Now().UTC() })
+	ctx := context.Background()
+	r := &sessiondb.Record{ID: "sess_a", Owner: "u1", Status: sessiondb.Creating, ImageURI: "img"}
+	if err := st.Create(ctx, r); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Create(ctx, r); !sessiondb.IsAlreadyExists(err) {
+		t.Fatalf("second create: %v, want already exists", err)
+	}
+	from, got, err := st.Move(ctx, "sess_a", sessiondb.Running, "started", func(r *sessiondb.Record) error {
+		r.HostID = "h1"
+		return nil
+	})
+	if err != nil || from != sessiondb.Creating || got.Status != sessiondb.Running || got.HostID != "h1" {
+		t.Fatalf("move to running: from %s, %+v, %v", from, got, err)
+	}
+	_, _, err = st.Move(ctx, "sess_a", sessiondb.Resuming, "", nil)
+	var me *sessiondb.MoveError
+	if !errors.As(err, &me) || me.From != sessiondb.Running || me.To != sessiondb.Resuming {
+		t.Fatalf("running → resuming: %v, want a MoveError", err)
+	}
+	refuse := errors.New("no")
+	if _, _, err := st.Move(ctx, "sess_a", sessiondb.Idle, "", func(*sessiondb.Record) error { return refuse }); !errors.Is(err, refuse) {
+		t.Fatalf("refused move: %v", err)
+	}
+	back, err := st.Get(ctx, "sess_a")
+	if err != nil || back.Status != sessiondb.Running || back.StatusReason != "started" {
+		t.Fatalf("after refused moves: %+v, %v", back, err)
+	}
+	if _, _, err := st.Move(ctx, "sess_missing", sessiondb.Running, "", nil); !errors.Is(err, sessiondb.ErrNotFound) {
+		t.Fatalf("missing: %v", err)
+	}
+}
+
+func TestListByOwnerHidesDeletedAndOthers(t *testing.T) {
+	db, _ := testenv.Firestore(t)
+	now := time.Now().UTC()
+	st := sessiondb.NewStore(db, func() time.Time { now = now.Add(time.Second); return now })
+	ctx := context.Background()
+	for _, r := range []*sessiondb.Record{
+		{ID: "s1", Owner: "u1", Status: sessiondb.Running, HostID: "h1"},
+		{ID: "s2", Owner: "u1", Status: sessiondb.Deleted, HostID: "h1"},
+		{ID: "s3", Owner: "u2", Status: sessiondb.Idle, HostID: "h2"},
+		{ID: "s4", Owner: "u1", Status: sessiondb.Evicted},
+	} {
+		if err := st.Create(ctx, r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := st.ListByOwner(ctx, "u1", 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 2 || got[0].ID != "s4" || got[1].ID != "s1" {
+		t.Fatalf("u1's sessions newest first: %v", ids(got))
+	}
+	all, err := st.ListByOwner(ctx, "", 10)
+	if err != nil || len(all) != 3 {
+		t.Fatalf("everyone's: %v, %v", ids(all), err)
+	}
+	onH1, err := st.ListByHost(ctx, "h1", sessiondb.Running, sessiondb.Idle)
+	if err != nil || len(onH1) != 1 || onH1[0].ID != "s1" {
+		t.Fatalf("live on h1: %v, %v", ids(onH1), err)
+	}
+}
+
+func ids(rs []*sessiondb.Record) []string {
+	out := make([]string, len(rs))
+	for i, r := range rs {
+		out[i] = r.ID
+	}
+	return out
+}
+
+func TestMoveRechecksWhenAnotherWriteLandsFirst(t *testing.T) {
+	db, _ := testenv.Firestore(t)
+	st := sessiondb.NewStore(db, func() time.Time { return time.Now().UTC() })
+	ctx := context.Background()
+	if err := st.Create(ctx, &sessiondb.Record{ID: "sess_race", Owner: "u1", Status: sessiondb.Running}); err != nil {
+		t.Fatal(err)
+	}
+	// The first move reads "running", then the session is deleted before it writes: its write
+	// must fail, and its retry must see "deleted", which cannot become idle.
+	deleted := make(chan struct{})
+	calls := 0
+	_, _, err := st.Move(ctx, "sess_race", sessiondb.Idle, "quiet", func(*sessiondb.Record) error {
+		if calls++; calls == 1 {
+			go func() {
+				defer close(deleted)
+				if _, _, err := st.Move(ctx, "sess_race", sessiondb.Deleted, "deleted", nil); err != nil {
+					t.Errorf("delete: %v", err)
+				}
+			}()
+			<-deleted
+		}
+		return nil
+	})
+	var me *sessiondb.MoveError
+	if !errors.As(err, &me) || me.From != sessiondb.Deleted {
+		t.Fatalf("move raced by a delete: %v, want a MoveError from deleted found on re-reading", err)
+	}
+
+	// Concurrent moves that may all happen each get written once, none lost.
+	if err := st.Create(ctx, &sessiondb.Record{ID: "sess_many", Owner: "u1", Status: sessiondb.Running}); err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	for i := range 8 {
+		wg.Go(func() {
+			_, _, err := st.Move(ctx, "sess_many", sessiondb.Running, "placed", func(r *sessiondb.Record) error {
+				r.SandboxID = fmt.Sprintf("sb-%d", i)
+				return nil
+			})
+			if err != nil {
+				t.Errorf("mover %d: %v", i, err)
+			}
+		})
+	}
+	wg.Wait()
+	if got, err := st.Get(ctx, "sess_many"); err != nil || !strings.HasPrefix(got.SandboxID, "sb-") {
+		t.Fatalf("after concurrent moves: %+v, %v", got, err)
+	}
+	_, _, err = st.Move(ctx, "sess_many", sessiondb.Running, "", func(r *sessiondb.Record) error {
+		r.Owner = "someone else"
+		return nil
+	})
+	if err == nil {
+		t.Fatal("a move changed the owner")
+	}
+}
