@@ -7,11 +7,13 @@ TOOLS := $(CURDIR)/.tools/bin
 BUF_VERSION := v1.75.0
 PROTOC_GEN_GO_VERSION := v1.36.12
 PROTOC_GEN_CONNECT_GO_VERSION := v1.21.1
+STATICCHECK_VERSION := v0.8.2
+GOIMPORTS_VERSION := v0.52.0
 GO_TEST_FLAGS ?= -count=1 -timeout=20m
 REGION ?= europe-west1
 PROJECT ?= $(shell gcloud config get-value project 2>/dev/null)
 
-.PHONY: dev test check system-deps plugins generate check-gen lint vet fmt-check bench deploy tools clean
+.PHONY: dev test check system-deps plugins generate check-gen lint vet fmt-check tidy-check bench deploy tools clean
 
 ## dev: run the whole system locally (emulators, every function, one server on 127.0.0.1:8080)
 dev: bin/hangar bin/hangar-supervisor
@@ -41,10 +43,10 @@ test: check system-deps plugins
 system-deps:
 	@scripts/system-deps
 
-## check: the house rules — gen/ in sync with proto/, buf lint, gofmt, go vet
-check: check-gen lint fmt-check vet
+## check: the house rules — gen/ in sync with proto/, buf lint, staticcheck, import grouping, gofmt, go vet, go.mod tidy
+check: check-gen lint fmt-check vet tidy-check
 
-tools: $(TOOLS)/buf $(TOOLS)/protoc-gen-go $(TOOLS)/protoc-gen-connect-go
+tools: $(TOOLS)/buf $(TOOLS)/protoc-gen-go $(TOOLS)/protoc-gen-connect-go $(TOOLS)/staticcheck $(TOOLS)/goimports
 
 $(TOOLS)/buf:
 	GOBIN=$(TOOLS) go install github.com/bufbuild/buf/cmd/buf@$(BUF_VERSION)
@@ -52,6 +54,10 @@ $(TOOLS)/protoc-gen-go:
 	GOBIN=$(TOOLS) go install google.golang.org/protobuf/cmd/protoc-gen-go@$(PROTOC_GEN_GO_VERSION)
 $(TOOLS)/protoc-gen-connect-go:
 	GOBIN=$(TOOLS) go install connectrpc.com/connect/cmd/protoc-gen-connect-go@$(PROTOC_GEN_CONNECT_GO_VERSION)
+$(TOOLS)/staticcheck:
+	GOBIN=$(TOOLS) go install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
+$(TOOLS)/goimports:
+	GOBIN=$(TOOLS) go install golang.org/x/tools/cmd/goimports@$(GOIMPORTS_VERSION)
 
 ## generate: regenerate gen/ from proto/
 generate: tools
@@ -66,12 +72,19 @@ check-gen: tools
 		echo "gen/ is stale: run 'make generate' and commit the result"; exit 1; \
 	fi
 
+## lint: buf lint, staticcheck (its default checks, unused code included) and import grouping
 lint: tools
 	$(TOOLS)/buf lint
+	$(TOOLS)/staticcheck ./...
+	@out=$$($(TOOLS)/goimports -local github.com/hangar-dev/hangar -l $$(git ls-files -co --exclude-standard '*.go' | grep -v '^gen/')); \
+	if [ -n "$$out" ]; then echo "imports not grouped (std, third party, hangar): run goimports -local github.com/hangar-dev/hangar -w on:"; echo "$$out"; exit 1; fi
 
 fmt-check:
 	@out=$$(gofmt -l $$(git ls-files -co --exclude-standard '*.go')); \
 	if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
+
+tidy-check:
+	@go mod tidy -diff >/dev/null || { go mod tidy -diff | head -20; echo "go.mod/go.sum are not tidy: run 'go mod tidy'"; exit 1; }
 
 vet:
 	go vet ./...

@@ -261,7 +261,7 @@ func (p *Program) EvalBool(vars Vars) (value, known bool, err error) {
 	case *types.Unknown:
 		return false, false, nil
 	}
-	return false, false, &EvalError{Expr: p.name, Err: fmt.Errorf("a condition must give a bool, got %s", val.Type().(ref.Type).TypeName())}
+	return false, false, &EvalError{Expr: p.name, Err: fmt.Errorf("a condition must give a bool, got %s", val.Type().TypeName())}
 }
 
 func (p *Program) evalVal(vars Vars) (ref.Val, error) {

@@ -134,7 +134,7 @@ func toGo(v ref.Val, src string) (any, error) {
 		}
 		return out, nil
 	}
-	return nil, fmt.Errorf("a %s has no JSON form", v.Type().(ref.Type).TypeName())
+	return nil, fmt.Errorf("a %s has no JSON form", v.Type().TypeName())
 }
 
 // textOf is a value's form inside interpolated text: strings as they are, null as nothing,

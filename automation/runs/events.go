@@ -107,7 +107,7 @@ func (s *Store) FilteredSince(ctx context.Context, automationID string, t time.T
 func (s *Store) RecordSample(ctx context.Context, eventKey, deliveryKey, payload string, at time.Time) error {
 	id := ids.FromKey("smp", eventKey+"\x00"+deliveryKey)
 	smp := Sample{ID: id, EventKey: eventKey, Payload: payload, ReceivedAt: at}
-	b := s.db.Batch()
+	b := store.Batch(s.db)
 	b.Set(s.db.Collection(SamplesCollection).Doc(id), smp)
 	b.Set(s.observed(eventKey), map[string]any{"event_key": eventKey, "last_at": at})
 	if _, err := b.Commit(ctx); err != nil {

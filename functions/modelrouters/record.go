@@ -1,11 +1,12 @@
 package modelrouters
 
 import (
-	"github.com/hangar-dev/hangar/platform/opt"
 	"reflect"
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/hangar-dev/hangar/platform/opt"
 
 	appv1 "github.com/hangar-dev/hangar/gen/svc/app/v1"
 	"github.com/hangar-dev/hangar/platform/clock"

@@ -7,6 +7,7 @@ package orgsecrets
 
 import (
 	"context"
+
 	"github.com/hangar-dev/hangar/platform/opt"
 
 	"connectrpc.com/connect"

@@ -1,8 +1,9 @@
 package profiles
 
 import (
-	"github.com/hangar-dev/hangar/platform/opt"
 	"time"
+
+	"github.com/hangar-dev/hangar/platform/opt"
 
 	appv1 "github.com/hangar-dev/hangar/gen/svc/app/v1"
 	"github.com/hangar-dev/hangar/platform/clock"

@@ -3,10 +3,11 @@ package tasks
 import (
 	"encoding/json"
 	"fmt"
-	"github.com/hangar-dev/hangar/platform/opt"
 	"reflect"
 	"strings"
 	"time"
+
+	"github.com/hangar-dev/hangar/platform/opt"
 
 	appv1 "github.com/hangar-dev/hangar/gen/svc/app/v1"
 	"github.com/hangar-dev/hangar/platform/auth"

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+
 	"github.com/hangar-dev/hangar/platform/opt"
 
 	"cloud.google.com/go/firestore"

@@ -6,7 +6,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -58,11 +57,10 @@ func guest(tb testing.TB, name string) []byte {
 }
 
 func buildGuests() (map[string][]byte, error) {
-	goTool := filepath.Join(runtime.GOROOT(), "bin", "go")
-	if _, err := os.Stat(goTool); err != nil {
-		if goTool, err = exec.LookPath("go"); err != nil {
-			return nil, fmt.Errorf("the go tool is needed to build the test plugins: %w", err)
-		}
+	// go test puts its own GOROOT/bin first on the PATH of the tests it runs.
+	goTool, err := exec.LookPath("go")
+	if err != nil {
+		return nil, fmt.Errorf("the go tool is needed to build the test plugins: %w", err)
 	}
 	dir, err := os.MkdirTemp("", "hangar-test-plugins-")
 	if err != nil {

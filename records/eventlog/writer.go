@@ -299,11 +299,9 @@ func (w *Writer) take() []Event {
 func (w *Writer) commit(ctx context.Context, batch []Event) bool {
 	delay := retryFirst
 	for {
-		// WriteBatch is deprecated in favour of transactions and BulkWriter, but it is the
-		// only single-RPC atomic commit: BulkWriter is not atomic (readers could see holes) and
-		// a transaction costs an extra round trip. Set, not Create, so that retrying a commit
-		// whose answer was lost rewrites the same documents instead of failing.
-		wb := w.db.Batch()
+		// Set, not Create, so that retrying a commit whose answer was lost rewrites the same
+		// documents instead of failing.
+		wb := store.Batch(w.db)
 		for _, ev := range batch {
 			wb.Set(w.col.Doc(docID(ev.Idx)), ev)
 		}

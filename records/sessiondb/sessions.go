@@ -231,7 +231,7 @@ type Artifact struct {
 
 // AddCheckpoint records a snapshot of session id and makes it the one a resume starts from.
 func (s *Store) AddCheckpoint(ctx context.Context, id string, c Checkpoint) error {
-	batch := s.db.Batch()
+	batch := store.Batch(s.db)
 	batch.Set(s.doc(id).Collection("checkpoints").Doc(c.SnapshotID), c)
 	batch.Update(s.doc(id), []firestore.Update{{Path: "latest_snapshot_id", Value: c.SnapshotID}})
 	if _, err := batch.Commit(ctx); err != nil {

@@ -3,7 +3,6 @@ package container
 import (
 	"context"
 	"fmt"
-	"github.com/hangar-dev/hangar/sandboxhosts/container/containertest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -11,6 +10,8 @@ import (
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/hangar-dev/hangar/sandboxhosts/container/containertest"
 
 	"golang.org/x/sys/unix"
 )

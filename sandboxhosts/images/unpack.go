@@ -182,7 +182,7 @@ func (u *unpacker) entry(hdr *tar.Header, body io.Reader) error {
 	switch hdr.Typeflag {
 	case tar.TypeDir:
 		return u.dir(dir, base, hdr)
-	case tar.TypeReg, tar.TypeRegA:
+	case tar.TypeReg: // archive/tar reads the old TypeRegA as TypeReg
 		return u.file(dir, base, hdr, body)
 	case tar.TypeSymlink:
 		return u.symlink(dir, base, hdr)

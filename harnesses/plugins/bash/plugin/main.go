@@ -7,6 +7,7 @@ package main
 import (
 	"github.com/hangar-dev/hangar/harnesses/plugins/bash"
 	"github.com/hangar-dev/hangar/harnesses/sdk"
+
 	// The bash harness takes client tool results (hangar_tool).
 	_ "github.com/hangar-dev/hangar/harnesses/sdk/toolresults"
 )

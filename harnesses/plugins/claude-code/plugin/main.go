@@ -5,7 +5,7 @@
 package main
 
 import (
-	"github.com/hangar-dev/hangar/harnesses/plugins/claude-code"
+	claudecode "github.com/hangar-dev/hangar/harnesses/plugins/claude-code"
 	"github.com/hangar-dev/hangar/harnesses/sdk"
 )
 
