@@ -136,6 +136,7 @@ func New(d Deps) *API {
 		secretStore = secrets.New(d.DB, d.Sealer, d.Clock.Now, secrets.Limits{MaxValueBytes: d.Config.Limits.MaxSecretBytes, MaxSecrets: d.Config.Limits.MaxOrgSecrets})
 		credStore = credentials.New(d.DB, d.Sealer, d.Clock.Now, d.Config.Limits.MaxSecretBytes)
 		routerCreds = secretStore
+		profileSvc.WithSecrets(secretStore)
 		add(appv1connect.NewOrgSecretServiceHandler(orgsecrets.New(secretStore), opts))
 		add(appv1connect.NewOAuthCredentialServiceHandler(oauthcreds.New(credStore), opts))
 	} else {
@@ -307,14 +308,16 @@ func errMessage(err error) string {
 
 // taskSessions lets tasks run in sessions, calling SessionService in process with the caller's
 // identity, so a task's session is its creator's. The profile's secrets are read from the org
-// secret store into the session's secrets, sealed there like any CreateSession's.
+// secret store into the session's secrets, sealed there like any CreateSession's, once each
+// secret's access policy allows the creator (or the profile) to use it.
 type taskSessions struct {
 	svc     *sessions.Service
 	secrets *secrets.Store
 }
 
 func (t taskSessions) Start(ctx context.Context, spec tasks.SessionSpec) (string, error) {
-	secretEnv, err := t.secrets.Resolve(ctx, spec.SecretRefs)
+	caller, _ := auth.Caller(ctx)
+	secretEnv, err := t.secrets.Resolve(ctx, secrets.SubjectOf(caller, spec.ProfileID), spec.SecretRefs)
 	if err != nil {
 		return "", err
 	}

@@ -26,6 +26,7 @@ import (
 	"github.com/hangar-dev/hangar/platform/config"
 	"github.com/hangar-dev/hangar/platform/ids"
 	"github.com/hangar-dev/hangar/platform/store"
+	"github.com/hangar-dev/hangar/records/secrets"
 )
 
 const (
@@ -38,10 +39,11 @@ const (
 // Service implements ProfileService. Every authenticated caller may read every profile; only a
 // profile's creator or an admin may change it.
 type Service struct {
-	db    *firestore.Client
-	clock clock.Clock
-	lim   config.Limits
-	repos RepoFinder
+	db      *firestore.Client
+	clock   clock.Clock
+	lim     config.Limits
+	repos   RepoFinder
+	secrets *secrets.Store
 }
 
 // RepoFinder looks inside an image for git repositories (a sandbox host pulls and walks it).
@@ -51,6 +53,28 @@ type RepoFinder func(ctx context.Context, image string) ([]*hostv1.Repo, error)
 func (s *Service) WithRepoFinder(f RepoFinder) *Service {
 	s.repos = f
 	return s
+}
+
+// WithSecrets has saves check that the caller may use the org secrets a profile names (each
+// secret's access policy); without a store there are no secrets to name.
+func (s *Service) WithSecrets(store *secrets.Store) *Service {
+	s.secrets = store
+	return s
+}
+
+// checkSecrets refuses, with permission_denied naming it, a secret rec names that the caller
+// may not use through rec. Tasks check again when they resolve the secrets, since a policy
+// may narrow after the save.
+func (s *Service) checkSecrets(ctx context.Context, rec record) error {
+	if s.secrets == nil || len(rec.Secrets) == 0 {
+		return nil
+	}
+	caller, _ := auth.Caller(ctx)
+	refs := make([]string, len(rec.Secrets))
+	for i, sr := range rec.Secrets {
+		refs[i] = sr.Ref
+	}
+	return s.secrets.Check(ctx, secrets.SubjectOf(caller, rec.ID), refs...)
 }
 
 var _ appv1connect.ProfileServiceHandler = (*Service)(nil)
@@ -106,6 +130,9 @@ func (s *Service) CreateProfile(ctx context.Context, req *connect.Request[appv1.
 	caller, _ := auth.Caller(ctx)
 	now := s.clock.Now()
 	rec.ID, rec.CreatedBy, rec.CreatedAt, rec.UpdatedAt = ids.New(idPrefix), caller.UserID, now, now
+	if err := s.checkSecrets(ctx, rec); err != nil {
+		return nil, err
+	}
 	err := s.db.RunTransaction(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
 		if err := s.checkRoom(ctx, tx); err != nil {
 			return err
@@ -132,6 +159,10 @@ func (s *Service) UpdateProfile(ctx context.Context, req *connect.Request[appv1.
 	// the input reveals nothing, and it saves a read.
 	rec := parseSpec(&v, req.Msg, s.lim)
 	if err := v.Err(); err != nil {
+		return nil, err
+	}
+	rec.ID = id
+	if err := s.checkSecrets(ctx, rec); err != nil {
 		return nil, err
 	}
 	err := s.change(ctx, id, func(tx *firestore.Transaction, cur record) error {

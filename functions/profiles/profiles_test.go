@@ -2,8 +2,10 @@ package profiles
 
 import (
 	"context"
+	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -18,6 +20,7 @@ import (
 	"github.com/hangar-dev/hangar/platform/clock"
 	"github.com/hangar-dev/hangar/platform/config"
 	"github.com/hangar-dev/hangar/platform/ids"
+	"github.com/hangar-dev/hangar/records/secrets"
 )
 
 var t0 = time.Date(2025, 3, 1, 9, 0, 0, 0, time.UTC)
@@ -548,4 +551,61 @@ func TestLaunch(t *testing.T) {
 			})
 		})
 	}
+}
+
+// A profile may name only org secrets its saver may use: naming an admins-only secret is how a
+// non-admin would read it (`env` in a session of the profile).
+func TestSavingAProfileChecksTheSecretsPolicy(t *testing.T) {
+	db, _ := testenv.Firestore(t)
+	_, sealer := testenv.Keyset(t)
+	c := clock.NewFake(t0)
+	store := secrets.New(db, sealer, c.Now, secrets.Limits{MaxValueBytes: 64, MaxSecrets: 10})
+	svc := New(db, c, defaultLimits()).WithSecrets(store)
+	for name, access := range map[string]secrets.Access{
+		"org/admin-only": {},
+		"org/shared":     {Visibility: secrets.AllUsers},
+		"org/for-bob":    {Visibility: secrets.Selected, UserIDs: []string{bob}},
+	} {
+		if _, _, err := store.Put(t.Context(), secrets.Put{Name: name, Value: "v", Access: &access}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	req := func(name, ref string) *appv1.CreateProfileRequest {
+		return &appv1.CreateProfileRequest{Name: name, ImageId: "img_go", Secrets: []*appv1.ProfileSecret{{Ref: ref, EnvVar: "TOKEN"}}}
+	}
+	cases := []struct {
+		name, caller, ref string
+		want              connect.Code // 0: saved
+	}{
+		{"a user naming an admins-only secret", alice, "org/admin-only", connect.CodePermissionDenied},
+		{"a user naming a secret nobody put", alice, "org/none", connect.CodePermissionDenied},
+		{"a user naming another user's selected secret", alice, "org/for-bob", connect.CodePermissionDenied},
+		{"the selected user", bob, "org/for-bob", 0},
+		{"a user naming an all-users secret", alice, "org/shared", 0},
+		{"an admin naming an admins-only secret", root, "org/admin-only", 0},
+	}
+	for i, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := svc.CreateProfile(as(t, tc.caller), connect.NewRequest(req(fmt.Sprint("p", i), tc.ref)))
+			if tc.want == 0 {
+				if err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			testenv.WantCode(t, err, tc.want)
+			if !strings.Contains(err.Error(), `"`+tc.ref+`"`) {
+				t.Fatalf("error does not name the secret: %v", err)
+			}
+		})
+	}
+	t.Run("an update naming an admins-only secret", func(t *testing.T) {
+		created, err := svc.CreateProfile(as(t, alice), connect.NewRequest(req("mine", "org/shared")))
+		if err != nil {
+			t.Fatal(err)
+		}
+		up := &appv1.UpdateProfileRequest{Id: created.Msg.GetProfile().GetId(), Name: "mine", ImageId: "img_go", Secrets: []*appv1.ProfileSecret{{Ref: "org/admin-only", EnvVar: "TOKEN"}}}
+		_, err = svc.UpdateProfile(as(t, alice), connect.NewRequest(up))
+		testenv.WantCode(t, err, connect.CodePermissionDenied)
+	})
 }

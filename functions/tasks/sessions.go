@@ -33,8 +33,10 @@ type SessionSpec struct {
 	// Env is the profile's env vars, the session's harness_env.
 	Env map[string]string
 	// SecretRefs are the profile's secrets in mode "env": environment variable → org secret,
-	// read into the session's secrets.
+	// read into the session's secrets for the task's creator (ctx's caller) and ProfileID, each
+	// secret's access policy checked then, whatever it was when the profile was saved.
 	SecretRefs map[string]string
+	ProfileID  string
 }
 
 // secretRefs are the profile's secrets a session gets in its environment. Mode "proxy" (the

@@ -1,9 +1,13 @@
 // Package secrets is the organisation's secret store: named values (model router keys, the
 // secrets profiles give sessions) kept in Firestore, each sealed with the deployment's Tink
 // AEAD keyset and bound to its name, so that a database read alone reveals nothing and a sealed
-// value copied onto another name does not open. Values are write-only to the API: Value and
-// Resolve are for the services that hand them on (to an upstream, into a session), never for a
-// read a caller sees.
+// value copied onto another name does not open. Values are write-only to the API: Use, Resolve
+// and Lookup are for the services that hand them on (to an upstream, into a session), never for
+// a read a caller sees.
+//
+// Each secret carries an access policy (access.go): Access.Allows is the one rule of who may
+// use it, which Check applies when a profile or automation naming the secret is saved and Use
+// and Resolve apply again whenever the secret is handed on for someone.
 //
 // Every put makes a new version (1 for a new secret); writes may name the version they expect,
 // and a mismatch is aborted, so two admins editing one secret cannot silently overwrite each
@@ -43,6 +47,8 @@ type Meta struct {
 	UpdatedAt   time.Time `firestore:"updated_at"`
 	CreatedBy   string    `firestore:"created_by"`
 	UpdatedBy   string    `firestore:"updated_by"`
+	// Access is who besides admins may use the secret (access.go).
+	Access Access `firestore:"access"`
 }
 
 type record struct {
@@ -77,6 +83,8 @@ type Put struct {
 	Description *string
 	// ExpectedVersion, when set, is the version the writer saw (0: the secret must not exist).
 	ExpectedVersion *int64
+	// Access, when set, replaces the secret's access policy (a new secret's is AdminsOnly).
+	Access *Access
 	// By is the user writing.
 	By string
 }
@@ -99,6 +107,10 @@ func (s *Store) Put(ctx context.Context, p Put) (Meta, bool, error) {
 	}
 	if p.ExpectedVersion != nil && *p.ExpectedVersion < 0 {
 		v.Add("expected_version", "must not be negative")
+	}
+	var access Access
+	if p.Access != nil {
+		access = p.Access.checked(&v, "access")
 	}
 	if err := v.Err(); err != nil {
 		return Meta{}, false, err
@@ -123,13 +135,16 @@ func (s *Store) Put(ctx context.Context, p Put) (Meta, bool, error) {
 			if err := s.checkRoom(ctx, tx); err != nil {
 				return err
 			}
-			cur = &record{Meta: Meta{Name: p.Name, CreatedAt: now, CreatedBy: p.By}}
+			cur = &record{Meta: Meta{Name: p.Name, CreatedAt: now, CreatedBy: p.By, Access: Access{Visibility: AdminsOnly}}}
 		}
 		out = *cur
 		out.Version++
 		out.UpdatedAt, out.UpdatedBy, out.Sealed = now, p.By, sealed
 		if p.Description != nil {
 			out.Description = *p.Description
+		}
+		if p.Access != nil {
+			out.Access = access
 		}
 		return tx.Set(s.doc(p.Name), out)
 	})
@@ -220,17 +235,13 @@ func (s *Store) Delete(ctx context.Context, name string, expected *int64) (Meta,
 }
 
 // Resolve reads the secrets refs name (environment variable → secret name) into an
-// environment. A secret that does not exist is failed_precondition naming it: the profile or
-// router that refers to it cannot be used until an admin puts it.
-func (s *Store) Resolve(ctx context.Context, refs map[string]string) (map[string]string, error) {
+// environment for sub, checking each secret's policy as Use does.
+func (s *Store) Resolve(ctx context.Context, sub Subject, refs map[string]string) (map[string]string, error) {
 	env := make(map[string]string, len(refs))
 	for name, ref := range refs {
-		v, ok, err := s.Lookup(ctx, ref)
+		v, err := s.Use(ctx, sub, ref)
 		if err != nil {
-			return nil, fmt.Errorf("read secret %s: %w", ref, err)
-		}
-		if !ok {
-			return nil, apierr.FailedPrecondition("org secret %q (for %s) does not exist: an admin must put it first", ref, name)
+			return nil, fmt.Errorf("secret for %s: %w", name, err)
 		}
 		env[name] = v
 	}

@@ -136,11 +136,12 @@ func TestResolveNamesTheMissingSecret(t *testing.T) {
 	if _, _, err := s.Put(ctx, Put{Name: "gh/token", Value: "ghp_1"}); err != nil {
 		t.Fatal(err)
 	}
-	env, err := s.Resolve(ctx, map[string]string{"GITHUB_TOKEN": "gh/token"})
+	admin := Subject{UserID: "user_admin", Admin: true}
+	env, err := s.Resolve(ctx, admin, map[string]string{"GITHUB_TOKEN": "gh/token"})
 	if err != nil || env["GITHUB_TOKEN"] != "ghp_1" || len(env) != 1 {
 		t.Fatalf("resolve: %v %v", env, err)
 	}
-	_, err = s.Resolve(ctx, map[string]string{"GITHUB_TOKEN": "gh/token", "NPM_TOKEN": "npm/missing"})
+	_, err = s.Resolve(ctx, admin, map[string]string{"GITHUB_TOKEN": "gh/token", "NPM_TOKEN": "npm/missing"})
 	testenv.WantCode(t, err, connect.CodeFailedPrecondition)
 	if !strings.Contains(err.Error(), `"npm/missing"`) || !strings.Contains(err.Error(), "NPM_TOKEN") {
 		t.Fatalf("error does not name the secret: %v", err)

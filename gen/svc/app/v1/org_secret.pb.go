@@ -21,6 +21,134 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// OrgSecretVisibility says who besides admins may use a secret, after GitHub's organisation
+// secret visibility. Admins may use every secret.
+type OrgSecretVisibility int32
+
+const (
+	// Read as ADMINS_ONLY: a secret whose policy says nothing is the admins'.
+	OrgSecretVisibility_ORG_SECRET_VISIBILITY_UNSPECIFIED OrgSecretVisibility = 0
+	OrgSecretVisibility_ORG_SECRET_VISIBILITY_ADMINS_ONLY OrgSecretVisibility = 1
+	// Every authenticated user and service key.
+	OrgSecretVisibility_ORG_SECRET_VISIBILITY_ALL_USERS OrgSecretVisibility = 2
+	// Those OrgSecretAccess lists: users, service keys, and profiles (whoever starts from them).
+	OrgSecretVisibility_ORG_SECRET_VISIBILITY_SELECTED OrgSecretVisibility = 3
+)
+
+// Enum value maps for OrgSecretVisibility.
+var (
+	OrgSecretVisibility_name = map[int32]string{
+		0: "ORG_SECRET_VISIBILITY_UNSPECIFIED",
+		1: "ORG_SECRET_VISIBILITY_ADMINS_ONLY",
+		2: "ORG_SECRET_VISIBILITY_ALL_USERS",
+		3: "ORG_SECRET_VISIBILITY_SELECTED",
+	}
+	OrgSecretVisibility_value = map[string]int32{
+		"ORG_SECRET_VISIBILITY_UNSPECIFIED": 0,
+		"ORG_SECRET_VISIBILITY_ADMINS_ONLY": 1,
+		"ORG_SECRET_VISIBILITY_ALL_USERS":   2,
+		"ORG_SECRET_VISIBILITY_SELECTED":    3,
+	}
+)
+
+func (x OrgSecretVisibility) Enum() *OrgSecretVisibility {
+	p := new(OrgSecretVisibility)
+	*p = x
+	return p
+}
+
+func (x OrgSecretVisibility) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (OrgSecretVisibility) Descriptor() protoreflect.EnumDescriptor {
+	return file_svc_app_v1_org_secret_proto_enumTypes[0].Descriptor()
+}
+
+func (OrgSecretVisibility) Type() protoreflect.EnumType {
+	return &file_svc_app_v1_org_secret_proto_enumTypes[0]
+}
+
+func (x OrgSecretVisibility) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use OrgSecretVisibility.Descriptor instead.
+func (OrgSecretVisibility) EnumDescriptor() ([]byte, []int) {
+	return file_svc_app_v1_org_secret_proto_rawDescGZIP(), []int{0}
+}
+
+// OrgSecretAccess is a secret's access policy. The lists are for SELECTED only (at most 100 ids
+// each); another visibility with a list is invalid_argument.
+type OrgSecretAccess struct {
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	Visibility OrgSecretVisibility    `protobuf:"varint,1,opt,name=visibility,proto3,enum=svc.app.v1.OrgSecretVisibility" json:"visibility,omitempty"`
+	UserIds    []string               `protobuf:"bytes,2,rep,name=user_ids,json=userIds,proto3" json:"user_ids,omitempty"`
+	// API key ids (the hgr_<id> part of a key's prefix), for service accounts' keys.
+	ServiceKeyIds []string `protobuf:"bytes,3,rep,name=service_key_ids,json=serviceKeyIds,proto3" json:"service_key_ids,omitempty"`
+	ProfileIds    []string `protobuf:"bytes,4,rep,name=profile_ids,json=profileIds,proto3" json:"profile_ids,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *OrgSecretAccess) Reset() {
+	*x = OrgSecretAccess{}
+	mi := &file_svc_app_v1_org_secret_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *OrgSecretAccess) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*OrgSecretAccess) ProtoMessage() {}
+
+func (x *OrgSecretAccess) ProtoReflect() protoreflect.Message {
+	mi := &file_svc_app_v1_org_secret_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use OrgSecretAccess.ProtoReflect.Descriptor instead.
+func (*OrgSecretAccess) Descriptor() ([]byte, []int) {
+	return file_svc_app_v1_org_secret_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *OrgSecretAccess) GetVisibility() OrgSecretVisibility {
+	if x != nil {
+		return x.Visibility
+	}
+	return OrgSecretVisibility_ORG_SECRET_VISIBILITY_UNSPECIFIED
+}
+
+func (x *OrgSecretAccess) GetUserIds() []string {
+	if x != nil {
+		return x.UserIds
+	}
+	return nil
+}
+
+func (x *OrgSecretAccess) GetServiceKeyIds() []string {
+	if x != nil {
+		return x.ServiceKeyIds
+	}
+	return nil
+}
+
+func (x *OrgSecretAccess) GetProfileIds() []string {
+	if x != nil {
+		return x.ProfileIds
+	}
+	return nil
+}
+
 // OrgSecret is a secret's metadata; never its value.
 type OrgSecret struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -33,13 +161,15 @@ type OrgSecret struct {
 	UpdatedAt       string  `protobuf:"bytes,5,opt,name=updated_at,json=updatedAt,proto3" json:"updated_at,omitempty"`
 	CreatedByUserId *string `protobuf:"bytes,6,opt,name=created_by_user_id,json=createdByUserId,proto3,oneof" json:"created_by_user_id,omitempty"`
 	UpdatedByUserId *string `protobuf:"bytes,7,opt,name=updated_by_user_id,json=updatedByUserId,proto3,oneof" json:"updated_by_user_id,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// Who may use the secret; ADMINS_ONLY for a secret created without one.
+	Access        *OrgSecretAccess `protobuf:"bytes,8,opt,name=access,proto3" json:"access,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *OrgSecret) Reset() {
 	*x = OrgSecret{}
-	mi := &file_svc_app_v1_org_secret_proto_msgTypes[0]
+	mi := &file_svc_app_v1_org_secret_proto_msgTypes[1]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -51,7 +181,7 @@ func (x *OrgSecret) String() string {
 func (*OrgSecret) ProtoMessage() {}
 
 func (x *OrgSecret) ProtoReflect() protoreflect.Message {
-	mi := &file_svc_app_v1_org_secret_proto_msgTypes[0]
+	mi := &file_svc_app_v1_org_secret_proto_msgTypes[1]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -64,7 +194,7 @@ func (x *OrgSecret) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OrgSecret.ProtoReflect.Descriptor instead.
 func (*OrgSecret) Descriptor() ([]byte, []int) {
-	return file_svc_app_v1_org_secret_proto_rawDescGZIP(), []int{0}
+	return file_svc_app_v1_org_secret_proto_rawDescGZIP(), []int{1}
 }
 
 func (x *OrgSecret) GetName() string {
@@ -116,6 +246,13 @@ func (x *OrgSecret) GetUpdatedByUserId() string {
 	return ""
 }
 
+func (x *OrgSecret) GetAccess() *OrgSecretAccess {
+	if x != nil {
+		return x.Access
+	}
+	return nil
+}
+
 type PutOrgSecretRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
@@ -125,13 +262,15 @@ type PutOrgSecretRequest struct {
 	Description *string `protobuf:"bytes,3,opt,name=description,proto3,oneof" json:"description,omitempty"`
 	// The version the caller last saw; 0 means the secret must not exist yet.
 	ExpectedVersion *int64 `protobuf:"varint,4,opt,name=expected_version,json=expectedVersion,proto3,oneof" json:"expected_version,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// Unset keeps the policy a secret has (ADMINS_ONLY for a new one).
+	Access        *OrgSecretAccess `protobuf:"bytes,5,opt,name=access,proto3" json:"access,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *PutOrgSecretRequest) Reset() {
 	*x = PutOrgSecretRequest{}
-	mi := &file_svc_app_v1_org_secret_proto_msgTypes[1]
+	mi := &file_svc_app_v1_org_secret_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -143,7 +282,7 @@ func (x *PutOrgSecretRequest) String() string {
 func (*PutOrgSecretRequest) ProtoMessage() {}
 
 func (x *PutOrgSecretRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_svc_app_v1_org_secret_proto_msgTypes[1]
+	mi := &file_svc_app_v1_org_secret_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -156,7 +295,7 @@ func (x *PutOrgSecretRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutOrgSecretRequest.ProtoReflect.Descriptor instead.
 func (*PutOrgSecretRequest) Descriptor() ([]byte, []int) {
-	return file_svc_app_v1_org_secret_proto_rawDescGZIP(), []int{1}
+	return file_svc_app_v1_org_secret_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *PutOrgSecretRequest) GetName() string {
@@ -187,6 +326,13 @@ func (x *PutOrgSecretRequest) GetExpectedVersion() int64 {
 	return 0
 }
 
+func (x *PutOrgSecretRequest) GetAccess() *OrgSecretAccess {
+	if x != nil {
+		return x.Access
+	}
+	return nil
+}
+
 type PutOrgSecretResponse struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
 	Secret *OrgSecret             `protobuf:"bytes,1,opt,name=secret,proto3" json:"secret,omitempty"`
@@ -198,7 +344,7 @@ type PutOrgSecretResponse struct {
 
 func (x *PutOrgSecretResponse) Reset() {
 	*x = PutOrgSecretResponse{}
-	mi := &file_svc_app_v1_org_secret_proto_msgTypes[2]
+	mi := &file_svc_app_v1_org_secret_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -210,7 +356,7 @@ func (x *PutOrgSecretResponse) String() string {
 func (*PutOrgSecretResponse) ProtoMessage() {}
 
 func (x *PutOrgSecretResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_svc_app_v1_org_secret_proto_msgTypes[2]
+	mi := &file_svc_app_v1_org_secret_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -223,7 +369,7 @@ func (x *PutOrgSecretResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutOrgSecretResponse.ProtoReflect.Descriptor instead.
 func (*PutOrgSecretResponse) Descriptor() ([]byte, []int) {
-	return file_svc_app_v1_org_secret_proto_rawDescGZIP(), []int{2}
+	return file_svc_app_v1_org_secret_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *PutOrgSecretResponse) GetSecret() *OrgSecret {
@@ -248,7 +394,7 @@ type ListOrgSecretsRequest struct {
 
 func (x *ListOrgSecretsRequest) Reset() {
 	*x = ListOrgSecretsRequest{}
-	mi := &file_svc_app_v1_org_secret_proto_msgTypes[3]
+	mi := &file_svc_app_v1_org_secret_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -260,7 +406,7 @@ func (x *ListOrgSecretsRequest) String() string {
 func (*ListOrgSecretsRequest) ProtoMessage() {}
 
 func (x *ListOrgSecretsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_svc_app_v1_org_secret_proto_msgTypes[3]
+	mi := &file_svc_app_v1_org_secret_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -273,7 +419,7 @@ func (x *ListOrgSecretsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListOrgSecretsRequest.ProtoReflect.Descriptor instead.
 func (*ListOrgSecretsRequest) Descriptor() ([]byte, []int) {
-	return file_svc_app_v1_org_secret_proto_rawDescGZIP(), []int{3}
+	return file_svc_app_v1_org_secret_proto_rawDescGZIP(), []int{4}
 }
 
 type ListOrgSecretsResponse struct {
@@ -285,7 +431,7 @@ type ListOrgSecretsResponse struct {
 
 func (x *ListOrgSecretsResponse) Reset() {
 	*x = ListOrgSecretsResponse{}
-	mi := &file_svc_app_v1_org_secret_proto_msgTypes[4]
+	mi := &file_svc_app_v1_org_secret_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -297,7 +443,7 @@ func (x *ListOrgSecretsResponse) String() string {
 func (*ListOrgSecretsResponse) ProtoMessage() {}
 
 func (x *ListOrgSecretsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_svc_app_v1_org_secret_proto_msgTypes[4]
+	mi := &file_svc_app_v1_org_secret_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -310,7 +456,7 @@ func (x *ListOrgSecretsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListOrgSecretsResponse.ProtoReflect.Descriptor instead.
 func (*ListOrgSecretsResponse) Descriptor() ([]byte, []int) {
-	return file_svc_app_v1_org_secret_proto_rawDescGZIP(), []int{4}
+	return file_svc_app_v1_org_secret_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *ListOrgSecretsResponse) GetSecrets() []*OrgSecret {
@@ -330,7 +476,7 @@ type DeleteOrgSecretRequest struct {
 
 func (x *DeleteOrgSecretRequest) Reset() {
 	*x = DeleteOrgSecretRequest{}
-	mi := &file_svc_app_v1_org_secret_proto_msgTypes[5]
+	mi := &file_svc_app_v1_org_secret_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -342,7 +488,7 @@ func (x *DeleteOrgSecretRequest) String() string {
 func (*DeleteOrgSecretRequest) ProtoMessage() {}
 
 func (x *DeleteOrgSecretRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_svc_app_v1_org_secret_proto_msgTypes[5]
+	mi := &file_svc_app_v1_org_secret_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -355,7 +501,7 @@ func (x *DeleteOrgSecretRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteOrgSecretRequest.ProtoReflect.Descriptor instead.
 func (*DeleteOrgSecretRequest) Descriptor() ([]byte, []int) {
-	return file_svc_app_v1_org_secret_proto_rawDescGZIP(), []int{5}
+	return file_svc_app_v1_org_secret_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *DeleteOrgSecretRequest) GetName() string {
@@ -382,7 +528,7 @@ type DeleteOrgSecretResponse struct {
 
 func (x *DeleteOrgSecretResponse) Reset() {
 	*x = DeleteOrgSecretResponse{}
-	mi := &file_svc_app_v1_org_secret_proto_msgTypes[6]
+	mi := &file_svc_app_v1_org_secret_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -394,7 +540,7 @@ func (x *DeleteOrgSecretResponse) String() string {
 func (*DeleteOrgSecretResponse) ProtoMessage() {}
 
 func (x *DeleteOrgSecretResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_svc_app_v1_org_secret_proto_msgTypes[6]
+	mi := &file_svc_app_v1_org_secret_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -407,10 +553,107 @@ func (x *DeleteOrgSecretResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteOrgSecretResponse.ProtoReflect.Descriptor instead.
 func (*DeleteOrgSecretResponse) Descriptor() ([]byte, []int) {
-	return file_svc_app_v1_org_secret_proto_rawDescGZIP(), []int{6}
+	return file_svc_app_v1_org_secret_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *DeleteOrgSecretResponse) GetSecret() *OrgSecret {
+	if x != nil {
+		return x.Secret
+	}
+	return nil
+}
+
+type SetOrgSecretAccessRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// Required.
+	Access        *OrgSecretAccess `protobuf:"bytes,2,opt,name=access,proto3" json:"access,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetOrgSecretAccessRequest) Reset() {
+	*x = SetOrgSecretAccessRequest{}
+	mi := &file_svc_app_v1_org_secret_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetOrgSecretAccessRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetOrgSecretAccessRequest) ProtoMessage() {}
+
+func (x *SetOrgSecretAccessRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_svc_app_v1_org_secret_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetOrgSecretAccessRequest.ProtoReflect.Descriptor instead.
+func (*SetOrgSecretAccessRequest) Descriptor() ([]byte, []int) {
+	return file_svc_app_v1_org_secret_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *SetOrgSecretAccessRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *SetOrgSecretAccessRequest) GetAccess() *OrgSecretAccess {
+	if x != nil {
+		return x.Access
+	}
+	return nil
+}
+
+type SetOrgSecretAccessResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Secret        *OrgSecret             `protobuf:"bytes,1,opt,name=secret,proto3" json:"secret,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetOrgSecretAccessResponse) Reset() {
+	*x = SetOrgSecretAccessResponse{}
+	mi := &file_svc_app_v1_org_secret_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetOrgSecretAccessResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetOrgSecretAccessResponse) ProtoMessage() {}
+
+func (x *SetOrgSecretAccessResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_svc_app_v1_org_secret_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetOrgSecretAccessResponse.ProtoReflect.Descriptor instead.
+func (*SetOrgSecretAccessResponse) Descriptor() ([]byte, []int) {
+	return file_svc_app_v1_org_secret_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *SetOrgSecretAccessResponse) GetSecret() *OrgSecret {
 	if x != nil {
 		return x.Secret
 	}
@@ -422,7 +665,15 @@ var File_svc_app_v1_org_secret_proto protoreflect.FileDescriptor
 const file_svc_app_v1_org_secret_proto_rawDesc = "" +
 	"\n" +
 	"\x1bsvc/app/v1/org_secret.proto\x12\n" +
-	"svc.app.v1\"\xab\x02\n" +
+	"svc.app.v1\"\xb6\x01\n" +
+	"\x0fOrgSecretAccess\x12?\n" +
+	"\n" +
+	"visibility\x18\x01 \x01(\x0e2\x1f.svc.app.v1.OrgSecretVisibilityR\n" +
+	"visibility\x12\x19\n" +
+	"\buser_ids\x18\x02 \x03(\tR\auserIds\x12&\n" +
+	"\x0fservice_key_ids\x18\x03 \x03(\tR\rserviceKeyIds\x12\x1f\n" +
+	"\vprofile_ids\x18\x04 \x03(\tR\n" +
+	"profileIds\"\xe0\x02\n" +
 	"\tOrgSecret\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12 \n" +
 	"\vdescription\x18\x02 \x01(\tR\vdescription\x12\x18\n" +
@@ -432,14 +683,16 @@ const file_svc_app_v1_org_secret_proto_rawDesc = "" +
 	"\n" +
 	"updated_at\x18\x05 \x01(\tR\tupdatedAt\x120\n" +
 	"\x12created_by_user_id\x18\x06 \x01(\tH\x00R\x0fcreatedByUserId\x88\x01\x01\x120\n" +
-	"\x12updated_by_user_id\x18\a \x01(\tH\x01R\x0fupdatedByUserId\x88\x01\x01B\x15\n" +
+	"\x12updated_by_user_id\x18\a \x01(\tH\x01R\x0fupdatedByUserId\x88\x01\x01\x123\n" +
+	"\x06access\x18\b \x01(\v2\x1b.svc.app.v1.OrgSecretAccessR\x06accessB\x15\n" +
 	"\x13_created_by_user_idB\x15\n" +
-	"\x13_updated_by_user_id\"\xbb\x01\n" +
+	"\x13_updated_by_user_id\"\xf0\x01\n" +
 	"\x13PutOrgSecretRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value\x12%\n" +
 	"\vdescription\x18\x03 \x01(\tH\x00R\vdescription\x88\x01\x01\x12.\n" +
-	"\x10expected_version\x18\x04 \x01(\x03H\x01R\x0fexpectedVersion\x88\x01\x01B\x0e\n" +
+	"\x10expected_version\x18\x04 \x01(\x03H\x01R\x0fexpectedVersion\x88\x01\x01\x123\n" +
+	"\x06access\x18\x05 \x01(\v2\x1b.svc.app.v1.OrgSecretAccessR\x06accessB\x0e\n" +
 	"\f_descriptionB\x13\n" +
 	"\x11_expected_version\"_\n" +
 	"\x14PutOrgSecretResponse\x12-\n" +
@@ -453,11 +706,22 @@ const file_svc_app_v1_org_secret_proto_rawDesc = "" +
 	"\x10expected_version\x18\x02 \x01(\x03H\x00R\x0fexpectedVersion\x88\x01\x01B\x13\n" +
 	"\x11_expected_version\"H\n" +
 	"\x17DeleteOrgSecretResponse\x12-\n" +
-	"\x06secret\x18\x01 \x01(\v2\x15.svc.app.v1.OrgSecretR\x06secret2\x9a\x02\n" +
+	"\x06secret\x18\x01 \x01(\v2\x15.svc.app.v1.OrgSecretR\x06secret\"d\n" +
+	"\x19SetOrgSecretAccessRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x123\n" +
+	"\x06access\x18\x02 \x01(\v2\x1b.svc.app.v1.OrgSecretAccessR\x06access\"K\n" +
+	"\x1aSetOrgSecretAccessResponse\x12-\n" +
+	"\x06secret\x18\x01 \x01(\v2\x15.svc.app.v1.OrgSecretR\x06secret*\xac\x01\n" +
+	"\x13OrgSecretVisibility\x12%\n" +
+	"!ORG_SECRET_VISIBILITY_UNSPECIFIED\x10\x00\x12%\n" +
+	"!ORG_SECRET_VISIBILITY_ADMINS_ONLY\x10\x01\x12#\n" +
+	"\x1fORG_SECRET_VISIBILITY_ALL_USERS\x10\x02\x12\"\n" +
+	"\x1eORG_SECRET_VISIBILITY_SELECTED\x10\x032\xff\x02\n" +
 	"\x10OrgSecretService\x12Q\n" +
 	"\fPutOrgSecret\x12\x1f.svc.app.v1.PutOrgSecretRequest\x1a .svc.app.v1.PutOrgSecretResponse\x12W\n" +
 	"\x0eListOrgSecrets\x12!.svc.app.v1.ListOrgSecretsRequest\x1a\".svc.app.v1.ListOrgSecretsResponse\x12Z\n" +
-	"\x0fDeleteOrgSecret\x12\".svc.app.v1.DeleteOrgSecretRequest\x1a#.svc.app.v1.DeleteOrgSecretResponseB3Z1github.com/hangar-dev/hangar/gen/svc/app/v1;appv1b\x06proto3"
+	"\x0fDeleteOrgSecret\x12\".svc.app.v1.DeleteOrgSecretRequest\x1a#.svc.app.v1.DeleteOrgSecretResponse\x12c\n" +
+	"\x12SetOrgSecretAccess\x12%.svc.app.v1.SetOrgSecretAccessRequest\x1a&.svc.app.v1.SetOrgSecretAccessResponseB3Z1github.com/hangar-dev/hangar/gen/svc/app/v1;appv1b\x06proto3"
 
 var (
 	file_svc_app_v1_org_secret_proto_rawDescOnce sync.Once
@@ -471,31 +735,43 @@ func file_svc_app_v1_org_secret_proto_rawDescGZIP() []byte {
 	return file_svc_app_v1_org_secret_proto_rawDescData
 }
 
-var file_svc_app_v1_org_secret_proto_msgTypes = make([]protoimpl.MessageInfo, 7)
+var file_svc_app_v1_org_secret_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
+var file_svc_app_v1_org_secret_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
 var file_svc_app_v1_org_secret_proto_goTypes = []any{
-	(*OrgSecret)(nil),               // 0: svc.app.v1.OrgSecret
-	(*PutOrgSecretRequest)(nil),     // 1: svc.app.v1.PutOrgSecretRequest
-	(*PutOrgSecretResponse)(nil),    // 2: svc.app.v1.PutOrgSecretResponse
-	(*ListOrgSecretsRequest)(nil),   // 3: svc.app.v1.ListOrgSecretsRequest
-	(*ListOrgSecretsResponse)(nil),  // 4: svc.app.v1.ListOrgSecretsResponse
-	(*DeleteOrgSecretRequest)(nil),  // 5: svc.app.v1.DeleteOrgSecretRequest
-	(*DeleteOrgSecretResponse)(nil), // 6: svc.app.v1.DeleteOrgSecretResponse
+	(OrgSecretVisibility)(0),           // 0: svc.app.v1.OrgSecretVisibility
+	(*OrgSecretAccess)(nil),            // 1: svc.app.v1.OrgSecretAccess
+	(*OrgSecret)(nil),                  // 2: svc.app.v1.OrgSecret
+	(*PutOrgSecretRequest)(nil),        // 3: svc.app.v1.PutOrgSecretRequest
+	(*PutOrgSecretResponse)(nil),       // 4: svc.app.v1.PutOrgSecretResponse
+	(*ListOrgSecretsRequest)(nil),      // 5: svc.app.v1.ListOrgSecretsRequest
+	(*ListOrgSecretsResponse)(nil),     // 6: svc.app.v1.ListOrgSecretsResponse
+	(*DeleteOrgSecretRequest)(nil),     // 7: svc.app.v1.DeleteOrgSecretRequest
+	(*DeleteOrgSecretResponse)(nil),    // 8: svc.app.v1.DeleteOrgSecretResponse
+	(*SetOrgSecretAccessRequest)(nil),  // 9: svc.app.v1.SetOrgSecretAccessRequest
+	(*SetOrgSecretAccessResponse)(nil), // 10: svc.app.v1.SetOrgSecretAccessResponse
 }
 var file_svc_app_v1_org_secret_proto_depIdxs = []int32{
-	0, // 0: svc.app.v1.PutOrgSecretResponse.secret:type_name -> svc.app.v1.OrgSecret
-	0, // 1: svc.app.v1.ListOrgSecretsResponse.secrets:type_name -> svc.app.v1.OrgSecret
-	0, // 2: svc.app.v1.DeleteOrgSecretResponse.secret:type_name -> svc.app.v1.OrgSecret
-	1, // 3: svc.app.v1.OrgSecretService.PutOrgSecret:input_type -> svc.app.v1.PutOrgSecretRequest
-	3, // 4: svc.app.v1.OrgSecretService.ListOrgSecrets:input_type -> svc.app.v1.ListOrgSecretsRequest
-	5, // 5: svc.app.v1.OrgSecretService.DeleteOrgSecret:input_type -> svc.app.v1.DeleteOrgSecretRequest
-	2, // 6: svc.app.v1.OrgSecretService.PutOrgSecret:output_type -> svc.app.v1.PutOrgSecretResponse
-	4, // 7: svc.app.v1.OrgSecretService.ListOrgSecrets:output_type -> svc.app.v1.ListOrgSecretsResponse
-	6, // 8: svc.app.v1.OrgSecretService.DeleteOrgSecret:output_type -> svc.app.v1.DeleteOrgSecretResponse
-	6, // [6:9] is the sub-list for method output_type
-	3, // [3:6] is the sub-list for method input_type
-	3, // [3:3] is the sub-list for extension type_name
-	3, // [3:3] is the sub-list for extension extendee
-	0, // [0:3] is the sub-list for field type_name
+	0,  // 0: svc.app.v1.OrgSecretAccess.visibility:type_name -> svc.app.v1.OrgSecretVisibility
+	1,  // 1: svc.app.v1.OrgSecret.access:type_name -> svc.app.v1.OrgSecretAccess
+	1,  // 2: svc.app.v1.PutOrgSecretRequest.access:type_name -> svc.app.v1.OrgSecretAccess
+	2,  // 3: svc.app.v1.PutOrgSecretResponse.secret:type_name -> svc.app.v1.OrgSecret
+	2,  // 4: svc.app.v1.ListOrgSecretsResponse.secrets:type_name -> svc.app.v1.OrgSecret
+	2,  // 5: svc.app.v1.DeleteOrgSecretResponse.secret:type_name -> svc.app.v1.OrgSecret
+	1,  // 6: svc.app.v1.SetOrgSecretAccessRequest.access:type_name -> svc.app.v1.OrgSecretAccess
+	2,  // 7: svc.app.v1.SetOrgSecretAccessResponse.secret:type_name -> svc.app.v1.OrgSecret
+	3,  // 8: svc.app.v1.OrgSecretService.PutOrgSecret:input_type -> svc.app.v1.PutOrgSecretRequest
+	5,  // 9: svc.app.v1.OrgSecretService.ListOrgSecrets:input_type -> svc.app.v1.ListOrgSecretsRequest
+	7,  // 10: svc.app.v1.OrgSecretService.DeleteOrgSecret:input_type -> svc.app.v1.DeleteOrgSecretRequest
+	9,  // 11: svc.app.v1.OrgSecretService.SetOrgSecretAccess:input_type -> svc.app.v1.SetOrgSecretAccessRequest
+	4,  // 12: svc.app.v1.OrgSecretService.PutOrgSecret:output_type -> svc.app.v1.PutOrgSecretResponse
+	6,  // 13: svc.app.v1.OrgSecretService.ListOrgSecrets:output_type -> svc.app.v1.ListOrgSecretsResponse
+	8,  // 14: svc.app.v1.OrgSecretService.DeleteOrgSecret:output_type -> svc.app.v1.DeleteOrgSecretResponse
+	10, // 15: svc.app.v1.OrgSecretService.SetOrgSecretAccess:output_type -> svc.app.v1.SetOrgSecretAccessResponse
+	12, // [12:16] is the sub-list for method output_type
+	8,  // [8:12] is the sub-list for method input_type
+	8,  // [8:8] is the sub-list for extension type_name
+	8,  // [8:8] is the sub-list for extension extendee
+	0,  // [0:8] is the sub-list for field type_name
 }
 
 func init() { file_svc_app_v1_org_secret_proto_init() }
@@ -503,21 +779,22 @@ func file_svc_app_v1_org_secret_proto_init() {
 	if File_svc_app_v1_org_secret_proto != nil {
 		return
 	}
-	file_svc_app_v1_org_secret_proto_msgTypes[0].OneofWrappers = []any{}
 	file_svc_app_v1_org_secret_proto_msgTypes[1].OneofWrappers = []any{}
-	file_svc_app_v1_org_secret_proto_msgTypes[5].OneofWrappers = []any{}
+	file_svc_app_v1_org_secret_proto_msgTypes[2].OneofWrappers = []any{}
+	file_svc_app_v1_org_secret_proto_msgTypes[6].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_svc_app_v1_org_secret_proto_rawDesc), len(file_svc_app_v1_org_secret_proto_rawDesc)),
-			NumEnums:      0,
-			NumMessages:   7,
+			NumEnums:      1,
+			NumMessages:   10,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
 		GoTypes:           file_svc_app_v1_org_secret_proto_goTypes,
 		DependencyIndexes: file_svc_app_v1_org_secret_proto_depIdxs,
+		EnumInfos:         file_svc_app_v1_org_secret_proto_enumTypes,
 		MessageInfos:      file_svc_app_v1_org_secret_proto_msgTypes,
 	}.Build()
 	File_svc_app_v1_org_secret_proto = out.File

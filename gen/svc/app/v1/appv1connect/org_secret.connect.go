@@ -42,6 +42,9 @@ const (
 	// OrgSecretServiceDeleteOrgSecretProcedure is the fully-qualified name of the OrgSecretService's
 	// DeleteOrgSecret RPC.
 	OrgSecretServiceDeleteOrgSecretProcedure = "/svc.app.v1.OrgSecretService/DeleteOrgSecret"
+	// OrgSecretServiceSetOrgSecretAccessProcedure is the fully-qualified name of the OrgSecretService's
+	// SetOrgSecretAccess RPC.
+	OrgSecretServiceSetOrgSecretAccessProcedure = "/svc.app.v1.OrgSecretService/SetOrgSecretAccess"
 )
 
 // OrgSecretServiceClient is a client for the svc.app.v1.OrgSecretService service.
@@ -53,6 +56,8 @@ type OrgSecretServiceClient interface {
 	ListOrgSecrets(context.Context, *connect.Request[v1.ListOrgSecretsRequest]) (*connect.Response[v1.ListOrgSecretsResponse], error)
 	// DeleteOrgSecret deletes a secret; with expected_version only that version.
 	DeleteOrgSecret(context.Context, *connect.Request[v1.DeleteOrgSecretRequest]) (*connect.Response[v1.DeleteOrgSecretResponse], error)
+	// SetOrgSecretAccess replaces a secret's access policy; the value and version stay.
+	SetOrgSecretAccess(context.Context, *connect.Request[v1.SetOrgSecretAccessRequest]) (*connect.Response[v1.SetOrgSecretAccessResponse], error)
 }
 
 // NewOrgSecretServiceClient constructs a client for the svc.app.v1.OrgSecretService service. By
@@ -84,14 +89,21 @@ func NewOrgSecretServiceClient(httpClient connect.HTTPClient, baseURL string, op
 			connect.WithSchema(orgSecretServiceMethods.ByName("DeleteOrgSecret")),
 			connect.WithClientOptions(opts...),
 		),
+		setOrgSecretAccess: connect.NewClient[v1.SetOrgSecretAccessRequest, v1.SetOrgSecretAccessResponse](
+			httpClient,
+			baseURL+OrgSecretServiceSetOrgSecretAccessProcedure,
+			connect.WithSchema(orgSecretServiceMethods.ByName("SetOrgSecretAccess")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
 // orgSecretServiceClient implements OrgSecretServiceClient.
 type orgSecretServiceClient struct {
-	putOrgSecret    *connect.Client[v1.PutOrgSecretRequest, v1.PutOrgSecretResponse]
-	listOrgSecrets  *connect.Client[v1.ListOrgSecretsRequest, v1.ListOrgSecretsResponse]
-	deleteOrgSecret *connect.Client[v1.DeleteOrgSecretRequest, v1.DeleteOrgSecretResponse]
+	putOrgSecret       *connect.Client[v1.PutOrgSecretRequest, v1.PutOrgSecretResponse]
+	listOrgSecrets     *connect.Client[v1.ListOrgSecretsRequest, v1.ListOrgSecretsResponse]
+	deleteOrgSecret    *connect.Client[v1.DeleteOrgSecretRequest, v1.DeleteOrgSecretResponse]
+	setOrgSecretAccess *connect.Client[v1.SetOrgSecretAccessRequest, v1.SetOrgSecretAccessResponse]
 }
 
 // PutOrgSecret calls svc.app.v1.OrgSecretService.PutOrgSecret.
@@ -109,6 +121,11 @@ func (c *orgSecretServiceClient) DeleteOrgSecret(ctx context.Context, req *conne
 	return c.deleteOrgSecret.CallUnary(ctx, req)
 }
 
+// SetOrgSecretAccess calls svc.app.v1.OrgSecretService.SetOrgSecretAccess.
+func (c *orgSecretServiceClient) SetOrgSecretAccess(ctx context.Context, req *connect.Request[v1.SetOrgSecretAccessRequest]) (*connect.Response[v1.SetOrgSecretAccessResponse], error) {
+	return c.setOrgSecretAccess.CallUnary(ctx, req)
+}
+
 // OrgSecretServiceHandler is an implementation of the svc.app.v1.OrgSecretService service.
 type OrgSecretServiceHandler interface {
 	// PutOrgSecret creates a secret or replaces its value (a new version). With expected_version
@@ -118,6 +135,8 @@ type OrgSecretServiceHandler interface {
 	ListOrgSecrets(context.Context, *connect.Request[v1.ListOrgSecretsRequest]) (*connect.Response[v1.ListOrgSecretsResponse], error)
 	// DeleteOrgSecret deletes a secret; with expected_version only that version.
 	DeleteOrgSecret(context.Context, *connect.Request[v1.DeleteOrgSecretRequest]) (*connect.Response[v1.DeleteOrgSecretResponse], error)
+	// SetOrgSecretAccess replaces a secret's access policy; the value and version stay.
+	SetOrgSecretAccess(context.Context, *connect.Request[v1.SetOrgSecretAccessRequest]) (*connect.Response[v1.SetOrgSecretAccessResponse], error)
 }
 
 // NewOrgSecretServiceHandler builds an HTTP handler from the service implementation. It returns the
@@ -145,6 +164,12 @@ func NewOrgSecretServiceHandler(svc OrgSecretServiceHandler, opts ...connect.Han
 		connect.WithSchema(orgSecretServiceMethods.ByName("DeleteOrgSecret")),
 		connect.WithHandlerOptions(opts...),
 	)
+	orgSecretServiceSetOrgSecretAccessHandler := connect.NewUnaryHandler(
+		OrgSecretServiceSetOrgSecretAccessProcedure,
+		svc.SetOrgSecretAccess,
+		connect.WithSchema(orgSecretServiceMethods.ByName("SetOrgSecretAccess")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/svc.app.v1.OrgSecretService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case OrgSecretServicePutOrgSecretProcedure:
@@ -153,6 +178,8 @@ func NewOrgSecretServiceHandler(svc OrgSecretServiceHandler, opts ...connect.Han
 			orgSecretServiceListOrgSecretsHandler.ServeHTTP(w, r)
 		case OrgSecretServiceDeleteOrgSecretProcedure:
 			orgSecretServiceDeleteOrgSecretHandler.ServeHTTP(w, r)
+		case OrgSecretServiceSetOrgSecretAccessProcedure:
+			orgSecretServiceSetOrgSecretAccessHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -172,4 +199,8 @@ func (UnimplementedOrgSecretServiceHandler) ListOrgSecrets(context.Context, *con
 
 func (UnimplementedOrgSecretServiceHandler) DeleteOrgSecret(context.Context, *connect.Request[v1.DeleteOrgSecretRequest]) (*connect.Response[v1.DeleteOrgSecretResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("svc.app.v1.OrgSecretService.DeleteOrgSecret is not implemented"))
+}
+
+func (UnimplementedOrgSecretServiceHandler) SetOrgSecretAccess(context.Context, *connect.Request[v1.SetOrgSecretAccessRequest]) (*connect.Response[v1.SetOrgSecretAccessResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("svc.app.v1.OrgSecretService.SetOrgSecretAccess is not implemented"))
 }
