@@ -8,6 +8,7 @@ package definition
 
 import (
 	"encoding/json"
+	"slices"
 )
 
 // Version is the definition version this package reads and writes.
@@ -170,4 +171,31 @@ func (b Block) MarshalJSON() ([]byte, error) {
 		out["retry"] = b.Retry
 	}
 	return json.Marshal(out)
+}
+
+// SecretNames lists the org secrets d's blocks name (the values of their secret-map fields,
+// such as http blocks' secret_headers), sorted, each once: what an access check of the
+// automation's owner must cover.
+func (d Definition) SecretNames() []string {
+	var out []string
+	for _, b := range d.Blocks {
+		spec, ok := LookupBlock(b.Type)
+		if !ok {
+			continue
+		}
+		for name, v := range b.Fields {
+			f, ok := spec.Field(name)
+			m, isMap := v.(map[string]any)
+			if !ok || f.Kind != KindSecretMap || !isMap {
+				continue
+			}
+			for _, secret := range m {
+				if s, ok := secret.(string); ok {
+					out = append(out, s)
+				}
+			}
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
 }

@@ -286,3 +286,16 @@ func TestOrder(t *testing.T) {
 		})
 	}
 }
+
+func TestSecretNamesListsEverySecretHeaderOnce(t *testing.T) {
+	def, errs := definition.Parse([]byte(`{"version":1,"entrypoints":[{"id":"go","type":"manual"}],"blocks":[
+		{"id":"a","type":"http","url":"https://api.example.com","secret_headers":{"Authorization":"org/token","X-Other":"org/b"}},
+		{"id":"b","type":"http","url":"https://api.example.com","secret_headers":{"Authorization":"org/token"}},
+		{"id":"c","type":"http","url":"https://api.example.com","headers":{"X-Plain":"org/not-a-secret"}}]}`))
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	if got := def.SecretNames(); !slices.Equal(got, []string{"org/b", "org/token"}) {
+		t.Fatalf("SecretNames() = %v", got)
+	}
+}

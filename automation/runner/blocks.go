@@ -33,7 +33,7 @@ func (r *Runner) execute(ctx context.Context, run *runs.Run, b definition.Block,
 	case definition.BlockCode:
 		return r.runCode(ctx, f, vars)
 	case definition.BlockHTTP:
-		return r.httpBlock(ctx, f)
+		return r.httpBlock(ctx, run.Actor, f)
 	case definition.BlockTask:
 		return r.task(ctx, run, b, s, f)
 	case definition.BlockPrompt:

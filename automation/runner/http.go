@@ -44,9 +44,9 @@ func (p HostPolicy) Allows(host string) error {
 // maxHTTPResponse caps the body an http block reads.
 const maxHTTPResponse = 1 << 20
 
-// httpBlock sends the block's request. A network error, a 429 or a 5xx is retried; any other
+// httpBlock sends the block's request, with the secret headers actor may use. A network error, a 429 or a 5xx is retried; any other
 // unexpected status fails the step.
-func (r *Runner) httpBlock(ctx context.Context, f map[string]any) (result, error) {
+func (r *Runner) httpBlock(ctx context.Context, actor string, f map[string]any) (result, error) {
 	method := strings.ToUpper(str(f, "method"))
 	if method == "" {
 		method = http.MethodGet
@@ -101,7 +101,7 @@ func (r *Runner) httpBlock(ctx context.Context, f map[string]any) (result, error
 			if r.effects == nil {
 				return result{}, permanent("secret_headers: no secret store is configured here")
 			}
-			value, err := r.effects.Secret(ctx, fmt.Sprint(name))
+			value, err := r.effects.Secret(ctx, actor, fmt.Sprint(name))
 			if err != nil {
 				return result{}, effectError("secret_headers."+header, err)
 			}

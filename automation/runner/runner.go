@@ -37,8 +37,9 @@ type Effects interface {
 	SendPrompt(ctx context.Context, actor, sessionID, promptID, text string) error
 	// PromptDone reports whether a prompt's turn has ended, and how.
 	PromptDone(ctx context.Context, actor, sessionID, promptID string) (done bool, status string, err error)
-	// Secret returns an organisation secret's value.
-	Secret(ctx context.Context, name string) (string, error)
+	// Secret returns an organisation secret's value for actor, once the secret's access policy
+	// lets actor use it (checked at every use, so a narrowed policy stops the next request).
+	Secret(ctx context.Context, actor, name string) (string, error)
 }
 
 // TaskSpec is what a task block (or an automation draft) asks for.

@@ -62,7 +62,7 @@ func (e effects) SendPrompt(context.Context, string, string, string, string) err
 func (e effects) PromptDone(context.Context, string, string, string) (bool, string, error) {
 	return false, "", fmt.Errorf("%w: no sessions here", runner.ErrRefused)
 }
-func (e effects) Secret(_ context.Context, name string) (string, error) {
+func (e effects) Secret(_ context.Context, _, name string) (string, error) {
 	v, ok := e.secrets[name]
 	if !ok {
 		return "", fmt.Errorf("%w: no secret %s", runner.ErrRefused, name)

@@ -18,6 +18,7 @@ import (
 	"gocloud.dev/blob"
 
 	"github.com/hangar-dev/hangar/functions/apikeys"
+	"github.com/hangar-dev/hangar/functions/automations"
 	"github.com/hangar-dev/hangar/functions/automationworker"
 	"github.com/hangar-dev/hangar/functions/harnesses"
 	"github.com/hangar-dev/hangar/functions/modelrouters"
@@ -170,11 +171,17 @@ func New(d Deps) *API {
 	add(appv1connect.NewImageServiceHandler(appv1connect.UnimplementedImageServiceHandler{}, opts))
 	add(appv1connect.NewModelRouterServiceHandler(modelrouters.New(d.DB, d.Clock, d.Config, routerCreds), opts))
 	add(appv1connect.NewReviewServiceHandler(appv1connect.UnimplementedReviewServiceHandler{}, opts))
-	a.automations(d, opts, add, automationEffects{tasks: taskSvc, sessions: sessionSvc, prompts: promptStore, secrets: secretStore})
+	effects := automationEffects{tasks: taskSvc, sessions: sessionSvc, prompts: promptStore, secrets: secretStore, keys: a.keys}
+	access := automations.Access{Owner: effects.actor, Secrets: secretStore}
+	var hooks *webhooks.Service
 	if d.Sealer != nil && d.PubSub != nil {
-		hooks := webhooks.New(webhooks.Deps{
+		hooks = webhooks.New(webhooks.Deps{
 			DB: d.DB, Sealer: d.Sealer, PubSub: d.PubSub, Clock: d.Clock, Limits: d.Config.Limits.Webhooks, Log: d.Log,
 		})
+		access.Webhook = hooks.Readable
+	}
+	a.automations(d, opts, add, effects, access)
+	if hooks != nil {
 		add(appv1connect.NewWebhookRegistrationServiceHandler(hooks, opts))
 		a.routes["POST "+webhooks.InboundPath] = route{appv1connect.WebhookRegistrationServiceName, hooks.Inbound()}
 	} else {

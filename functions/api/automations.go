@@ -32,19 +32,30 @@ import (
 )
 
 // automationEffects lets automation runs act through the services in process, as the
-// automation's owner: a task a run starts is the owner's task, a prompt the owner's prompt.
+// automation's owner: a task a run starts is the owner's task, a prompt the owner's prompt, a
+// secret one the owner may use. The owner is an admin while they hold a live admin key.
 type automationEffects struct {
 	tasks    *tasks.Service
 	sessions *sessions.Service
 	prompts  *sessiondb.Store
 	secrets  *secrets.Store
+	keys     *auth.Keys
 }
 
 var _ runner.Effects = automationEffects{}
 
+// actor is the principal an automation acts as for its owner user.
+func (e automationEffects) actor(ctx context.Context, user string) (auth.Principal, error) {
+	return e.keys.Acting(ctx, user, "automation")
+}
+
 // as is ctx acting for user.
-func as(ctx context.Context, user string) context.Context {
-	return auth.WithPrincipal(ctx, auth.Principal{UserID: user, Kind: "automation"})
+func (e automationEffects) as(ctx context.Context, user string) (context.Context, error) {
+	p, err := e.actor(ctx, user)
+	if err != nil {
+		return nil, err
+	}
+	return auth.WithPrincipal(ctx, p), nil
 }
 
 func (e automationEffects) StartTask(ctx context.Context, actor, requestID string, spec runner.TaskSpec) (runner.TaskState, error) {
@@ -56,7 +67,11 @@ func (e automationEffects) StartTask(ctx context.Context, actor, requestID strin
 		Title: opt.String(spec.Title), Harness: opt.String(spec.Harness), Model: opt.String(spec.Model),
 		ModelRouter: opt.String(spec.ModelRouter), Effort: opt.String(spec.Effort), HarnessMode: opt.String(spec.HarnessMode),
 	}
-	resp, err := e.tasks.CreateTask(as(ctx, actor), connect.NewRequest(req))
+	ctx, err := e.as(ctx, actor)
+	if err != nil {
+		return runner.TaskState{}, err
+	}
+	resp, err := e.tasks.CreateTask(ctx, connect.NewRequest(req))
 	if err != nil {
 		return runner.TaskState{}, refusedOr(err)
 	}
@@ -67,7 +82,11 @@ func (e automationEffects) TaskState(ctx context.Context, actor, taskID string) 
 	if e.tasks == nil {
 		return runner.TaskState{}, fmt.Errorf("%w: tasks are not configured here", runner.ErrRefused)
 	}
-	resp, err := e.tasks.GetTask(as(ctx, actor), connect.NewRequest(&appv1.GetTaskRequest{TaskId: taskID}))
+	ctx, err := e.as(ctx, actor)
+	if err != nil {
+		return runner.TaskState{}, err
+	}
+	resp, err := e.tasks.GetTask(ctx, connect.NewRequest(&appv1.GetTaskRequest{TaskId: taskID}))
 	if err != nil {
 		return runner.TaskState{}, refusedOr(err)
 	}
@@ -93,7 +112,11 @@ func (e automationEffects) SendPrompt(ctx context.Context, actor, sessionID, pro
 	if e.sessions == nil {
 		return fmt.Errorf("%w: sessions are not configured here", runner.ErrRefused)
 	}
-	_, err := e.sessions.SendPrompt(as(ctx, actor), connect.NewRequest(&appv1.SendPromptRequest{SessionId: sessionID, Text: text, PromptId: promptID}))
+	ctx, err := e.as(ctx, actor)
+	if err != nil {
+		return err
+	}
+	_, err = e.sessions.SendPrompt(ctx, connect.NewRequest(&appv1.SendPromptRequest{SessionId: sessionID, Text: text, PromptId: promptID}))
 	return refusedOr(err)
 }
 
@@ -115,18 +138,16 @@ func (e automationEffects) PromptDone(ctx context.Context, _, sessionID, promptI
 	return true, string(p.Status), nil
 }
 
-func (e automationEffects) Secret(ctx context.Context, name string) (string, error) {
+func (e automationEffects) Secret(ctx context.Context, actor, name string) (string, error) {
 	if e.secrets == nil {
 		return "", fmt.Errorf("%w: no org secrets are kept here", runner.ErrRefused)
 	}
-	v, ok, err := e.secrets.Lookup(ctx, name)
+	p, err := e.actor(ctx, actor)
 	if err != nil {
 		return "", err
 	}
-	if !ok {
-		return "", fmt.Errorf("%w: org secret %q does not exist", runner.ErrRefused, name)
-	}
-	return v, nil
+	v, err := e.secrets.Use(ctx, secrets.SubjectOf(p, ""), name)
+	return v, refusedOr(err)
 }
 
 // refusedOr marks the API's refusals (bad input, missing records, states that forbid the
@@ -169,7 +190,7 @@ func sharedJS(cacheDir string) func() (*jsbox.Box, error) {
 // automations wires AutomationService, AutomationRunService and the worker that runs
 // automations. Runs need Pub/Sub to carry their steps; without it the services still define,
 // validate, render and evaluate, and answer unavailable for what would start a run.
-func (a *API) automations(d Deps, opts connect.HandlerOption, add func(string, http.Handler), effects automationEffects) {
+func (a *API) automations(d Deps, opts connect.HandlerOption, add func(string, http.Handler), effects automationEffects, access automations.Access) {
 	env, err := expr.NewEnv(expr.Options{})
 	if err != nil {
 		d.Log.Error("automation expression environment", "err", err)
@@ -198,7 +219,7 @@ func (a *API) automations(d Deps, opts connect.HandlerOption, add func(string, h
 	engine := &automations.Engine{Env: env, JS: js, Runs: runStore}
 	svc := automations.New(automations.Deps{
 		DB: d.DB, Clock: d.Clock, Limits: d.Config.Limits, Validator: validator,
-		RunStats: runStore, Engine: engine, Drafts: effects,
+		RunStats: runStore, Engine: engine, Drafts: effects, Access: access,
 	})
 	if d.PubSub != nil {
 		code := func(ctx context.Context, source string, vars map[string]json.RawMessage) (json.RawMessage, error, error) {

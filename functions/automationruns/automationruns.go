@@ -2,8 +2,11 @@
 // windows of events its filters rejected between them), instances and recent drops, and
 // steering runs — StopRun and RetryRun — and instances — CloseInstance.
 //
-// Like automations themselves, runs are visible to every user of the organisation; stopping,
-// retrying and closing belong to the automation's owner and to admins.
+// Access: automations are shared for reading, their runs are not. A run's outputs, steps and
+// events hold what the automation fetched with its owner's secrets and webhooks, so only the
+// automation's owner and admins read its runs, instances and drops (and a run's actor, the
+// user who started a built-in automation's run, that run); others hear not_found, as for any
+// record of someone else's. Stopping, retrying and closing belong to the owner and admins.
 package automationruns
 
 import (
@@ -45,7 +48,7 @@ func New(automations *records.Store, rs *runs.Store, rn *runner.Runner, lim conf
 // errNoRunner answers what needs the run queue where there is none.
 var errNoRunner = connect.NewError(connect.CodeUnavailable, errors.New("automation runs need Pub/Sub, which is not configured here"))
 
-// automation reads an automation the caller may see (every user sees every automation).
+// automation reads an automation whose runs the caller may read: not_found otherwise.
 func (s *Service) automation(ctx context.Context, id string) (*records.AutomationRecord, error) {
 	if !ids.Valid(records.IDPrefix, id) {
 		return nil, apierr.NotFound("automation", id)
@@ -54,15 +57,13 @@ func (s *Service) automation(ctx context.Context, id string) (*records.Automatio
 	if errors.Is(err, records.ErrNotFound) {
 		return nil, apierr.NotFound("automation", id)
 	}
-	return a, err
-}
-
-// mayChange refuses callers who neither own the automation nor are admins.
-func mayChange(ctx context.Context, a *records.AutomationRecord) error {
-	if p, _ := auth.Caller(ctx); a.ChangeableBy(p) {
-		return nil
+	if err != nil {
+		return nil, err
 	}
-	return apierr.PermissionDenied("only the owner of automation %s or an admin may do this", a.ID)
+	if p, _ := auth.Caller(ctx); !a.ChangeableBy(p) {
+		return nil, apierr.NotFound("automation", id)
+	}
+	return a, nil
 }
 
 func (s *Service) run(ctx context.Context, id string) (*runs.Run, error) {
@@ -73,7 +74,18 @@ func (s *Service) run(ctx context.Context, id string) (*runs.Run, error) {
 	if errors.Is(err, runs.ErrNotFound) {
 		return nil, apierr.NotFound("run", id)
 	}
-	return r, err
+	if err != nil {
+		return nil, err
+	}
+	if p, _ := auth.Caller(ctx); p.UserID != "" && p.UserID == r.Actor {
+		return r, nil
+	}
+	if _, err := s.automation(ctx, r.AutomationID); connect.CodeOf(err) == connect.CodeNotFound {
+		return nil, apierr.NotFound("run", id)
+	} else if err != nil {
+		return nil, err
+	}
+	return r, nil
 }
 
 func (s *Service) ListRuns(ctx context.Context, req *connect.Request[appv1.ListRunsRequest]) (*connect.Response[appv1.ListRunsResponse], error) {
@@ -183,12 +195,11 @@ func (s *Service) RetryRun(ctx context.Context, req *connect.Request[appv1.Retry
 	return connect.NewResponse(&appv1.RetryRunResponse{RunId: retry.ID}), nil
 }
 
+// owned refuses callers who may not steer the automation's runs: those who may not read
+// them (everyone but its owner and admins), as automation does.
 func (s *Service) owned(ctx context.Context, automationID string) error {
-	a, err := s.automation(ctx, automationID)
-	if err != nil {
-		return err
-	}
-	return mayChange(ctx, a)
+	_, err := s.automation(ctx, automationID)
+	return err
 }
 
 func (s *Service) ListInstances(ctx context.Context, req *connect.Request[appv1.ListInstancesRequest]) (*connect.Response[appv1.ListInstancesResponse], error) {
@@ -219,7 +230,15 @@ func (s *Service) instance(ctx context.Context, id string) (*runs.Instance, erro
 	if errors.Is(err, runs.ErrNotFound) {
 		return nil, apierr.NotFound("instance", id)
 	}
-	return in, err
+	if err != nil {
+		return nil, err
+	}
+	if _, err := s.automation(ctx, in.AutomationID); connect.CodeOf(err) == connect.CodeNotFound {
+		return nil, apierr.NotFound("instance", id)
+	} else if err != nil {
+		return nil, err
+	}
+	return in, nil
 }
 
 func (s *Service) GetInstance(ctx context.Context, req *connect.Request[appv1.GetInstanceRequest]) (*connect.Response[appv1.GetInstanceResponse], error) {

@@ -53,6 +53,8 @@ type Deps struct {
 	Engine *Engine
 	// Drafts starts the agent of DraftAutomation; without it DraftAutomation answers unavailable.
 	Drafts Drafter
+	// Access checks, at every save, the owner's right to the secrets and webhooks named.
+	Access Access
 }
 
 // Service implements AutomationService. Methods not built here answer unimplemented.
@@ -113,6 +115,10 @@ func (s *Service) CreateAutomation(ctx context.Context, req *connect.Request[app
 	if err := p.Err(); err != nil {
 		return nil, err
 	}
+	caller, _ := auth.Caller(ctx)
+	if err := s.checkAccess(ctx, caller.UserID, def, ""); err != nil {
+		return nil, err
+	}
 	rec := &records.AutomationRecord{
 		Description: description, Enabled: m.GetEnabled(), InputsJSON: inputs,
 		BlockOverridesJSON: "{}", SettingsJSON: "{}",
@@ -164,7 +170,10 @@ func (s *Service) SaveVersion(ctx context.Context, req *connect.Request[appv1.Sa
 	}
 	caller, _ := auth.Caller(ctx)
 	rec, err := s.store.SaveVersion(ctx, id, m.GetDefinitionJson(), def, caller.UserID, func(r *records.AutomationRecord) error {
-		return editable(ctx, r)
+		if err := editable(ctx, r); err != nil {
+			return err
+		}
+		return s.checkAccess(ctx, r.CreatedBy, def, r.BlockOverridesJSON)
 	})
 	if errors.Is(err, records.ErrNotFound) {
 		return nil, apierr.NotFound("automation", id)
@@ -274,9 +283,9 @@ func (s *Service) UpdateAutomationMeta(ctx context.Context, req *connect.Request
 	return connect.NewResponse(&appv1.UpdateAutomationMetaResponse{Automation: rec.ToProto()}), nil
 }
 
-// replaceJSON sets one JSON field of an automation to what check makes of the request against
-// the automation's current definition, unless check found problems.
-func (s *Service) replaceJSON(ctx context.Context, id string, check func(*problems, definition.Definition) string, set func(*records.AutomationRecord, string)) (*records.AutomationRecord, error) {
+// replaceJSON sets one JSON field of an automation, with set, to what check makes of the request
+// against the automation's current definition, unless check found problems.
+func (s *Service) replaceJSON(ctx context.Context, id string, check func(*problems, definition.Definition) string, set func(*records.AutomationRecord, string) error) (*records.AutomationRecord, error) {
 	return s.update(ctx, "automation_id", id, func(r *records.AutomationRecord) error {
 		def, err := r.Definition()
 		if err != nil {
@@ -287,8 +296,7 @@ func (s *Service) replaceJSON(ctx context.Context, id string, check func(*proble
 		if err := p.Err(); err != nil {
 			return err
 		}
-		set(r, v)
-		return nil
+		return set(r, v)
 	})
 }
 
@@ -297,7 +305,10 @@ func (s *Service) SetInputs(ctx context.Context, req *connect.Request[appv1.SetI
 	m := req.Msg
 	rec, err := s.replaceJSON(ctx, m.GetAutomationId(), func(p *problems, def definition.Definition) string {
 		return p.inputs("inputs_json", m.GetInputsJson(), def, s.lim())
-	}, func(r *records.AutomationRecord, v string) { r.InputsJSON = v })
+	}, func(r *records.AutomationRecord, v string) error {
+		r.InputsJSON = v
+		return nil
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -310,7 +321,17 @@ func (s *Service) SetBlockOverrides(ctx context.Context, req *connect.Request[ap
 	m := req.Msg
 	rec, err := s.replaceJSON(ctx, m.GetAutomationId(), func(p *problems, def definition.Definition) string {
 		return p.overrides("overrides_json", m.GetOverridesJson(), def, s.lim(), s.d.Validator)
-	}, func(r *records.AutomationRecord, v string) { r.BlockOverridesJSON = v })
+	}, func(r *records.AutomationRecord, v string) error {
+		def, err := r.Definition()
+		if err != nil {
+			return err
+		}
+		if err := s.checkAccess(ctx, r.CreatedBy, def, v); err != nil {
+			return err
+		}
+		r.BlockOverridesJSON = v
+		return nil
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -340,6 +361,10 @@ func (s *Service) DuplicateAutomation(ctx context.Context, req *connect.Request[
 	}
 	if m.Name == nil {
 		name = copyName(src.Name, s.lim().NameLen)
+	}
+	caller, _ := auth.Caller(ctx)
+	if err := s.checkAccess(ctx, caller.UserID, def, src.BlockOverridesJSON); err != nil {
+		return nil, err
 	}
 	rec := &records.AutomationRecord{
 		Description: src.Description, InputsJSON: src.InputsJSON,

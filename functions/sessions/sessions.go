@@ -121,9 +121,11 @@ func (s *Service) chooseAgent(ctx context.Context, m *appv1.CreateSessionRequest
 	return c, nil
 }
 
-// routerKey is the value of the router's credential secret ("" for a router that names none).
-// A named secret that does not exist is failed_precondition: the router would refuse the
-// harness, and only an admin can fix it.
+// routerKey is the value of the router's credential secret ("" for a router that names none),
+// for the caller: the key lands in the session's environment, where the caller can read it, so
+// the secret's access policy must let the caller use it (permission_denied naming it
+// otherwise). A named secret that does not exist is failed_precondition: the router would
+// refuse the harness, and only an admin can fix it.
 func (s *Service) routerKey(ctx context.Context, r *config.ModelRouter) (string, error) {
 	if r.CredentialSecret == "" {
 		return "", nil
@@ -131,12 +133,10 @@ func (s *Service) routerKey(ctx context.Context, r *config.ModelRouter) (string,
 	if s.d.Secrets == nil {
 		return "", apierr.FailedPrecondition("model router %s needs its credential secret %q, and this deployment keeps no org secrets", r.ID, r.CredentialSecret)
 	}
-	key, ok, err := s.d.Secrets.Lookup(ctx, r.CredentialSecret)
+	caller, _ := auth.Caller(ctx)
+	key, err := s.d.Secrets.Use(ctx, secrets.SubjectOf(caller, ""), r.CredentialSecret)
 	if err != nil {
-		return "", fmt.Errorf("read the credential of model router %s: %w", r.ID, err)
-	}
-	if !ok {
-		return "", apierr.FailedPrecondition("model router %s's credential secret %q does not exist: an admin must put it (OrgSecretService)", r.ID, r.CredentialSecret)
+		return "", fmt.Errorf("the credential of model router %s: %w", r.ID, err)
 	}
 	return key, nil
 }

@@ -200,13 +200,31 @@ func (s *Service) change(ctx context.Context, id string, fn func(*firestore.Tran
 		}
 		// Someone else's registration is not_found, not permission_denied: its existence is
 		// not the caller's to learn.
-		if p, _ := auth.Caller(ctx); !p.Admin && (p.UserID == "" || p.UserID != cur.CreatedBy) {
+		if p, _ := auth.Caller(ctx); !readableBy(p, cur) {
 			return apierr.NotFound(kind, id)
 		}
 		return fn(tx, cur)
 	})
 	s.cache.forget(id)
 	return err
+}
+
+// readableBy is who may see a registration and what it receives: its creator and admins.
+func readableBy(p auth.Principal, rec record) bool {
+	return p.Admin || (p.UserID != "" && p.UserID == rec.CreatedBy)
+}
+
+// Readable answers not_found unless registration id exists and p may read it: an automation
+// whose owner is p may subscribe to its deliveries only then.
+func (s *Service) Readable(ctx context.Context, p auth.Principal, id string) error {
+	rec, err := s.read(ctx, nil, id)
+	if err != nil {
+		return err
+	}
+	if !readableBy(p, rec) {
+		return apierr.NotFound(kind, id)
+	}
+	return nil
 }
 
 // checkSecret validates a client-chosen secret; "" means generate one.

@@ -115,6 +115,23 @@ func (ks *Keys) List(ctx context.Context, includeRevoked bool, limit int) ([]Key
 	return slices.DeleteFunc(all, Key.Revoked), nil
 }
 
+// Acting is the principal of a user who acts without presenting a key, as an automation acts
+// for its owner: an admin while the user holds an unrevoked admin key, since admin standing is
+// a key's, and nothing else the user's keys grant. kind names how the user acts.
+func (ks *Keys) Acting(ctx context.Context, userID, kind string) (Principal, error) {
+	p := Principal{UserID: userID, Kind: kind}
+	if userID == "" {
+		return p, nil
+	}
+	q := ks.db.Collection(keysCollection).Where("user_id", "==", userID).Where("admin", "==", true)
+	admin, err := store.All[Key](q.Documents(ctx))
+	if err != nil {
+		return Principal{}, fmt.Errorf("admin keys of user %s: %w", userID, err)
+	}
+	p.Admin = slices.ContainsFunc(admin, func(k Key) bool { return !k.Revoked() })
+	return p, nil
+}
+
 // Revoke marks a key revoked (keeping its first revocation time) and returns it.
 func (ks *Keys) Revoke(ctx context.Context, id string, now time.Time) (Key, error) {
 	ref := ks.db.Collection(keysCollection).Doc(id)
