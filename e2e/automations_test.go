@@ -39,6 +39,8 @@ type automationStack struct {
 	upstream    *httptest.Server
 	calls       atomic.Int32
 	lastBody    atomic.Value
+	// lastAuth is the Authorization header of the upstream's last call.
+	lastAuth atomic.Value
 	// failing makes the upstream answer 400 on /fail while set.
 	failing atomic.Bool
 }
@@ -56,6 +58,7 @@ func newAutomationStack(t testing.TB) *automationStack {
 		body := new(bytes.Buffer)
 		_, _ = body.ReadFrom(r.Body)
 		as.lastBody.Store(body.String())
+		as.lastAuth.Store(r.Header.Get("Authorization"))
 		as.calls.Add(1)
 		if r.URL.Path == "/fail" && as.failing.Load() {
 			http.Error(w, "no", http.StatusBadRequest)
