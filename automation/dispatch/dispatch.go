@@ -38,6 +38,30 @@ type Dispatcher struct {
 	log         *slog.Logger
 	// concurrency is the deployment's default cap on an automation's runs in progress.
 	concurrency int
+	// admin reports whether a user acting without a key is an admin (nil: nobody is).
+	admin func(ctx context.Context, userID string) (bool, error)
+}
+
+// WithAdmins lets automations owned by admins receive every registration's deliveries;
+// admin reports whether a user is one now.
+func (d *Dispatcher) WithAdmins(admin func(ctx context.Context, userID string) (bool, error)) *Dispatcher {
+	d.admin = admin
+	return d
+}
+
+// mayRead reports whether the owner of a may read the registration del came through: a
+// delivery's payload becomes the run's event, which the owner reads. GitHub event keys are
+// shared by every GitHub registration, so this, not the save-time check, is what keeps one
+// user's repository events from another user's automations.
+func (d *Dispatcher) mayRead(ctx context.Context, a *records.AutomationRecord, del triggers.Delivery) (bool, error) {
+	// Built-in automations have no owner: they are the admins', whose runs only admins read.
+	if del.RegistrationID == "" || a.CreatedBy == "" || a.CreatedBy == del.RegistrationOwner {
+		return true, nil
+	}
+	if d.admin == nil {
+		return false, nil
+	}
+	return d.admin(ctx, a.CreatedBy)
 }
 
 // NewDispatcher returns a Dispatcher.
@@ -73,6 +97,14 @@ func (d *Dispatcher) Deliver(ctx context.Context, del triggers.Delivery) ([]Outc
 	}
 	var out []Outcome
 	for _, a := range matches {
+		// An automation whose owner may not read the registration does not hear of the
+		// delivery at all: not even a drop, which would tell them it happened.
+		if ok, err := d.mayRead(ctx, a, del); err != nil || !ok {
+			if err != nil {
+				return out, fmt.Errorf("deliver %s to automation %s: %w", del.DeliveryKey, a.ID, err)
+			}
+			continue
+		}
 		o, err := d.deliverTo(ctx, a, del)
 		if err != nil {
 			return out, fmt.Errorf("deliver %s to automation %s: %w", del.DeliveryKey, a.ID, err)

@@ -70,7 +70,7 @@ func (f *fixture) automation(t testing.TB, enabled bool, defJSON, settingsJSON s
 
 func delivery(key, payload string) triggers.Delivery {
 	return triggers.Delivery{
-		RegistrationID: "whk_test", Provider: triggers.ProviderGitHub, EventKey: "github.pull_request.opened",
+		RegistrationID: "whk_test", RegistrationOwner: "user_alice", Provider: triggers.ProviderGitHub, EventKey: "github.pull_request.opened",
 		DeliveryKey: key, Payload: json.RawMessage(payload), ReceivedAt: time.Now().UTC(),
 	}
 }
@@ -322,7 +322,7 @@ func TestAGenericWebhookEventIsTheRequest(t *testing.T) {
 		"entrypoints":[{"id":"ci","type":"event","event_key":"webhook.hook_ci","filter":"event.query.source == 'ci' && event.body.build.state == 'failed'"}],
 		"blocks":[{"id":"check","type":"filter","condition":"true"}]}`, "{}")
 	del := triggers.Delivery{
-		RegistrationID: "hook_ci", Provider: triggers.ProviderWebhook, EventKey: "webhook.hook_ci", DeliveryKey: "b-1",
+		RegistrationID: "hook_ci", RegistrationOwner: "user_alice", Provider: triggers.ProviderWebhook, EventKey: "webhook.hook_ci", DeliveryKey: "b-1",
 		Payload: json.RawMessage(`{"build":{"state":"failed"}}`), Headers: map[string]string{"content-type": "application/json"},
 		Query: map[string]string{"source": "ci"}, ReceivedAt: time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC),
 	}
@@ -342,5 +342,38 @@ func TestAGenericWebhookEventIsTheRequest(t *testing.T) {
 	if ev["registration_id"] != "hook_ci" || ev["delivery_id"] != "b-1" || ev["method"] != "POST" ||
 		ev["content_type"] != "application/json" || ev["received_at"] != "2026-11-23T12:00:00Z" {
 		t.Fatalf("event %v", ev)
+	}
+}
+
+// GitHub event keys are shared by every GitHub registration: a delivery through bob's
+// registration reaches alice's automation only while alice is an admin, and leaves no trace
+// (run or drop) on it otherwise.
+func TestADeliveryReachesOnlyAutomationsWhoseOwnerReadsTheRegistration(t *testing.T) {
+	f := newFixture(t)
+	a := f.automation(t, true, prOpened, "{}")
+	for _, tc := range []struct {
+		name      string
+		owner     string
+		aliceIsAn bool
+		want      int
+	}{
+		{"through the owner's own registration", "user_alice", false, 1},
+		{"through another user's registration", "user_bob", false, 0},
+		{"through another user's registration, to an admin's automation", "user_bob", true, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d := f.dispatcher(10).WithAdmins(func(_ context.Context, user string) (bool, error) {
+				return user == "user_alice" && tc.aliceIsAn, nil
+			})
+			del := delivery("guid-"+tc.name, `{"pull_request":{"draft":false,"number":1}}`)
+			del.RegistrationOwner = tc.owner
+			out, err := d.Deliver(t.Context(), del)
+			if err != nil || len(out) != tc.want {
+				t.Fatalf("outcomes %+v (%v), want %d", out, err, tc.want)
+			}
+		})
+	}
+	if got := f.dropReasons(t, a.ID); len(got) != 0 {
+		t.Fatalf("drops %v, want none", got)
 	}
 }

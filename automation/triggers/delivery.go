@@ -21,6 +21,9 @@ const (
 // topic for the worker that starts runs.
 type Delivery struct {
 	RegistrationID string `json:"registration_id"`
+	// RegistrationOwner is the user who created the registration: only automations whose owner
+	// may read the registration (that user, or an admin) receive its deliveries.
+	RegistrationOwner string `json:"registration_owner,omitempty"`
 	// Provider is ProviderGitHub or ProviderWebhook.
 	Provider string `json:"provider"`
 	// EventKey names the event, e.g. "github.pull_request.opened" or "webhook.<registration id>".

@@ -49,6 +49,12 @@ func (e automationEffects) actor(ctx context.Context, user string) (auth.Princip
 	return e.keys.Acting(ctx, user, "automation")
 }
 
+// isAdmin reports whether user, acting without a key, is an admin.
+func (e automationEffects) isAdmin(ctx context.Context, user string) (bool, error) {
+	p, err := e.actor(ctx, user)
+	return p.Admin, err
+}
+
 // as is ctx acting for user.
 func (e automationEffects) as(ctx context.Context, user string) (context.Context, error) {
 	p, err := e.actor(ctx, user)
@@ -241,7 +247,7 @@ func (a *API) automations(d Deps, opts connect.HandlerOption, add func(string, h
 			Allow: runner.HostPolicy{Hosts: d.Config.AutomationHTTPHosts},
 		})
 		engine.Runner = rn
-		dispatcher := dispatch.New(svc.Store(), runStore, rn, env, validator, d.Clock.Now, d.Log, lim.Concurrency)
+		dispatcher := dispatch.New(svc.Store(), runStore, rn, env, validator, d.Clock.Now, d.Log, lim.Concurrency).WithAdmins(effects.isAdmin)
 		a.worker = automationworker.New(dispatcher, rn, d.Log)
 	}
 	add(appv1connect.NewAutomationServiceHandler(svc, opts))

@@ -185,7 +185,7 @@ func verify(reg *registration, h http.Header, body []byte) error {
 
 // delivery makes the Delivery a verified request carries, as its provider defines it.
 func delivery(reg *registration, h http.Header, body []byte) (triggers.Delivery, error) {
-	d := triggers.Delivery{RegistrationID: reg.id, Provider: reg.provider, Headers: map[string]string{}}
+	d := triggers.Delivery{RegistrationID: reg.id, RegistrationOwner: reg.owner, Provider: reg.provider, Headers: map[string]string{}}
 	for _, name := range keptHeaders[reg.provider] {
 		if v := h.Get(name); v != "" {
 			d.Headers[strings.ToLower(name)] = v

@@ -13,6 +13,7 @@ import (
 // registration is what the inbound route needs of a registration: its secret opened.
 type registration struct {
 	id, provider   string
+	owner          string // the user who created it
 	secret         []byte
 	lastDeliveryAt time.Time
 }
@@ -95,5 +96,5 @@ func (s *Service) load(ctx context.Context, id string) (*registration, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &registration{id: id, provider: rec.Provider, secret: secret, lastDeliveryAt: rec.LastDeliveryAt}, nil
+	return &registration{id: id, provider: rec.Provider, owner: rec.CreatedBy, secret: secret, lastDeliveryAt: rec.LastDeliveryAt}, nil
 }
