@@ -68,7 +68,7 @@ type startConfig struct {
 }
 
 // startSupervisor runs the real binary outside a container with a temp socket and waits until it
-// answers. Cleanup stops it with SIGTERM and checks that it exits cleanly.
+// answers. Cleanup stops it with SIGTERM and checks that it exits cleanly (SIGKILL as PID 1).
 func startSupervisor(t testing.TB, cfg startConfig) *supervisorProc {
 	t.Helper()
 	requireTool(t, busybox)
@@ -95,6 +95,12 @@ func startSupervisor(t testing.TB, cfg startConfig) *supervisorProc {
 	p := &supervisorProc{Client: Dial(socket), socket: socket, cmd: cmd, done: make(chan error, 1)}
 	go func() { p.done <- cmd.Wait() }()
 	t.Cleanup(func() {
+		if cfg.newPIDNamespace {
+			// As PID 1 it ignores SIGTERM by design; the host stops it with SIGKILL.
+			_ = cmd.Process.Kill()
+			<-p.done
+			return
+		}
 		_ = cmd.Process.Signal(syscall.SIGTERM)
 		select {
 		case err := <-p.done:
