@@ -248,7 +248,10 @@ func (d *Driver) Create(ctx context.Context, spec Spec) (_ *Sandbox, err error) 
 	if err := os.WriteFile(filepath.Join(sb.bundleDir(), "config.json"), b, 0o600); err != nil {
 		return nil, fmt.Errorf("create sandbox %s: %w", sb.id, err)
 	}
-	if sb.pid, err = d.run(ctx, sb); err != nil {
+	if sb.pid, err = d.run(ctx, sb, spec.ExtraFiles); err != nil {
+		return nil, fmt.Errorf("create sandbox %s: %w", sb.id, err)
+	}
+	if sb.exited, err = watchExit(sb.pid); err != nil {
 		return nil, fmt.Errorf("create sandbox %s: %w", sb.id, err)
 	}
 	return sb, nil
@@ -256,7 +259,7 @@ func (d *Driver) Create(ctx context.Context, spec Spec) (_ *Sandbox, err error) 
 
 // run starts the sandbox's container detached (`runc run -d`) with PID 1's
 // stdio on its log file, and returns PID 1's host pid.
-func (d *Driver) run(ctx context.Context, sb *Sandbox) (int, error) {
+func (d *Driver) run(ctx context.Context, sb *Sandbox, extra []*os.File) (int, error) {
 	stdio, err := openLogIO(sb.LogPath())
 	if err != nil {
 		return 0, err
@@ -267,7 +270,7 @@ func (d *Driver) run(ctx context.Context, sb *Sandbox) (int, error) {
 		return 0, fmt.Errorf("init log: %w", err)
 	}
 	pidFile := filepath.Join(sb.bundleDir(), "init.pid")
-	_, err = d.runc.Run(ctx, sb.id, sb.bundleDir(), &gorunc.CreateOpts{IO: stdio, PidFile: pidFile, Detach: true})
+	_, err = d.runc.Run(ctx, sb.id, sb.bundleDir(), &gorunc.CreateOpts{IO: stdio, PidFile: pidFile, Detach: true, ExtraFiles: extra})
 	if err != nil {
 		// runc reports why on its stderr, which is the log.
 		return 0, fmt.Errorf("runc run: %w: %s", err, logTail(sb.LogPath(), logStart))
@@ -528,6 +531,9 @@ func (d *Driver) Adopt(ctx context.Context, id string) (*Sandbox, error) {
 		if c.Status != string(StatusStopped) {
 			sb.pid = c.Pid
 		}
+	}
+	if sb.exited, err = watchExit(sb.pid); err != nil {
+		return nil, fmt.Errorf("adopt sandbox %s: %w", id, err)
 	}
 	return sb, nil
 }

@@ -31,6 +31,8 @@ type Sandbox struct {
 	id  string
 	dir string
 	pid int
+	// exited closes when init has exited.
+	exited <-chan struct{}
 }
 
 // ID is the container id.
@@ -53,6 +55,11 @@ func (s *Sandbox) LogPath() string { return filepath.Join(s.dir, "init.log") }
 // Pid is PID 1's pid on the host; 0 for an adopted sandbox that was not
 // running.
 func (s *Sandbox) Pid() int { return s.pid }
+
+// Exited is closed once the sandbox's init has exited — crashed, killed from the host, or
+// stopped by Stop — which, with its own pid namespace, means every process in it has. It is
+// closed from the start for an adopted sandbox that was not running.
+func (s *Sandbox) Exited() <-chan struct{} { return s.exited }
 
 func (s *Sandbox) workDir() string   { return filepath.Join(s.dir, "work") }
 func (s *Sandbox) bundleDir() string { return filepath.Join(s.dir, "bundle") }

@@ -30,7 +30,7 @@ var allowedSyscalls = slices.Concat(
 		"sched_getaffinity", "sched_setaffinity", "sched_getattr", "sched_setattr",
 		"sched_getparam", "sched_setparam", "sched_getscheduler", "sched_setscheduler",
 		"sched_get_priority_max", "sched_get_priority_min", "sched_rr_get_interval",
-		"sched_rr_get_interval_time64", "getcpu", "uname", "sysinfo", "seccomp",
+		"sched_rr_get_interval_time64", "nice", "getcpu", "uname", "sysinfo", "getrandom", "seccomp",
 		"landlock_create_ruleset", "landlock_add_rule", "landlock_restrict_self",
 		// Debuggers and sanitizers (strace, gdb, LeakSanitizer) within the sandbox; PID 1 is
 		// out of their reach because the supervisor makes itself undumpable.
@@ -41,8 +41,11 @@ var allowedSyscalls = slices.Concat(
 		"kill", "tkill", "tgkill", "rt_sigaction", "rt_sigpending", "rt_sigprocmask",
 		"rt_sigqueueinfo", "rt_tgsigqueueinfo", "rt_sigreturn", "rt_sigsuspend", "rt_sigtimedwait",
 		"rt_sigtimedwait_time64", "sigaltstack", "sigreturn", "sigprocmask", "signalfd", "signalfd4",
-		"pause", "alarm", "pidfd_open", "pidfd_send_signal", "restart_syscall",
+		"sigaction", "sigpending", "sigsuspend", "signal", "pause", "alarm", "pidfd_open",
+		"pidfd_send_signal", "restart_syscall",
 	},
+	// 32-bit ARM's own calls.
+	[]string{"arm_fadvise64_64", "arm_sync_file_range", "sync_file_range2", "breakpoint", "cacheflush", "set_tls"},
 	// Memory.
 	[]string{
 		"brk", "mmap", "mmap2", "munmap", "mremap", "mprotect", "madvise", "mincore", "msync",

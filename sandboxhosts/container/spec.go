@@ -2,6 +2,7 @@ package container
 
 import (
 	"fmt"
+	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -32,6 +33,10 @@ type Spec struct {
 	Mounts []Mount
 	// Resources are the cgroup limits; zero fields take the driver's defaults.
 	Resources Resources
+	// ExtraFiles are open files init inherits as descriptors 3, 4, … (runc --preserve-fds),
+	// e.g. a listening socket the host made where the sandbox cannot reach it. Create does not
+	// close them.
+	ExtraFiles []*os.File
 }
 
 // Mount bind-mounts a host file or directory into the sandbox.

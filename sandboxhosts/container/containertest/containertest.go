@@ -1,4 +1,5 @@
-// Package containertest helps benchmarks measure raw runc beside Hangar's sandboxes.
+// Package containertest helps benchmarks measure raw runc beside Hangar's sandboxes, and builds
+// the probes tests run inside sandboxes.
 package containertest
 
 import (
@@ -6,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"testing"
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
@@ -39,4 +41,21 @@ func Bundle(tb testing.TB, rootfs string, args ...string) string {
 		tb.Fatal(err)
 	}
 	return bundle
+}
+
+// Sysprobe builds the static sysprobe command (see its package) into a temporary directory and
+// returns its path: a test copies it into a sandbox to make raw syscalls there.
+func Sysprobe(tb testing.TB) string {
+	tb.Helper()
+	goTool := filepath.Join(runtime.GOROOT(), "bin", "go")
+	if _, err := os.Stat(goTool); err != nil {
+		goTool = "go"
+	}
+	out := filepath.Join(tb.TempDir(), "sysprobe")
+	cmd := exec.Command(goTool, "build", "-trimpath", "-o", out, "github.com/hangar-dev/hangar/sandboxhosts/container/containertest/sysprobe")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if msg, err := cmd.CombinedOutput(); err != nil {
+		tb.Fatalf("build sysprobe: %v\n%s", err, msg)
+	}
+	return out
 }
