@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	goruntime "runtime"
@@ -25,12 +26,11 @@ import (
 	"github.com/hangar-dev/hangar/sandboxhosts/supervisor"
 )
 
-// Where the supervisor lives inside every sandbox. The run dir is a host directory bind-mounted
-// read-write so the host reaches the supervisor's socket without entering the sandbox.
+// Where the supervisor lives inside every sandbox, and the run dir: a host directory
+// bind-mounted read-write, for secret files.
 const (
 	supervisorPath = "/.hangar/bin/supervisor"
 	runMount       = "/.hangar/run"
-	socketName     = "supervisor.sock"
 )
 
 // readyTimeout bounds how long a new sandbox's supervisor may take to answer.
@@ -168,6 +168,7 @@ type sandbox struct {
 	sup    *supervisor.Client
 	root   *sandboxfs.Root
 	runDir string
+	socket string
 	digest string
 	booted time.Time
 }
@@ -207,15 +208,22 @@ func (h *Host) boot(ctx context.Context, img *images.Image, manifest *snapshots.
 	id := newSandboxID()
 	dir := filepath.Join(h.boxDir, id)
 	runDir := filepath.Join(h.runDir, id)
+	socket := socketPath(h.sockDir, id)
 	defer func() {
 		if err != nil {
 			_ = os.RemoveAll(runDir)
 			_ = os.RemoveAll(dir)
+			_ = os.Remove(socket)
 		}
 	}()
 	if err := os.MkdirAll(runDir, 0o700); err != nil {
 		return nil, nil, err
 	}
+	listener, err := listenSupervisor(socket)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer listener.Close()
 	if manifest != nil {
 		upper := filepath.Join(dir, "upper")
 		if err := os.MkdirAll(upper, 0o755); err != nil {
@@ -232,7 +240,7 @@ func (h *Host) boot(ctx context.Context, img *images.Image, manifest *snapshots.
 		ID:        id,
 		Dir:       dir,
 		LowerDirs: img.LowerDirs,
-		Init:      []string{supervisorPath, "--socket", runMount + "/" + socketName},
+		Init:      []string{supervisorPath, "--listen-fd", "3"},
 		Env:       img.Config.Env,
 		Cwd:       img.Config.WorkingDir,
 		Hostname:  id,
@@ -240,7 +248,8 @@ func (h *Host) boot(ctx context.Context, img *images.Image, manifest *snapshots.
 			{Source: h.opts.Supervisor, Destination: supervisorPath, ReadOnly: true},
 			{Source: runDir, Destination: runMount},
 		},
-		Resources: resources(img.Config.SuggestedResources),
+		Resources:  resources(img.Config.SuggestedResources),
+		ExtraFiles: []*os.File{listener},
 	})
 	if err != nil {
 		return nil, nil, fmt.Errorf("create sandbox: %w", err)
@@ -252,7 +261,7 @@ func (h *Host) boot(ctx context.Context, img *images.Image, manifest *snapshots.
 			}
 		}
 	}()
-	sup := supervisor.Dial(socketPath(h.runDir, id))
+	sup := supervisor.Dial(socket)
 	readyCtx, cancel := context.WithTimeout(ctx, readyTimeout)
 	defer cancel()
 	if _, err := sup.WaitReady(readyCtx); err != nil {
@@ -262,12 +271,41 @@ func (h *Host) boot(ctx context.Context, img *images.Image, manifest *snapshots.
 	if err != nil {
 		return nil, nil, err
 	}
-	return &sandbox{sb: sb, sup: sup, root: root, runDir: runDir, digest: img.Digest, booted: h.clock.Now()}, manifest, nil
+	return &sandbox{sb: sb, sup: sup, root: root, runDir: runDir, socket: socket, digest: img.Digest, booted: h.clock.Now()}, manifest, nil
+}
+
+// listenSupervisor binds a sandbox's supervisor socket at path, in the host's socket dir, and
+// returns the listening socket as a file for the sandbox's init to inherit.
+//
+// The host binds it, not the supervisor, so that the path the host dials is never in a
+// directory the sandbox can write: a sandbox that could swap the socket for a symlink would make
+// the host (root) connect wherever the link points — another sandbox's supervisor, a host
+// daemon — and send it the session's environment, secrets included. The socket dir is not
+// mounted into any sandbox, and the path is not even visible inside; the supervisor only holds
+// the listening descriptor. Checking the peer instead (SO_PEERCRED) would not do: a unix
+// connection's peer credentials are those of whoever called listen, here the host itself.
+func listenSupervisor(path string) (*os.File, error) {
+	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
+	if err != nil {
+		return nil, fmt.Errorf("supervisor socket: %w", err)
+	}
+	// The socket file must outlive the host's copy of the listener: the supervisor's serves it.
+	ln.SetUnlinkOnClose(false)
+	defer ln.Close()
+	f, err := ln.File()
+	if err != nil {
+		return nil, fmt.Errorf("supervisor socket: %w", err)
+	}
+	return f, nil
 }
 
 // remove stops and deletes a sandbox and its files.
 func (h *Host) remove(ctx context.Context, sbx *sandbox) error {
-	return errors.Join(sbx.root.Close(), sbx.sb.Remove(ctx), os.RemoveAll(sbx.runDir))
+	err := errors.Join(sbx.root.Close(), sbx.sb.Remove(ctx), os.RemoveAll(sbx.runDir))
+	if rerr := os.Remove(sbx.socket); rerr != nil && !errors.Is(rerr, os.ErrNotExist) {
+		err = errors.Join(err, rerr)
+	}
+	return err
 }
 
 // teardown stops and removes the sandbox and closes its log; the box is no longer served.
@@ -309,8 +347,8 @@ func envEntries(env map[string]string) []string {
 // newSandboxID is a short container id: short because the socket path embeds it.
 func newSandboxID() string { return "sbx-" + randomHex(6) }
 
-func socketPath(runDir, sandboxID string) string {
-	return filepath.Join(runDir, sandboxID, socketName)
+func socketPath(sockDir, sandboxID string) string {
+	return filepath.Join(sockDir, sandboxID+".sock")
 }
 
 func goruntimeCPUs() int { return goruntime.NumCPU() }

@@ -83,6 +83,8 @@ type Host struct {
 	fleet  *fleet.Fleet
 	runDir string
 	boxDir string
+	// sockDir holds the supervisors' sockets; no sandbox sees it (see listenSupervisor).
+	sockDir string
 
 	pool *pool
 
@@ -118,11 +120,12 @@ func New(ctx context.Context, opts Options) (*Host, error) {
 		boxDir: filepath.Join(dataDir, "sandboxes"),
 		boxes:  map[string]*box{},
 	}
-	if n := len(socketPath(h.runDir, newSandboxID())); n > maxSocketPath {
+	h.sockDir = filepath.Join(dataDir, "sock")
+	if n := len(socketPath(h.sockDir, newSandboxID())); n > maxSocketPath {
 		return nil, fmt.Errorf("host: data dir %s is too long for a unix socket path (%d > %d bytes)", dataDir, n, maxSocketPath)
 	}
 	h.log = h.log.With("host", h.id)
-	for _, dir := range []string{h.runDir, h.boxDir} {
+	for _, dir := range []string{h.runDir, h.boxDir, h.sockDir} {
 		if err := os.MkdirAll(dir, 0o700); err != nil {
 			return nil, fmt.Errorf("host: %w", err)
 		}
@@ -170,7 +173,7 @@ func (h *Host) recover(ctx context.Context) error {
 	if err := h.driver.Cleanup(ctx, nil); err != nil {
 		return fmt.Errorf("host: clean up old sandboxes: %w", err)
 	}
-	for _, dir := range []string{h.runDir, h.boxDir} {
+	for _, dir := range []string{h.runDir, h.boxDir, h.sockDir} {
 		entries, _ := os.ReadDir(dir)
 		for _, e := range entries {
 			_ = os.RemoveAll(filepath.Join(dir, e.Name()))

@@ -92,7 +92,38 @@ func (h *Host) launch(ctx context.Context, b *box, rec *sessiondb.Record, env ma
 		return err
 	}
 	b.ready.Store(true)
+	go h.watch(b)
 	return nil
+}
+
+// watch moves the session to lost the moment its sandbox dies under it — its supervisor killed
+// or crashed, its container stopped behind the host's back — and removes what is left, so that
+// nothing waits on a dead sandbox: exec and snapshot answer failed_precondition and Resume
+// brings the session back from its last checkpoint. A teardown the host made itself (eviction,
+// deletion) cancels b.ctx first, under b.mu, and is left alone.
+func (h *Host) watch(b *box) {
+	select {
+	case <-b.ctx.Done():
+		return
+	case <-b.sb.Exited():
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.ctx.Err() != nil {
+		return
+	}
+	ctx := context.WithoutCancel(b.ctx)
+	reason := "sandbox " + b.sb.ID() + " died: its supervisor (PID 1) exited"
+	err := h.move(ctx, b, sessiondb.Lost, reason, func(r *sessiondb.Record) error {
+		r.SandboxID = ""
+		return nil
+	})
+	if err != nil {
+		h.log.Error("mark the session of a dead sandbox lost", "session", b.session, "err", err)
+	}
+	if err := h.teardown(ctx, b); err != nil {
+		h.log.Error("remove dead sandbox", "session", b.session, "err", err)
+	}
 }
 
 // placedHere checks that the record r is still as want says: placed on this host, in want's

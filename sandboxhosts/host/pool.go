@@ -41,15 +41,19 @@ func newPool(h *Host, size int, images []string) *pool {
 	return p
 }
 
-// take returns a warm sandbox of ref, or nil.
+// take returns a live warm sandbox of ref, or nil.
 func (p *pool) take(ref string) *sandbox {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for list := p.ready[ref]; len(list) > 0; list = p.ready[ref] {
 		sbx := list[0]
 		p.ready[ref] = list[1:]
-		if p.h.clock.Now().Sub(sbx.booted) < warmAge {
-			return sbx
+		select {
+		case <-sbx.sb.Exited(): // died while it waited
+		default:
+			if p.h.clock.Now().Sub(sbx.booted) < warmAge {
+				return sbx
+			}
 		}
 		p.discard(sbx)
 	}
