@@ -89,6 +89,21 @@ func (b *box) append(e eventlog.Event) {
 	}
 }
 
+// diedGrace is how long a failed supervisor call waits to learn whether the sandbox died: the
+// broken connection may be seen before the init's exit.
+const diedGrace = time.Second
+
+// diedUnder turns the failure of a supervisor call into failed_precondition when the sandbox died
+// under it (watch moves the session to lost), and returns it as it is otherwise.
+func (b *box) diedUnder(err error) error {
+	select {
+	case <-b.sb.Exited():
+		return apierr.FailedPrecondition("the sandbox of session %s died (%v): the session is lost; resume it", b.session, err)
+	case <-time.After(diedGrace):
+		return err
+	}
+}
+
 // live returns the session's ready sandbox on this host.
 func (h *Host) live(id string) (*box, error) {
 	h.mu.Lock()

@@ -90,7 +90,7 @@ func (h *Host) Exec(ctx context.Context, req *connect.Request[appv1.ExecRequest]
 			}
 			return connect.NewError(connect.CodeCanceled, errors.New("the client went away; the command keeps running and can be re-attached by exec_id"))
 		}
-		return fmt.Errorf("exec in %s: %w", b.session, err)
+		return b.diedUnder(fmt.Errorf("exec in %s: %w", b.session, err))
 	}
 	if !attach {
 		b.emit(eventlog.KindExecExited, exitPayload(exit))
