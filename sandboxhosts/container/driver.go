@@ -15,6 +15,8 @@
 //	upper/     the overlay upper dir: exactly the sandbox's changes; kept by Stop
 //	work/      the overlay work dir
 //	rootfs/    the merged overlay while the sandbox runs (the host edits files here)
+//	layers/    links to the lower, upper and work dirs, which the overlay is mounted through
+//	           so that its options show no host path inside the sandbox
 //	bundle/    config.json and init.pid for runc
 //	init.log   PID 1's stdout and stderr
 //

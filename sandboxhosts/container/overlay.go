@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"time"
@@ -34,6 +36,11 @@ func overlayOptions(lower []string, upper, work string) (string, error) {
 	return data, nil
 }
 
+// mountOverlay mounts the overlay at target. The mount options name the dirs through links in
+// layers/ beside target, relative to target's parent (mounted from a thread whose working
+// directory that is), because the kernel shows a mount's options, verbatim, in every
+// /proc/<pid>/mountinfo: the sandbox reads "lowerdir=layers/0,upperdir=layers/upper", not where
+// the host keeps its images and sandboxes.
 func mountOverlay(lower []string, upper, work, target string) error {
 	for _, d := range lower {
 		fi, err := os.Stat(d)
@@ -44,14 +51,67 @@ func mountOverlay(lower []string, upper, work, target string) error {
 			return fmt.Errorf("lower dir %s is not a directory", d)
 		}
 	}
-	data, err := overlayOptions(lower, upper, work)
+	base := filepath.Dir(target)
+	links := filepath.Join(base, "layers")
+	if err := os.RemoveAll(links); err != nil {
+		return fmt.Errorf("overlay links: %w", err)
+	}
+	if err := os.Mkdir(links, 0o700); err != nil {
+		return fmt.Errorf("overlay links: %w", err)
+	}
+	link := func(name, dir string) (string, error) {
+		if err := os.Symlink(dir, filepath.Join(links, name)); err != nil {
+			return "", fmt.Errorf("overlay links: %w", err)
+		}
+		return "layers/" + name, nil
+	}
+	rel := make([]string, len(lower))
+	for i, d := range lower {
+		var err error
+		if rel[i], err = link(strconv.Itoa(i), d); err != nil {
+			return err
+		}
+	}
+	relUpper, err := link("upper", upper)
 	if err != nil {
 		return err
 	}
-	if err := unix.Mount("overlay", target, "overlay", unix.MS_NODEV, data); err != nil {
+	relWork, err := link("work", work)
+	if err != nil {
+		return err
+	}
+	data, err := overlayOptions(rel, relUpper, relWork)
+	if err != nil {
+		return err
+	}
+	err = inDir(base, func() error {
+		return unix.Mount("overlay", filepath.Base(target), "overlay", unix.MS_NODEV, data)
+	})
+	if err != nil {
 		return fmt.Errorf("mount overlay at %s: %w", target, err)
 	}
 	return nil
+}
+
+// inDir runs fn on an OS thread of its own whose working directory is dir, so that relative
+// paths in fn resolve from dir while the process's working directory stays where it is.
+func inDir(dir string, fn func() error) error {
+	errc := make(chan error, 1)
+	go func() {
+		// Never unlocked: the thread's own working directory must not serve other goroutines,
+		// so the runtime ends the thread with this goroutine.
+		runtime.LockOSThread()
+		if err := unix.Unshare(unix.CLONE_FS); err != nil {
+			errc <- fmt.Errorf("unshare the working directory: %w", err)
+			return
+		}
+		if err := unix.Chdir(dir); err != nil {
+			errc <- fmt.Errorf("chdir %s: %w", dir, err)
+			return
+		}
+		errc <- fn()
+	}()
+	return <-errc
 }
 
 // unmountAll unmounts everything mounted at target, which is fine when

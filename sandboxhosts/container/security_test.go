@@ -201,3 +201,22 @@ func TestSupervisorAsInitIsOutOfReachThroughProc(t *testing.T) {
 		t.Errorf("init log = %q, %v: a sandbox process wrote to it", b, err)
 	}
 }
+
+func TestMountTableShowsNoHostPathOfTheOverlay(t *testing.T) {
+	d := newTestDriver(t, "")
+	spec := sleepSpec(t, testImage(t))
+	sb := create(t, d, spec)
+	mounts := sh(t, sb, "cat /proc/self/mountinfo")
+	for _, hostPath := range append([]string{spec.Dir}, spec.LowerDirs...) {
+		if strings.Contains(mounts, hostPath) {
+			t.Errorf("the sandbox's mount table names host path %s:\n%s", hostPath, mounts)
+		}
+	}
+	if root := sh(t, sb, "awk '$5 == \"/\" {print $NF}' /proc/self/mountinfo"); !strings.Contains(root, "lowerdir=layers/0,upperdir=layers/upper,workdir=layers/work") {
+		t.Errorf("overlay options inside = %q, want the relative links", root)
+	}
+	sh(t, sb, "echo through > /root/f")
+	if b, err := os.ReadFile(filepath.Join(sb.UpperDir(), "root", "f")); err != nil || string(b) != "through\n" {
+		t.Errorf("upper dir got %q, %v: the overlay is not on the sandbox's upper dir", b, err)
+	}
+}
