@@ -12,9 +12,11 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	"golang.org/x/sys/unix"
 
 	appv1 "github.com/hangar-dev/hangar/gen/svc/app/v1"
 	"github.com/hangar-dev/hangar/internal/testenv"
+	"github.com/hangar-dev/hangar/sandboxhosts/container/containertest"
 )
 
 // sandboxOf returns the id of the session's sandbox.
@@ -165,5 +167,54 @@ func TestSecuritySandboxDeadSupervisorLeavesTheSessionResumable(t *testing.T) {
 	}
 	if got := s.status(t, id); got != "running" {
 		t.Fatalf("session is %q after resume, want running", got)
+	}
+}
+
+// TestSecuritySandboxPID1AndTheKernelAreOutOfReach replays, through the API, the reaches for PID
+// 1 (the supervisor) and for syscalls outside the allow-list: each is refused.
+func TestSecuritySandboxPID1AndTheKernelAreOutOfReach(t *testing.T) {
+	s := newSandboxStack(t, 1, nil)
+	id := s.create(t, nil)
+	probe, err := os.ReadFile(containertest.Sysprobe(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.write(t, id, "/root/sysprobe", probe, ptr(uint32(0o755)))
+	sys := func(nr int, args ...int) string {
+		cmd := "/root/sysprobe " + strconv.Itoa(nr)
+		for _, a := range args {
+			cmd += " " + strconv.Itoa(a)
+		}
+		return cmd
+	}
+
+	for _, c := range []struct{ name, command string }{
+		{"write the host's log file through /proc/1/fd", "echo planted >> /proc/1/fd/1"},
+		{"learn host paths from PID 1's descriptors", "readlink /proc/1/fd/1"},
+		{"read PID 1's environment", "cat /proc/1/environ"},
+		{"read PID 1's memory", "head -c 1 /proc/1/mem"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			cmd := c.command + " 2>/dev/null"
+			if res := s.exec(t, &appv1.ExecRequest{SessionId: id, Command: &cmd}); res.exit.GetExitStatus() == 0 {
+				t.Errorf("%q succeeded inside: %q", c.command, res.stdout)
+			}
+		})
+	}
+	for _, c := range []struct{ name, command, want string }{
+		{"ptrace PID 1", sys(unix.SYS_PTRACE, unix.PTRACE_ATTACH, 1), "EPERM"},
+		{"keyctl (not on the allow-list)", sys(unix.SYS_KEYCTL, unix.KEYCTL_GET_KEYRING_ID, 0), "EPERM"},
+		{"io_uring_setup (not on the allow-list)", sys(unix.SYS_IO_URING_SETUP, 1, 0), "EPERM"},
+		{"a new user namespace", sys(unix.SYS_UNSHARE, unix.CLONE_NEWUSER), "EPERM"},
+		{"an allowed syscall", sys(unix.SYS_GETPID), "ok"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if got := strings.TrimSpace(s.sh(t, id, c.command)); got != c.want {
+				t.Errorf("%s inside = %s, want %s", c.name, got, c.want)
+			}
+		})
+	}
+	if mounts := s.sh(t, id, "cat /proc/self/mountinfo"); strings.Contains(mounts, "upperdir=/") || strings.Contains(mounts, "lowerdir=/") {
+		t.Errorf("the overlay's host paths show in the sandbox's mount table:\n%s", mounts)
 	}
 }
