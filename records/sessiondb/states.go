@@ -14,8 +14,8 @@ const (
 	Snapshotting Status = "snapshotting"
 	Evicted      Status = "evicted"
 	Resuming     Status = "resuming"
-	// Lost is a session whose host stopped heartbeating: its sandbox is gone, its checkpoints
-	// are not, and Resume brings it back on another host.
+	// Lost is a session whose host stopped heartbeating, or whose sandbox died under a live
+	// host: its sandbox is gone, its checkpoints are not, and Resume brings it back.
 	Lost    Status = "lost"
 	Failed  Status = "failed"
 	Deleted Status = "deleted"
