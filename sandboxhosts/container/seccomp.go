@@ -9,8 +9,9 @@ import (
 )
 
 // allowedSyscalls are the only syscalls a sandbox's processes may make: the profile is an
-// allow-list, like Docker's default, and anything missing from it — every syscall a future
-// kernel adds included — fails with EPERM. Names an architecture lacks (the 32-bit "...32",
+// allow-list, like Docker's default, and anything missing from it fails with EPERM (runc makes
+// syscalls newer than any named here answer ENOSYS, so libc falls back from what a future
+// kernel adds). Names an architecture lacks (the 32-bit "...32",
 // "...64" and "..._time64" variants on 64-bit ones) are skipped by runc. Grouped by purpose;
 // what is deliberately missing is said in seccompProfile.
 var allowedSyscalls = slices.Concat(
