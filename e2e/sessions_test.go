@@ -467,7 +467,7 @@ func TestSandboxLimitsComeFromTheImageAndIsolationHolds(t *testing.T) {
 	}
 	for _, tc := range []struct{ name, command, want string }{
 		{"only loopback", "ls /sys/class/net", "lo\n"},
-		{"its own pid namespace", "echo $(cat /proc/1/cmdline | tr '\\0' ' ')", "/.hangar/bin/supervisor --socket /.hangar/run/supervisor.sock\n"},
+		{"its own pid namespace", "echo $(cat /proc/1/cmdline | tr '\\0' ' ')", "/.hangar/bin/supervisor --listen-fd 3\n"},
 		{"no mounting", "mount -t tmpfs none /mnt 2>/dev/null && echo mounted || echo refused", "refused\n"},
 		{"supervisor is read-only", "echo x > /.hangar/bin/supervisor 2>/dev/null && echo wrote || echo refused", "refused\n"},
 	} {

@@ -1,8 +1,9 @@
 // Package supervisor owns the in-sandbox process supervisor and the host's client for it.
 //
 // Every sandbox is a runc container whose PID 1 is cmd/hangar-supervisor, which runs [Serve].
-// The host reaches it through a unix socket in a directory bind-mounted into the sandbox, so one
-// resident process forks each command instead of a ~45 ms `runc exec`. The supervisor reaps every
+// The host reaches it through a unix socket the host binds outside the sandbox and hands to it as
+// an inherited descriptor, so one resident process forks each command instead of a ~45 ms
+// `runc exec`. The supervisor reaps every
 // child (orphans included), keeps each exec's output in memory for re-attach, and forgets finished
 // execs after a retention period.
 //
