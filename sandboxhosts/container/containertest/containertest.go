@@ -7,7 +7,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"testing"
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
@@ -47,12 +46,9 @@ func Bundle(tb testing.TB, rootfs string, args ...string) string {
 // returns its path: a test copies it into a sandbox to make raw syscalls there.
 func Sysprobe(tb testing.TB) string {
 	tb.Helper()
-	goTool := filepath.Join(runtime.GOROOT(), "bin", "go")
-	if _, err := os.Stat(goTool); err != nil {
-		goTool = "go"
-	}
+	// go test puts its own GOROOT/bin first on the PATH of the tests it runs.
 	out := filepath.Join(tb.TempDir(), "sysprobe")
-	cmd := exec.Command(goTool, "build", "-trimpath", "-o", out, "github.com/hangar-dev/hangar/sandboxhosts/container/containertest/sysprobe")
+	cmd := exec.Command("go", "build", "-trimpath", "-o", out, "github.com/hangar-dev/hangar/sandboxhosts/container/containertest/sysprobe")
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if msg, err := cmd.CombinedOutput(); err != nil {
 		tb.Fatalf("build sysprobe: %v\n%s", err, msg)
