@@ -6,9 +6,9 @@
 // A sandbox gets its own pid, mount, uts, ipc and network namespaces (the
 // network namespace has only loopback), cgroup limits on memory, CPU and
 // processes, Docker's default capability set, no_new_privileges, Docker's
-// masked and read-only paths, and a default-deny seccomp allow-list (see seccomp.go). It
-// sees no host file but its image, its upper dir and the bind mounts its
-// Spec names. Its processes run as root inside; there is no user namespace.
+// masked and read-only paths, and a default-deny seccomp allow-list (see
+// seccomp.go). It sees no host file but its image, its upper dir and the bind
+// mounts its Spec names. Its processes run as root inside; there is no user namespace.
 //
 // Layout of a sandbox's Dir:
 //

@@ -304,7 +304,7 @@ func listenSupervisor(path string) (*os.File, error) {
 	if err != nil {
 		return nil, fmt.Errorf("supervisor socket: %w", err)
 	}
-	// The socket file must outlive the host's copy of the listener: the supervisor's serves it.
+	// The socket file must outlive the host's copy of the listener: the supervisor's copy serves it.
 	ln.SetUnlinkOnClose(false)
 	defer ln.Close()
 	f, err := ln.File()
