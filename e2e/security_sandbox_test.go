@@ -149,10 +149,13 @@ func TestSecuritySandboxDeadSupervisorLeavesTheSessionResumable(t *testing.T) {
 	testenv.WantCode(t, err, connect.CodeFailedPrecondition)
 	_, err = s.svc.Snapshot(ctx, connect.NewRequest(&appv1.SnapshotRequest{SessionId: id}))
 	testenv.WantCode(t, err, connect.CodeFailedPrecondition)
+	// The status event is written in the log's next batch, which may follow the record's move.
 	var reason string
-	for _, ev := range s.listEvents(t, id, "session.status") {
-		if strings.Contains(ev.GetPayloadJson(), `"to":"lost"`) {
-			reason = ev.GetPayloadJson()
+	for deadline := time.Now().Add(time.Minute); reason == "" && time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		for _, ev := range s.listEvents(t, id, "session.status") {
+			if strings.Contains(ev.GetPayloadJson(), `"to":"lost"`) {
+				reason = ev.GetPayloadJson()
+			}
 		}
 	}
 	if !strings.Contains(reason, sbx+" died") {
