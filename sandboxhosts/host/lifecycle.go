@@ -190,7 +190,7 @@ func (h *Host) Snapshot(ctx context.Context, req *connect.Request[appv1.Snapshot
 		return nil, errors.Join(serr, err)
 	}
 	if serr != nil {
-		return nil, serr
+		return nil, b.diedUnder(serr)
 	}
 	size := uint64(m.TotalSize)
 	return connect.NewResponse(&appv1.SnapshotResponse{
