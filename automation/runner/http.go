@@ -7,30 +7,29 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/url"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/hangar-dev/hangar/platform/egress"
 )
 
 // HostPolicy is the allow-list of hosts http blocks may call: exact names or "*.suffix"
-// patterns. Link-local addresses (cloud metadata servers among them) are refused whatever the
-// list says.
+// patterns. Cloud metadata servers and link-local addresses are refused whatever the list says;
+// where a listed name resolves is the egress policy's to check, at connect.
 type HostPolicy struct {
 	Hosts []string
 }
 
-// Allows reports whether a request to host (no port) may go out.
+// Allows reports whether a request to host (no port) may go out, on the first URL and on every
+// redirect. Its errors match egress.ErrRefused, so a refused host fails the step at once.
 func (p HostPolicy) Allows(host string) error {
 	host = strings.ToLower(strings.TrimSuffix(host, "."))
-	if ip := net.ParseIP(host); ip != nil && (ip.IsLinkLocalUnicast() || ip.IsLinkLocalMulticast() || ip.IsUnspecified()) {
-		return fmt.Errorf("host %s is a link-local or unspecified address", host)
-	}
-	if host == "metadata.google.internal" || host == "metadata" {
-		return fmt.Errorf("host %s is a metadata server", host)
+	if egress.IsMetadataHost(host) {
+		return &refusedHost{host, "is a link-local or cloud metadata address"}
 	}
 	for _, h := range p.Hosts {
 		h = strings.ToLower(h)
@@ -38,8 +37,14 @@ func (p HostPolicy) Allows(host string) error {
 			return nil
 		}
 	}
-	return fmt.Errorf("host %s is not on the deployment's allow-list for http blocks (HANGAR_AUTOMATION_HTTP_HOSTS)", host)
+	return &refusedHost{host, "is not on the deployment's allow-list for http blocks (HANGAR_AUTOMATION_HTTP_HOSTS)"}
 }
+
+// refusedHost is a host an http block may not call.
+type refusedHost struct{ host, why string }
+
+func (e *refusedHost) Error() string        { return "host " + e.host + " " + e.why }
+func (e *refusedHost) Is(target error) bool { return target == egress.ErrRefused }
 
 // maxHTTPResponse caps the body an http block reads.
 const maxHTTPResponse = 1 << 20
@@ -108,11 +113,14 @@ func (r *Runner) httpBlock(ctx context.Context, actor string, f map[string]any) 
 			req.Header.Set(header, value)
 		}
 	}
-	resp, err := r.opts.HTTP.Do(req)
+	resp, err := r.http.Do(req)
 	if err != nil {
 		var ue *url.Error
 		if errors.As(err, &ue) {
 			err = ue.Err
+		}
+		if errors.Is(err, egress.ErrRefused) {
+			return result{}, permanent("%s %s: %v", method, u.Redacted(), err)
 		}
 		return result{}, transient("%s %s: %v", method, u.Redacted(), err)
 	}

@@ -17,12 +17,14 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"slices"
 	"time"
 
 	"github.com/hangar-dev/hangar/automation/definition"
 	"github.com/hangar-dev/hangar/automation/expr"
 	"github.com/hangar-dev/hangar/automation/runs"
+	"github.com/hangar-dev/hangar/platform/egress"
 )
 
 // Effects are what blocks with side effects act on. Every call is made on behalf of the run's
@@ -82,9 +84,11 @@ type Options struct {
 	TaskPoll time.Duration
 	// Retry is the deployment's default retry policy for blocks that name none.
 	Retry definition.Retry
-	// HTTP is the outbound client of http blocks and Allow its host allow-list.
-	HTTP  *http.Client
-	Allow HostPolicy
+	// Allow is the host allow-list of http blocks, checked on the first URL and on every
+	// redirect; Egress is what their connections may reach beyond public addresses, checked on
+	// every connect.
+	Allow  HostPolicy
+	Egress egress.Policy
 }
 
 // Runner executes runs.
@@ -97,6 +101,7 @@ type Runner struct {
 	now     func() time.Time
 	log     *slog.Logger
 	opts    Options
+	http    *http.Client
 }
 
 // New returns a Runner.
@@ -113,10 +118,8 @@ func New(store *runs.Store, env *expr.Env, code CodeRunner, effects Effects, que
 	if opts.Retry.MaxAttempts <= 0 {
 		opts.Retry = definition.Retry{MaxAttempts: 3, Backoff: "2s"}
 	}
-	if opts.HTTP == nil {
-		opts.HTTP = &http.Client{Timeout: 30 * time.Second}
-	}
-	return &Runner{runs: store, env: env, code: code, effects: effects, queue: queue, now: now, log: log, opts: opts}
+	client := opts.Egress.Client(0, egress.MaxRedirects, func(u *url.URL) error { return opts.Allow.Allows(u.Hostname()) })
+	return &Runner{runs: store, env: env, code: code, effects: effects, queue: queue, now: now, log: log, opts: opts, http: client}
 }
 
 // errParked ends a pass over a run that now waits.

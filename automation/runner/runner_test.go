@@ -21,6 +21,7 @@ import (
 	"github.com/hangar-dev/hangar/automation/runs"
 	"github.com/hangar-dev/hangar/internal/testenv"
 	"github.com/hangar-dev/hangar/platform/clock"
+	"github.com/hangar-dev/hangar/platform/egress"
 )
 
 // queue records what the runner queued, in order.
@@ -140,6 +141,8 @@ func newFixture(t *testing.T) *fixture {
 			Worker: "worker-a", Lease: time.Minute, InlineWait: 50 * time.Millisecond,
 			Retry: definition.Retry{MaxAttempts: 3, Backoff: "10ms"},
 			Allow: runner.HostPolicy{Hosts: []string{host.Hostname()}},
+			// The upstream is on loopback, which only an operator's entry opens.
+			Egress: egress.MustParse("127.0.0.0/8"),
 		},
 	}
 }

@@ -244,7 +244,7 @@ func (a *API) automations(d Deps, opts connect.HandlerOption, add func(string, h
 		host, _ := os.Hostname()
 		rn := runner.New(runStore, env, code, effects, automationworker.Queue{PubSub: d.PubSub}, d.Clock.Now, d.Log, runner.Options{
 			Worker: fmt.Sprintf("%s/%d", host, os.Getpid()), Lease: lim.RunLease, TaskPoll: lim.TaskPoll,
-			Allow: runner.HostPolicy{Hosts: d.Config.AutomationHTTPHosts},
+			Allow: runner.HostPolicy{Hosts: d.Config.AutomationHTTPHosts}, Egress: d.Config.Egress,
 		})
 		engine.Runner = rn
 		dispatcher := dispatch.New(svc.Store(), runStore, rn, env, validator, d.Clock.Now, d.Log, lim.Concurrency).WithAdmins(effects.isAdmin)

@@ -6,15 +6,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
-	"net/netip"
+	"net/url"
 	"regexp"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/hangar-dev/hangar/platform/config"
+	"github.com/hangar-dev/hangar/platform/egress"
 )
 
 // upstreamModel is one entry of an OpenRouter-shaped catalog (GET /api/v1/models); fields
@@ -49,30 +48,27 @@ type fetcher struct {
 	maxCount int
 }
 
-func newFetcher(lim config.Limits) *fetcher {
-	dialer := &net.Dialer{Timeout: 10 * time.Second, Control: refuseForbiddenAddr}
-	transport := http.DefaultTransport.(*http.Transport).Clone()
-	transport.DialContext = dialer.DialContext
-	transport.Proxy = nil
+// newFetcher dials through the deployment's egress policy, which also opens the configured
+// routers' own hosts: an operator who points a router at a loopback or private address means
+// it. Link-local and metadata addresses stay refused whatever a router's name resolves to, and
+// a redirect re-checks its destination and leaves the router's credential behind on another host.
+func newFetcher(cfg config.Config) *fetcher {
+	policy := cfg.Egress
+	for _, r := range cfg.ModelRouters {
+		// Configuration validated every base URL; one whose host is no allow entry (which
+		// validation does not let through) simply opens nothing.
+		if u, err := url.Parse(r.BaseURL); err == nil {
+			if p, err := egress.Parse([]string{u.Hostname()}); err == nil {
+				policy = policy.Union(p)
+			}
+		}
+	}
 	return &fetcher{
-		client:   &http.Client{Transport: transport},
-		timeout:  lim.RouterCatalogTimeout,
-		maxBytes: lim.MaxRouterCatalogBytes,
-		maxCount: lim.MaxRouterModels,
+		client:   policy.Client(0, egress.MaxRedirects, nil),
+		timeout:  cfg.Limits.RouterCatalogTimeout,
+		maxBytes: cfg.Limits.MaxRouterCatalogBytes,
+		maxCount: cfg.Limits.MaxRouterModels,
 	}
-}
-
-// refuseForbiddenAddr stops a connection to a metadata address that a router's name resolved
-// to, or that a redirect pointed at: config validation can only see the names.
-func refuseForbiddenAddr(_, address string, _ syscall.RawConn) error {
-	ap, err := netip.ParseAddrPort(address)
-	if err != nil {
-		return fmt.Errorf("dial %s: %w", address, err)
-	}
-	if config.ForbiddenRouterAddr(ap.Addr()) {
-		return fmt.Errorf("dial %s: link-local and cloud metadata addresses are refused", address)
-	}
-	return nil
 }
 
 // catalogURL is where a router lists its models.

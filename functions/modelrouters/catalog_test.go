@@ -1,22 +1,59 @@
 package modelrouters
 
-import "testing"
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"testing"
 
-func TestRouterDialRefusesMetadataAddresses(t *testing.T) {
+	"github.com/hangar-dev/hangar/platform/config"
+	"github.com/hangar-dev/hangar/platform/egress"
+)
+
+// A router's own (operator-configured) loopback host is reachable without an egress entry;
+// where its answers redirect is checked again at connect.
+func TestRouterFetchReachesItsOwnHostButNoRedirectToMetadata(t *testing.T) {
+	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/moved/models" {
+			http.Redirect(w, r, "http://169.254.169.254/computeMetadata/v1/", http.StatusFound)
+			return
+		}
+		_, _ = io.WriteString(w, `{"data":[{"id":"acme/model-1"}]}`)
+	}))
+	t.Cleanup(upstream.Close)
+	cfg := config.Default()
+	cfg.ModelRouters = []config.ModelRouter{{ID: "local", BaseURL: upstream.URL}}
+	f := newFetcher(cfg)
 	tests := []struct {
-		address string
+		name    string
+		base    string
 		refused bool
 	}{
-		{"169.254.169.254:80", true},
-		{"[fd00:ec2::254]:80", true},
-		{"[fe80::1]:443", true},
-		{"[::ffff:169.254.169.254]:80", true},
-		{"104.18.2.115:443", false},
-		{"127.0.0.1:8080", false},
+		{"the configured host", upstream.URL, false},
+		{"a redirect to the metadata server", upstream.URL + "/moved", true},
 	}
 	for _, tt := range tests {
-		if err := refuseForbiddenAddr("tcp", tt.address, nil); (err != nil) != tt.refused {
-			t.Errorf("%s: got %v, want refused %v", tt.address, err, tt.refused)
-		}
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := f.fetch(context.Background(), config.ModelRouter{ID: "local", BaseURL: tt.base}, "")
+			if got := errors.Is(err, egress.ErrRefused); got != tt.refused {
+				t.Fatalf("fetch = %v, want refused %v", err, tt.refused)
+			}
+			if !tt.refused && err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+func TestRouterFetchRefusesLoopbackNoRouterNames(t *testing.T) {
+	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		t.Error("a request reached a loopback server no router names")
+	}))
+	t.Cleanup(upstream.Close)
+	f := newFetcher(config.Default())
+	if _, err := f.fetch(context.Background(), config.ModelRouter{ID: "x", BaseURL: upstream.URL}, ""); !errors.Is(err, egress.ErrRefused) {
+		t.Fatalf("fetch = %v, want refused", err)
 	}
 }

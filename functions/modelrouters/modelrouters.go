@@ -63,7 +63,7 @@ var _ appv1connect.ModelRouterServiceHandler = (*Service)(nil)
 // New returns the service over the routers cfg configures. creds may be nil: routers are then
 // called without a credential and report credential_configured false.
 func New(db *firestore.Client, c clock.Clock, cfg config.Config, creds Credentials) *Service {
-	return &Service{db: db, clock: c, routers: cfg.ModelRouters, creds: creds, fetch: newFetcher(cfg.Limits)}
+	return &Service{db: db, clock: c, routers: cfg.ModelRouters, creds: creds, fetch: newFetcher(cfg)}
 }
 
 // ListModelRouters lists the configured routers in configuration order, with their sync state

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hangar-dev/hangar/platform/egress"
 	"github.com/hangar-dev/hangar/platform/paging"
 )
 
@@ -34,6 +35,12 @@ type Config struct {
 	// AutomationHTTPHosts are the hosts automation http blocks may call: exact names or
 	// "*.suffix" patterns, from HANGAR_AUTOMATION_HTTP_HOSTS (comma-separated); none by default.
 	AutomationHTTPHosts []string
+	// Egress is what every outbound request of Hangar may reach beyond public addresses (host
+	// names, "*.suffix", IP addresses, CIDR prefixes), from HANGAR_EGRESS_ALLOW; none by default.
+	Egress egress.Policy
+	// Registries is what image and plugin pulls may reach: Egress and the private registries of
+	// HANGAR_PRIVATE_REGISTRIES (same entry forms).
+	Registries egress.Policy
 }
 
 // Limits are the API's bounds. Each has a default here and an environment override.
@@ -284,6 +291,15 @@ func FromEnv() (Config, error) {
 			c.AutomationHTTPHosts = append(c.AutomationHTTPHosts, h)
 		}
 	}
+	egressAllow, err := egress.Parse(strings.Split(os.Getenv("HANGAR_EGRESS_ALLOW"), ","))
+	if err != nil {
+		return c, fmt.Errorf("HANGAR_EGRESS_ALLOW: %w", err)
+	}
+	registries, err := egress.Parse(strings.Split(os.Getenv("HANGAR_PRIVATE_REGISTRIES"), ","))
+	if err != nil {
+		return c, fmt.Errorf("HANGAR_PRIVATE_REGISTRIES: %w", err)
+	}
+	c.Egress, c.Registries = egressAllow, egressAllow.Union(registries)
 	c.SealKeyset = []byte(os.Getenv("HANGAR_SEAL_KEYSET"))
 	routers, err := loadModelRouters()
 	if err != nil {

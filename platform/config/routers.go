@@ -10,6 +10,8 @@ import (
 	"os"
 	"regexp"
 	"strings"
+
+	"github.com/hangar-dev/hangar/platform/egress"
 )
 
 // ModelRouter is one model router the deployment offers: an upstream with a model catalog
@@ -37,10 +39,6 @@ var (
 	routerIDPattern = regexp.MustCompile(`^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$`)
 	secretRefRegexp = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_./-]{0,127}$`)
 	hostPattern     = regexp.MustCompile(`^[A-Za-z0-9.-]+(?::[0-9]{1,5})?$`)
-	// Cloud metadata endpoints hand out the deployment's own credentials: a router pointed at one
-	// would send them to whoever may refresh or read its catalog.
-	metadataHosts = map[string]bool{"metadata.google.internal": true, "metadata": true}
-	awsMetadataV6 = netip.MustParseAddr("fd00:ec2::254")
 )
 
 // loadModelRouters reads the routers from the environment; none when neither variable is set.
@@ -123,7 +121,7 @@ func (r ModelRouter) validate() error {
 	for _, h := range r.EgressHosts {
 		if !hostPattern.MatchString(h) {
 			errs = append(errs, fmt.Errorf("egress_hosts: %q is not a host name", h))
-		} else if ForbiddenRouterHost(strings.Split(h, ":")[0]) {
+		} else if egress.IsMetadataHost(strings.Split(h, ":")[0]) {
 			errs = append(errs, fmt.Errorf("egress_hosts: %q is a link-local or cloud metadata address", h))
 		}
 	}
@@ -141,7 +139,7 @@ func checkBaseURL(raw string) error {
 		return fmt.Errorf("%q has no host", raw)
 	case u.User != nil || u.RawQuery != "" || u.Fragment != "":
 		return fmt.Errorf("%q: want no credentials, query or fragment", raw)
-	case ForbiddenRouterHost(host):
+	case egress.IsMetadataHost(host):
 		return fmt.Errorf("%q is a link-local or cloud metadata address, which would expose the deployment's own credentials", raw)
 	case u.Scheme == "https":
 		return nil
@@ -159,23 +157,4 @@ func isLoopback(host string) bool {
 	}
 	a, err := netip.ParseAddr(host)
 	return err == nil && a.Unmap().IsLoopback()
-}
-
-// ForbiddenRouterHost reports whether a host name or IP literal is a link-local or cloud metadata
-// address, which no router may point at.
-func ForbiddenRouterHost(host string) bool {
-	host = strings.TrimSuffix(strings.ToLower(host), ".")
-	if metadataHosts[host] {
-		return true
-	}
-	a, err := netip.ParseAddr(strings.Trim(host, "[]"))
-	return err == nil && ForbiddenRouterAddr(a)
-}
-
-// ForbiddenRouterAddr reports whether a is link-local (169.254.0.0/16, fe80::/10: where cloud
-// metadata services answer) or AWS's IPv6 metadata address. Dialers check it after name
-// resolution too, since a public name may resolve to one.
-func ForbiddenRouterAddr(a netip.Addr) bool {
-	a = a.Unmap()
-	return a.IsLinkLocalUnicast() || a == awsMetadataV6
 }

@@ -166,11 +166,17 @@ var metadataNames = map[string]bool{
 	"instance-data": true, "instance-data.ec2.internal": true,
 }
 
-// IsMetadataHost reports whether host names a cloud metadata server or is a link-local literal.
+// awsMetadataV6 is where AWS's metadata server answers over IPv6.
+var awsMetadataV6 = netip.MustParseAddr("fd00:ec2::254")
+
+// IsMetadataHost reports whether host names a cloud metadata server or is a link-local literal:
+// configuration that points at one is refused outright, since the server hands out the
+// deployment's own credentials.
 func IsMetadataHost(host string) bool {
 	host = strings.TrimSuffix(strings.ToLower(strings.Trim(host, "[]")), ".")
 	if a, err := netip.ParseAddr(host); err == nil {
-		return isLinkLocal(a.Unmap())
+		a = a.Unmap()
+		return isLinkLocal(a) || a == awsMetadataV6
 	}
 	return metadataNames[host]
 }
