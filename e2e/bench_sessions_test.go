@@ -27,6 +27,7 @@ import (
 	"github.com/hangar-dev/hangar/records/eventlog"
 	"github.com/hangar-dev/hangar/sandboxhosts/container/containertest"
 	"github.com/hangar-dev/hangar/sandboxhosts/images"
+	"github.com/hangar-dev/hangar/sandboxhosts/images/imagestest"
 )
 
 // Session benchmarks, each paired with the bare operation it competes with, measured in the same
@@ -223,7 +224,7 @@ func imageRootfs(b *testing.B) string {
 	b.Helper()
 	db, _ := testenv.Firestore(b)
 	sb := testenv.NewSandboxes(b, db)
-	cache, err := images.New(b.TempDir())
+	cache, err := images.New(b.TempDir(), images.WithRegistries(imagestest.Allow))
 	if err != nil {
 		b.Fatal(err)
 	}

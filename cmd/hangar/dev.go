@@ -21,6 +21,7 @@ import (
 	"github.com/hangar-dev/hangar/platform/auth"
 	"github.com/hangar-dev/hangar/platform/bucket"
 	"github.com/hangar-dev/hangar/platform/config"
+	"github.com/hangar-dev/hangar/platform/egress"
 	"github.com/hangar-dev/hangar/platform/ids"
 	"github.com/hangar-dev/hangar/platform/pubsub"
 	"github.com/hangar-dev/hangar/platform/seal"
@@ -222,6 +223,15 @@ func openDevSandboxes(ctx context.Context, dataDir string, cfg *config.Config) (
 		b.Close()
 		return nil, fmt.Errorf("dev image: %w", err)
 	}
+	// The dev registry is on loopback, which pulls reach only when an operator lists it: dev
+	// lists its own registry, and nothing else.
+	regHost, _, err := net.SplitHostPort(strings.SplitN(img.Ref(), "/", 2)[0])
+	if err != nil {
+		_ = img.Close()
+		b.Close()
+		return nil, fmt.Errorf("dev image reference %s: %w", img.Ref(), err)
+	}
+	cfg.Registries = cfg.Registries.Union(egress.MustParse(regHost))
 	return &devSandboxes{bucket: b, sealer: sealer, image: img}, nil
 }
 

@@ -125,9 +125,9 @@ func startHost(ctx context.Context, p hostParams) (*runningHost, error) {
 		return nil, err
 	}
 	h, err := host.New(ctx, host.Options{
-		Harnesses: harnesscatalog.New(p.db, p.bucket, rt, builtin.Modules(), time.Now),
+		Harnesses: harnesscatalog.New(p.db, p.bucket, rt, builtin.Modules(), p.cfg.Registries, time.Now),
 		ID:        p.id, Address: advertise, DataDir: p.dataDir, DB: p.db, Bucket: p.bucket, Sealer: p.sealer,
-		Supervisor: sup, Token: p.cfg.HostToken, Config: p.cfg.Host, Limits: p.cfg.Limits, Log: p.log,
+		Supervisor: sup, Token: p.cfg.HostToken, Config: p.cfg.Host, Limits: p.cfg.Limits, Registries: p.cfg.Registries, Log: p.log,
 		WarmImages: p.warm,
 	})
 	if err != nil {

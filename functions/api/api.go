@@ -117,7 +117,7 @@ func New(d Deps) *API {
 
 	if d.Harnesses == nil && d.Bucket != nil {
 		if rt, err := harness.NewRuntime(context.Background(), harness.Options{}); err == nil {
-			d.Harnesses = harnesscatalog.New(d.DB, d.Bucket, rt, builtin.Modules(), d.Clock.Now)
+			d.Harnesses = harnesscatalog.New(d.DB, d.Bucket, rt, builtin.Modules(), d.Config.Registries, d.Clock.Now)
 		} else {
 			d.Log.Error("harness plugin runtime", "err", err)
 		}

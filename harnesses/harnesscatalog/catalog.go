@@ -17,7 +17,6 @@ import (
 	"time"
 
 	"cloud.google.com/go/firestore"
-	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"gocloud.dev/blob"
 	"gocloud.dev/gcerrors"
 
@@ -25,6 +24,7 @@ import (
 	"github.com/hangar-dev/hangar/harnesses/builtin"
 	"github.com/hangar-dev/hangar/harnesses/harness"
 	"github.com/hangar-dev/hangar/harnesses/oci"
+	"github.com/hangar-dev/hangar/platform/egress"
 	"github.com/hangar-dev/hangar/platform/store"
 )
 
@@ -84,17 +84,18 @@ type Catalog struct {
 	bucket   *blob.Bucket
 	rt       *harness.Runtime
 	builtins map[string]builtin.Module
-	remote   []remote.Option
-	now      func() time.Time
+	// registries is what plugin pulls may reach beyond public addresses.
+	registries egress.Policy
+	now        func() time.Time
 
 	mu     sync.Mutex
 	loaded map[string]*harness.Plugin // by module sha256, built-ins by builtinKey
 }
 
-// New returns the catalog. builtins are the embedded modules by name; remoteOpts tune registry
-// access (tests pass a transport).
-func New(db *firestore.Client, bucket *blob.Bucket, rt *harness.Runtime, builtins map[string]builtin.Module, now func() time.Time, remoteOpts ...remote.Option) *Catalog {
-	return &Catalog{db: db, bucket: bucket, rt: rt, builtins: builtins, remote: remoteOpts, now: now, loaded: map[string]*harness.Plugin{}}
+// New returns the catalog. builtins are the embedded modules by name; registries is what
+// Register's pulls may reach beyond public addresses (config.Config.Registries).
+func New(db *firestore.Client, bucket *blob.Bucket, rt *harness.Runtime, builtins map[string]builtin.Module, registries egress.Policy, now func() time.Time) *Catalog {
+	return &Catalog{db: db, bucket: bucket, rt: rt, builtins: builtins, registries: registries, now: now, loaded: map[string]*harness.Plugin{}}
 }
 
 // List returns every harness: built-ins first, then registered ones, each by name.
@@ -170,7 +171,7 @@ func (c *Catalog) Register(ctx context.Context, name, ociRef, owner, createdBy s
 	if ociRef == "" {
 		return nil, &InvalidError{"oci_ref", "is required"}
 	}
-	m, err := oci.Fetch(ctx, ociRef, c.remote...)
+	m, err := oci.Fetch(ctx, ociRef, c.registries)
 	if err != nil {
 		return nil, &InvalidError{"oci_ref", err.Error()}
 	}

@@ -2,7 +2,8 @@
 // share (the wasm-to-oci / WASI OCI convention): an image manifest whose config has media type
 // application/vnd.wasm.config.v0+json and whose one layer, of media type application/wasm, is
 // the module. go-containerregistry talks to the registry with the machine's docker config auth;
-// every byte fetched is checked against its digest.
+// every byte fetched is checked against its digest. Fetch dials through an egress policy and
+// reports failures without repeating what the registry sent.
 package oci
 
 import (
@@ -19,6 +20,8 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/static"
 	"github.com/google/go-containerregistry/pkg/v1/types"
+
+	"github.com/hangar-dev/hangar/platform/egress"
 )
 
 // Media types of a wasm artifact.
@@ -42,19 +45,29 @@ type Module struct {
 	LayerDigest string
 }
 
-// Fetch pulls the plugin at ref. Options add to the defaults (docker config auth).
-func Fetch(ctx context.Context, ref string, opts ...remote.Option) (*Module, error) {
+// Fetch pulls the plugin at ref through registries, the policy of what it may reach beyond
+// public addresses. Options add to the defaults (docker config auth).
+func Fetch(ctx context.Context, ref string, registries egress.Policy, opts ...remote.Option) (*Module, error) {
 	r, err := name.ParseReference(ref)
 	if err != nil {
 		return nil, fmt.Errorf("plugin reference %q: %w", ref, err)
 	}
-	img, err := remote.Image(r, append([]remote.Option{remote.WithContext(ctx), remote.WithAuthFromKeychain(authn.DefaultKeychain)}, opts...)...)
+	opts = append(append(registries.Registry(), remote.WithContext(ctx), remote.WithAuthFromKeychain(authn.DefaultKeychain)), opts...)
+	m, err := fetch(r, opts)
 	if err != nil {
-		return nil, fmt.Errorf("fetch plugin %s: %w", ref, err)
+		return nil, fmt.Errorf("fetch plugin %s: %w", ref, egress.RegistryError(err))
+	}
+	return m, nil
+}
+
+func fetch(r name.Reference, opts []remote.Option) (*Module, error) {
+	img, err := remote.Image(r, opts...)
+	if err != nil {
+		return nil, err
 	}
 	m, err := img.Manifest()
 	if err != nil {
-		return nil, fmt.Errorf("fetch plugin %s: %w", ref, err)
+		return nil, err
 	}
 	if m.Config.MediaType != ConfigMediaType {
 		return nil, fmt.Errorf("%w: config media type is %q, want %q", ErrNotAPlugin, m.Config.MediaType, ConfigMediaType)
@@ -67,25 +80,25 @@ func Fetch(ctx context.Context, ref string, opts ...remote.Option) (*Module, err
 	}
 	layer, err := img.LayerByDigest(m.Layers[0].Digest)
 	if err != nil {
-		return nil, fmt.Errorf("fetch plugin %s: %w", ref, err)
+		return nil, err
 	}
 	// Compressed is the blob as stored: the module itself, verified against its digest as it
 	// is read.
 	rc, err := layer.Compressed()
 	if err != nil {
-		return nil, fmt.Errorf("fetch plugin %s: %w", ref, err)
+		return nil, err
 	}
 	defer rc.Close()
 	wasm, err := io.ReadAll(io.LimitReader(rc, MaxModuleBytes+1))
 	if err != nil {
-		return nil, fmt.Errorf("fetch plugin %s: %w", ref, err)
+		return nil, err
 	}
 	if len(wasm) > MaxModuleBytes {
 		return nil, fmt.Errorf("%w: the module is larger than %d bytes", ErrNotAPlugin, MaxModuleBytes)
 	}
 	digest, err := img.Digest()
 	if err != nil {
-		return nil, fmt.Errorf("fetch plugin %s: %w", ref, err)
+		return nil, err
 	}
 	return &Module{Wasm: wasm, Digest: digest.String(), LayerDigest: m.Layers[0].Digest.String()}, nil
 }

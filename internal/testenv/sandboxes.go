@@ -18,6 +18,7 @@ import (
 	"github.com/hangar-dev/hangar/harnesses/harness"
 	"github.com/hangar-dev/hangar/harnesses/harnesscatalog"
 	"github.com/hangar-dev/hangar/platform/config"
+	"github.com/hangar-dev/hangar/platform/egress"
 	"github.com/hangar-dev/hangar/platform/seal"
 	"github.com/hangar-dev/hangar/sandboxhosts/host"
 	"github.com/hangar-dev/hangar/sandboxhosts/images"
@@ -109,6 +110,8 @@ func NewSandboxes(t testing.TB, db *firestore.Client) *Sandboxes {
 	reg := imagestest.Registry(t)
 	cfg := config.Default()
 	cfg.HostToken = "test-host-token"
+	// The test registry is on loopback, which pulls reach only when an operator lists it.
+	cfg.Registries = egress.MustParse(registryHost(t, reg))
 	// Tests drive idleness and host loss themselves; keep the clock's work quick.
 	cfg.Host.HeartbeatInterval = 200 * time.Millisecond
 	cfg.Host.HostTimeout = 2 * time.Second
@@ -117,6 +120,15 @@ func NewSandboxes(t testing.TB, db *firestore.Client) *Sandboxes {
 		DB: db, Bucket: b, Sealer: sealer, Config: cfg, Registry: reg,
 		Image: imagestest.Push(t, reg, "test/busybox", img),
 	}
+}
+
+// registryHost is the host of a registry address (host:port).
+func registryHost(t testing.TB, reg string) string {
+	host, _, err := net.SplitHostPort(reg)
+	if err != nil {
+		t.Fatalf("registry address %q: %v", reg, err)
+	}
+	return host
 }
 
 // TestHost is a host serving its API on 127.0.0.1.
@@ -149,10 +161,10 @@ func (s *Sandboxes) StartHost(t testing.TB, id string) *TestHost {
 	}
 	t.Cleanup(func() { _ = rt.Close(context.Background()) })
 	h, err := host.New(context.Background(), host.Options{
-		Harnesses: harnesscatalog.New(s.DB, s.Bucket, rt, builtin.Modules(), time.Now),
+		Harnesses: harnesscatalog.New(s.DB, s.Bucket, rt, builtin.Modules(), s.Config.Registries, time.Now),
 		ID:        id, Address: "http://" + ln.Addr().String(), DataDir: dir, DB: s.DB, Bucket: s.Bucket,
 		Sealer: s.Sealer, Supervisor: supervisortest.Binary(t), Token: s.Config.HostToken,
-		Config: s.Config.Host, Limits: s.Config.Limits, CgroupParent: "hangar-test",
+		Config: s.Config.Host, Limits: s.Config.Limits, Registries: s.Config.Registries, CgroupParent: "hangar-test",
 	})
 	if err != nil {
 		ln.Close()

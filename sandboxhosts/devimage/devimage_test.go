@@ -21,6 +21,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/random"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 
+	"github.com/hangar-dev/hangar/platform/egress"
 	"github.com/hangar-dev/hangar/sandboxhosts/devimage"
 	"github.com/hangar-dev/hangar/sandboxhosts/images"
 )
@@ -289,11 +290,12 @@ func TestImageCachePullsTheDevImage(t *testing.T) {
 		t.Skip("unpacking an image needs root")
 	}
 	r := serve(t, t.TempDir(), "")
-	cache, err := images.New(t.TempDir())
+	host, _, _ := strings.Cut(r.Ref(), "/")
+	regHost, _, _ := strings.Cut(host, ":")
+	cache, err := images.New(t.TempDir(), images.WithRegistries(egress.MustParse(regHost)))
 	if err != nil {
 		t.Fatal(err)
 	}
-	host, _, _ := strings.Cut(r.Ref(), "/")
 	for _, ref := range []string{r.Ref(), host + "/hangar/dev@" + r.Digest()} {
 		img, err := cache.Pull(t.Context(), ref)
 		if err != nil {

@@ -29,6 +29,7 @@ import (
 	"github.com/hangar-dev/hangar/platform/apierr"
 	"github.com/hangar-dev/hangar/platform/clock"
 	"github.com/hangar-dev/hangar/platform/config"
+	"github.com/hangar-dev/hangar/platform/egress"
 	"github.com/hangar-dev/hangar/platform/seal"
 	"github.com/hangar-dev/hangar/records/fleet"
 	"github.com/hangar-dev/hangar/records/sessiondb"
@@ -59,6 +60,9 @@ type Options struct {
 	Token  string
 	Config config.Host
 	Limits config.Limits
+	// Registries is what image pulls may reach beyond public addresses (config.Config.Registries):
+	// an image_uri naming a loopback or private registry is refused unless an operator lists it.
+	Registries egress.Policy
 	// CgroupParent groups the sandboxes' cgroups; default "hangar".
 	CgroupParent string
 	// WarmImages are images to keep warm sandboxes of from the start (Config.WarmSandboxes
@@ -143,7 +147,7 @@ func New(ctx context.Context, opts Options) (*Host, error) {
 	if err != nil {
 		return nil, fmt.Errorf("host: %w", err)
 	}
-	h.images, err = images.New(filepath.Join(dataDir, "images"), images.WithLogger(h.log))
+	h.images, err = images.New(filepath.Join(dataDir, "images"), images.WithLogger(h.log), images.WithRegistries(opts.Registries))
 	if err != nil {
 		return nil, fmt.Errorf("host: %w", err)
 	}

@@ -47,6 +47,8 @@ import (
 	"golang.org/x/sync/errgroup"
 	"golang.org/x/sync/singleflight"
 	"golang.org/x/sys/unix"
+
+	"github.com/hangar-dev/hangar/platform/egress"
 )
 
 // Labels an image may carry to suggest sandbox resources.
@@ -103,6 +105,12 @@ type Stats struct {
 // Option configures a Cache.
 type Option func(*Cache)
 
+// WithRegistries sets what pulls may reach beyond public addresses (default: public addresses
+// only): every registry connection, redirects included, dials through it.
+func WithRegistries(p egress.Policy) Option {
+	return func(c *Cache) { c.registries = p }
+}
+
 // WithLogger sets where skipped layer entries are reported (default slog.Default()).
 func WithLogger(l *slog.Logger) Option {
 	return func(c *Cache) { c.log = l }
@@ -110,8 +118,9 @@ func WithLogger(l *slog.Logger) Option {
 
 // Cache pulls images and keeps their unpacked layers under one directory.
 type Cache struct {
-	dir string
-	log *slog.Logger
+	dir        string
+	log        *slog.Logger
+	registries egress.Policy
 	// One puller for all pulls: it keeps each repository's auth token, saving
 	// the ping and token round trips on every pull.
 	puller *remote.Puller
@@ -134,7 +143,7 @@ func New(dir string, opts ...Option) (*Cache, error) {
 	for _, o := range opts {
 		o(c)
 	}
-	if c.puller, err = remote.NewPuller(remote.WithAuthFromKeychain(authn.DefaultKeychain), remote.WithPlatform(platform)); err != nil {
+	if c.puller, err = remote.NewPuller(append(c.registries.Registry(), remote.WithAuthFromKeychain(authn.DefaultKeychain), remote.WithPlatform(platform))...); err != nil {
 		return nil, fmt.Errorf("image cache: %w", err)
 	}
 	for _, sub := range []string{"layers", "manifests", "tmp"} {
@@ -180,7 +189,9 @@ type record struct {
 
 // Pull resolves ref (a tag or a digest), unpacks the layers not already in the
 // cache and returns the image. A digest reference whose layers are all
-// unpacked is served from disk without contacting the registry.
+// unpacked is served from disk without contacting the registry. A failure is
+// described in Hangar's words (egress.RegistryError): nothing the registry
+// sent is repeated.
 func (c *Cache) Pull(ctx context.Context, ref string) (*Image, error) {
 	r, err := name.ParseReference(ref)
 	if err != nil {
@@ -200,7 +211,7 @@ func (c *Cache) Pull(ctx context.Context, ref string) (*Image, error) {
 	}
 	img, err := c.fromRemote(ctx, ref, r)
 	if err != nil {
-		return nil, fmt.Errorf("pull %q: %w", ref, err)
+		return nil, fmt.Errorf("pull %q: %w", ref, egress.RegistryError(err))
 	}
 	return img, nil
 }

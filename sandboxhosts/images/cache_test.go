@@ -46,7 +46,7 @@ func requireRoot(t testing.TB) {
 
 func newCache(t testing.TB, dir string) *images.Cache {
 	t.Helper()
-	c, err := images.New(dir)
+	c, err := images.New(dir, images.WithRegistries(imagestest.Allow))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/google/go-containerregistry/pkg/name"
@@ -20,8 +21,13 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/types"
 
+	"github.com/hangar-dev/hangar/platform/egress"
 	"github.com/hangar-dev/hangar/sandboxhosts/images"
 )
+
+// Allow is the operator's entry that opens Registry's loopback address to pulls; without it a
+// pull of a test image is refused, as any pull of a loopback registry is.
+var Allow = egress.MustParse("127.0.0.1")
 
 // Registry starts go-containerregistry's in-memory registry on
 // 127.0.0.1 for the test and returns its host:port. Each wrap, when given,
@@ -35,6 +41,40 @@ func Registry(t testing.TB, wrap ...func(http.Handler) http.Handler) string {
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
 	return strings.TrimPrefix(srv.URL, "http://")
+}
+
+// HostileBody is what a hostile (or internal) server puts in its answers to a pull; no error
+// Hangar reports may repeat it.
+const HostileBody = "PRIVATE-INTERNAL-BODY"
+
+// Hostile wraps a registry so that its manifest requests answer, by repository, as an
+// attacker's server or an internal service would: "body/..." 403 with HostileBody as text,
+// "diagnostics/..." 404 with registry errors whose message is HostileBody, "redirect/..." a 302
+// to redirectTo. Everything else reaches the registry. hits, when not nil, counts every
+// request that arrives.
+func Hostile(redirectTo string, hits *atomic.Int32) func(http.Handler) http.Handler {
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if hits != nil {
+				hits.Add(1)
+			}
+			repo, _, manifest := strings.Cut(strings.TrimPrefix(r.URL.Path, "/v2/"), "/manifests/")
+			switch {
+			case !manifest:
+				next.ServeHTTP(w, r)
+			case strings.HasPrefix(repo, "body/"):
+				http.Error(w, HostileBody, http.StatusForbidden)
+			case strings.HasPrefix(repo, "diagnostics/"):
+				w.Header().Set("Content-Type", "application/json")
+				w.WriteHeader(http.StatusNotFound)
+				_, _ = io.WriteString(w, `{"errors":[{"code":"MANIFEST_UNKNOWN","message":"`+HostileBody+`","detail":"`+HostileBody+`"}]}`)
+			case strings.HasPrefix(repo, "redirect/"):
+				http.Redirect(w, r, redirectTo, http.StatusFound)
+			default:
+				next.ServeHTTP(w, r)
+			}
+		})
+	}
 }
 
 // Push pushes img as host/repo:latest and returns that reference.
