@@ -26,6 +26,7 @@ import (
 	"github.com/hangar-dev/hangar/gen/svc/app/v1/appv1connect"
 	"github.com/hangar-dev/hangar/internal/testenv"
 	"github.com/hangar-dev/hangar/platform/config"
+	"github.com/hangar-dev/hangar/platform/egress"
 )
 
 // automationStack is the API with Pub/Sub and the automation worker running in process, as
@@ -47,6 +48,12 @@ type automationStack struct {
 
 func newAutomationStack(t testing.TB) *automationStack {
 	t.Helper()
+	return newAutomationStackWith(t, nil)
+}
+
+// newAutomationStackWith is newAutomationStack whose configuration tune adjusts last.
+func newAutomationStackWith(t testing.TB, tune func(*config.Config)) *automationStack {
+	t.Helper()
 	testenv.RequirePlugins(t)
 	db, _ := testenv.Firestore(t)
 	ps := testenv.PubSub(t)
@@ -60,6 +67,10 @@ func newAutomationStack(t testing.TB) *automationStack {
 		as.lastBody.Store(body.String())
 		as.lastAuth.Store(r.Header.Get("Authorization"))
 		as.calls.Add(1)
+		if r.URL.Path == "/redirect" {
+			http.Redirect(w, r, r.URL.Query().Get("to"), http.StatusFound)
+			return
+		}
 		if r.URL.Path == "/fail" && as.failing.Load() {
 			http.Error(w, "no", http.StatusBadRequest)
 			return
@@ -71,6 +82,11 @@ func newAutomationStack(t testing.TB) *automationStack {
 	cfg := config.Default()
 	u, _ := url.Parse(as.upstream.URL)
 	cfg.AutomationHTTPHosts = []string{u.Hostname()}
+	// The upstream is on loopback, which http blocks reach only when an operator lists it.
+	cfg.Egress = egress.MustParse(u.Hostname())
+	if tune != nil {
+		tune(&cfg)
+	}
 	a := api.New(api.Deps{DB: db, Config: cfg, Bucket: b, Sealer: sealer, PubSub: ps})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)

@@ -15,6 +15,7 @@ import (
 	"github.com/hangar-dev/hangar/internal/testenv"
 	"github.com/hangar-dev/hangar/platform/auth"
 	"github.com/hangar-dev/hangar/platform/config"
+	"github.com/hangar-dev/hangar/sandboxhosts/images/imagestest"
 )
 
 // stack is the whole API on a real loopback server, over a Firestore project of its own.
@@ -38,13 +39,22 @@ func newSessionsStack(t testing.TB) *stack {
 	return serveSessions(t, db)
 }
 
-// serveSessions is newSessionsStack over db.
+// serveSessions is newSessionsStack over db. Plugins are registered from test registries on
+// loopback, which the configuration lists as an operator would.
 func serveSessions(t testing.TB, db *firestore.Client) *stack {
+	t.Helper()
+	cfg := config.Default()
+	cfg.Registries = imagestest.Allow
+	return serveSessionsWith(t, db, cfg)
+}
+
+// serveSessionsWith is serveSessions with cfg.
+func serveSessionsWith(t testing.TB, db *firestore.Client, cfg config.Config) *stack {
 	t.Helper()
 	_, sealer := testenv.Keyset(t)
 	b := memblob.OpenBucket(nil)
 	t.Cleanup(func() { _ = b.Close() })
-	return serve(t, api.New(api.Deps{DB: db, Config: config.Default(), Bucket: b, Sealer: sealer}))
+	return serve(t, api.New(api.Deps{DB: db, Config: cfg, Bucket: b, Sealer: sealer}))
 }
 
 // serve runs a on a real loopback server and mints an admin key.
