@@ -20,7 +20,9 @@ func TestHarnessesPushThenRegister(t *testing.T) {
 	bash := testenv.RequirePlugins(t)["bash"]
 	db, _ := testenv.Firestore(t)
 	_, sealer := testenv.Keyset(t)
-	serveCLI(t, api.Deps{DB: db, Config: config.Default(), Bucket: memblob.OpenBucket(nil), Sealer: sealer}, "dev@example.com")
+	cfg := config.Default()
+	cfg.Registries = imagestest.Allow // the test registry is on loopback
+	serveCLI(t, api.Deps{DB: db, Config: cfg, Bucket: memblob.OpenBucket(nil), Sealer: sealer}, "dev@example.com")
 
 	file := filepath.Join(t.TempDir(), "shell.wasm")
 	if err := os.WriteFile(file, bash.Wasm, 0o644); err != nil {
