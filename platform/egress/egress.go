@@ -57,7 +57,7 @@ func Parse(entries []string) (Policy, error) {
 			p.prefixes = append(p.prefixes, pfx.Masked())
 		default:
 			if a, err := netip.ParseAddr(strings.Trim(e, "[]")); err == nil {
-				p.prefixes = append(p.prefixes, netip.PrefixFrom(a.Unmap(), a.Unmap().BitLen()))
+				p.prefixes = append(p.prefixes, netip.PrefixFrom(plain(a), plain(a).BitLen()))
 				continue
 			}
 			name := strings.TrimSuffix(e, ".")
@@ -133,7 +133,7 @@ func (e *RefusedError) Is(target error) bool { return target == ErrRefused }
 
 // CheckAddr decides a connection to host (the name or literal asked for) at address a.
 func (p Policy) CheckAddr(host string, a netip.Addr) error {
-	a = a.Unmap()
+	a = plain(a)
 	if p.allowsAddr(a) {
 		return nil
 	}
@@ -175,7 +175,7 @@ var awsMetadataV6 = netip.MustParseAddr("fd00:ec2::254")
 func IsMetadataHost(host string) bool {
 	host = strings.TrimSuffix(strings.ToLower(strings.Trim(host, "[]")), ".")
 	if a, err := netip.ParseAddr(host); err == nil {
-		a = a.Unmap()
+		a = plain(a)
 		return isLinkLocal(a) || a == awsMetadataV6
 	}
 	return metadataNames[host]
@@ -217,7 +217,7 @@ var (
 // Special reports whether a is an address no outbound request of Hangar reaches by default, and
 // what kind it is.
 func Special(a netip.Addr) (string, bool) {
-	a = a.Unmap()
+	a = plain(a)
 	if !a.IsValid() {
 		return "not an IP address", true
 	}
@@ -237,6 +237,10 @@ func Special(a netip.Addr) (string, bool) {
 	}
 	return "", false
 }
+
+// plain is a without its IPv6 zone (the dialer ignores zones for routing purposes, and prefixes
+// never contain a zoned address) and with an IPv4-mapped address as the IPv4 address it is.
+func plain(a netip.Addr) netip.Addr { return a.WithZone("").Unmap() }
 
 func isLinkLocal(a netip.Addr) bool {
 	return a.IsLinkLocalUnicast() || a.IsLinkLocalMulticast()

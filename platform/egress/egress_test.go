@@ -37,6 +37,8 @@ func TestSpecialAddressesAreRefusedByDefault(t *testing.T) {
 		{"169.254.169.254", true},
 		{"::ffff:169.254.169.254", true},
 		{"fe80::1", true},
+		{"fe80::1%eth0", true},
+		{"fd00::1%2", true},
 		{"100.64.0.1", true},
 		{"100.127.255.255", true},
 		{"0.0.0.0", true},
