@@ -96,6 +96,8 @@ func TestKilledHostProcessLeavesSessionsRecoverable(t *testing.T) {
 	env := []string{
 		"HANGAR_PROJECT=" + project, "HANGAR_BLOB_URL=file://" + blobDir, "HANGAR_SEAL_KEYSET=" + string(ks),
 		"HANGAR_HOST_TOKEN=" + sb.Config.HostToken, "HANGAR_HEARTBEAT_INTERVAL=200ms", "HANGAR_HOST_TIMEOUT=2s",
+		// The test registry is on loopback, which an operator lists for pulls.
+		"HANGAR_PRIVATE_REGISTRIES=127.0.0.1",
 	}
 	f := fleet.New(db, time.Now, sb.Config.Host.HostTimeout)
 	hostDir, err := os.MkdirTemp("", "hp-")
