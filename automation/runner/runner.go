@@ -118,7 +118,7 @@ func New(store *runs.Store, env *expr.Env, code CodeRunner, effects Effects, que
 	if opts.Retry.MaxAttempts <= 0 {
 		opts.Retry = definition.Retry{MaxAttempts: 3, Backoff: "2s"}
 	}
-	client := opts.Egress.Client(0, egress.MaxRedirects, func(u *url.URL) error { return opts.Allow.Allows(u.Hostname()) })
+	client := opts.Egress.Client(egress.MaxRedirects, func(u *url.URL) error { return opts.Allow.Allows(u.Hostname()) })
 	return &Runner{runs: store, env: env, code: code, effects: effects, queue: queue, now: now, log: log, opts: opts, http: client}
 }
 

@@ -64,7 +64,7 @@ func newFetcher(cfg config.Config) *fetcher {
 		}
 	}
 	return &fetcher{
-		client:   policy.Client(0, egress.MaxRedirects, nil),
+		client:   policy.Client(egress.MaxRedirects, nil),
 		timeout:  cfg.Limits.RouterCatalogTimeout,
 		maxBytes: cfg.Limits.MaxRouterCatalogBytes,
 		maxCount: cfg.Limits.MaxRouterModels,

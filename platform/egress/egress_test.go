@@ -175,7 +175,7 @@ func TestDialRefusesLoopbackAfterResolutionUnlessAllowed(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			before := srv.hits.Load()
-			resp, err := tc.policy.Client(0, egress.MaxRedirects, nil).Get(tc.url)
+			resp, err := tc.policy.Client(egress.MaxRedirects, nil).Get(tc.url)
 			if tc.refused {
 				if !errors.Is(err, egress.ErrRefused) {
 					t.Fatalf("GET %s = %v, want refused", tc.url, err)
@@ -227,7 +227,7 @@ func TestRedirectsAreRecheckedAndCrossHostHopsLoseCredentials(t *testing.T) {
 		req.Header.Set("Authorization", "Bearer s3cret")
 		req.Header.Set("X-Api-Key", "s3cret")
 		req.Header.Set("Accept", "application/json")
-		resp, err := policy.Client(0, 3, allow).Do(req)
+		resp, err := policy.Client(3, allow).Do(req)
 		if err == nil {
 			_ = resp.Body.Close()
 		}
@@ -278,7 +278,7 @@ func TestRedirectFromHTTPSToHTTPIsRefused(t *testing.T) {
 	plain := newCounted(t, func(w http.ResponseWriter, r *http.Request) {})
 	tls := httptest.NewTLSServer(http.RedirectHandler(plain.URL, http.StatusFound))
 	t.Cleanup(tls.Close)
-	c := egress.MustParse("127.0.0.0/8").Client(0, egress.MaxRedirects, nil)
+	c := egress.MustParse("127.0.0.0/8").Client(egress.MaxRedirects, nil)
 	c.Transport.(*http.Transport).TLSClientConfig = tls.Client().Transport.(*http.Transport).TLSClientConfig
 	if _, err := c.Get(tls.URL); err == nil || !strings.Contains(err.Error(), "leaves https") {
 		t.Fatalf("err = %v, want the downgrade refused", err)

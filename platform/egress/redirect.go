@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
-	"time"
 )
 
 // MaxRedirects is how many redirects an outbound request follows by default.
@@ -48,7 +47,7 @@ func Redirects(maxHops int, allow func(*url.URL) error) func(*http.Request, []*h
 }
 
 // Client is an http.Client that dials through the policy and follows redirects as Redirects
-// says. timeout bounds a whole request, redirects included (0: no bound beyond the context's).
-func (p Policy) Client(timeout time.Duration, maxHops int, allow func(*url.URL) error) *http.Client {
-	return &http.Client{Transport: p.Transport(), Timeout: timeout, CheckRedirect: Redirects(maxHops, allow)}
+// says. Callers bound a request with its context.
+func (p Policy) Client(maxHops int, allow func(*url.URL) error) *http.Client {
+	return &http.Client{Transport: p.Transport(), CheckRedirect: Redirects(maxHops, allow)}
 }
