@@ -6,6 +6,8 @@ package seal
 
 import (
 	"bytes"
+	"crypto/hkdf"
+	"crypto/sha256"
 	"encoding/json"
 	"fmt"
 
@@ -18,6 +20,8 @@ import (
 // Sealer encrypts and decrypts with one keyset.
 type Sealer struct {
 	aead tink.AEAD
+	// root is the keyset's first key's material, what Derive starts from.
+	root []byte
 }
 
 // NewKeysetJSON makes a fresh AES-256-GCM keyset in Tink's JSON form, for `hangar dev` and
@@ -44,7 +48,24 @@ func FromKeysetJSON(js []byte) (*Sealer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("keyset is not an AEAD keyset: %w", err)
 	}
-	return &Sealer{aead: a}, nil
+	ks := insecurecleartextkeyset.KeysetMaterial(h)
+	if len(ks.GetKey()) == 0 || len(ks.GetKey()[0].GetKeyData().GetValue()) == 0 {
+		return nil, fmt.Errorf("keyset has no key material")
+	}
+	return &Sealer{aead: a, root: ks.GetKey()[0].GetKeyData().GetValue()}, nil
+}
+
+// Derive returns a 32-byte secret for purpose (e.g. "session ids"), the same in every process
+// of the deployment and unknown outside it, by HKDF-SHA256 from the keyset's first key. The
+// first key stays when a rotation adds a new primary (it must, to open what it sealed), so a
+// rotation keeps derived secrets; only removing that key changes them.
+func (s *Sealer) Derive(purpose string) []byte {
+	k, err := hkdf.Key(sha256.New, s.root, nil, "hangar "+purpose, 32)
+	if err != nil {
+		// Only a length over 255 hash sizes fails.
+		panic(err)
+	}
+	return k
 }
 
 // Seal encrypts plaintext for the record named by owner (its path or id).

@@ -5,6 +5,10 @@ import (
 	"maps"
 	"testing"
 
+	"github.com/tink-crypto/tink-go/v2/aead"
+	"github.com/tink-crypto/tink-go/v2/insecurecleartextkeyset"
+	"github.com/tink-crypto/tink-go/v2/keyset"
+
 	"github.com/hangar-dev/hangar/platform/seal"
 )
 
@@ -58,5 +62,49 @@ func TestEmptyEnvSealsToNothing(t *testing.T) {
 func TestBadKeysetIsRefused(t *testing.T) {
 	if _, err := seal.FromKeysetJSON([]byte(`{"key":[]}`)); err == nil {
 		t.Fatal("an empty keyset loaded")
+	}
+}
+
+func TestDeriveIsStablePerKeysetAndPurposeAndSurvivesRotation(t *testing.T) {
+	js, err := seal.NewKeysetJSON()
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, _ := seal.FromKeysetJSON(js)
+	again, _ := seal.FromKeysetJSON(js)
+	other := newSealer(t)
+	if !bytes.Equal(a.Derive("session ids"), again.Derive("session ids")) {
+		t.Fatal("the same keyset derived two secrets for one purpose")
+	}
+	if bytes.Equal(a.Derive("session ids"), a.Derive("other")) || bytes.Equal(a.Derive("session ids"), other.Derive("session ids")) {
+		t.Fatal("a derived secret is shared across purposes or keysets")
+	}
+	// A rotation adds a primary key after the first one.
+	h, err := insecurecleartextkeyset.Read(keyset.NewJSONReader(bytes.NewReader(js)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := keyset.NewManagerFromHandle(h)
+	id, err := m.Add(aead.AES256GCMKeyTemplate())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.SetPrimary(id); err != nil {
+		t.Fatal(err)
+	}
+	rotated, err := m.Handle()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	if err := insecurecleartextkeyset.Write(rotated, keyset.NewJSONWriter(&buf)); err != nil {
+		t.Fatal(err)
+	}
+	r, err := seal.FromKeysetJSON(buf.Bytes())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(a.Derive("session ids"), r.Derive("session ids")) {
+		t.Fatal("a key rotation changed the derived secret")
 	}
 }
