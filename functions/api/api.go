@@ -44,7 +44,6 @@ import (
 	"github.com/hangar-dev/hangar/records/credentials"
 	"github.com/hangar-dev/hangar/records/fleet"
 	"github.com/hangar-dev/hangar/records/secrets"
-	"github.com/hangar-dev/hangar/records/sessiondb"
 	"github.com/hangar-dev/hangar/sandboxhosts/hostclient"
 )
 
@@ -147,10 +146,8 @@ func New(d Deps) *API {
 	}
 
 	var sessionSvc *sessions.Service
-	var promptStore *sessiondb.Store
 	if d.Bucket != nil && d.Sealer != nil {
 		hosts := hostclient.New(fleet.New(d.DB, d.Clock.Now, d.Config.Host.HostTimeout), d.Config.HostToken)
-		promptStore = sessiondb.NewStore(d.DB, d.Clock.Now)
 		sessionSvc = sessions.New(sessions.Deps{
 			DB: d.DB, Hosts: hosts, Sealer: d.Sealer, Bucket: d.Bucket, Users: a.users,
 			Clock: d.Clock, Limits: d.Config.Limits, DefaultImage: d.DefaultImage, Harnesses: d.Harnesses,
@@ -171,7 +168,7 @@ func New(d Deps) *API {
 	add(appv1connect.NewImageServiceHandler(appv1connect.UnimplementedImageServiceHandler{}, opts))
 	add(appv1connect.NewModelRouterServiceHandler(modelrouters.New(d.DB, d.Clock, d.Config, routerCreds), opts))
 	add(appv1connect.NewReviewServiceHandler(appv1connect.UnimplementedReviewServiceHandler{}, opts))
-	effects := automationEffects{tasks: taskSvc, sessions: sessionSvc, prompts: promptStore, secrets: secretStore, keys: a.keys}
+	effects := automationEffects{tasks: taskSvc, sessions: sessionSvc, secrets: secretStore, keys: a.keys}
 	access := automations.Access{Owner: effects.actor, Secrets: secretStore}
 	var hooks *webhooks.Service
 	if d.Sealer != nil && d.PubSub != nil {
@@ -333,14 +330,14 @@ func (t taskSessions) Start(ctx context.Context, spec tasks.SessionSpec) (string
 		dst **string
 		val string
 	}{
-		{&req.RequestedSessionId, spec.ID}, {&req.Harness, spec.Harness}, {&req.HarnessMode, spec.HarnessMode}, {&req.Prompt, spec.Prompt},
+		{&req.Harness, spec.Harness}, {&req.HarnessMode, spec.HarnessMode}, {&req.Prompt, spec.Prompt},
 		{&req.Model, spec.Model}, {&req.Effort, spec.Effort}, {&req.ModelRouter, spec.ModelRouter},
 	} {
 		if f.val != "" {
 			*f.dst = &f.val
 		}
 	}
-	resp, err := t.svc.CreateSession(ctx, connect.NewRequest(req))
+	resp, err := t.svc.CreateForTask(ctx, req, spec.Key)
 	if err != nil {
 		return "", err
 	}

@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
 	"os"
@@ -37,7 +36,6 @@ import (
 type automationEffects struct {
 	tasks    *tasks.Service
 	sessions *sessions.Service
-	prompts  *sessiondb.Store
 	secrets  *secrets.Store
 	keys     *auth.Keys
 }
@@ -126,16 +124,17 @@ func (e automationEffects) SendPrompt(ctx context.Context, actor, sessionID, pro
 	return refusedOr(err)
 }
 
-func (e automationEffects) PromptDone(ctx context.Context, _, sessionID, promptID string) (bool, string, error) {
-	if e.prompts == nil {
+func (e automationEffects) PromptDone(ctx context.Context, actor, sessionID, promptID string) (bool, string, error) {
+	if e.sessions == nil {
 		return false, "", fmt.Errorf("%w: sessions are not configured here", runner.ErrRefused)
 	}
-	p, err := e.prompts.Prompt(ctx, sessionID, promptID)
-	if errors.Is(err, sessiondb.ErrNotFound) {
-		return false, "", fmt.Errorf("%w: prompt %s of session %s not found", runner.ErrRefused, promptID, sessionID)
-	}
+	ctx, err := e.as(ctx, actor)
 	if err != nil {
 		return false, "", err
+	}
+	p, err := e.sessions.Prompt(ctx, sessionID, promptID)
+	if err != nil {
+		return false, "", refusedOr(err)
 	}
 	switch p.Status {
 	case sessiondb.PromptQueued, sessiondb.PromptRunning:

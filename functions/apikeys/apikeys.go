@@ -17,6 +17,7 @@ import (
 	"github.com/hangar-dev/hangar/platform/auth"
 	"github.com/hangar-dev/hangar/platform/clock"
 	"github.com/hangar-dev/hangar/platform/config"
+	"github.com/hangar-dev/hangar/platform/ids"
 )
 
 // Service implements ApiKeyService. The auth interceptor admits only admins to it.
@@ -112,8 +113,8 @@ func (s *Service) ListApiKeys(ctx context.Context, req *connect.Request[appv1.Li
 // RevokeApiKey revokes a key by id; it stops authenticating at once.
 func (s *Service) RevokeApiKey(ctx context.Context, req *connect.Request[appv1.RevokeApiKeyRequest]) (*connect.Response[appv1.RevokeApiKeyResponse], error) {
 	id := strings.TrimPrefix(req.Msg.GetId(), "hgr_")
-	if id == "" {
-		return nil, apierr.InvalidArgument("id", "is required")
+	if err := ids.Check("id", id); err != nil {
+		return nil, err
 	}
 	k, err := s.keys.Revoke(ctx, id, s.clock.Now())
 	if errors.Is(err, auth.ErrKeyNotFound) {

@@ -50,8 +50,8 @@ var errNoRunner = connect.NewError(connect.CodeUnavailable, errors.New("automati
 
 // automation reads an automation whose runs the caller may read: not_found otherwise.
 func (s *Service) automation(ctx context.Context, id string) (*records.AutomationRecord, error) {
-	if !ids.Valid(records.IDPrefix, id) {
-		return nil, apierr.NotFound("automation", id)
+	if err := ids.Lookup("automation_id", "automation", records.IDPrefix, id); err != nil {
+		return nil, err
 	}
 	a, err := s.automations.Get(ctx, id)
 	if errors.Is(err, records.ErrNotFound) {
@@ -67,8 +67,8 @@ func (s *Service) automation(ctx context.Context, id string) (*records.Automatio
 }
 
 func (s *Service) run(ctx context.Context, id string) (*runs.Run, error) {
-	if !ids.Valid("run", id) {
-		return nil, apierr.NotFound("run", id)
+	if err := ids.Lookup("run_id", "run", "run", id); err != nil {
+		return nil, err
 	}
 	r, err := s.runs.Get(ctx, id)
 	if errors.Is(err, runs.ErrNotFound) {
@@ -223,8 +223,8 @@ func (s *Service) ListInstances(ctx context.Context, req *connect.Request[appv1.
 }
 
 func (s *Service) instance(ctx context.Context, id string) (*runs.Instance, error) {
-	if !ids.Valid("inst", id) {
-		return nil, apierr.NotFound("instance", id)
+	if err := ids.Lookup("id", "instance", "inst", id); err != nil {
+		return nil, err
 	}
 	in, err := s.runs.Instance(ctx, id)
 	if errors.Is(err, runs.ErrNotFound) {

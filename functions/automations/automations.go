@@ -165,8 +165,8 @@ func (s *Service) SaveVersion(ctx context.Context, req *connect.Request[appv1.Sa
 		return nil, err
 	}
 	id := m.GetAutomationId()
-	if !ids.Valid(records.IDPrefix, id) {
-		return nil, apierr.NotFound("automation", id)
+	if err := ids.Lookup("automation_id", "automation", records.IDPrefix, id); err != nil {
+		return nil, err
 	}
 	caller, _ := auth.Caller(ctx)
 	rec, err := s.store.SaveVersion(ctx, id, m.GetDefinitionJson(), def, caller.UserID, func(r *records.AutomationRecord) error {
@@ -416,11 +416,8 @@ func (s *Service) update(ctx context.Context, field, id string, fn func(*records
 
 // change is records.Store.Update with the API's errors.
 func (s *Service) change(ctx context.Context, field, id string, fn func(*records.AutomationRecord) error) (*records.AutomationRecord, error) {
-	if id == "" {
-		return nil, apierr.InvalidArgument(field, "is required")
-	}
-	if !ids.Valid(records.IDPrefix, id) {
-		return nil, apierr.NotFound("automation", id)
+	if err := ids.Lookup(field, "automation", records.IDPrefix, id); err != nil {
+		return nil, err
 	}
 	rec, err := s.store.Update(ctx, id, fn)
 	if errors.Is(err, records.ErrNotFound) {
@@ -432,11 +429,8 @@ func (s *Service) change(ctx context.Context, field, id string, fn func(*records
 // get is a read method's lookup: field names the request's id field. A malformed id is
 // not_found without a database read.
 func (s *Service) get(ctx context.Context, field, id string) (*records.AutomationRecord, error) {
-	if id == "" {
-		return nil, apierr.InvalidArgument(field, "is required")
-	}
-	if !ids.Valid(records.IDPrefix, id) {
-		return nil, apierr.NotFound("automation", id)
+	if err := ids.Lookup(field, "automation", records.IDPrefix, id); err != nil {
+		return nil, err
 	}
 	rec, err := s.store.Get(ctx, id)
 	if errors.Is(err, records.ErrNotFound) {

@@ -17,6 +17,7 @@ import (
 	"github.com/hangar-dev/hangar/harnesses/harnesscatalog"
 	"github.com/hangar-dev/hangar/platform/apierr"
 	"github.com/hangar-dev/hangar/platform/auth"
+	"github.com/hangar-dev/hangar/platform/ids"
 )
 
 // Service implements HarnessCatalogService.
@@ -69,8 +70,8 @@ func (s *Service) ListHarnesses(ctx context.Context, _ *connect.Request[emptypb.
 
 // GetHarness returns one harness.
 func (s *Service) GetHarness(ctx context.Context, req *connect.Request[appv1.GetHarnessRequest]) (*connect.Response[appv1.GetHarnessResponse], error) {
-	if req.Msg.GetName() == "" {
-		return nil, apierr.InvalidArgument("name", "is required")
+	if err := ids.Check("name", req.Msg.GetName()); err != nil {
+		return nil, err
 	}
 	e, err := s.catalog.Get(ctx, req.Msg.GetName())
 	if err != nil {
@@ -87,8 +88,8 @@ func (s *Service) GetHarness(ctx context.Context, req *connect.Request[appv1.Get
 // answers deleted: false.
 func (s *Service) DeleteHarness(ctx context.Context, req *connect.Request[appv1.DeleteHarnessRequest]) (*connect.Response[appv1.DeleteHarnessResponse], error) {
 	name := req.Msg.GetName()
-	if name == "" {
-		return nil, apierr.InvalidArgument("name", "is required")
+	if err := ids.Check("name", name); err != nil {
+		return nil, err
 	}
 	e, err := s.catalog.Get(ctx, name)
 	if errors.Is(err, harnesscatalog.ErrNotFound) {

@@ -31,6 +31,7 @@ import (
 	"github.com/hangar-dev/hangar/platform/auth"
 	"github.com/hangar-dev/hangar/platform/clock"
 	"github.com/hangar-dev/hangar/platform/config"
+	"github.com/hangar-dev/hangar/platform/ids"
 	"github.com/hangar-dev/hangar/platform/opt"
 	"github.com/hangar-dev/hangar/platform/store"
 )
@@ -269,8 +270,9 @@ func (s *Service) UpdateRouterModelPolicy(ctx context.Context, req *connect.Requ
 	if err := requireAdmin(ctx, "change model policy"); err != nil {
 		return nil, err
 	}
-	if req.Msg.GetModelId() == "" {
-		return nil, apierr.InvalidArgument("model_id", "is required")
+	// The model's document id is its escaped id (modelDoc).
+	if err := ids.Check("model_id", url.PathEscape(req.Msg.GetModelId())); err != nil {
+		return nil, err
 	}
 	r, err := s.router(req.Msg.GetRouterId())
 	if err != nil {

@@ -180,7 +180,7 @@ func (f fixture) setPolicy(t *testing.T, model string, enabled, userEnabled bool
 	return res.Msg.GetModel()
 }
 
-func ids(ms []*appv1.RouterModel) []string {
+func modelIDs(ms []*appv1.RouterModel) []string {
 	out := make([]string, len(ms))
 	for i, m := range ms {
 		out[i] = m.GetId()
@@ -205,8 +205,8 @@ func TestRouterFirstRefreshStoresTheCatalogDisabled(t *testing.T) {
 		t.Errorf("upstream saw Authorization %q", f.up.auth)
 	}
 	all := f.list(t, admin(t), appv1.RouterModelAudience_ROUTER_MODEL_AUDIENCE_ADMIN_CATALOG, "")
-	if want := []string{sonnet, deepseek, llama, mini}; !slices.Equal(ids(all), want) {
-		t.Fatalf("catalog %v, want %v", ids(all), want)
+	if want := []string{sonnet, deepseek, llama, mini}; !slices.Equal(modelIDs(all), want) {
+		t.Fatalf("catalog %v, want %v", modelIDs(all), want)
 	}
 	byID := map[string]*appv1.RouterModel{}
 	for _, m := range all {
@@ -282,7 +282,7 @@ func TestRouterRefreshMarksVanishedModelsUnavailableAndKeepsPolicy(t *testing.T)
 	if got := f.refresh(t); got.GetDiscovered() != 0 || got.GetMarkedUnavailable() != 0 || got.GetAvailable() != 5 {
 		t.Fatalf("counts on return: %v", got)
 	}
-	if got := ids(f.list(t, admin(t), appv1.RouterModelAudience_ROUTER_MODEL_AUDIENCE_PROGRAMMATIC, "")); !slices.Equal(got, []string{llama, mini}) {
+	if got := modelIDs(f.list(t, admin(t), appv1.RouterModelAudience_ROUTER_MODEL_AUDIENCE_PROGRAMMATIC, "")); !slices.Equal(got, []string{llama, mini}) {
 		t.Errorf("programmatic after return: %v", got)
 	}
 }
@@ -316,7 +316,7 @@ func TestRouterAudiencesAndSearch(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := ids(f.list(t, admin(t), tt.audience, tt.search)); !slices.Equal(got, tt.want) {
+			if got := modelIDs(f.list(t, admin(t), tt.audience, tt.search)); !slices.Equal(got, tt.want) {
 				t.Errorf("got %v, want %v", got, tt.want)
 			}
 		})
@@ -353,7 +353,7 @@ func TestRouterAdminOnlyMethods(t *testing.T) {
 		})
 	}
 	if got := f.list(t, user(t), appv1.RouterModelAudience_ROUTER_MODEL_AUDIENCE_PROGRAMMATIC, ""); len(got) != 1 {
-		t.Errorf("a user lists the programmatic audience: %v", ids(got))
+		t.Errorf("a user lists the programmatic audience: %v", modelIDs(got))
 	}
 }
 

@@ -187,7 +187,11 @@ func (s *Service) UpdateProfile(ctx context.Context, req *connect.Request[appv1.
 }
 
 // change runs fn inside a transaction on the profile as it is now, once the caller may change it.
+// id is the request's id field.
 func (s *Service) change(ctx context.Context, id string, fn func(*firestore.Transaction, record) error) error {
+	if err := ids.Lookup("id", "profile", idPrefix, id); err != nil {
+		return err
+	}
 	return s.db.RunTransaction(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
 		cur, err := s.read(ctx, tx, id)
 		if err != nil {
@@ -328,8 +332,8 @@ func (s *Service) nameDoc(key string) *firestore.DocumentRef {
 
 // get is a read method's lookup: field names the request's id field.
 func (s *Service) get(ctx context.Context, field, id string) (record, error) {
-	if id == "" {
-		return record{}, apierr.InvalidArgument(field, "is required")
+	if err := ids.Lookup(field, "profile", idPrefix, id); err != nil {
+		return record{}, err
 	}
 	return s.read(ctx, nil, id)
 }

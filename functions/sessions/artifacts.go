@@ -10,12 +10,16 @@ import (
 	appv1 "github.com/hangar-dev/hangar/gen/svc/app/v1"
 	"github.com/hangar-dev/hangar/platform/apierr"
 	"github.com/hangar-dev/hangar/platform/filestream"
+	"github.com/hangar-dev/hangar/platform/ids"
 	"github.com/hangar-dev/hangar/records/sessiondb"
 )
 
 // GetArtifact streams a published artifact from the blob store: its metadata, then its bytes.
 // It needs no sandbox, so artifacts outlive evictions and hosts.
 func (s *Service) GetArtifact(ctx context.Context, req *connect.Request[appv1.GetArtifactRequest], out *connect.ServerStream[appv1.GetArtifactResponse]) error {
+	if err := ids.Check("artifact_id", req.Msg.GetArtifactId()); err != nil {
+		return err
+	}
 	rec, err := s.load(ctx, req.Msg.GetSessionId())
 	if err != nil {
 		return err

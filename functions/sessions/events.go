@@ -88,7 +88,7 @@ func (s *Service) GetLog(ctx context.Context, req *connect.Request[appv1.GetLogR
 	if err != nil {
 		return nil, queryErr(err)
 	}
-	out := &appv1.GetLogResponse{SessionId: rec.ID, Kind: m.GetKind()}
+	out := &appv1.GetLogResponse{SessionId: shownID(ctx, rec), Kind: m.GetKind()}
 	for _, e := range events {
 		out.Events = append(out.Events, &appv1.ConversationEntry{Idx: e.Idx, Kind: e.Kind, At: clock.Format(e.At), PayloadJson: e.PayloadJSON})
 	}

@@ -2,11 +2,14 @@ package sessions
 
 import (
 	"context"
+	"errors"
 
 	"connectrpc.com/connect"
 
 	appv1 "github.com/hangar-dev/hangar/gen/svc/app/v1"
 	"github.com/hangar-dev/hangar/platform/apierr"
+	"github.com/hangar-dev/hangar/platform/ids"
+	"github.com/hangar-dev/hangar/records/sessiondb"
 )
 
 // SendPrompt queues a prompt on an agent session, waking it when it is evicted; the host runs
@@ -20,34 +23,38 @@ func (s *Service) SendPrompt(ctx context.Context, req *connect.Request[appv1.Sen
 	if err != nil {
 		return nil, err
 	}
-	return client.SendPrompt(ctx, connect.NewRequest(req.Msg))
+	resp, err := client.SendPrompt(ctx, toHost(req.Msg, rec))
+	return fromHost(ctx, rec, resp, err)
 }
 
 // EditQueuedPrompt changes a prompt that has not started.
 func (s *Service) EditQueuedPrompt(ctx context.Context, req *connect.Request[appv1.EditQueuedPromptRequest]) (*connect.Response[appv1.EditQueuedPromptResponse], error) {
-	client, err := s.liveHost(ctx, req.Msg.GetSessionId())
+	rec, client, err := s.liveHost(ctx, req.Msg.GetSessionId())
 	if err != nil {
 		return nil, err
 	}
-	return client.EditQueuedPrompt(ctx, connect.NewRequest(req.Msg))
+	resp, err := client.EditQueuedPrompt(ctx, toHost(req.Msg, rec))
+	return fromHost(ctx, rec, resp, err)
 }
 
 // DequeueQueuedPrompt drops a prompt that has not started.
 func (s *Service) DequeueQueuedPrompt(ctx context.Context, req *connect.Request[appv1.DequeueQueuedPromptRequest]) (*connect.Response[appv1.DequeueQueuedPromptResponse], error) {
-	client, err := s.liveHost(ctx, req.Msg.GetSessionId())
+	rec, client, err := s.liveHost(ctx, req.Msg.GetSessionId())
 	if err != nil {
 		return nil, err
 	}
-	return client.DequeueQueuedPrompt(ctx, connect.NewRequest(req.Msg))
+	resp, err := client.DequeueQueuedPrompt(ctx, toHost(req.Msg, rec))
+	return fromHost(ctx, rec, resp, err)
 }
 
 // Interrupt stops the running turn.
 func (s *Service) Interrupt(ctx context.Context, req *connect.Request[appv1.InterruptRequest]) (*connect.Response[appv1.InterruptResponse], error) {
-	client, err := s.liveHost(ctx, req.Msg.GetSessionId())
+	rec, client, err := s.liveHost(ctx, req.Msg.GetSessionId())
 	if err != nil {
 		return nil, err
 	}
-	return client.Interrupt(ctx, connect.NewRequest(req.Msg))
+	resp, err := client.Interrupt(ctx, toHost(req.Msg, rec))
+	return fromHost(ctx, rec, resp, err)
 }
 
 // CompleteToolCall hands a client's tool result to the harness of the session's running turn,
@@ -56,9 +63,27 @@ func (s *Service) CompleteToolCall(ctx context.Context, req *connect.Request[app
 	if req.Msg.GetToolCallId() == "" {
 		return nil, apierr.InvalidArgument("tool_call_id", "is required")
 	}
-	client, err := s.liveHost(ctx, req.Msg.GetSessionId())
+	rec, client, err := s.liveHost(ctx, req.Msg.GetSessionId())
 	if err != nil {
 		return nil, err
 	}
-	return client.CompleteToolCall(ctx, connect.NewRequest(req.Msg))
+	resp, err := client.CompleteToolCall(ctx, toHost(req.Msg, rec))
+	return fromHost(ctx, rec, resp, err)
+}
+
+// Prompt reads one prompt of a session the caller may see, for another service (an automation's
+// prompt block waits on its turn); a missing prompt is apierr NotFound.
+func (s *Service) Prompt(ctx context.Context, sessionID, promptID string) (*sessiondb.Prompt, error) {
+	if err := ids.Check("prompt_id", promptID); err != nil {
+		return nil, err
+	}
+	rec, err := s.load(ctx, sessionID)
+	if err != nil {
+		return nil, err
+	}
+	p, err := s.store.Prompt(ctx, rec.ID, promptID)
+	if errors.Is(err, sessiondb.ErrNotFound) {
+		return nil, apierr.NotFound("prompt", promptID)
+	}
+	return p, err
 }

@@ -8,6 +8,7 @@ import (
 	"connectrpc.com/connect"
 
 	"github.com/hangar-dev/hangar/gen/host/v1/hostv1connect"
+	"github.com/hangar-dev/hangar/platform/auth"
 	"github.com/hangar-dev/hangar/records/sessiondb"
 )
 
@@ -20,33 +21,42 @@ const recentTTL = time.Second
 // recentMax bounds the cache; past it, it starts over.
 const recentMax = 10_000
 
-// recent keeps session records read within recentTTL.
+// recent keeps session records read within recentTTL, by record id, and which record each
+// caller's name for a session (ids.go) resolved to.
 type recent struct {
-	mu sync.Mutex
-	m  map[string]recentRecord
+	mu    sync.Mutex
+	m     map[string]recentRecord
+	names map[recentName]string
 }
+
+type recentName struct{ caller, id string }
 
 type recentRecord struct {
 	rec *sessiondb.Record
 	at  time.Time
 }
 
-func (r *recent) get(id string) *sessiondb.Record {
+// get is the record caller's name id resolved to within recentTTL, or nil.
+func (r *recent) get(caller, id string) *sessiondb.Record {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if e, ok := r.m[id]; ok && time.Since(e.at) < recentTTL {
+	if e, ok := r.m[r.names[recentName{caller, id}]]; ok && time.Since(e.at) < recentTTL {
 		return e.rec
 	}
 	return nil
 }
 
-func (r *recent) put(rec *sessiondb.Record) {
+// put keeps rec, which caller named id ("" for a record read by its record id).
+func (r *recent) put(caller, id string, rec *sessiondb.Record) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.m == nil || len(r.m) >= recentMax {
-		r.m = make(map[string]recentRecord)
+	if r.m == nil || len(r.m) >= recentMax || len(r.names) >= recentMax {
+		r.m, r.names = make(map[string]recentRecord), make(map[recentName]string)
 	}
 	r.m[rec.ID] = recentRecord{rec: rec, at: time.Now()}
+	if id != "" {
+		r.names[recentName{caller, id}] = rec.ID
+	}
 }
 
 func (r *recent) drop(id string) {
@@ -57,16 +67,14 @@ func (r *recent) drop(id string) {
 
 // loadRecent is load that may answer from the recent cache; cached says it did.
 func (s *Service) loadRecent(ctx context.Context, id string) (rec *sessiondb.Record, cached bool, err error) {
-	if rec := s.recent.get(id); rec != nil {
-		if err := visible(ctx, rec); err != nil {
-			return nil, false, err
-		}
+	caller, _ := auth.Caller(ctx)
+	if rec := s.recent.get(caller.UserID, id); rec != nil {
 		return rec, true, nil
 	}
 	if rec, err = s.load(ctx, id); err != nil {
 		return nil, false, err
 	}
-	s.recent.put(rec)
+	s.recent.put(caller.UserID, id, rec)
 	return rec, false, nil
 }
 
@@ -75,32 +83,33 @@ func (s *Service) loadRecent(ctx context.Context, id string) (rec *sessiondb.Rec
 // failed_precondition (it holds no sandbox for the session any more) before anything was sent,
 // the record is read afresh and the call made once more.
 func proxyStream[Res any](ctx context.Context, s *Service, id string, wake bool, out *connect.ServerStream[Res],
-	call func(hostv1connect.HostServiceClient) (*connect.ServerStreamForClient[Res], error)) error {
+	call func(hostv1connect.HostServiceClient, *sessiondb.Record) (*connect.ServerStreamForClient[Res], error)) error {
 	rec, cached, err := s.loadRecent(ctx, id)
 	if err != nil {
 		return err
 	}
+	caller, _ := auth.Caller(ctx)
 	for {
 		sent, err := streamOnce(ctx, s, rec, wake, out, call)
 		if !cached || sent || connect.CodeOf(err) != connect.CodeFailedPrecondition {
 			return err
 		}
-		s.recent.drop(id)
+		s.recent.drop(rec.ID)
 		if rec, err = s.load(ctx, id); err != nil {
 			return err
 		}
-		s.recent.put(rec)
+		s.recent.put(caller.UserID, id, rec)
 		cached = false
 	}
 }
 
 func streamOnce[Res any](ctx context.Context, s *Service, rec *sessiondb.Record, wake bool, out *connect.ServerStream[Res],
-	call func(hostv1connect.HostServiceClient) (*connect.ServerStreamForClient[Res], error)) (bool, error) {
+	call func(hostv1connect.HostServiceClient, *sessiondb.Record) (*connect.ServerStreamForClient[Res], error)) (bool, error) {
 	client, err := s.host(ctx, rec, wake)
 	if err != nil {
 		return false, err
 	}
-	up, err := call(client)
+	up, err := call(client, rec)
 	if err != nil {
 		return false, err
 	}

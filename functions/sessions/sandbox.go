@@ -21,24 +21,24 @@ import (
 // Exec runs a command in the session's sandbox and passes its output stream through. The host
 // validates the command; this side decides who may run it and wakes an evicted session on wake.
 func (s *Service) Exec(ctx context.Context, req *connect.Request[appv1.ExecRequest], out *connect.ServerStream[appv1.ExecOutput]) error {
-	return proxyStream(ctx, s, req.Msg.GetSessionId(), req.Msg.GetWake(), out, func(c hostv1connect.HostServiceClient) (*connect.ServerStreamForClient[appv1.ExecOutput], error) {
-		return c.Exec(ctx, connect.NewRequest(req.Msg))
+	return proxyStream(ctx, s, req.Msg.GetSessionId(), req.Msg.GetWake(), out, func(c hostv1connect.HostServiceClient, rec *sessiondb.Record) (*connect.ServerStreamForClient[appv1.ExecOutput], error) {
+		return c.Exec(ctx, toHost(req.Msg, rec))
 	})
 }
 
 // CancelExec kills an exec's process group.
 func (s *Service) CancelExec(ctx context.Context, req *connect.Request[appv1.CancelExecRequest]) (*connect.Response[emptypb.Empty], error) {
-	client, err := s.liveHost(ctx, req.Msg.GetSessionId())
+	rec, client, err := s.liveHost(ctx, req.Msg.GetSessionId())
 	if err != nil {
 		return nil, err
 	}
-	return client.CancelExec(ctx, connect.NewRequest(req.Msg))
+	return client.CancelExec(ctx, toHost(req.Msg, rec))
 }
 
 // ReadFile streams a file out of the sandbox.
 func (s *Service) ReadFile(ctx context.Context, req *connect.Request[appv1.ReadFileRequest], out *connect.ServerStream[appv1.ReadFileResponse]) error {
-	return proxyStream(ctx, s, req.Msg.GetSessionId(), false, out, func(c hostv1connect.HostServiceClient) (*connect.ServerStreamForClient[appv1.ReadFileResponse], error) {
-		return c.ReadFile(ctx, connect.NewRequest(req.Msg))
+	return proxyStream(ctx, s, req.Msg.GetSessionId(), false, out, func(c hostv1connect.HostServiceClient, rec *sessiondb.Record) (*connect.ServerStreamForClient[appv1.ReadFileResponse], error) {
+		return c.ReadFile(ctx, toHost(req.Msg, rec))
 	})
 }
 
@@ -49,10 +49,11 @@ func (s *Service) WriteFile(ctx context.Context, in *connect.ClientStream[appv1.
 	if err != nil {
 		return nil, err
 	}
-	client, err := s.liveHost(ctx, meta.GetSessionId())
+	rec, client, err := s.liveHost(ctx, meta.GetSessionId())
 	if err != nil {
 		return nil, err
 	}
+	setSessionID(meta, rec.ID)
 	up := client.WriteFile(ctx)
 	if err := up.Send(in.Msg()); err != nil {
 		return closeUpload(up, err)
@@ -92,17 +93,17 @@ func (s *Service) CopyFiles(ctx context.Context, req *connect.Request[appv1.Copy
 	if err := v.Err(); err != nil {
 		return nil, err
 	}
-	from, err := s.liveHost(ctx, m.GetSourceSessionId())
+	src, from, err := s.liveHostField(ctx, "source_session_id", m.GetSourceSessionId())
 	if err != nil {
 		return nil, err
 	}
-	to, err := s.liveHost(ctx, m.GetTargetSessionId())
+	dst, to, err := s.liveHostField(ctx, "target_session_id", m.GetTargetSessionId())
 	if err != nil {
 		return nil, err
 	}
 	out := &appv1.CopyFilesResponse{}
 	for _, path := range m.GetPaths() {
-		res, err := copyFile(ctx, from, to, m.GetSourceSessionId(), m.GetTargetSessionId(), path)
+		res, err := copyFile(ctx, from, to, src.ID, dst.ID, path)
 		if err != nil {
 			return nil, fmt.Errorf("copy %s: %w", path, err)
 		}
@@ -152,23 +153,30 @@ func copyFile(ctx context.Context, from, to hostv1connect.HostServiceClient, src
 	return &appv1.CopyFileResult{Path: resp.Msg.GetPath(), SizeBytes: resp.Msg.GetSizeBytes(), Sha256: resp.Msg.GetSha256()}, nil
 }
 
-// liveHost loads a session the caller may touch and returns its host's client; the session must
-// have a sandbox.
-func (s *Service) liveHost(ctx context.Context, id string) (hostv1connect.HostServiceClient, error) {
-	rec, err := s.load(ctx, id)
+// liveHost loads a session the caller may touch and returns it with its host's client; the
+// session must have a sandbox.
+func (s *Service) liveHost(ctx context.Context, id string) (*sessiondb.Record, hostv1connect.HostServiceClient, error) {
+	return s.liveHostField(ctx, "session_id", id)
+}
+
+// liveHostField is liveHost of the id in a request's field.
+func (s *Service) liveHostField(ctx context.Context, field, id string) (*sessiondb.Record, hostv1connect.HostServiceClient, error) {
+	rec, err := s.loadField(ctx, field, id)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return s.host(ctx, rec, false)
+	client, err := s.host(ctx, rec, false)
+	return rec, client, err
 }
 
 // Snapshot checkpoints the session's files.
 func (s *Service) Snapshot(ctx context.Context, req *connect.Request[appv1.SnapshotRequest]) (*connect.Response[appv1.SnapshotResponse], error) {
-	client, err := s.liveHost(ctx, req.Msg.GetSessionId())
+	rec, client, err := s.liveHost(ctx, req.Msg.GetSessionId())
 	if err != nil {
 		return nil, err
 	}
-	return client.Snapshot(ctx, connect.NewRequest(req.Msg))
+	resp, err := client.Snapshot(ctx, toHost(req.Msg, rec))
+	return fromHost(ctx, rec, resp, err)
 }
 
 // Resume brings an evicted, lost or failed session back on a host from its latest checkpoint
@@ -179,7 +187,7 @@ func (s *Service) Resume(ctx context.Context, req *connect.Request[appv1.ResumeR
 		return nil, err
 	}
 	if rec = s.settle(ctx, rec); rec.Status.Live() {
-		return connect.NewResponse(&appv1.ResumeResponse{SessionId: rec.ID, Note: "session is " + string(rec.Status) + ": nothing to resume"}), nil
+		return connect.NewResponse(&appv1.ResumeResponse{SessionId: shownID(ctx, rec), Note: "session is " + string(rec.Status) + ": nothing to resume"}), nil
 	}
 	if !rec.Status.Resumable() {
 		return nil, apierr.FailedPrecondition("session %s is %s and cannot be resumed", rec.ID, rec.Status)
@@ -188,6 +196,7 @@ func (s *Service) Resume(ctx context.Context, req *connect.Request[appv1.ResumeR
 	if err != nil {
 		return nil, err
 	}
+	resp.SessionId = shownID(ctx, rec)
 	return connect.NewResponse(resp), nil
 }
 
@@ -265,7 +274,7 @@ func (s *Service) EvictIdle(ctx context.Context, req *connect.Request[appv1.Evic
 		return nil, err
 	}
 	if rec.Status != sessiondb.Idle {
-		return connect.NewResponse(&appv1.EvictIdleResponse{SessionId: rec.ID, Status: string(rec.Status)}), nil
+		return connect.NewResponse(&appv1.EvictIdleResponse{SessionId: shownID(ctx, rec), Status: string(rec.Status)}), nil
 	}
 	client, err := s.host(ctx, rec, false)
 	if err != nil {
@@ -275,7 +284,7 @@ func (s *Service) EvictIdle(ctx context.Context, req *connect.Request[appv1.Evic
 	if err != nil {
 		return nil, err
 	}
-	return connect.NewResponse(&appv1.EvictIdleResponse{SessionId: rec.ID, Status: resp.Msg.GetStatus()}), nil
+	return connect.NewResponse(&appv1.EvictIdleResponse{SessionId: shownID(ctx, rec), Status: resp.Msg.GetStatus()}), nil
 }
 
 // GetCowState reports the session's copy-on-write disk: from its host while it has a sandbox,
@@ -290,9 +299,14 @@ func (s *Service) GetCowState(ctx context.Context, req *connect.Request[appv1.Ge
 		if err != nil {
 			return nil, err
 		}
-		return client.GetCowState(ctx, connect.NewRequest(req.Msg))
+		resp, err := client.GetCowState(ctx, toHost(req.Msg, rec))
+		if err == nil && resp.Msg.GetState().SessionId != nil {
+			setSessionID(resp.Msg.GetState(), shownID(ctx, rec))
+		}
+		return fromHost(ctx, rec, resp, err)
 	}
-	state := &appv1.CowStateView{SandboxId: rec.SandboxID, SessionId: &rec.ID}
+	shown := shownID(ctx, rec)
+	state := &appv1.CowStateView{SandboxId: rec.SandboxID, SessionId: &shown}
 	if rec.LatestSnapshotID != "" {
 		cps, err := s.store.Checkpoints(ctx, rec.ID, 1)
 		if err != nil {
@@ -305,7 +319,7 @@ func (s *Service) GetCowState(ctx context.Context, req *connect.Request[appv1.Ge
 			state.LastSnapshotAt, state.LastFlushAt = clock.FormatPtr(c.CreatedAt), clock.FormatPtr(c.CreatedAt)
 		}
 	}
-	return connect.NewResponse(&appv1.GetCowStateResponse{SessionId: rec.ID, State: state}), nil
+	return connect.NewResponse(&appv1.GetCowStateResponse{SessionId: shown, State: state}), nil
 }
 
 // ListCheckpoints lists the session's snapshots, newest first.
@@ -318,7 +332,7 @@ func (s *Service) ListCheckpoints(ctx context.Context, req *connect.Request[appv
 	if err != nil {
 		return nil, err
 	}
-	out := &appv1.ListCheckpointsResponse{SessionId: rec.ID}
+	out := &appv1.ListCheckpointsResponse{SessionId: shownID(ctx, rec)}
 	for _, c := range cps {
 		cursor := c.EventsCursor
 		out.Checkpoints = append(out.Checkpoints, &appv1.CheckpointSummary{
@@ -331,9 +345,9 @@ func (s *Service) ListCheckpoints(ctx context.Context, req *connect.Request[appv
 
 // CreateArtifactFromPath publishes a file of the sandbox as an artifact.
 func (s *Service) CreateArtifactFromPath(ctx context.Context, req *connect.Request[appv1.CreateArtifactFromPathRequest]) (*connect.Response[appv1.CreateArtifactFromPathResponse], error) {
-	client, err := s.liveHost(ctx, req.Msg.GetSessionId())
+	rec, client, err := s.liveHost(ctx, req.Msg.GetSessionId())
 	if err != nil {
 		return nil, err
 	}
-	return client.CreateArtifactFromPath(ctx, connect.NewRequest(req.Msg))
+	return client.CreateArtifactFromPath(ctx, toHost(req.Msg, rec))
 }

@@ -243,13 +243,16 @@ type Service struct {
 	events *eventlog.Reader
 	snaps  *snapshots.Store
 	recent recent
+	// keyer derives the record ids of sessions created with a key (ids.go).
+	keyer ids.Keyer
 }
 
 // New returns the service over d.
 func New(d Deps) *Service {
 	return &Service{d: d, store: sessiondb.NewStore(d.DB, d.Clock.Now), events: eventlog.NewReader(d.DB),
 		// Only manifests are touched here, never chunks, so no local chunk cache is needed.
-		snaps: snapshots.NewStore(d.Bucket, "", snapshots.Options{})}
+		snaps: snapshots.NewStore(d.Bucket, "", snapshots.Options{}),
+		keyer: ids.NewKeyer(d.Sealer.Derive(keyPurpose))}
 }
 
 var (
@@ -260,9 +263,32 @@ var (
 )
 
 // CreateSession places a new sandbox on a host and starts it. With requested_session_id a retry
-// returns the session the first call made.
+// returns the session the first call made; the requested id is the caller's alone (ids.go).
 func (s *Service) CreateSession(ctx context.Context, req *connect.Request[appv1.CreateSessionRequest]) (*connect.Response[appv1.CreateSessionResponse], error) {
-	m := req.Msg
+	caller, _ := auth.Caller(ctx)
+	id, requested := ids.New("sess"), req.Msg.GetRequestedSessionId()
+	if requested != "" {
+		id = s.derivedID(caller.UserID, spaceRequested, requested)
+	}
+	return s.create(ctx, req.Msg, id, requested)
+}
+
+// CreateForTask creates the session a task runs in, for the caller, without a requested id. With
+// a key (the task's id) the session's id derives from the caller and key, so a retried start
+// finds the session the first made; the answer's session_id is the record id either way.
+func (s *Service) CreateForTask(ctx context.Context, m *appv1.CreateSessionRequest, key string) (*connect.Response[appv1.CreateSessionResponse], error) {
+	caller, _ := auth.Caller(ctx)
+	m.RequestedSessionId = nil
+	id := ids.New("sess")
+	if key != "" {
+		id = s.derivedID(caller.UserID, spaceTask, key)
+	}
+	return s.create(ctx, m, id, "")
+}
+
+// create is CreateSession of a session whose record id is id, requested by its owner as
+// requested ("" when not).
+func (s *Service) create(ctx context.Context, m *appv1.CreateSessionRequest, id, requested string) (*connect.Response[appv1.CreateSessionResponse], error) {
 	caller, _ := auth.Caller(ctx)
 	var v apierr.Violations
 	image := strings.TrimSpace(cmp.Or(m.GetImageUri(), s.d.DefaultImage))
@@ -273,8 +299,7 @@ func (s *Service) CreateSession(ctx context.Context, req *connect.Request[appv1.
 	if mode != ModeSandbox && mode != ModeAgent {
 		v.Addf("mode", "must be %q or %q", ModeSandbox, ModeAgent)
 	}
-	id := m.GetRequestedSessionId()
-	if id != "" && !requestedID.MatchString(id) {
+	if requested != "" && !requestedID.MatchString(requested) {
 		v.Add("requested_session_id", "must be 3 to 63 lowercase letters, digits, '_' or '-'")
 	}
 	env, size := map[string]string{}, 0
@@ -314,9 +339,6 @@ func (s *Service) CreateSession(ctx context.Context, req *connect.Request[appv1.
 	if err != nil {
 		return nil, err
 	}
-	if id == "" {
-		id = ids.New("sess")
-	}
 	host, client, err := s.pick(ctx)
 	if err != nil {
 		return nil, err
@@ -332,7 +354,7 @@ func (s *Service) CreateSession(ctx context.Context, req *connect.Request[appv1.
 		}
 	}
 	rec := &sessiondb.Record{
-		ID: id, Owner: caller.UserID, Status: sessiondb.Creating, HostID: host.ID,
+		ID: id, Owner: caller.UserID, RequestedID: requested, Status: sessiondb.Creating, HostID: host.ID,
 		ImageURI: image, Mode: mode, SealedEnv: sealed, SealedCredential: sealedCred, Harness: agent.harness, HarnessMode: m.GetHarnessMode(),
 		Model: m.GetModel(), Effort: m.GetEffort(), ModelRouter: m.GetModelRouter(),
 	}
@@ -340,7 +362,7 @@ func (s *Service) CreateSession(ctx context.Context, req *connect.Request[appv1.
 		rec.Model = agent.router.DefaultModel
 	}
 	if err := s.store.Create(ctx, rec); sessiondb.IsAlreadyExists(err) {
-		return s.existing(ctx, id, caller)
+		return s.existing(ctx, id)
 	} else if err != nil {
 		return nil, err
 	}
@@ -353,7 +375,7 @@ func (s *Service) CreateSession(ctx context.Context, req *connect.Request[appv1.
 	if resp.Msg.GetStatus() == string(sessiondb.Running) {
 		running := *rec
 		running.Status, running.SandboxID, running.ImageDigest = sessiondb.Running, resp.Msg.GetSandboxId(), resp.Msg.GetImageDigest()
-		s.recent.put(&running)
+		s.recent.put(caller.UserID, shownID(ctx, &running), &running)
 	}
 	if m.Prompt != nil {
 		if _, err := client.SendPrompt(ctx, connect.NewRequest(&appv1.SendPromptRequest{SessionId: id, Text: m.GetPrompt(), PromptId: m.GetPromptId()})); err != nil {
@@ -361,22 +383,22 @@ func (s *Service) CreateSession(ctx context.Context, req *connect.Request[appv1.
 		}
 	}
 	return connect.NewResponse(&appv1.CreateSessionResponse{
-		SessionId: id, Status: resp.Msg.GetStatus(), ImageVersion: resp.Msg.GetImageDigest(), Kind: Kind,
+		SessionId: shownID(ctx, rec), Status: resp.Msg.GetStatus(), ImageVersion: resp.Msg.GetImageDigest(), Kind: Kind,
 	}), nil
 }
 
-// existing answers a repeated CreateSession with the session the first one made, when it is
-// the caller's; another user's id is taken, whatever it holds.
-func (s *Service) existing(ctx context.Context, id string, caller auth.Principal) (*connect.Response[appv1.CreateSessionResponse], error) {
+// existing answers a repeated create with the session the first one made. Its id derives from
+// the caller, so it is the caller's: another user's requested ids never meet this one.
+func (s *Service) existing(ctx context.Context, id string) (*connect.Response[appv1.CreateSessionResponse], error) {
 	rec, err := s.store.Get(ctx, id)
 	if err != nil {
 		return nil, err
 	}
-	if rec.Owner != caller.UserID {
-		return nil, apierr.AlreadyExists("session id %q is taken", id)
+	if caller, _ := auth.Caller(ctx); rec.Owner != caller.UserID {
+		return nil, fmt.Errorf("session %s, derived for %s, belongs to %s", id, caller.UserID, rec.Owner)
 	}
 	return connect.NewResponse(&appv1.CreateSessionResponse{
-		SessionId: id, Status: string(rec.Status), ImageVersion: rec.ImageDigest, Kind: Kind,
+		SessionId: shownID(ctx, rec), Status: string(rec.Status), ImageVersion: rec.ImageDigest, Kind: Kind,
 	}), nil
 }
 
@@ -403,7 +425,7 @@ func (s *Service) ListSessions(ctx context.Context, _ *connect.Request[emptypb.E
 	out := &appv1.ListSessionsResponse{Sessions: make([]*appv1.SessionListItem, 0, len(recs))}
 	for _, r := range recs {
 		r = s.settle(ctx, r)
-		item := &appv1.SessionListItem{Session: toProto(r)}
+		item := &appv1.SessionListItem{Session: toProto(r, shownID(ctx, r))}
 		if u, ok := users[r.Owner]; ok {
 			item.OwnerEmail, item.OwnerName, item.OwnerKind = &u.Email, &u.Name, &u.Kind
 		}
@@ -418,14 +440,15 @@ func (s *Service) GetSession(ctx context.Context, req *connect.Request[appv1.Get
 	if err != nil {
 		return nil, err
 	}
-	return connect.NewResponse(&appv1.GetSessionResponse{Session: toProto(s.settle(ctx, rec))}), nil
+	rec = s.settle(ctx, rec)
+	return connect.NewResponse(&appv1.GetSessionResponse{Session: toProto(rec, shownID(ctx, rec))}), nil
 }
 
 // DeleteSession stops the sandbox, frees its host and marks the record deleted; the session's
 // checkpoints go with the next snapshot garbage collection. Deleting a deleted session is a
 // success, as deletes are.
 func (s *Service) DeleteSession(ctx context.Context, req *connect.Request[appv1.DeleteSessionRequest]) (*connect.Response[emptypb.Empty], error) {
-	rec, err := s.loadAny(ctx, req.Msg.GetSessionId())
+	rec, err := s.resolve(ctx, "session_id", req.Msg.GetSessionId())
 	if err != nil {
 		return nil, err
 	}
@@ -479,10 +502,15 @@ func callerName(ctx context.Context) string {
 	return caller.UserID
 }
 
-// load reads a session the caller may see and that is not deleted; anything else is not_found,
-// so that ids of other users' sessions reveal nothing.
+// load reads the session a request's session_id names, which the caller may see and which is
+// not deleted; anything else is not_found, so that ids of other users' sessions reveal nothing.
 func (s *Service) load(ctx context.Context, id string) (*sessiondb.Record, error) {
-	rec, err := s.loadAny(ctx, id)
+	return s.loadField(ctx, "session_id", id)
+}
+
+// loadField is load of the id in a request's field.
+func (s *Service) loadField(ctx context.Context, field, id string) (*sessiondb.Record, error) {
+	rec, err := s.resolve(ctx, field, id)
 	if err != nil {
 		return nil, err
 	}
@@ -490,33 +518,6 @@ func (s *Service) load(ctx context.Context, id string) (*sessiondb.Record, error
 		return nil, apierr.NotFound("session", id)
 	}
 	return rec, nil
-}
-
-// loadAny is load that also returns deleted sessiondb.
-func (s *Service) loadAny(ctx context.Context, id string) (*sessiondb.Record, error) {
-	if strings.TrimSpace(id) == "" {
-		return nil, apierr.InvalidArgument("session_id", "is required")
-	}
-	rec, err := s.store.Get(ctx, id)
-	if errors.Is(err, sessiondb.ErrNotFound) {
-		return nil, apierr.NotFound("session", id)
-	}
-	if err != nil {
-		return nil, err
-	}
-	if err := visible(ctx, rec); err != nil {
-		return nil, err
-	}
-	return rec, nil
-}
-
-// visible answers not_found for another user's session, so that ids reveal nothing.
-func visible(ctx context.Context, rec *sessiondb.Record) error {
-	caller, _ := auth.Caller(ctx)
-	if rec.Owner != caller.UserID && !caller.Admin {
-		return apierr.NotFound("session", rec.ID)
-	}
-	return nil
 }
 
 // settle marks a session lost when the host it lives on stopped heartbeating, so nobody waits
@@ -567,9 +568,10 @@ func (s *Service) host(ctx context.Context, rec *sessiondb.Record, wake bool) (h
 	return client, err
 }
 
-func toProto(r *sessiondb.Record) *appv1.Session {
+// toProto is r as the API shows it, by the id shown.
+func toProto(r *sessiondb.Record, shown string) *appv1.Session {
 	p := &appv1.Session{
-		Id: r.ID, Status: string(r.Status), Image: r.ImageURI, Mode: r.Mode,
+		Id: shown, Status: string(r.Status), Image: r.ImageURI, Mode: r.Mode,
 		CreatedAt: clock.Format(r.CreatedAt), LastActiveAt: clock.Format(r.LastActiveAt),
 		LastEventAt: clock.FormatPtr(r.LastEventAt),
 	}
@@ -595,7 +597,7 @@ func (s *Service) Records(ctx context.Context, ids []string) (map[string]*appv1.
 	}
 	sessions, agents := make(map[string]*appv1.Session, len(recs)), make(map[string]string, len(recs))
 	for id, r := range recs {
-		sessions[id], agents[id] = toProto(r), r.AgentState
+		sessions[id], agents[id] = toProto(r, r.ID), r.AgentState
 	}
 	return sessions, agents, nil
 }

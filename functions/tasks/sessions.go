@@ -26,8 +26,9 @@ type Sessions interface {
 
 // SessionSpec is the session a task runs in, from the task and its profile.
 type SessionSpec struct {
-	// ID, when set, is the session's id, so that a retried start finds the session it made.
-	ID                                  string
+	// Key, when set, makes the start idempotent: the same caller and key find the session
+	// the first start made. The session's id derives from them with the deployment's secret.
+	Key                                 string
 	Image, Harness, HarnessMode, Prompt string
 	Model, Effort, ModelRouter          string
 	// Env is the profile's env vars, the session's harness_env.

@@ -103,17 +103,20 @@ func (s *Service) CreateTask(ctx context.Context, req *connect.Request[appv1.Cre
 	if err != nil {
 		return nil, err
 	}
-	sessionID := ""
+	sessionKey := ""
 	if requestID := req.Msg.GetRequestId(); requestID != "" {
-		// A retried request finds the task it made; the ids derive from the caller and the
-		// request id, so a retry that overtakes a lost answer makes the same task and session.
+		// A retried request finds the task it made; the task's id derives from the caller and
+		// the request id, and its session's from the task's id (SessionSpec.Key), so a retry
+		// that overtakes a lost answer makes the same task and session. Nobody else can make a
+		// task of this caller's, and the session's id needs the deployment's secret too.
 		key := caller.UserID + "\x00" + requestID
 		if done, err := s.load(ctx, nil, "task", ids.FromKey(idPrefix, key)); err == nil {
 			return s.created(ctx, done)
 		} else if connect.CodeOf(err) != connect.CodeNotFound {
 			return nil, err
 		}
-		base.ID, sessionID = ids.FromKey(idPrefix, key), ids.FromKey("sess", key)
+		base.ID = ids.FromKey(idPrefix, key)
+		sessionKey = base.ID
 	}
 	if s.sessions != nil {
 		// The session first: a task that cannot run is not created. Until ImageService resolves
@@ -127,7 +130,7 @@ func (s *Service) CreateTask(ctx context.Context, req *connect.Request[appv1.Cre
 			return nil, err
 		}
 		sid, err := s.sessions.Start(ctx, SessionSpec{
-			ID: sessionID, Image: profile.GetImageId(), Harness: base.Harness, HarnessMode: in.HarnessMode, Prompt: prompt,
+			Key: sessionKey, Image: profile.GetImageId(), Harness: base.Harness, HarnessMode: in.HarnessMode, Prompt: prompt,
 			Model: base.Model, Effort: base.Effort, ModelRouter: base.ModelRouter, Env: profileEnv, SecretRefs: refs,
 			ProfileID: in.ProfileID,
 		})
@@ -159,7 +162,7 @@ func (s *Service) CreateTask(ctx context.Context, req *connect.Request[appv1.Cre
 		}
 		return tx.Create(s.doc(rec.ID), rec)
 	})
-	if err != nil && sessionID != "" && store.IsAlreadyExists(err) {
+	if err != nil && sessionKey != "" && store.IsAlreadyExists(err) {
 		// A concurrent retry of the same request created it first, with this same session.
 		if rec, err = s.load(ctx, nil, "task", base.ID); err != nil {
 			return nil, err
@@ -352,6 +355,9 @@ func (s *Service) find(ctx context.Context, taskID, sessionID string) (record, e
 	case sessionID == "":
 		return record{}, apierr.InvalidArgument("task_id", "is required (or session_id, to find the task of a session)")
 	}
+	if err := ids.Check("session_id", sessionID); err != nil {
+		return record{}, err
+	}
 	recs, err := s.query(ctx, s.col().Where("session_ids", "array-contains", sessionID).Select(projected...).Limit(1))
 	if err != nil {
 		return record{}, fmt.Errorf("find task of session %s: %w", sessionID, err)
@@ -458,10 +464,11 @@ func (s *Service) deleteSome(ctx context.Context, root record) (bool, error) {
 
 // load reads one task the caller may see, inside tx when it is not nil. Another user's task is
 // not_found like a missing one, so that ids do not reveal what exists; so is a malformed id,
-// without a database read. kind names the task in the error ("task", "parent task").
+// without a database read. kind names the task in the error ("task", "parent task"), and its
+// request field with "_id" ("task_id", "parent_task_id").
 func (s *Service) load(ctx context.Context, tx *firestore.Transaction, kind, id string) (record, error) {
-	if !ids.Valid(idPrefix, id) {
-		return record{}, apierr.NotFound(kind, id)
+	if err := ids.Lookup(strings.ReplaceAll(kind, " ", "_")+"_id", kind, idPrefix, id); err != nil {
+		return record{}, err
 	}
 	rec, err := store.Read[record](ctx, tx, s.doc(id))
 	if errors.Is(err, store.ErrNotFound) {

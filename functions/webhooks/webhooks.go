@@ -191,8 +191,11 @@ func (s *Service) DeleteWebhookRegistration(ctx context.Context, req *connect.Re
 }
 
 // change runs fn in a transaction on the registration as it is now, once the caller may change
-// it, and makes this instance forget what it cached of it.
+// it, and makes this instance forget what it cached of it. id is the request's id field.
 func (s *Service) change(ctx context.Context, id string, fn func(*firestore.Transaction, record) error) error {
+	if err := ids.Lookup("id", kind, idPrefix, id); err != nil {
+		return err
+	}
 	err := s.db.RunTransaction(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
 		cur, err := s.read(ctx, tx, id)
 		if err != nil {

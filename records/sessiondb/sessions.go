@@ -21,9 +21,16 @@ const Collection = "sessions"
 
 // Record is a session as Firestore stores it.
 type Record struct {
-	ID     string `firestore:"id"`
-	Owner  string `firestore:"owner_user_id"`
-	Status Status `firestore:"status"`
+	// ID is the record's document id, the id the host and every other service know the
+	// session by. It is minted, or derived from the owner and a key with the deployment's
+	// secret, never chosen by a user: see RequestedID.
+	ID    string `firestore:"id"`
+	Owner string `firestore:"owner_user_id"`
+	// RequestedID is the requested_session_id the owner created the session with ("" for none):
+	// the id the owner names and sees it by. It is the owner's alone; another user's session
+	// may have the same one.
+	RequestedID string `firestore:"requested_id"`
+	Status      Status `firestore:"status"`
 	// StatusReason says why the last move happened (e.g. "idle", "host lost", an error).
 	StatusReason string `firestore:"status_reason"`
 	// HostID is the host the session's sandbox is on, or was on last ("" before placement).

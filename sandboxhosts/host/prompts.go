@@ -202,8 +202,8 @@ func (h *Host) DequeueQueuedPrompt(ctx context.Context, req *connect.Request[app
 
 // changeQueued changes a queued prompt; one that started (or ended) is failed_precondition.
 func (h *Host) changeQueued(ctx context.Context, b *box, id string, change func(*sessiondb.Prompt)) (*sessiondb.Prompt, error) {
-	if id == "" {
-		return nil, apierr.InvalidArgument("prompt_id", "is required")
+	if err := ids.Check("prompt_id", id); err != nil {
+		return nil, err
 	}
 	p, err := h.store.ChangePrompt(ctx, b.session, id, sessiondb.PromptQueued, change)
 	switch {
