@@ -74,7 +74,7 @@ var assemble = sync.OnceValues(func() (*api.API, error) {
 	if err != nil {
 		return nil, err
 	}
-	d := api.Deps{DB: db, Config: cfg, Log: log}
+	d := api.Deps{DB: db, Config: cfg, Log: log, BehindProxy: true}
 	// Webhooks and automation runs need Pub/Sub: without it they answer unavailable and the
 	// rest serves.
 	if d.PubSub, err = pubsub.Open(context.Background(), cfg.Project); err != nil {

@@ -98,12 +98,12 @@ func BenchmarkGetTask(b *testing.B) {
 func BenchmarkAuthCached(b *testing.B) {
 	s := newStack(b)
 	ctx := context.Background()
-	if _, err := s.api.Authenticator().Authenticate(ctx, s.admin); err != nil {
+	if _, err := s.api.Authenticator().Authenticate(ctx, s.admin, ""); err != nil {
 		b.Fatal(err)
 	}
 	b.ResetTimer()
 	for b.Loop() {
-		if _, err := s.api.Authenticator().Authenticate(ctx, s.admin); err != nil {
+		if _, err := s.api.Authenticator().Authenticate(ctx, s.admin, ""); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -121,7 +121,7 @@ func BenchmarkAuthUncached(b *testing.B) {
 	}
 	// The first use records last_used_at in the background; wait for it so the loop measures
 	// verification alone.
-	if _, err := authn.Authenticate(ctx, key); err != nil {
+	if _, err := authn.Authenticate(ctx, key, ""); err != nil {
 		b.Fatal(err)
 	}
 	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
@@ -132,7 +132,7 @@ func BenchmarkAuthUncached(b *testing.B) {
 	}
 	b.ResetTimer()
 	for b.Loop() {
-		if _, err := authn.Authenticate(ctx, key); err != nil {
+		if _, err := authn.Authenticate(ctx, key, ""); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -22,7 +23,6 @@ import (
 	"github.com/hangar-dev/hangar/platform/bucket"
 	"github.com/hangar-dev/hangar/platform/config"
 	"github.com/hangar-dev/hangar/platform/egress"
-	"github.com/hangar-dev/hangar/platform/ids"
 	"github.com/hangar-dev/hangar/platform/pubsub"
 	"github.com/hangar-dev/hangar/platform/seal"
 	"github.com/hangar-dev/hangar/platform/store"
@@ -157,7 +157,7 @@ func runDev(ctx context.Context, addr, dataDir string, out interface{ Write([]by
 func ensureAdminKey(ctx context.Context, a *api.API, path string) (key string, created bool, err error) {
 	if b, err := os.ReadFile(path); err == nil {
 		key = strings.TrimSpace(string(b))
-		p, err := a.Authenticator().Authenticate(ctx, key)
+		p, err := a.Authenticator().Authenticate(ctx, key, "")
 		if err == nil && p.Admin {
 			return key, false, nil
 		}
@@ -207,8 +207,10 @@ func openDevSandboxes(ctx context.Context, dataDir string, cfg *config.Config) (
 		}
 	}
 	if cfg.HostToken == "" {
-		// The in-process host and functions share it; it only has to be unguessable.
-		cfg.HostToken = ids.New("hosttoken")
+		// The in-process host and functions share it; it only has to be unguessable, so it
+		// comes from crypto/rand (a ULID's randomness is math/rand's, and consecutive ones
+		// differ by one).
+		cfg.HostToken = rand.Text()
 	}
 	sealer, err := seal.FromKeysetJSON(cfg.SealKeyset)
 	if err != nil {

@@ -11,7 +11,6 @@ import (
 	"net/http"
 	"sort"
 	"strings"
-	"time"
 
 	"cloud.google.com/go/firestore"
 	"connectrpc.com/connect"
@@ -73,6 +72,10 @@ type Deps struct {
 	// cache directory (the compile takes seconds, and a process makes it only when a script
 	// first needs it).
 	JSCacheDir string
+	// BehindProxy says the API is served behind a proxy that appends the client's address to
+	// X-Forwarded-For (Cloud Run's front end), so that limits per client address count the
+	// client, not the proxy.
+	BehindProxy bool
 }
 
 // API is the assembled set of services.
@@ -94,6 +97,9 @@ func New(d Deps) *API {
 		d.Log = slog.Default()
 	}
 	authn := auth.NewAuthenticator(d.DB, d.Clock, d.Config.Limits.AuthCacheTTL, d.Log)
+	if d.BehindProxy {
+		authn.BehindProxy()
+	}
 	a := &API{
 		authn:    authn,
 		keys:     auth.NewKeys(d.DB, authn),
@@ -243,16 +249,6 @@ func (a *API) ServiceHandler(name string) (http.Handler, bool) {
 type route struct {
 	service string
 	h       http.Handler
-}
-
-// NewServer serves h over HTTP/1.1 and unencrypted HTTP/2, so gRPC clients work as well as
-// Connect and gRPC-Web ones.
-func NewServer(h http.Handler) *http.Server {
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
-	srv.Protocols = new(http.Protocols)
-	srv.Protocols.SetHTTP1(true)
-	srv.Protocols.SetUnencryptedHTTP2(true)
-	return srv
 }
 
 func mount(mux *http.ServeMux, name string, h http.Handler) {

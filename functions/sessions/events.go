@@ -125,7 +125,7 @@ func (s *Service) SSE(authn *auth.Authenticator) http.Handler {
 		if key == "" {
 			key = r.URL.Query().Get("api_key")
 		}
-		p, err := authn.Authenticate(r.Context(), key)
+		p, err := authn.Authenticate(r.Context(), key, authn.ClientAddress(r.RemoteAddr, r.Header))
 		if err != nil {
 			writeErr(w, r, err)
 			return

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"cloud.google.com/go/firestore"
@@ -41,15 +42,21 @@ func Caller(ctx context.Context) (Principal, bool) {
 }
 
 // Authenticator verifies keys against Firestore, remembering verified ones for a short TTL so a
-// request costs no database read in the common case.
+// request costs no database read in the common case, and failed ones so that bad keys cost
+// none either (failures.go).
 type Authenticator struct {
 	db    *firestore.Client
 	clock clock.Clock
 	ttl   time.Duration
 	log   *slog.Logger
+	// behindProxy trusts the last X-Forwarded-For hop as the client's address.
+	behindProxy bool
 
 	mu    sync.Mutex
 	cache map[string]cached
+
+	failures failures
+	lookups  atomic.Int64
 }
 
 type cached struct {
@@ -68,9 +75,24 @@ func NewAuthenticator(db *firestore.Client, c clock.Clock, ttl time.Duration, lo
 	return &Authenticator{db: db, clock: c, ttl: ttl, log: log, cache: make(map[string]cached)}
 }
 
-// Authenticate returns the principal of a presented key, or the unauthenticated error for a
-// key that is missing, malformed, unknown or revoked.
-func (a *Authenticator) Authenticate(ctx context.Context, key string) (Principal, error) {
+// BehindProxy makes the authenticator take a request's client address from the last
+// X-Forwarded-For hop, for a server behind a proxy that appends it (Cloud Run's front end).
+func (a *Authenticator) BehindProxy() { a.behindProxy = true }
+
+// ClientAddress is the address a request with the peer address and headers came from, as the
+// failure limits count it.
+func (a *Authenticator) ClientAddress(peer string, h http.Header) string {
+	return clientAddress(peer, h, a.behindProxy)
+}
+
+// Lookups is how many keys the authenticator has read from Firestore, for metrics and tests.
+func (a *Authenticator) Lookups() int64 { return a.lookups.Load() }
+
+// Authenticate returns the principal of a key presented from client (an address, "" when
+// unknown), or the unauthenticated error for a key that is missing, malformed, unknown or
+// revoked. A client, or a key id, with too many failures is resource_exhausted until it has
+// waited (failures.go).
+func (a *Authenticator) Authenticate(ctx context.Context, key, client string) (Principal, error) {
 	id, ok := parseKey(key)
 	if !ok {
 		return Principal{}, apierr.Unauthenticated()
@@ -83,8 +105,16 @@ func (a *Authenticator) Authenticate(ctx context.Context, key string) (Principal
 	if hit && now.Before(c.expires) {
 		return c.p, nil
 	}
+	if a.failures.known(h, now) {
+		return Principal{}, apierr.Unauthenticated()
+	}
+	if err := a.failures.exhausted(client, id, now); err != nil {
+		return Principal{}, err
+	}
+	a.lookups.Add(1)
 	snap, err := a.db.Collection(keysCollection).Doc(id).Get(ctx)
 	if store.IsNotFound(err) {
+		a.failures.failed(h, client, id, now)
 		return Principal{}, apierr.Unauthenticated()
 	}
 	if err != nil {
@@ -95,6 +125,7 @@ func (a *Authenticator) Authenticate(ctx context.Context, key string) (Principal
 		return Principal{}, err
 	}
 	if k.Revoked() || !hashesEqual(k.Hash, h) {
+		a.failures.failed(h, client, id, now)
 		return Principal{}, apierr.Unauthenticated()
 	}
 	p := Principal{UserID: k.UserID, KeyID: k.ID, Kind: k.Kind, Admin: k.Admin}
@@ -139,8 +170,8 @@ func Interceptor(a *Authenticator) connect.Interceptor { return &interceptor{a: 
 
 type interceptor struct{ a *Authenticator }
 
-func (i *interceptor) check(ctx context.Context, procedure string, h http.Header) (context.Context, error) {
-	p, err := i.a.Authenticate(ctx, strings.TrimSpace(h.Get(HeaderName)))
+func (i *interceptor) check(ctx context.Context, procedure string, peer connect.Peer, h http.Header) (context.Context, error) {
+	p, err := i.a.Authenticate(ctx, strings.TrimSpace(h.Get(HeaderName)), i.a.ClientAddress(peer.Addr, h))
 	if err != nil {
 		return ctx, err
 	}
@@ -152,7 +183,7 @@ func (i *interceptor) check(ctx context.Context, procedure string, h http.Header
 
 func (i *interceptor) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
 	return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
-		ctx, err := i.check(ctx, req.Spec().Procedure, req.Header())
+		ctx, err := i.check(ctx, req.Spec().Procedure, req.Peer(), req.Header())
 		if err != nil {
 			return nil, err
 		}
@@ -166,7 +197,7 @@ func (i *interceptor) WrapStreamingClient(next connect.StreamingClientFunc) conn
 
 func (i *interceptor) WrapStreamingHandler(next connect.StreamingHandlerFunc) connect.StreamingHandlerFunc {
 	return func(ctx context.Context, conn connect.StreamingHandlerConn) error {
-		ctx, err := i.check(ctx, conn.Spec().Procedure, conn.RequestHeader())
+		ctx, err := i.check(ctx, conn.Spec().Procedure, conn.Peer(), conn.RequestHeader())
 		if err != nil {
 			return err
 		}

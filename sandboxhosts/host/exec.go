@@ -19,6 +19,16 @@ import (
 	"github.com/hangar-dev/hangar/sandboxhosts/supervisor"
 )
 
+// The kernel's limits on what execve takes: one argument or environment string at most
+// MAX_ARG_STRLEN (32 pages) with its NUL, and all of them with their pointers at most a quarter
+// of the stack limit (ARG_MAX: 2 MiB under the usual 8 MiB stack). Past them execve fails with
+// E2BIG inside the sandbox; checked here, the caller hears which field is too big. The total is
+// kept at half of ARG_MAX, for what the image's environment and the shell add.
+const (
+	maxArgStrlen = 32 * 4096
+	maxArgsBytes = 1 << 20
+)
+
 var (
 	envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 	// clientID is an id a client chooses to make a call idempotent: an exec_id or a prompt_id.
@@ -72,11 +82,10 @@ func (h *Host) Exec(ctx context.Context, req *connect.Request[appv1.ExecRequest]
 		}, ev)
 	} else {
 		var sreq supervisor.ExecRequest
-		if sreq, err = h.execRequest(m); err != nil {
+		if sreq, err = h.execRequest(m, b.env); err != nil {
 			return err
 		}
 		id = sreq.ExecID
-		sreq.Env = append(slices.Clone(b.env), sreq.Env...)
 		exit, err = b.sup.Exec(ctx, sreq, ev)
 	}
 	var se *supervisor.Error
@@ -111,8 +120,9 @@ func (h *Host) awaitExit(b *box, from supervisor.AttachRequest) {
 	b.emit(eventlog.KindExecExited, exitPayload(exit))
 }
 
-// execRequest validates a new command and turns it into the supervisor's request.
-func (h *Host) execRequest(m *appv1.ExecRequest) (supervisor.ExecRequest, error) {
+// execRequest validates a new command and turns it into the supervisor's request, its
+// environment the session's (base) and then the request's.
+func (h *Host) execRequest(m *appv1.ExecRequest, base []string) (supervisor.ExecRequest, error) {
 	var v apierr.Violations
 	var argv []string
 	switch {
@@ -153,6 +163,12 @@ func (h *Host) execRequest(m *appv1.ExecRequest) (supervisor.ExecRequest, error)
 		env = append(env, k+"="+val)
 	}
 	slices.Sort(env)
+	env = append(slices.Clone(base), env...)
+	argvField := "argv"
+	if m.Command != nil {
+		argvField = "command"
+	}
+	checkArgSizes(&v, argvField, argv, env)
 	if m.Workdir != nil && (len(m.GetWorkdir()) == 0 || m.GetWorkdir()[0] != '/') {
 		v.Add("workdir", "must be an absolute path in the sandbox")
 	}
@@ -164,6 +180,26 @@ func (h *Host) execRequest(m *appv1.ExecRequest) (supervisor.ExecRequest, error)
 		id = ids.New("exec")
 	}
 	return supervisor.ExecRequest{ExecID: id, Argv: argv, Env: env, Workdir: m.GetWorkdir(), Timeout: timeout}, nil
+}
+
+// checkArgSizes reports argv and env strings execve would refuse as too big (E2BIG); argvField
+// is the request field argv came from.
+func checkArgSizes(v *apierr.Violations, argvField string, argv, env []string) {
+	total := 0
+	for _, f := range []struct {
+		name    string
+		strings []string
+	}{{argvField, argv}, {"env", env}} {
+		for i, s := range f.strings {
+			if len(s)+1 > maxArgStrlen {
+				v.Addf(f.name, "item %d is %d bytes; the kernel takes at most %d per argument or variable", i, len(s), maxArgStrlen-1)
+			}
+			total += len(s) + 1 + 8 // the string, its NUL and its pointer
+		}
+	}
+	if total > maxArgsBytes {
+		v.Addf(argvField, "arguments and environment take %d bytes; at most %d", total, maxArgsBytes)
+	}
 }
 
 // execFailure turns a supervisor error into the caller's answer. A command that cannot be
