@@ -43,9 +43,18 @@ func TestSessionLifecycleAndOwnership(t *testing.T) {
 	if err != nil || again.Msg.GetSessionId() != id || again.Msg.GetStatus() != "running" {
 		t.Fatalf("repeated create = %v, %v", again, err)
 	}
+	// A requested id is its owner's alone: bob's "life-1" is a session of his own.
 	bob := s.sessions(s.mintKey(t, "bob@example.com", false))
-	_, err = bob.CreateSession(ctx, connect.NewRequest(&appv1.CreateSessionRequest{RequestedSessionId: ptr("life-1")}))
-	testenv.WantCode(t, err, connect.CodeAlreadyExists)
+	his, err := bob.CreateSession(ctx, connect.NewRequest(&appv1.CreateSessionRequest{RequestedSessionId: ptr("life-1")}))
+	if err != nil || his.Msg.GetSessionId() != "life-1" {
+		t.Fatalf("bob's life-1: %v, %v", his, err)
+	}
+	if _, err := bob.DeleteSession(ctx, connect.NewRequest(&appv1.DeleteSessionRequest{SessionId: "life-1"})); err != nil {
+		t.Fatal(err)
+	}
+	if got := s.sh(t, id, "echo still mine"); got != "still mine\n" {
+		t.Fatalf("admin's life-1 after bob deleted his: %q", got)
+	}
 	_, err = bob.GetSession(ctx, connect.NewRequest(&appv1.GetSessionRequest{SessionId: id}))
 	testenv.WantCode(t, err, connect.CodeNotFound)
 	_, err = collectExec(ctx, bob, &appv1.ExecRequest{SessionId: id, Command: ptr("true")})
