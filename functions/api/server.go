@@ -1,7 +1,6 @@
 package api
 
 import (
-	"io"
 	"net/http"
 	"strings"
 	"time"
@@ -39,21 +38,16 @@ func NewServer(h http.Handler) *http.Server {
 }
 
 // unaryBodyDeadline gives the body of each unary call (a Connect unary call, a webhook, a push)
-// d to arrive, and lifts the deadline once it has, so that a slow handler behind it (an image
-// pull) is not cut off. Streaming calls (Connect streams, gRPC, gRPC-Web) and bodiless requests
-// (server-sent events) are left alone.
+// d to arrive. A deadline that passes once the body is read cuts nothing: HTTP/1 clears it when
+// it starts watching for the client going away, and HTTP/2 only fails reads of a body already
+// read, so a slow handler behind it (an image pull) runs on. Streaming calls (Connect streams,
+// gRPC, gRPC-Web) and bodiless requests (server-sent events) are left alone.
 func unaryBodyDeadline(h http.Handler, d time.Duration) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Body == nil || r.Body == http.NoBody || r.ContentLength == 0 || streaming(r.Header.Get("Content-Type")) {
-			h.ServeHTTP(w, r)
-			return
+		if r.Body != nil && r.Body != http.NoBody && r.ContentLength != 0 && !streaming(r.Header.Get("Content-Type")) {
+			// A writer that cannot take deadlines (none of net/http's) leaves the body unbounded.
+			_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(d))
 		}
-		rc := http.NewResponseController(w)
-		if rc.SetReadDeadline(time.Now().Add(d)) != nil {
-			h.ServeHTTP(w, r)
-			return
-		}
-		r.Body = &liftAtEOF{ReadCloser: r.Body, lift: func() { _ = rc.SetReadDeadline(time.Time{}) }}
 		h.ServeHTTP(w, r)
 	})
 }
@@ -61,31 +55,4 @@ func unaryBodyDeadline(h http.Handler, d time.Duration) http.Handler {
 // streaming reports whether a request's content type is a streaming protocol's.
 func streaming(contentType string) bool {
 	return strings.HasPrefix(contentType, "application/connect+") || strings.HasPrefix(contentType, "application/grpc")
-}
-
-// liftAtEOF calls lift once the body has been read to its end or closed.
-type liftAtEOF struct {
-	io.ReadCloser
-	lift   func()
-	lifted bool
-}
-
-func (b *liftAtEOF) Read(p []byte) (int, error) {
-	n, err := b.ReadCloser.Read(p)
-	if err == io.EOF {
-		b.done()
-	}
-	return n, err
-}
-
-func (b *liftAtEOF) Close() error {
-	b.done()
-	return b.ReadCloser.Close()
-}
-
-func (b *liftAtEOF) done() {
-	if !b.lifted {
-		b.lifted = true
-		b.lift()
-	}
 }

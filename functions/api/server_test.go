@@ -34,6 +34,10 @@ func TestUnaryBodyDeadlineCutsADribbledBodyAndSparesTheRest(t *testing.T) {
 		}
 		// A slow handler after its body arrived (an image pull) is not cut off.
 		time.Sleep(3 * d)
+		if err := r.Context().Err(); err != nil {
+			http.Error(w, "cancelled: "+err.Error(), http.StatusInternalServerError)
+			return
+		}
 		fmt.Fprint(w, "done")
 	}), d)
 	for _, tc := range []struct {
