@@ -21,6 +21,7 @@ import (
 	"github.com/hangar-dev/hangar/internal/testenv"
 	"github.com/hangar-dev/hangar/platform/config"
 	"github.com/hangar-dev/hangar/platform/ids"
+	"github.com/hangar-dev/hangar/records/sessiondb"
 )
 
 // The attack: bob creates (and deletes, so the id stays taken) the requested_session_id alice's
@@ -83,6 +84,27 @@ func TestSecurityRequestedSessionIDsAreEachOwnersOwn(t *testing.T) {
 	if err != nil || his.Msg.GetStatus() != "deleted" {
 		t.Fatalf("bob's retry of his deleted id answers his deleted session: %v, %v", his, err)
 	}
+
+	// A session created before requested ids were scoped has the id it requested as its record
+	// id: it stays its owner's by that name, for reads and for a retried create, and no one
+	// else's.
+	aliceUser, err := s.api.Users().EnsureHuman(ctx, "alice@example.com", "", time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	legacy := &sessiondb.Record{ID: "legacy-build", Owner: aliceUser.ID, Status: sessiondb.Evicted, ImageURI: s.sb.Image, Mode: "sandbox"}
+	if err := sessiondb.NewStore(s.sb.DB, time.Now).Create(ctx, legacy); err != nil {
+		t.Fatal(err)
+	}
+	retried, err := alice.CreateSession(ctx, connect.NewRequest(&appv1.CreateSessionRequest{RequestedSessionId: ptr("legacy-build")}))
+	if err != nil || retried.Msg.GetSessionId() != "legacy-build" || retried.Msg.GetStatus() != "evicted" {
+		t.Fatalf("alice's retry of a create made before the change: %v, %v", retried, err)
+	}
+	if got, err := alice.GetSession(ctx, connect.NewRequest(&appv1.GetSessionRequest{SessionId: "legacy-build"})); err != nil || got.Msg.GetSession().GetStatus() != "evicted" {
+		t.Fatalf("alice's read of her earlier session: %v, %v", got, err)
+	}
+	_, err = bob.GetSession(ctx, connect.NewRequest(&appv1.GetSessionRequest{SessionId: "legacy-build"}))
+	testenv.WantCode(t, err, connect.CodeNotFound)
 }
 
 // The attack: a task's session id was ids.FromKey("sess", owner + request id), computable from

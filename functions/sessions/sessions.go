@@ -269,8 +269,11 @@ func (s *Service) CreateSession(ctx context.Context, req *connect.Request[appv1.
 	id, requested := ids.New("sess"), req.Msg.GetRequestedSessionId()
 	if requested != "" {
 		id = s.derivedID(caller.UserID, spaceRequested, requested)
+		// A session created before requested ids were scoped has the id it requested as its
+		// record id: its owner's retry finds it too.
+		return s.create(ctx, req.Msg, id, requested, []string{id, requested})
 	}
-	return s.create(ctx, req.Msg, id, requested)
+	return s.create(ctx, req.Msg, id, "", nil)
 }
 
 // CreateForTask creates the session a task runs in, for the caller, without a requested id. With
@@ -279,16 +282,17 @@ func (s *Service) CreateSession(ctx context.Context, req *connect.Request[appv1.
 func (s *Service) CreateForTask(ctx context.Context, m *appv1.CreateSessionRequest, key string) (*connect.Response[appv1.CreateSessionResponse], error) {
 	caller, _ := auth.Caller(ctx)
 	m.RequestedSessionId = nil
-	id := ids.New("sess")
-	if key != "" {
-		id = s.derivedID(caller.UserID, spaceTask, key)
+	if key == "" {
+		return s.create(ctx, m, ids.New("sess"), "", nil)
 	}
-	return s.create(ctx, m, id, "")
+	id := s.derivedID(caller.UserID, spaceTask, key)
+	return s.create(ctx, m, id, "", []string{id})
 }
 
 // create is CreateSession of a session whose record id is id, requested by its owner as
-// requested ("" when not).
-func (s *Service) create(ctx context.Context, m *appv1.CreateSessionRequest, id, requested string) (*connect.Response[appv1.CreateSessionResponse], error) {
+// requested ("" when not). A retry answers the caller's session at the first of prior (record
+// ids) that exists, without placing a sandbox.
+func (s *Service) create(ctx context.Context, m *appv1.CreateSessionRequest, id, requested string, prior []string) (*connect.Response[appv1.CreateSessionResponse], error) {
 	caller, _ := auth.Caller(ctx)
 	var v apierr.Violations
 	image := strings.TrimSpace(cmp.Or(m.GetImageUri(), s.d.DefaultImage))
@@ -335,6 +339,15 @@ func (s *Service) create(ctx context.Context, m *appv1.CreateSessionRequest, id,
 	if agentErr != nil {
 		return nil, agentErr
 	}
+	for _, p := range prior {
+		rec, err := s.store.Get(ctx, p)
+		if err == nil && rec.Owner == caller.UserID {
+			return existing(ctx, rec), nil
+		}
+		if err != nil && !errors.Is(err, sessiondb.ErrNotFound) {
+			return nil, err
+		}
+	}
 	bundle, err := s.oauthBundle(ctx, caller, agent, m.GetOauthCredential())
 	if err != nil {
 		return nil, err
@@ -362,7 +375,12 @@ func (s *Service) create(ctx context.Context, m *appv1.CreateSessionRequest, id,
 		rec.Model = agent.router.DefaultModel
 	}
 	if err := s.store.Create(ctx, rec); sessiondb.IsAlreadyExists(err) {
-		return s.existing(ctx, id)
+		// A concurrent retry made it first. Its id derives from the caller, so it is theirs.
+		first, err := s.store.Get(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		return existing(ctx, first), nil
 	} else if err != nil {
 		return nil, err
 	}
@@ -387,19 +405,11 @@ func (s *Service) create(ctx context.Context, m *appv1.CreateSessionRequest, id,
 	}), nil
 }
 
-// existing answers a repeated create with the session the first one made. Its id derives from
-// the caller, so it is the caller's: another user's requested ids never meet this one.
-func (s *Service) existing(ctx context.Context, id string) (*connect.Response[appv1.CreateSessionResponse], error) {
-	rec, err := s.store.Get(ctx, id)
-	if err != nil {
-		return nil, err
-	}
-	if caller, _ := auth.Caller(ctx); rec.Owner != caller.UserID {
-		return nil, fmt.Errorf("session %s, derived for %s, belongs to %s", id, caller.UserID, rec.Owner)
-	}
+// existing answers a repeated create with the session the first one made.
+func existing(ctx context.Context, rec *sessiondb.Record) *connect.Response[appv1.CreateSessionResponse] {
 	return connect.NewResponse(&appv1.CreateSessionResponse{
 		SessionId: shownID(ctx, rec), Status: string(rec.Status), ImageVersion: rec.ImageDigest, Kind: Kind,
-	}), nil
+	})
 }
 
 // ListSessions returns the caller's sessions, newest first (every user's for an admin), with
