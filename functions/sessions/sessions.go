@@ -265,23 +265,23 @@ var (
 // CreateSession places a new sandbox on a host and starts it. With requested_session_id a retry
 // returns the session the first call made; the requested id is the caller's alone (ids.go).
 func (s *Service) CreateSession(ctx context.Context, req *connect.Request[appv1.CreateSessionRequest]) (*connect.Response[appv1.CreateSessionResponse], error) {
-	caller, _ := auth.Caller(ctx)
-	id, requested := ids.New("sess"), req.Msg.GetRequestedSessionId()
-	if requested != "" {
-		id = s.derivedID(caller.UserID, spaceRequested, requested)
-		// A session created before requested ids were scoped has the id it requested as its
-		// record id: its owner's retry finds it too.
-		return s.create(ctx, req.Msg, id, requested, []string{id, requested})
+	requested := req.Msg.GetRequestedSessionId()
+	if requested == "" {
+		return s.create(ctx, req.Msg, ids.New("sess"), "", nil)
 	}
-	return s.create(ctx, req.Msg, id, "", nil)
+	caller, _ := auth.Caller(ctx)
+	id := s.derivedID(caller.UserID, spaceRequested, requested)
+	// A session created before requested ids were scoped has the id it requested as its record
+	// id: its owner's retry finds it too.
+	return s.create(ctx, req.Msg, id, requested, []string{id, requested})
 }
 
-// CreateForTask creates the session a task runs in, for the caller, without a requested id. With
-// a key (the task's id) the session's id derives from the caller and key, so a retried start
-// finds the session the first made; the answer's session_id is the record id either way.
+// CreateForTask creates the session a task runs in, for the caller; m's requested_session_id is
+// not used. With a key (the task's id) the session's id derives from the caller and key, so a
+// retried start finds the session the first made; the answer's session_id is the record id
+// either way.
 func (s *Service) CreateForTask(ctx context.Context, m *appv1.CreateSessionRequest, key string) (*connect.Response[appv1.CreateSessionResponse], error) {
 	caller, _ := auth.Caller(ctx)
-	m.RequestedSessionId = nil
 	if key == "" {
 		return s.create(ctx, m, ids.New("sess"), "", nil)
 	}
