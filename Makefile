@@ -15,8 +15,9 @@ PROJECT ?= $(shell gcloud config get-value project 2>/dev/null)
 
 .PHONY: dev test check system-deps plugins generate check-gen lint vet fmt-check tidy-check bench deploy tools clean
 
-## dev: run the whole system locally (emulators, every function, one server on 127.0.0.1:8080)
-dev: bin/hangar bin/hangar-supervisor
+## dev: run the whole system locally (emulators, every function, one server on 127.0.0.1:8080);
+## the sandbox host needs runc and busybox-static, so it installs them first like `make test`
+dev: system-deps bin/hangar bin/hangar-supervisor
 	bin/hangar dev
 
 # The sandbox's PID 1, bind-mounted into every sandbox: static, so it runs in any image.

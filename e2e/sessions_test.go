@@ -436,6 +436,25 @@ func TestDiscoverProfileReposLooksInsideTheImage(t *testing.T) {
 	testenv.WantCode(t, err, connect.CodeFailedPrecondition)
 }
 
+// A task's session gets the profile's image_id as its image_uri; when that image cannot be used
+// the error names image_id, the field the caller set, not image_uri, which it never sent.
+func TestTaskOfAProfileWithAnUnusableImageNamesImageID(t *testing.T) {
+	s := newSandboxStack(t, 1, nil)
+	ctx := context.Background()
+	profiles := appv1connect.NewProfileServiceClient(httpClient, s.rpcURL(), withKey(s.admin))
+	broken, err := profiles.CreateProfile(ctx, connect.NewRequest(&appv1.CreateProfileRequest{Name: "broken image", ImageId: s.sb.Registry + "/no/such:image"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tasks := appv1connect.NewTaskServiceClient(httpClient, s.rpcURL(), withKey(s.admin))
+	prompt := "hi"
+	_, err = tasks.CreateTask(ctx, connect.NewRequest(&appv1.CreateTaskRequest{Type: "agent", ProfileId: broken.Msg.GetProfile().GetId(), Prompt: &prompt}))
+	testenv.WantCode(t, err, connect.CodeFailedPrecondition)
+	if msg := err.Error(); !strings.Contains(msg, "image_id") || strings.Contains(msg, "image_uri") {
+		t.Fatalf("error %q: want it to name image_id and not image_uri", msg)
+	}
+}
+
 func TestAFullHostRefusesNewSandboxes(t *testing.T) {
 	s := newSandboxStack(t, 1, func(sb *testenv.Sandboxes) { sb.Config.Host.MaxSandboxes = 1 })
 	ctx := context.Background()

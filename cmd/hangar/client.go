@@ -31,6 +31,7 @@ type clientFlags struct {
 	url     string
 	apiKey  string
 	json    bool
+	quiet   bool
 	timeout time.Duration
 }
 
@@ -49,6 +50,7 @@ func newClientGroup(use, short string, newSubs ...func(*clientFlags) *cobra.Comm
 	pf.StringVar(&f.url, "url", envOr("HANGAR_URL", defaultURL), "Hangar server URL (env HANGAR_URL)")
 	pf.StringVar(&f.apiKey, "api-key", "", "API key (default: env HANGAR_API_KEY)")
 	pf.BoolVar(&f.json, "json", false, "print the response as JSON (protojson, snake_case field names)")
+	pf.BoolVarP(&f.quiet, "quiet", "q", false, "print only the id of the record the response carries, for scripts: ID=$(hangar … -q)")
 	pf.DurationVar(&f.timeout, "timeout", 30*time.Second, "how long to wait for the server")
 	g.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError("%v", err) })
 	for _, newSub := range newSubs {
@@ -97,6 +99,7 @@ type apiClient struct {
 	webhooks       appv1connect.WebhookRegistrationServiceClient
 	out            io.Writer
 	json           bool
+	quiet          bool // show prints only the record's id
 }
 
 // withoutDeadline is c for streaming commands (exec, cp, events --follow): the --timeout
@@ -138,6 +141,7 @@ func (f *clientFlags) run(fn func(c *apiClient, cmd *cobra.Command, args []strin
 			webhooks:       appv1connect.NewWebhookRegistrationServiceClient(http.DefaultClient, base, opts),
 			out:            cmd.OutOrStdout(),
 			json:           f.json,
+			quiet:          f.quiet,
 		}
 		return cliError(fn(c, cmd, args), f.url)
 	}

@@ -15,9 +15,17 @@ import (
 // jsonOut prints responses with the SPEC's snake_case field names.
 var jsonOut = protojson.MarshalOptions{UseProtoNames: true, Multiline: true, EmitUnpopulated: false}
 
-// show prints the response resp: as protojson under --json, otherwise by calling human with a
-// writer that aligns tab-separated columns.
+// show prints the response resp: its record's id under --quiet, as protojson under --json,
+// otherwise by calling human with a writer that aligns tab-separated columns.
 func (c *apiClient) show(resp proto.Message, human func(w io.Writer)) error {
+	if c.quiet {
+		id, ok := recordID(sole(resp))
+		if !ok {
+			return fmt.Errorf("--quiet: the %s carries no id", resp.ProtoReflect().Descriptor().Name())
+		}
+		_, err := fmt.Fprintln(c.out, id)
+		return err
+	}
 	if c.json {
 		b, err := jsonOut.Marshal(resp)
 		if err != nil {
@@ -43,6 +51,23 @@ func table[T any](w io.Writer, header []string, items []T, cells func(T) []strin
 		}
 		fmt.Fprintln(w, strings.Join(row, "\t"))
 	}
+}
+
+// recordID is m's "id" field, else its first set "<something>_id" field (CreateSessionResponse's
+// session_id).
+func recordID(m proto.Message) (string, bool) {
+	r := m.ProtoReflect()
+	fields := r.Descriptor().Fields()
+	if fd := fields.ByName("id"); fd != nil && fd.Kind() == protoreflect.StringKind {
+		return r.Get(fd).String(), true
+	}
+	for i := range fields.Len() {
+		fd := fields.Get(i)
+		if fd.Kind() == protoreflect.StringKind && !fd.IsList() && strings.HasSuffix(string(fd.Name()), "_id") && r.Has(fd) {
+			return r.Get(fd).String(), true
+		}
+	}
+	return "", false
 }
 
 // record writes m's populated fields as "field: value" lines in declaration order. Nested

@@ -287,23 +287,20 @@ func imageRepos(hosts *hostclient.Pool) profiles.RepoFinder {
 			return nil, err
 		}
 		resp, err := client.FindRepos(ctx, connect.NewRequest(&hostv1.FindReposRequest{ImageUri: image}))
-		if connect.CodeOf(err) == connect.CodeInvalidArgument {
-			return nil, apierr.FailedPrecondition("the profile's image %q cannot be used: %s", image, errMessage(err))
-		}
 		if err != nil {
-			return nil, err
+			return nil, profileImageErr(image, err)
 		}
 		return resp.Msg.GetRepos(), nil
 	}
 }
 
-// errMessage is a Connect error's message without its code.
-func errMessage(err error) string {
-	var ce *connect.Error
-	if errors.As(err, &ce) {
-		return ce.Message()
+// profileImageErr reports a refusal of the image_uri the API sent for a profile as what it is to
+// the caller, who never sent an image_uri: the profile's image_id cannot be used.
+func profileImageErr(image string, err error) error {
+	if why, ok := apierr.Violation(err, "image_uri"); ok {
+		return apierr.FailedPrecondition("the profile's image_id %q cannot be used: %s", image, why)
 	}
-	return err.Error()
+	return err
 }
 
 // taskSessions lets tasks run in sessions, calling SessionService in process with the caller's
@@ -335,7 +332,7 @@ func (t taskSessions) Start(ctx context.Context, spec tasks.SessionSpec) (string
 	}
 	resp, err := t.svc.CreateForTask(ctx, req, spec.Key)
 	if err != nil {
-		return "", err
+		return "", profileImageErr(spec.Image, err)
 	}
 	return resp.Msg.GetSessionId(), nil
 }

@@ -55,6 +55,29 @@ func InvalidArgument(field, description string) error {
 	return v.Err()
 }
 
+// Violation is why err, an invalid_argument error, says field is invalid: the description in its
+// BadRequest detail. A caller that set field for its own caller (a task's session gets the
+// profile's image as image_uri) reports it under the name that caller knows.
+func Violation(err error, field string) (string, bool) {
+	var ce *connect.Error
+	if !errors.As(err, &ce) || ce.Code() != connect.CodeInvalidArgument {
+		return "", false
+	}
+	for _, d := range ce.Details() {
+		v, derr := d.Value()
+		br, ok := v.(*errdetails.BadRequest)
+		if derr != nil || !ok {
+			continue
+		}
+		for _, fv := range br.GetFieldViolations() {
+			if fv.GetField() == field {
+				return fv.GetDescription(), true
+			}
+		}
+	}
+	return "", false
+}
+
 // NotFound says that the kind of record with id does not exist, or is not the caller's to see.
 func NotFound(kind, id string) error {
 	return connect.NewError(connect.CodeNotFound, fmt.Errorf("%s %q not found", kind, id))
