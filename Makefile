@@ -11,6 +11,8 @@ STATICCHECK_VERSION := v0.8.2
 GOIMPORTS_VERSION := v0.52.0
 GO_TEST_FLAGS ?= -count=1 -timeout=20m
 REGION ?= europe-west1
+# DEPLOY_FLAGS are more gcloud functions deploy flags: the functions' settings and secrets.
+DEPLOY_FLAGS ?=
 PROJECT ?= $(shell gcloud config get-value project 2>/dev/null)
 
 .PHONY: dev test check system-deps plugins generate check-gen lint vet fmt-check tidy-check bench deploy tools clean
@@ -95,21 +97,16 @@ BENCH ?= .
 bench:
 	go run ./cmd/hangar emulators -- go run ./bench/driver -bench '$(BENCH)'
 
-## deploy: one Cloud Run function per service (not run in CI); see README "Deploy"
+## deploy: one Cloud Run function per built service and the automation worker, as
+## `hangar functions` lists them (not run in CI); see README "Deploy"
 deploy: plugins
 	@test -n "$(PROJECT)" || { echo "set PROJECT=<gcp project>"; exit 1; }
-	for fn in TaskService SessionService ProfileService ImageService HarnessCatalogService \
-		ModelRouterService ReviewService AutomationService AutomationRunService \
-		OAuthCredentialService OrgSecretService WebhookRegistrationService ApiKeyService; do \
-		gcloud functions deploy "hangar-$$(echo $$fn | sed -E 's/([a-z])([A-Z])/\1-\2/g' | tr A-Z a-z)" \
-			--gen2 --project=$(PROJECT) --region=$(REGION) --runtime=go126 --source=. \
-			--entry-point=$$fn --trigger-http --allow-unauthenticated \
-			--set-env-vars=GOOGLE_CLOUD_PROJECT=$(PROJECT); \
+	go run ./cmd/hangar functions | while read -r name entry access; do \
+		if [ "$$access" = public ]; then auth=--allow-unauthenticated; else auth=--no-allow-unauthenticated; fi; \
+		gcloud functions deploy "$$name" --gen2 --project=$(PROJECT) --region=$(REGION) \
+			--runtime=go126 --source=. --entry-point="$$entry" --trigger-http "$$auth" \
+			--set-env-vars=GOOGLE_CLOUD_PROJECT=$(PROJECT) $(DEPLOY_FLAGS) </dev/null; \
 	done
-	# The automation worker is internal: Pub/Sub push and Cloud Scheduler call it with OIDC tokens.
-	gcloud functions deploy hangar-automation-worker --gen2 --project=$(PROJECT) --region=$(REGION) \
-		--runtime=go126 --source=. --entry-point=AutomationWorker --trigger-http --no-allow-unauthenticated \
-		--set-env-vars=GOOGLE_CLOUD_PROJECT=$(PROJECT)
 
 clean:
 	rm -rf .tools bin

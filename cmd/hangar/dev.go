@@ -15,17 +15,13 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	"gocloud.dev/blob"
 
 	"github.com/hangar-dev/hangar/emulators"
 	"github.com/hangar-dev/hangar/functions/api"
 	"github.com/hangar-dev/hangar/platform/auth"
-	"github.com/hangar-dev/hangar/platform/bucket"
 	"github.com/hangar-dev/hangar/platform/config"
 	"github.com/hangar-dev/hangar/platform/egress"
-	"github.com/hangar-dev/hangar/platform/pubsub"
 	"github.com/hangar-dev/hangar/platform/seal"
-	"github.com/hangar-dev/hangar/platform/store"
 	"github.com/hangar-dev/hangar/sandboxhosts/devimage"
 )
 
@@ -80,28 +76,27 @@ func runDev(ctx context.Context, addr, dataDir string, out interface{ Write([]by
 		os.Setenv(k, v)
 	}
 
-	db, err := store.Open(ctx, cfg.Project)
+	// Dev fills in local defaults for what production configures, then composes the system as
+	// the Cloud Run functions do.
+	img, err := devDefaults(ctx, dataDir, &cfg)
 	if err != nil {
 		return err
 	}
-	defer db.Close()
-	ps, err := pubsub.Open(ctx, cfg.Project)
+	defer img.Close()
+	log.Info("dev image ready", "ref", img.Ref())
+	a, res, err := api.Open(ctx, cfg, api.Options{Log: log, HarnessCacheDir: filepath.Join(dataDir, "host", "wasm-cache")})
 	if err != nil {
 		return err
 	}
-	defer ps.Close()
-	if err := ps.Provision(ctx); err != nil {
+	defer res.Close()
+	if res.PubSub == nil {
+		return errors.New("dev: the Pub/Sub emulator cannot be reached")
+	}
+	if err := res.PubSub.Provision(ctx); err != nil {
 		return err
 	}
-	sb, err := openDevSandboxes(ctx, dataDir, &cfg)
-	if err != nil {
-		return err
-	}
-	defer sb.close()
-	log.Info("dev image ready", "ref", sb.image.Ref())
 	hostRun, err := startHost(ctx, hostParams{
-		addr: "127.0.0.1:0", id: "dev", dataDir: filepath.Join(dataDir, "host"), warm: []string{sb.image.Ref()},
-		cfg: cfg, db: db, bucket: sb.bucket, sealer: sb.sealer, log: log,
+		addr: "127.0.0.1:0", id: "dev", dataDir: filepath.Join(dataDir, "host"), warm: []string{img.Ref()}, res: res, log: log,
 	})
 	if err != nil {
 		return err
@@ -111,7 +106,6 @@ func runDev(ctx context.Context, addr, dataDir string, out interface{ Write([]by
 			log.Error("stop host", "err", err)
 		}
 	}()
-	a := api.New(api.Deps{DB: db, Config: cfg, Log: log, Bucket: sb.bucket, Sealer: sb.sealer, DefaultImage: sb.image.Ref(), PubSub: ps})
 	key, created, err := ensureAdminKey(ctx, a, filepath.Join(dataDir, "admin.key"))
 	if err != nil {
 		return err
@@ -119,7 +113,7 @@ func runDev(ctx context.Context, addr, dataDir string, out interface{ Write([]by
 	// The automation worker pulls deliveries and run steps in process, and ticks every second
 	// where production's scheduler ticks every minute, so schedules and delays feel immediate.
 	workerDone := make(chan error, 1)
-	go func() { workerDone <- a.AutomationWorker().Run(ctx, ps, time.Second) }()
+	go func() { workerDone <- a.AutomationWorker().Run(ctx, res.PubSub, time.Second) }()
 	defer func() {
 		if err := <-workerDone; err != nil {
 			log.Error("automation worker", "err", err)
@@ -139,7 +133,7 @@ func runDev(ctx context.Context, addr, dataDir string, out interface{ Write([]by
 		fmt.Fprintf(out, "\nCreated the admin API key (also in %s):\n\n  %s\n", filepath.Join(dataDir, "admin.key"), key)
 	}
 	fmt.Fprintf(out, "\nHangar is serving on %s (Firestore %s, Pub/Sub %s, sandbox host %s)\n\n  export HANGAR_URL=%s\n  export HANGAR_API_KEY=$(cat %s)\n  hangar sessions create   # a sandbox of the dev image %s\n\nCtrl-C stops everything.\n\n",
-		url, emu.FirestoreHost(), emu.PubSubHost(), hostRun.addr, url, filepath.Join(dataDir, "admin.key"), sb.image.Ref())
+		url, emu.FirestoreHost(), emu.PubSubHost(), hostRun.addr, url, filepath.Join(dataDir, "admin.key"), img.Ref())
 
 	select {
 	case err := <-errc:
@@ -181,15 +175,10 @@ func ensureAdminKey(ctx context.Context, a *api.API, path string) (key string, c
 	return key, true, nil
 }
 
-// devSandboxes are what sessions need locally: a file bucket, a seal keyset and the dev image,
-// all under the data dir so they survive restarts.
-type devSandboxes struct {
-	bucket *blob.Bucket
-	sealer *seal.Sealer
-	image  *devimage.Registry
-}
-
-func openDevSandboxes(ctx context.Context, dataDir string, cfg *config.Config) (*devSandboxes, error) {
+// devDefaults fills in what sessions need locally and production configures: a file bucket, a
+// seal keyset, a host token and the dev image as the default image, all but the token under the
+// data dir so they survive restarts. It serves the dev image until the registry is closed.
+func devDefaults(ctx context.Context, dataDir string, cfg *config.Config) (*devimage.Registry, error) {
 	abs, err := filepath.Abs(dataDir)
 	if err != nil {
 		return nil, err
@@ -212,17 +201,8 @@ func openDevSandboxes(ctx context.Context, dataDir string, cfg *config.Config) (
 		// differ by one).
 		cfg.HostToken = rand.Text()
 	}
-	sealer, err := seal.FromKeysetJSON(cfg.SealKeyset)
-	if err != nil {
-		return nil, err
-	}
-	b, err := bucket.Open(ctx, cfg.BlobURL)
-	if err != nil {
-		return nil, err
-	}
 	img, err := serveDevImage(ctx, filepath.Join(abs, "image"))
 	if err != nil {
-		b.Close()
 		return nil, fmt.Errorf("dev image: %w", err)
 	}
 	// The dev registry is on loopback, which pulls reach only when an operator lists it: dev
@@ -230,16 +210,13 @@ func openDevSandboxes(ctx context.Context, dataDir string, cfg *config.Config) (
 	regHost, _, err := net.SplitHostPort(strings.SplitN(img.Ref(), "/", 2)[0])
 	if err != nil {
 		_ = img.Close()
-		b.Close()
 		return nil, fmt.Errorf("dev image reference %s: %w", img.Ref(), err)
 	}
 	cfg.Registries = cfg.Registries.Union(egress.MustParse(regHost))
-	return &devSandboxes{bucket: b, sealer: sealer, image: img}, nil
-}
-
-func (d *devSandboxes) close() {
-	_ = d.image.Close()
-	_ = d.bucket.Close()
+	if cfg.DefaultImage == "" {
+		cfg.DefaultImage = img.Ref()
+	}
+	return img, nil
 }
 
 // devKeyset reads the local seal keyset, making it on first start.

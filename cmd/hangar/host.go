@@ -13,18 +13,10 @@ import (
 	"syscall"
 	"time"
 
-	"cloud.google.com/go/firestore"
 	"github.com/spf13/cobra"
-	"gocloud.dev/blob"
 
 	"github.com/hangar-dev/hangar/functions/api"
-	"github.com/hangar-dev/hangar/harnesses/builtin"
-	"github.com/hangar-dev/hangar/harnesses/harness"
-	"github.com/hangar-dev/hangar/harnesses/harnesscatalog"
-	"github.com/hangar-dev/hangar/platform/bucket"
 	"github.com/hangar-dev/hangar/platform/config"
-	"github.com/hangar-dev/hangar/platform/seal"
-	"github.com/hangar-dev/hangar/platform/store"
 	"github.com/hangar-dev/hangar/sandboxhosts/host"
 )
 
@@ -51,21 +43,14 @@ SIGINT or SIGTERM checkpoints and evicts every sandbox before it stops.`,
 				return err
 			}
 			log := slog.New(slog.NewJSONHandler(cmd.ErrOrStderr(), nil))
-			db, err := store.Open(ctx, cfg.Project)
+			// Compiled harness plugins are cached beside the sandboxes, so a restart loads
+			// them in milliseconds.
+			res, err := api.OpenResources(ctx, cfg, api.Options{Log: log, HarnessCacheDir: filepath.Join(p.dataDir, "wasm-cache")})
 			if err != nil {
 				return err
 			}
-			defer db.Close()
-			b, err := bucket.Open(ctx, cfg.BlobURL)
-			if err != nil {
-				return err
-			}
-			defer b.Close()
-			sealer, err := seal.FromKeysetJSON(cfg.SealKeyset)
-			if err != nil {
-				return fmt.Errorf("HANGAR_SEAL_KEYSET: %w", err)
-			}
-			p.cfg, p.db, p.bucket, p.sealer, p.log = cfg, db, b, sealer, log
+			defer res.Close()
+			p.res, p.log = res, log
 			running, err := startHost(ctx, p)
 			if err != nil {
 				return err
@@ -86,10 +71,7 @@ SIGINT or SIGTERM checkpoints and evicts every sandbox before it stops.`,
 type hostParams struct {
 	addr, advertise, id, dataDir string
 	warm                         []string // images to keep warm sandboxes of from the start
-	cfg                          config.Config
-	db                           *firestore.Client
-	bucket                       *blob.Bucket
-	sealer                       *seal.Sealer
+	res                          *api.Resources
 	log                          *slog.Logger
 }
 
@@ -102,8 +84,14 @@ type runningHost struct {
 
 // startHost starts a host and its API server; stop checkpoints its sandboxes and ends both.
 func startHost(ctx context.Context, p hostParams) (*runningHost, error) {
-	if p.cfg.HostToken == "" {
+	cfg := p.res.Config
+	switch {
+	case cfg.HostToken == "":
 		return nil, errors.New("set HANGAR_HOST_TOKEN: the functions authenticate to hosts with it")
+	case p.res.Bucket == nil:
+		return nil, errors.New("set HANGAR_BLOB_URL: hosts keep snapshots and artifacts in the functions' blob store")
+	case p.res.Sealer == nil:
+		return nil, errors.New("set HANGAR_SEAL_KEYSET: hosts unseal the secrets the functions seal")
 	}
 	sup, err := supervisorBinary()
 	if err != nil {
@@ -117,17 +105,10 @@ func startHost(ctx context.Context, p hostParams) (*runningHost, error) {
 	if advertise == "" {
 		advertise = "http://" + ln.Addr().String()
 	}
-	// Compiled harness plugins are cached beside the sandboxes, so a restart loads them in
-	// milliseconds.
-	rt, err := harness.NewRuntime(ctx, harness.Options{CacheDir: filepath.Join(p.dataDir, "wasm-cache")})
-	if err != nil {
-		ln.Close()
-		return nil, err
-	}
 	h, err := host.New(ctx, host.Options{
-		Harnesses: harnesscatalog.New(p.db, p.bucket, rt, builtin.Modules(), p.cfg.Registries, time.Now),
-		ID:        p.id, Address: advertise, DataDir: p.dataDir, DB: p.db, Bucket: p.bucket, Sealer: p.sealer,
-		Supervisor: sup, Token: p.cfg.HostToken, Config: p.cfg.Host, Limits: p.cfg.Limits, Registries: p.cfg.Registries, Log: p.log,
+		Harnesses: p.res.Harnesses,
+		ID:        p.id, Address: advertise, DataDir: p.dataDir, DB: p.res.DB, Bucket: p.res.Bucket, Sealer: p.res.Sealer,
+		Supervisor: sup, Token: cfg.HostToken, Config: cfg.Host, Limits: cfg.Limits, Registries: cfg.Registries, Log: p.log,
 		WarmImages: p.warm,
 	})
 	if err != nil {

@@ -13,7 +13,7 @@ func newRootCmd() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newDevCmd(), newHostCmd(), newEmulatorsCmd())
+	root.AddCommand(newDevCmd(), newHostCmd(), newEmulatorsCmd(), newFunctionsCmd())
 	addClientCommands(root)
 	return root
 }

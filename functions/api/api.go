@@ -30,8 +30,6 @@ import (
 	hostv1 "github.com/hangar-dev/hangar/gen/host/v1"
 	appv1 "github.com/hangar-dev/hangar/gen/svc/app/v1"
 	"github.com/hangar-dev/hangar/gen/svc/app/v1/appv1connect"
-	"github.com/hangar-dev/hangar/harnesses/builtin"
-	"github.com/hangar-dev/hangar/harnesses/harness"
 	"github.com/hangar-dev/hangar/harnesses/harnesscatalog"
 	"github.com/hangar-dev/hangar/platform/apierr"
 	"github.com/hangar-dev/hangar/platform/auth"
@@ -114,17 +112,12 @@ func New(d Deps) *API {
 	)
 	add := func(path string, h http.Handler) { a.services[strings.Trim(path, "/")] = h }
 
-	profileSvc := profiles.New(d.DB, d.Clock, d.Config.Limits)
 	add(appv1connect.NewApiKeyServiceHandler(apikeys.New(a.keys, a.users, d.Clock, d.Config.Limits), opts))
-	add(appv1connect.NewProfileServiceHandler(profileSvc, opts))
-	taskSvc := tasks.New(d.DB, profileSvc, a.users, d.Clock, d.Config.Limits)
-	add(appv1connect.NewTaskServiceHandler(taskSvc, opts))
 
 	if d.Harnesses == nil && d.Bucket != nil {
-		if rt, err := harness.NewRuntime(context.Background(), harness.Options{}); err == nil {
-			d.Harnesses = harnesscatalog.New(d.DB, d.Bucket, rt, builtin.Modules(), d.Config.Registries, d.Clock.Now)
-		} else {
-			d.Log.Error("harness plugin runtime", "err", err)
+		var err error
+		if d.Harnesses, err = OpenHarnesses(context.Background(), d.DB, d.Bucket, d.Config, d.Clock, ""); err != nil {
+			d.Log.Error("harness catalog", "err", err)
 		}
 	}
 	if d.Harnesses != nil {
@@ -142,7 +135,6 @@ func New(d Deps) *API {
 		secretStore = secrets.New(d.DB, d.Sealer, d.Clock.Now, secrets.Limits{MaxValueBytes: d.Config.Limits.MaxSecretBytes, MaxSecrets: d.Config.Limits.MaxOrgSecrets})
 		credStore = credentials.New(d.DB, d.Sealer, d.Clock.Now, d.Config.Limits.MaxSecretBytes)
 		routerCreds = secretStore
-		profileSvc.WithSecrets(secretStore)
 		add(appv1connect.NewOrgSecretServiceHandler(orgsecrets.New(secretStore), opts))
 		add(appv1connect.NewOAuthCredentialServiceHandler(oauthcreds.New(credStore), opts))
 	} else {
@@ -151,7 +143,10 @@ func New(d Deps) *API {
 		add(appv1connect.NewOAuthCredentialServiceHandler(appv1connect.UnimplementedOAuthCredentialServiceHandler{}, opts, noKeyset))
 	}
 
+	// Sessions first: tasks run in them and profiles look inside images through their hosts.
 	var sessionSvc *sessions.Service
+	var taskRuns tasks.Sessions
+	var repos profiles.RepoFinder
 	if d.Bucket != nil && d.Sealer != nil {
 		hosts := hostclient.New(fleet.New(d.DB, d.Clock.Now, d.Config.Host.HostTimeout), d.Config.HostToken)
 		sessionSvc = sessions.New(sessions.Deps{
@@ -162,13 +157,16 @@ func New(d Deps) *API {
 		// Session streams carry file bytes and command output, which gzip turns into CPU time
 		// rather than savings (ReadFile ran at 44 MiB/s compressed): answers go uncompressed.
 		add(appv1connect.NewSessionServiceHandler(sessionSvc, opts, connect.WithCompression("gzip", nil, nil)))
-		taskSvc.WithSessions(taskSessions{sessionSvc, secretStore})
-		profileSvc.WithRepoFinder(imageRepos(hosts))
+		taskRuns, repos = taskSessions{sessionSvc, secretStore}, imageRepos(hosts)
 		a.routes["GET "+sessions.EventsPath] = route{appv1connect.SessionServiceName, sessionSvc.SSE(authn)}
 	} else {
 		add(appv1connect.NewSessionServiceHandler(appv1connect.UnimplementedSessionServiceHandler{}, opts,
 			connect.WithInterceptors(unavailable("sessions are not configured here: set HANGAR_BLOB_URL, HANGAR_SEAL_KEYSET and HANGAR_HOST_TOKEN"))))
 	}
+	profileSvc := profiles.New(d.DB, repos, secretStore, d.Clock, d.Config.Limits)
+	add(appv1connect.NewProfileServiceHandler(profileSvc, opts))
+	taskSvc := tasks.New(d.DB, profileSvc, taskRuns, a.users, d.Clock, d.Config.Limits)
+	add(appv1connect.NewTaskServiceHandler(taskSvc, opts))
 
 	// Services that later work builds answer unimplemented, naming the method, until then.
 	add(appv1connect.NewImageServiceHandler(appv1connect.UnimplementedImageServiceHandler{}, opts))

@@ -49,19 +49,6 @@ type Service struct {
 // RepoFinder looks inside an image for git repositories (a sandbox host pulls and walks it).
 type RepoFinder func(ctx context.Context, image string) ([]*hostv1.Repo, error)
 
-// WithRepoFinder lets DiscoverProfileRepos look inside profiles' images too.
-func (s *Service) WithRepoFinder(f RepoFinder) *Service {
-	s.repos = f
-	return s
-}
-
-// WithSecrets has saves check that the caller may use the org secrets a profile names (each
-// secret's access policy); without a store there are no secrets to name.
-func (s *Service) WithSecrets(store *secrets.Store) *Service {
-	s.secrets = store
-	return s
-}
-
 // checkSecrets refuses, with permission_denied naming it, a secret rec names that the caller
 // may not use through rec. Tasks check again when they resolve the secrets, since a policy
 // may narrow after the save.
@@ -79,9 +66,12 @@ func (s *Service) checkSecrets(ctx context.Context, rec record) error {
 
 var _ appv1connect.ProfileServiceHandler = (*Service)(nil)
 
-// New returns the service over db.
-func New(db *firestore.Client, c clock.Clock, lim config.Limits) *Service {
-	return &Service{db: db, clock: c, lim: lim}
+// New returns the service over db. With repos, DiscoverProfileRepos looks inside profiles'
+// images too; with nil, it reports the repositories profiles list. With secretStore, saves
+// check that the caller may use the org secrets a profile names (each secret's access policy);
+// with nil there are no secrets to name.
+func New(db *firestore.Client, repos RepoFinder, secretStore *secrets.Store, c clock.Clock, lim config.Limits) *Service {
+	return &Service{db: db, repos: repos, secrets: secretStore, clock: c, lim: lim}
 }
 
 // ListProfiles lists profiles sorted by name, case-insensitively, then id; archived ones only

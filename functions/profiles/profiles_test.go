@@ -40,7 +40,7 @@ func newFixture(t *testing.T, lim config.Limits) fixture {
 	t.Helper()
 	db, _ := testenv.Firestore(t)
 	c := clock.NewFake(t0)
-	return fixture{svc: New(db, c, lim), clock: c}
+	return fixture{svc: New(db, nil, nil, c, lim), clock: c}
 }
 
 func defaultLimits() config.Limits { return config.Default().Limits }
@@ -560,7 +560,7 @@ func TestSavingAProfileChecksTheSecretsPolicy(t *testing.T) {
 	_, sealer := testenv.Keyset(t)
 	c := clock.NewFake(t0)
 	store := secrets.New(db, sealer, c.Now, secrets.Limits{MaxValueBytes: 64, MaxSecrets: 10})
-	svc := New(db, c, defaultLimits()).WithSecrets(store)
+	svc := New(db, nil, store, c, defaultLimits())
 	for name, access := range map[string]secrets.Access{
 		"org/admin-only": {},
 		"org/shared":     {Visibility: secrets.AllUsers},

@@ -72,7 +72,7 @@ func newFixtureWith(t *testing.T, lim config.Limits) fixture {
 	db, _ := testenv.Firestore(t)
 	c := clock.NewFake(t0)
 	users := auth.NewUsers(db)
-	return fixture{svc: New(db, profiles, users, c, lim), db: db, clock: c, users: users}
+	return fixture{svc: New(db, profiles, nil, users, c, lim), db: db, clock: c, users: users}
 }
 
 // as is a request context for a caller; admin is the admin.

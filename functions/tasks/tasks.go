@@ -75,16 +75,11 @@ type Service struct {
 
 var _ appv1connect.TaskServiceHandler = (*Service)(nil)
 
-// New returns the service over db, starting tasks from profiles.
-func New(db *firestore.Client, profiles Profiles, users *auth.Users, c clock.Clock, lim config.Limits) *Service {
-	return &Service{db: db, profiles: profiles, users: users, clock: c, lim: lim}
-}
-
-// WithSessions makes tasks run in sessions: CreateTask starts one, reads follow them, DeleteTask
-// deletes them. Without it, tasks are records only.
-func (s *Service) WithSessions(sessions Sessions) *Service {
-	s.sessions = sessions
-	return s
+// New returns the service over db, starting tasks from profiles. With sessions, tasks run in
+// sessions: CreateTask starts one, reads follow them, DeleteTask deletes them; with nil, tasks
+// are records only.
+func New(db *firestore.Client, profiles Profiles, sessions Sessions, users *auth.Users, c clock.Clock, lim config.Limits) *Service {
+	return &Service{db: db, profiles: profiles, sessions: sessions, users: users, clock: c, lim: lim}
 }
 
 // CreateTask validates a task, snapshots its profile and stores it, pending, with a name unique

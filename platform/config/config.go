@@ -29,6 +29,9 @@ type Config struct {
 	BlobURL string
 	// SealKeyset is the Tink AEAD keyset (JSON) that seals secrets kept in records.
 	SealKeyset []byte
+	// DefaultImage is the image of sessions created without image_uri ("": image_uri is
+	// required); `hangar dev` sets its own dev image.
+	DefaultImage string
 	// ModelRouters are the model routers the deployment offers, from HANGAR_MODEL_ROUTERS (a
 	// JSON list) or HANGAR_MODEL_ROUTERS_FILE (a JSON file holding one); none by default.
 	ModelRouters []ModelRouter
@@ -286,6 +289,7 @@ func FromEnv() (Config, error) {
 	}
 	c.HostToken = os.Getenv("HANGAR_HOST_TOKEN")
 	c.BlobURL = os.Getenv("HANGAR_BLOB_URL")
+	c.DefaultImage = os.Getenv("HANGAR_DEFAULT_IMAGE")
 	for _, h := range strings.Split(os.Getenv("HANGAR_AUTOMATION_HTTP_HOSTS"), ",") {
 		if h = strings.TrimSpace(h); h != "" {
 			c.AutomationHTTPHosts = append(c.AutomationHTTPHosts, h)
