@@ -11,6 +11,7 @@ import (
 	"cloud.google.com/go/firestore"
 	"cloud.google.com/go/firestore/apiv1/firestorepb"
 	"google.golang.org/api/iterator"
+	"google.golang.org/api/option"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
@@ -18,7 +19,13 @@ import (
 // Open connects to the project's default database; FIRESTORE_EMULATOR_HOST, when set, points
 // the client at the emulator.
 func Open(ctx context.Context, project string) (*firestore.Client, error) {
-	c, err := firestore.NewClient(ctx, project)
+	var opts []option.ClientOption
+	if o, err := recordingOption(); err != nil {
+		return nil, err
+	} else if o != nil {
+		opts = append(opts, o)
+	}
+	c, err := firestore.NewClient(ctx, project, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("open firestore for project %s: %w", project, err)
 	}
