@@ -42,13 +42,6 @@ type Dispatcher struct {
 	admin func(ctx context.Context, userID string) (bool, error)
 }
 
-// WithAdmins lets automations owned by admins receive every registration's deliveries;
-// admin reports whether a user is one now.
-func (d *Dispatcher) WithAdmins(admin func(ctx context.Context, userID string) (bool, error)) *Dispatcher {
-	d.admin = admin
-	return d
-}
-
 // mayRead reports whether the owner of a may read the registration del came through: a
 // delivery's payload becomes the run's event, which the owner reads. GitHub event keys are
 // shared by every GitHub registration, so this, not the save-time check, is what keeps one
@@ -64,9 +57,10 @@ func (d *Dispatcher) mayRead(ctx context.Context, a *records.AutomationRecord, d
 	return d.admin(ctx, a.CreatedBy)
 }
 
-// NewDispatcher returns a Dispatcher.
-func New(automations *records.Store, rs *runs.Store, rn *runner.Runner, env *expr.Env, validator definition.Validator, now func() time.Time, log *slog.Logger, concurrency int) *Dispatcher {
-	return &Dispatcher{automations: automations, runs: rs, runner: rn, env: env, validator: validator, now: now, log: log, concurrency: concurrency}
+// New returns a Dispatcher. admin reports whether a user is an admin now, whose automations
+// receive every registration's deliveries (nil: nobody is).
+func New(automations *records.Store, rs *runs.Store, rn *runner.Runner, env *expr.Env, validator definition.Validator, now func() time.Time, log *slog.Logger, concurrency int, admin func(ctx context.Context, userID string) (bool, error)) *Dispatcher {
+	return &Dispatcher{automations: automations, runs: rs, runner: rn, env: env, validator: validator, now: now, log: log, concurrency: concurrency, admin: admin}
 }
 
 // Outcome is what a delivery did to one automation.

@@ -43,7 +43,11 @@ func newFixture(t testing.TB) *fixture {
 }
 
 func (f *fixture) dispatcher(concurrency int) *dispatch.Dispatcher {
-	return dispatch.New(f.automations, f.runs, f.runner, f.env, definition.Validator{Exprs: f.env}, f.clock.Now, slog.New(slog.DiscardHandler), concurrency)
+	return f.dispatcherWithAdmins(concurrency, nil)
+}
+
+func (f *fixture) dispatcherWithAdmins(concurrency int, admin func(context.Context, string) (bool, error)) *dispatch.Dispatcher {
+	return dispatch.New(f.automations, f.runs, f.runner, f.env, definition.Validator{Exprs: f.env}, f.clock.Now, slog.New(slog.DiscardHandler), concurrency, admin)
 }
 
 // automation stores an automation of the definition JSON.
@@ -362,7 +366,7 @@ func TestADeliveryReachesOnlyAutomationsWhoseOwnerReadsTheRegistration(t *testin
 		{"through another user's registration, to an admin's automation", "user_bob", true, 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			d := f.dispatcher(10).WithAdmins(func(_ context.Context, user string) (bool, error) {
+			d := f.dispatcherWithAdmins(10, func(_ context.Context, user string) (bool, error) {
 				return user == "user_alice" && tc.aliceIsAn, nil
 			})
 			del := delivery("guid-"+tc.name, `{"pull_request":{"draft":false,"number":1}}`)

@@ -246,7 +246,7 @@ func (a *API) automations(d Deps, opts connect.HandlerOption, add func(string, h
 			Allow: runner.HostPolicy{Hosts: d.Config.AutomationHTTPHosts}, Egress: d.Config.Egress,
 		})
 		engine.Runner = rn
-		dispatcher := dispatch.New(svc.Store(), runStore, rn, env, validator, d.Clock.Now, d.Log, lim.Concurrency).WithAdmins(effects.isAdmin)
+		dispatcher := dispatch.New(svc.Store(), runStore, rn, env, validator, d.Clock.Now, d.Log, lim.Concurrency, effects.isAdmin)
 		a.worker = automationworker.New(dispatcher, rn, d.Log)
 	}
 	add(appv1connect.NewAutomationServiceHandler(svc, opts))
