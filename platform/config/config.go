@@ -77,6 +77,10 @@ type Limits struct {
 	Sessions int
 	// Events bounds ListSessionEvents and GetLog pages.
 	Events paging.Bounds
+	// MaxSessionsPerUser caps one user's live sessions (those holding or getting a sandbox:
+	// creating, running, idle, snapshotting, resuming), admins' too, so one user cannot take
+	// every sandbox slot of the fleet.
+	MaxSessionsPerUser int
 	// MaxSessionEnvBytes bounds a session's secrets and harness_env together.
 	MaxSessionEnvBytes int
 	// ExecTimeout is the default and the ceiling of an exec's timeout_secs.
@@ -166,6 +170,17 @@ type Host struct {
 	SandboxCPUs        float64
 	SandboxMemoryBytes int64
 	SandboxPids        int64
+	// SandboxDiskBytes is the size of a sandbox's disk — the file system holding its changes to
+	// its image and its run dir — when its image suggests none; MaxSandboxDiskBytes caps what an
+	// image may suggest. A sandbox that fills its disk gets ENOSPC; the host's disk does not fill.
+	SandboxDiskBytes    int64
+	MaxSandboxDiskBytes int64
+	// MaxImageBytes caps an image's layers, both as the registry serves them (the manifest's
+	// sizes) and unpacked.
+	MaxImageBytes int64
+	// MemoryOvercommitRatio bounds the memory limits of a host's sandboxes together: at most the
+	// host's RAM times this. 1 never promises more memory than there is.
+	MemoryOvercommitRatio float64
 }
 
 // Default is the configuration with no environment.
@@ -188,6 +203,7 @@ func Default() Config {
 			TaskListOffset:      10000,
 			Sessions:            500,
 			Events:              paging.Bounds{Default: 100, Max: 1000},
+			MaxSessionsPerUser:  8,
 			MaxSessionEnvBytes:  64 << 10,
 			ExecTimeout:         TimeoutBounds{Default: 10 * time.Minute, Max: 2 * time.Hour},
 			MaxFileBytes:        1 << 30,
@@ -219,6 +235,12 @@ func Default() Config {
 			SandboxCPUs:        2,
 			SandboxMemoryBytes: 2 << 30,
 			SandboxPids:        1024,
+			// Sparse: a sandbox's disk takes host space only for what it holds.
+			SandboxDiskBytes:    10 << 30,
+			MaxSandboxDiskBytes: 100 << 30,
+			// A CUDA or full-toolchain image is 5-10 GiB unpacked.
+			MaxImageBytes:         20 << 30,
+			MemoryOvercommitRatio: 1,
 		},
 	}
 }
@@ -244,6 +266,7 @@ func FromEnv() (Config, error) {
 		{"HANGAR_MAX_WEBHOOK_BODY_BYTES", &c.Limits.Webhooks.MaxBodyBytes, 1},
 		{"HANGAR_MAX_SANDBOXES", &c.Host.MaxSandboxes, 1},
 		{"HANGAR_WARM_SANDBOXES", &c.Host.WarmSandboxes, 0},
+		{"HANGAR_MAX_SESSIONS_PER_USER", &c.Limits.MaxSessionsPerUser, 1},
 	}
 	for _, e := range ints {
 		v, ok := os.LookupEnv(e.env)
@@ -256,12 +279,32 @@ func FromEnv() (Config, error) {
 		}
 		*e.dst = n
 	}
-	if v, ok := os.LookupEnv("HANGAR_MAX_FILE_BYTES"); ok {
+	sizes := []struct {
+		env string
+		dst *int64
+	}{
+		{"HANGAR_MAX_FILE_BYTES", &c.Limits.MaxFileBytes},
+		{"HANGAR_SANDBOX_DISK_BYTES", &c.Host.SandboxDiskBytes},
+		{"HANGAR_MAX_SANDBOX_DISK_BYTES", &c.Host.MaxSandboxDiskBytes},
+		{"HANGAR_MAX_IMAGE_BYTES", &c.Host.MaxImageBytes},
+	}
+	for _, e := range sizes {
+		v, ok := os.LookupEnv(e.env)
+		if !ok {
+			continue
+		}
 		n, err := strconv.ParseInt(v, 10, 64)
 		if err != nil || n <= 0 {
-			return c, fmt.Errorf("HANGAR_MAX_FILE_BYTES=%q: want a positive whole number", v)
+			return c, fmt.Errorf("%s=%q: want a positive whole number", e.env, v)
 		}
-		c.Limits.MaxFileBytes = n
+		*e.dst = n
+	}
+	if v, ok := os.LookupEnv("HANGAR_MEMORY_OVERCOMMIT_RATIO"); ok {
+		f, err := strconv.ParseFloat(v, 64)
+		if err != nil || !(f > 0) {
+			return c, fmt.Errorf("HANGAR_MEMORY_OVERCOMMIT_RATIO=%q: want a positive number such as 1.5", v)
+		}
+		c.Host.MemoryOvercommitRatio = f
 	}
 	durations := []struct {
 		env string

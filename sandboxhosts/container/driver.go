@@ -12,8 +12,10 @@
 //
 // Layout of a sandbox's Dir:
 //
-//	upper/     the overlay upper dir: exactly the sandbox's changes; kept by Stop
-//	work/      the overlay work dir
+//	disk.img   the sandbox's disk: a sparse ext4 image of its quota's size (disk.go)
+//	disk/      the disk's mount point; stays mounted until RemoveDir
+//	  upper/   the overlay upper dir: exactly the sandbox's changes; kept by Stop
+//	  work/    the overlay work dir
 //	rootfs/    the merged overlay while the sandbox runs (the host edits files here)
 //	layers/    links to the lower, upper and work dirs, which the overlay is mounted through
 //	           so that its options show no host path inside the sandbox
@@ -27,7 +29,7 @@
 //	                   anything is mounted and removed after everything is
 //	                   undone, so Cleanup can always find the leftovers
 //
-// Needs root, runc and overlayfs. Each sandbox's init is reparented to the
+// Needs root, runc, overlayfs, loop devices, mount(8) and mkfs.ext4. Each sandbox's init is reparented to the
 // host process's reaper when runc exits: run the host under an init that
 // reaps orphans (systemd does), or set DriverOptions.Subreaper.
 package container
@@ -66,8 +68,8 @@ type DriverOptions struct {
 	// CgroupParent is the cgroup every sandbox's cgroup is made under
 	// (<parent>/<id> in each controller); "hangar" when empty.
 	CgroupParent string
-	// DefaultResources fill the limits a Spec leaves zero; fields left zero
-	// here take DefaultResources.
+	// DefaultResources fill the limits (disk size included) a Spec leaves
+	// zero; fields left zero here take DefaultResources.
 	DefaultResources Resources
 	// Subreaper makes this process the child subreaper (prctl
 	// PR_SET_CHILD_SUBREAPER) so sandbox inits are reparented to it and Stop
@@ -86,6 +88,9 @@ type Driver struct {
 	cgroup    string
 	defaults  Resources
 	subreaper bool
+	// mount and mkfs are the host's mount(8) and mkfs.ext4, which make
+	// sandbox disks.
+	mount, mkfs string
 	// maxOpenFiles is sandboxes' RLIMIT_NOFILE: wantOpenFiles, or less when
 	// this process's hard limit is lower, since raising a hard limit takes
 	// CAP_SYS_RESOURCE, which the host may not hold.
@@ -110,6 +115,12 @@ func NewDriver(opts DriverOptions) (*Driver, error) {
 		cgroup:    opts.CgroupParent,
 		defaults:  opts.DefaultResources.withDefaults(Resources{}),
 		subreaper: opts.Subreaper,
+	}
+	if d.mount, err = lookTool("mount", "mount"); err != nil {
+		return nil, err
+	}
+	if d.mkfs, err = lookTool("mkfs.ext4", "e2fsprogs"); err != nil {
+		return nil, err
 	}
 	var nofile unix.Rlimit
 	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &nofile); err != nil {
@@ -139,10 +150,6 @@ func NewDriver(opts DriverOptions) (*Driver, error) {
 	return d, nil
 }
 
-// runcFallbacks are tried when runc is not on PATH: services often start
-// with a PATH that lacks the sbin dirs.
-var runcFallbacks = []string{"/usr/local/sbin/runc", "/usr/sbin/runc"}
-
 func findRunc(bin string) (string, error) {
 	if bin != "" {
 		if _, err := exec.LookPath(bin); err != nil {
@@ -150,15 +157,7 @@ func findRunc(bin string) (string, error) {
 		}
 		return bin, nil
 	}
-	if p, err := exec.LookPath("runc"); err == nil {
-		return p, nil
-	}
-	for _, p := range runcFallbacks {
-		if _, err := exec.LookPath(p); err == nil {
-			return p, nil
-		}
-	}
-	return "", errors.New("runtime driver: runc not found on PATH or in /usr/sbin (install it: apt-get install runc)")
+	return lookTool("runc", "runc")
 }
 
 // RuncRoot is runc's --root for this driver's sandboxes, for running runc
@@ -203,9 +202,10 @@ func (d *Driver) readRecord(id string) (record, error) {
 	return r, nil
 }
 
-// Create mounts the sandbox's overlay, writes its runc bundle and starts
-// its init detached. On any failure everything it did is undone (an upper
-// dir that was there before is kept).
+// Create mounts the sandbox's disk (MountDisk) and overlay, writes its runc
+// bundle and starts its init detached. On any failure everything it did is
+// undone but the disk, which stays mounted, as it would after Stop, until
+// RemoveDir (an upper dir that was there before is kept).
 func (d *Driver) Create(ctx context.Context, spec Spec) (_ *Sandbox, err error) {
 	if err := spec.validate(); err != nil {
 		return nil, err
@@ -214,11 +214,13 @@ func (d *Driver) Create(ctx context.Context, spec Spec) (_ *Sandbox, err error) 
 	if _, err := os.Stat(d.recordPath(sb.id)); err == nil {
 		return nil, fmt.Errorf("sandbox %s: %w", sb.id, ErrExists)
 	}
+	if err := d.MountDisk(sb.dir, spec.Resources.withDefaults(d.defaults).DiskBytes); err != nil {
+		return nil, fmt.Errorf("create sandbox %s: %w", sb.id, err)
+	}
 	for _, dir := range []struct {
 		path string
 		mode os.FileMode
 	}{
-		{sb.dir, 0o700},
 		// upper's own mode becomes the mode of the sandbox's "/".
 		{sb.UpperDir(), 0o755},
 		{sb.workDir(), 0o700},

@@ -28,6 +28,8 @@ func requirements(tb testing.TB) {
 		missing = "tests need root (runc, overlay mounts)"
 	case func() bool { _, err := findRunc(""); return err != nil }():
 		missing = "tests need runc (apt-get install runc)"
+	case func() bool { _, err := lookTool("mkfs.ext4", "e2fsprogs"); return err != nil }():
+		missing = "tests need mkfs.ext4 (apt-get install e2fsprogs)"
 	case func() bool { _, err := os.Stat("/bin/busybox"); return err != nil }():
 		missing = "tests need a static /bin/busybox (apt-get install busybox-static)"
 	}
@@ -44,7 +46,7 @@ func requirements(tb testing.TB) {
 var testApplets = []string{
 	"sh", "true", "false", "sleep", "ls", "cat", "echo", "ip", "ifconfig", "id", "wget",
 	"nc", "ps", "mount", "touch", "mkdir", "rm", "find", "grep", "seq", "unshare", "stat",
-	"wc", "hostname", "head", "sed",
+	"wc", "hostname", "head", "sed", "dd", "df",
 }
 
 // busyboxRootfs builds a minimal rootfs in dir: static busybox, applet
@@ -143,21 +145,22 @@ func create(tb testing.TB, d *Driver, spec Spec) *Sandbox {
 	return sb
 }
 
-// forceCleanup removes a test's container and mount with plain runc and
-// umount, and resumes first in case a test left it frozen.
+// forceCleanup removes a test's container and mounts (overlay, then disk)
+// with plain runc and umount, and resumes first in case a test left it frozen.
 func forceCleanup(tb testing.TB, d *Driver, id, dir string) {
 	runc := func(args ...string) {
 		_ = exec.Command("runc", append([]string{"--root", d.RuncRoot()}, args...)...).Run()
 	}
 	runc("resume", id)
 	runc("delete", "--force", id)
-	rootfs := filepath.Join(dir, "rootfs")
-	for {
-		if err := unix.Unmount(rootfs, unix.MNT_DETACH); err != nil {
-			if !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.ENOENT) {
-				tb.Errorf("cleanup: unmount %s: %v", rootfs, err)
+	for _, target := range []string{filepath.Join(dir, "rootfs"), DiskDir(dir)} {
+		for {
+			if err := unix.Unmount(target, unix.MNT_DETACH); err != nil {
+				if !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.ENOENT) {
+					tb.Errorf("cleanup: unmount %s: %v", target, err)
+				}
+				break
 			}
-			return
 		}
 	}
 }

@@ -208,7 +208,7 @@ func TestCgroupLimitsAreSet(t *testing.T) {
 
 func TestDefaultResourcesFillUnsetLimits(t *testing.T) {
 	got := Resources{MemoryBytes: 5}.withDefaults(Resources{CPUs: 3})
-	want := Resources{CPUs: 3, MemoryBytes: 5, Pids: DefaultResources.Pids}
+	want := Resources{CPUs: 3, MemoryBytes: 5, Pids: DefaultResources.Pids, DiskBytes: DefaultResources.DiskBytes}
 	if got != want {
 		t.Errorf("withDefaults = %+v, want %+v", got, want)
 	}
@@ -477,7 +477,7 @@ func TestCleanupRemovesWhatACrashedDriverLeft(t *testing.T) {
 	if mounted, _ := isMountPoint(filepath.Join(gone.Dir, "rootfs")); mounted {
 		t.Error("cleaned-up sandbox's overlay is still mounted")
 	}
-	if _, err := os.Stat(filepath.Join(gone.Dir, "upper")); err != nil {
+	if _, err := os.Stat(UpperDir(gone.Dir)); err != nil {
 		t.Errorf("Cleanup removed the upper dir: %v", err)
 	}
 
@@ -527,6 +527,7 @@ func TestCreateRejectsBadSpecs(t *testing.T) {
 		{"relative mount destination", func(s *Spec) { s.Mounts = []Mount{{Source: lower, Destination: "mnt"}} }},
 		{"mount over /", func(s *Spec) { s.Mounts = []Mount{{Source: lower, Destination: "/"}} }},
 		{"negative memory", func(s *Spec) { s.Resources.MemoryBytes = -1 }},
+		{"disk below the minimum", func(s *Spec) { s.Resources.DiskBytes = MinDiskBytes - 1 }},
 		{"lower dir with a colon", func(s *Spec) {
 			s.LowerDirs = []string{filepath.Join(t.TempDir(), "a:b")}
 			if err := os.Mkdir(s.LowerDirs[0], 0o755); err != nil {
@@ -585,9 +586,9 @@ func TestNewDriverNamesAMissingRunc(t *testing.T) {
 		t.Errorf("NewDriver with a missing runc: %v", err)
 	}
 	t.Setenv("PATH", t.TempDir())
-	saved := runcFallbacks
-	runcFallbacks = nil
-	t.Cleanup(func() { runcFallbacks = saved })
+	saved := sbinDirs
+	sbinDirs = nil
+	t.Cleanup(func() { sbinDirs = saved })
 	if _, err := findRunc(""); err == nil || !strings.Contains(err.Error(), "apt-get install runc") {
 		t.Errorf("missing runc error %v does not say how to install it", err)
 	}

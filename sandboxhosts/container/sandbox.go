@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os"
 	"os/exec"
 	"path/filepath"
 
@@ -45,8 +44,9 @@ func (s *Sandbox) Dir() string { return s.dir }
 // runs. Host-side file operations go through it.
 func (s *Sandbox) RootFS() string { return filepath.Join(s.dir, "rootfs") }
 
-// UpperDir holds the sandbox's changes to its image; it outlives Stop.
-func (s *Sandbox) UpperDir() string { return filepath.Join(s.dir, "upper") }
+// UpperDir holds the sandbox's changes to its image, on its disk; it
+// outlives Stop.
+func (s *Sandbox) UpperDir() string { return UpperDir(s.dir) }
 
 // LogPath is the file PID 1's stdout and stderr go to (appended across
 // restarts of the same Dir).
@@ -61,7 +61,7 @@ func (s *Sandbox) Pid() int { return s.pid }
 // closed from the start for an adopted sandbox that was not running.
 func (s *Sandbox) Exited() <-chan struct{} { return s.exited }
 
-func (s *Sandbox) workDir() string   { return filepath.Join(s.dir, "work") }
+func (s *Sandbox) workDir() string   { return filepath.Join(DiskDir(s.dir), "work") }
 func (s *Sandbox) bundleDir() string { return filepath.Join(s.dir, "bundle") }
 
 // Status asks runc for the container's state.
@@ -105,12 +105,12 @@ func (s *Sandbox) Stop(ctx context.Context) error {
 	return nil
 }
 
-// Remove stops the sandbox and deletes its Dir, upper dir included.
+// Remove stops the sandbox and deletes its Dir, disk and upper dir included.
 func (s *Sandbox) Remove(ctx context.Context) error {
 	if err := s.Stop(ctx); err != nil {
 		return err
 	}
-	if err := os.RemoveAll(s.dir); err != nil {
+	if err := s.d.RemoveDir(s.dir); err != nil {
 		return fmt.Errorf("remove sandbox %s: %w", s.id, err)
 	}
 	return nil

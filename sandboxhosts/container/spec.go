@@ -15,8 +15,8 @@ import (
 type Spec struct {
 	// ID is the container id: letters, digits, '_', '.', '-'; at most 128 bytes.
 	ID string
-	// Dir is the sandbox's own host directory (absolute). Create makes upper/,
-	// work/, rootfs/ and bundle/ in it. An upper/ that already holds files
+	// Dir is the sandbox's own host directory (absolute). Create makes its
+	// disk, upper/ and work/ on the disk, rootfs/ and bundle/ in it. An upper/ that already holds files
 	// (a kept or restored one) is used as it is: that is how a sandbox resumes.
 	Dir string
 	// LowerDirs are the image's read-only layer directories, top layer first.
@@ -46,16 +46,20 @@ type Mount struct {
 	ReadOnly    bool
 }
 
-// Resources are a sandbox's cgroup limits.
+// Resources are a sandbox's cgroup limits and the size of its disk.
 type Resources struct {
 	CPUs        float64 // CPU time per wall second, e.g. 1.5; becomes a CFS quota
 	MemoryBytes int64   // memory limit; swap is not allowed on top of it
 	Pids        int64   // most processes and threads alive at once
+	// DiskBytes is the size of the disk a new sandbox Dir gets (see
+	// MountDisk): the quota on everything the sandbox writes. At least
+	// MinDiskBytes.
+	DiskBytes int64
 }
 
 // DefaultResources apply where neither the Spec nor DriverOptions set a limit:
 // a sandbox never runs without limits.
-var DefaultResources = Resources{CPUs: 1, MemoryBytes: 2 << 30, Pids: 1024}
+var DefaultResources = Resources{CPUs: 1, MemoryBytes: 2 << 30, Pids: 1024, DiskBytes: 10 << 30}
 
 // DefaultPath is the PATH a sandbox gets when its Env sets none.
 const DefaultPath = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
@@ -111,8 +115,11 @@ func (s Spec) validate() error {
 		}
 	}
 	r := s.Resources
-	if r.CPUs < 0 || r.MemoryBytes < 0 || r.Pids < 0 {
+	if r.CPUs < 0 || r.MemoryBytes < 0 || r.Pids < 0 || r.DiskBytes < 0 {
 		return fmt.Errorf("sandbox %s: negative resource limit %+v", s.ID, r)
+	}
+	if r.DiskBytes != 0 && r.DiskBytes < MinDiskBytes {
+		return fmt.Errorf("sandbox %s: disk of %d bytes: want at least %d", s.ID, r.DiskBytes, MinDiskBytes)
 	}
 	return nil
 }
@@ -128,6 +135,9 @@ func (r Resources) withDefaults(def Resources) Resources {
 		}
 		if r.Pids == 0 {
 			r.Pids = d.Pids
+		}
+		if r.DiskBytes == 0 {
+			r.DiskBytes = d.DiskBytes
 		}
 	}
 	return r
