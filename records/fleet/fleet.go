@@ -38,10 +38,15 @@ type Host struct {
 	CPUs         float64 `firestore:"cpus"`
 	MemoryBytes  int64   `firestore:"memory_bytes"`
 	MaxSandboxes int     `firestore:"max_sandboxes"`
-	// Sandboxes is how many sandboxes the host ran at its last heartbeat.
-	Sandboxes   int       `firestore:"sandboxes"`
-	StartedAt   time.Time `firestore:"started_at"`
-	HeartbeatAt time.Time `firestore:"heartbeat_at"`
+	// MemoryCapacityBytes is how much its sandboxes' memory limits may add up to (its RAM times
+	// its overcommit ratio); 0 when the host does not say.
+	MemoryCapacityBytes int64 `firestore:"memory_capacity_bytes"`
+	// Sandboxes is how many sandboxes the host ran at its last heartbeat, and
+	// MemoryReservedBytes what their memory limits (warm sandboxes' included) added up to.
+	Sandboxes           int       `firestore:"sandboxes"`
+	MemoryReservedBytes int64     `firestore:"memory_reserved_bytes"`
+	StartedAt           time.Time `firestore:"started_at"`
+	HeartbeatAt         time.Time `firestore:"heartbeat_at"`
 }
 
 // ErrNoHost means no live host has room for another sandbox.
@@ -75,11 +80,18 @@ func (f *Fleet) Register(ctx context.Context, h Host) error {
 	return nil
 }
 
-// Heartbeat says the host is alive and how many sandboxes it runs.
-func (f *Fleet) Heartbeat(ctx context.Context, id string, sandboxes int) error {
+// Load is how full a host is.
+type Load struct {
+	Sandboxes           int
+	MemoryReservedBytes int64
+}
+
+// Heartbeat says the host is alive and how full it is.
+func (f *Fleet) Heartbeat(ctx context.Context, id string, load Load) error {
 	_, err := f.doc(id).Update(ctx, []firestore.Update{
 		{Path: "heartbeat_at", Value: f.now()},
-		{Path: "sandboxes", Value: sandboxes},
+		{Path: "sandboxes", Value: load.Sandboxes},
+		{Path: "memory_reserved_bytes", Value: load.MemoryReservedBytes},
 	})
 	if err != nil {
 		return fmt.Errorf("heartbeat host %s: %w", id, err)
@@ -123,12 +135,13 @@ func (f *Fleet) List(ctx context.Context) ([]*Host, error) {
 }
 
 // Choose picks, of hosts, the live, ready one with the largest share of its sandbox slots free,
-// or ErrNoHost. The counts are as of each host's last heartbeat, so two placements in one
-// heartbeat may land on one host; each host still refuses past its own capacity.
+// or ErrNoHost; a host whose sandboxes' memory limits fill its memory capacity is full too. The
+// counts are as of each host's last heartbeat, so two placements in one heartbeat may land on
+// one host; each host still refuses past its own capacity.
 func (f *Fleet) Choose(hosts []*Host) (*Host, error) {
 	var best *Host
 	for _, h := range hosts {
-		if h.State != Ready || !f.Alive(h) || h.Sandboxes >= h.MaxSandboxes {
+		if h.State != Ready || !f.Alive(h) || h.Sandboxes >= h.MaxSandboxes || memoryFull(h) {
 			continue
 		}
 		if best == nil || free(h) > free(best) {
@@ -139,6 +152,10 @@ func (f *Fleet) Choose(hosts []*Host) (*Host, error) {
 		return nil, ErrNoHost
 	}
 	return best, nil
+}
+
+func memoryFull(h *Host) bool {
+	return h.MemoryCapacityBytes > 0 && h.MemoryReservedBytes >= h.MemoryCapacityBytes
 }
 
 func free(h *Host) float64 {

@@ -23,13 +23,18 @@ func TestPickPlacesOnTheEmptiestLiveHost(t *testing.T) {
 		{ID: "full", Address: "http://a", MaxSandboxes: 2},
 		{ID: "busy", Address: "http://b", MaxSandboxes: 10},
 		{ID: "quiet", Address: "http://c", MaxSandboxes: 10},
+		{ID: "no-memory", Address: "http://d", MaxSandboxes: 10, MemoryCapacityBytes: 8 << 30},
 	} {
 		if err := f.Register(ctx, h); err != nil {
 			t.Fatal(err)
 		}
 	}
-	for id, n := range map[string]int{"full": 2, "busy": 6, "quiet": 3} {
-		if err := f.Heartbeat(ctx, id, n); err != nil {
+	for id, load := range map[string]fleet.Load{
+		"full": {Sandboxes: 2}, "busy": {Sandboxes: 6}, "quiet": {Sandboxes: 3},
+		// Emptiest by slots, but its sandboxes' memory limits fill its capacity.
+		"no-memory": {Sandboxes: 1, MemoryReservedBytes: 8 << 30},
+	} {
+		if err := f.Heartbeat(ctx, id, load); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -44,7 +49,7 @@ func TestPickPlacesOnTheEmptiestLiveHost(t *testing.T) {
 	}
 
 	clk.Advance(10 * time.Second)
-	if err := f.Heartbeat(ctx, "full", 2); err != nil {
+	if err := f.Heartbeat(ctx, "full", fleet.Load{Sandboxes: 2}); err != nil {
 		t.Fatal(err)
 	}
 	clk.Advance(10 * time.Second)
@@ -52,7 +57,7 @@ func TestPickPlacesOnTheEmptiestLiveHost(t *testing.T) {
 		t.Fatalf("only a full host alive: %v", err)
 	}
 	lost, err := f.Lost(ctx)
-	if err != nil || len(lost) != 2 {
+	if err != nil || len(lost) != 3 {
 		t.Fatalf("lost: %v, %v", lost, err)
 	}
 	if _, err := f.Get(ctx, "nope"); !errors.Is(err, fleet.ErrNotFound) {

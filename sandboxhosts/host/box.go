@@ -186,6 +186,8 @@ type sandbox struct {
 	socket string
 	digest string
 	booted time.Time
+	// memoryBytes is the sandbox's memory limit, booked with the host until it is removed.
+	memoryBytes int64
 }
 
 // start gives the session a sandbox — from the warm pool when it starts from its image, else
@@ -198,7 +200,7 @@ func (h *Host) start(ctx context.Context, b *box, rec *sessiondb.Record, env map
 	if sbx == nil {
 		img, err := h.images.Pull(ctx, rec.ImageURI)
 		if err != nil {
-			return apierr.InvalidArgument("image_uri", fmt.Sprintf("cannot use image %s: %v", rec.ImageURI, err))
+			return pullError(rec.ImageURI, err)
 		}
 		if sbx, manifest, err = h.boot(ctx, img, manifest); err != nil {
 			return err
@@ -220,18 +222,32 @@ func (h *Host) start(ctx context.Context, b *box, rec *sessiondb.Record, env map
 // boot creates a sandbox of img, over the files of manifest when one is given, and waits for
 // its supervisor. It returns manifest adopted to the restored files. On error nothing is left.
 func (h *Host) boot(ctx context.Context, img *images.Image, manifest *snapshots.Manifest) (_ *sandbox, _ *snapshots.Manifest, err error) {
+	res, err := h.sandboxResources(img)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := h.reserveMemory(res.MemoryBytes); err != nil {
+		return nil, nil, err
+	}
 	id := newSandboxID()
 	dir := filepath.Join(h.boxDir, id)
-	runDir := filepath.Join(h.runDir, id)
+	// The run dir is on the sandbox's disk, so what the sandbox writes there counts against its
+	// quota too.
+	runDir := filepath.Join(container.DiskDir(dir), "run")
 	socket := socketPath(h.sockDir, id)
 	defer func() {
 		if err != nil {
-			_ = os.RemoveAll(runDir)
-			_ = os.RemoveAll(dir)
+			h.releaseMemory(res.MemoryBytes)
 			_ = os.Remove(socket)
+			if rerr := h.driver.RemoveDir(dir); rerr != nil {
+				h.log.Error("remove failed sandbox's dir", "sandbox", id, "err", rerr)
+			}
 		}
 	}()
-	if err := os.MkdirAll(runDir, 0o700); err != nil {
+	if err := h.driver.MountDisk(dir, res.DiskBytes); err != nil {
+		return nil, nil, err
+	}
+	if err := os.Mkdir(runDir, 0o700); err != nil {
 		return nil, nil, err
 	}
 	listener, err := listenSupervisor(socket)
@@ -240,7 +256,7 @@ func (h *Host) boot(ctx context.Context, img *images.Image, manifest *snapshots.
 	}
 	defer listener.Close()
 	if manifest != nil {
-		upper := filepath.Join(dir, "upper")
+		upper := container.UpperDir(dir)
 		if err := os.MkdirAll(upper, 0o755); err != nil {
 			return nil, nil, err
 		}
@@ -263,7 +279,7 @@ func (h *Host) boot(ctx context.Context, img *images.Image, manifest *snapshots.
 			{Source: h.opts.Supervisor, Destination: supervisorPath, ReadOnly: true},
 			{Source: runDir, Destination: runMount},
 		},
-		Resources:  resources(img.Config.SuggestedResources),
+		Resources:  res,
 		ExtraFiles: []*os.File{listener},
 	})
 	if err != nil {
@@ -286,7 +302,7 @@ func (h *Host) boot(ctx context.Context, img *images.Image, manifest *snapshots.
 	if err != nil {
 		return nil, nil, err
 	}
-	return &sandbox{sb: sb, sup: sup, root: root, runDir: runDir, socket: socket, digest: img.Digest, booted: h.clock.Now()}, manifest, nil
+	return &sandbox{sb: sb, sup: sup, root: root, runDir: runDir, socket: socket, digest: img.Digest, booted: h.clock.Now(), memoryBytes: res.MemoryBytes}, manifest, nil
 }
 
 // listenSupervisor binds a sandbox's supervisor socket at path, in the host's socket dir, and
@@ -314,12 +330,13 @@ func listenSupervisor(path string) (*os.File, error) {
 	return f, nil
 }
 
-// remove stops and deletes a sandbox and its files.
+// remove stops and deletes a sandbox and its files, and gives its memory back.
 func (h *Host) remove(ctx context.Context, sbx *sandbox) error {
-	err := errors.Join(sbx.root.Close(), sbx.sb.Remove(ctx), os.RemoveAll(sbx.runDir))
+	err := errors.Join(sbx.root.Close(), sbx.sb.Remove(ctx))
 	if rerr := os.Remove(sbx.socket); rerr != nil && !errors.Is(rerr, os.ErrNotExist) {
 		err = errors.Join(err, rerr)
 	}
+	h.releaseMemory(sbx.memoryBytes)
 	return err
 }
 
@@ -341,12 +358,6 @@ func (h *Host) teardown(ctx context.Context, b *box) error {
 		errs = append(errs, h.remove(ctx, b.sandbox))
 	}
 	return errors.Join(errs...)
-}
-
-// resources are a sandbox's cgroup limits as its image suggests them; the limits it leaves zero
-// take the host's defaults, which the driver was given.
-func resources(s images.Resources) container.Resources {
-	return container.Resources{CPUs: s.CPUs, MemoryBytes: s.MemoryMB << 20, Pids: s.Pids}
 }
 
 // envEntries is an environment as KEY=value entries, in a stable order.

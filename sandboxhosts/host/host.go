@@ -85,15 +85,15 @@ type Host struct {
 	snaps  *snapshots.Store
 	store  *sessiondb.Store
 	fleet  *fleet.Fleet
-	runDir string
 	boxDir string
 	// sockDir holds the supervisors' sockets; no sandbox sees it (see listenSupervisor).
 	sockDir string
 
 	pool *pool
 
-	mu    sync.Mutex
-	boxes map[string]*box
+	mu     sync.Mutex
+	boxes  map[string]*box
+	memory memoryBook
 }
 
 // maxSocketPath is the longest unix socket path Linux accepts (sun_path less its NUL).
@@ -120,16 +120,16 @@ func New(ctx context.Context, opts Options) (*Host, error) {
 		id:     cmp.Or(opts.ID, defaultID()),
 		clock:  cmp.Or[clock.Clock](opts.Clock, clock.Real{}),
 		log:    cmp.Or(opts.Log, slog.Default()),
-		runDir: filepath.Join(dataDir, "run"),
 		boxDir: filepath.Join(dataDir, "sandboxes"),
 		boxes:  map[string]*box{},
+		memory: memoryBook{capacity: int64(float64(memoryBytes()) * cmp.Or(opts.Config.MemoryOvercommitRatio, 1))},
 	}
 	h.sockDir = filepath.Join(dataDir, "sock")
 	if n := len(socketPath(h.sockDir, newSandboxID())); n > maxSocketPath {
 		return nil, fmt.Errorf("host: data dir %s is too long for a unix socket path (%d > %d bytes)", dataDir, n, maxSocketPath)
 	}
 	h.log = h.log.With("host", h.id)
-	for _, dir := range []string{h.runDir, h.boxDir, h.sockDir} {
+	for _, dir := range []string{h.boxDir, h.sockDir} {
 		if err := os.MkdirAll(dir, 0o700); err != nil {
 			return nil, fmt.Errorf("host: %w", err)
 		}
@@ -142,12 +142,14 @@ func New(ctx context.Context, opts Options) (*Host, error) {
 		Subreaper: true,
 		DefaultResources: container.Resources{
 			CPUs: opts.Config.SandboxCPUs, MemoryBytes: opts.Config.SandboxMemoryBytes, Pids: opts.Config.SandboxPids,
+			DiskBytes: opts.Config.SandboxDiskBytes,
 		},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("host: %w", err)
 	}
-	h.images, err = images.New(filepath.Join(dataDir, "images"), images.WithLogger(h.log), images.WithRegistries(opts.Registries))
+	h.images, err = images.New(filepath.Join(dataDir, "images"), images.WithLogger(h.log), images.WithRegistries(opts.Registries),
+		images.WithMaxImageBytes(opts.Config.MaxImageBytes))
 	if err != nil {
 		return nil, fmt.Errorf("host: %w", err)
 	}
@@ -161,6 +163,7 @@ func New(ctx context.Context, opts Options) (*Host, error) {
 	if err := h.fleet.Register(ctx, fleet.Host{
 		ID: h.id, Address: opts.Address, State: fleet.Ready,
 		CPUs: float64(goruntimeCPUs()), MemoryBytes: memoryBytes(), MaxSandboxes: opts.Config.MaxSandboxes,
+		MemoryCapacityBytes: h.memory.capacity,
 	}); err != nil {
 		return nil, fmt.Errorf("host: register: %w", err)
 	}
@@ -177,10 +180,15 @@ func (h *Host) recover(ctx context.Context) error {
 	if err := h.driver.Cleanup(ctx, nil); err != nil {
 		return fmt.Errorf("host: clean up old sandboxes: %w", err)
 	}
-	for _, dir := range []string{h.runDir, h.boxDir, h.sockDir} {
-		entries, _ := os.ReadDir(dir)
-		for _, e := range entries {
-			_ = os.RemoveAll(filepath.Join(dir, e.Name()))
+	entries, _ := os.ReadDir(h.sockDir)
+	for _, e := range entries {
+		_ = os.RemoveAll(filepath.Join(h.sockDir, e.Name()))
+	}
+	// A sandbox's dir holds its mounted disk, which the driver unmounts first.
+	entries, _ = os.ReadDir(h.boxDir)
+	for _, e := range entries {
+		if err := h.driver.RemoveDir(filepath.Join(h.boxDir, e.Name())); err != nil {
+			h.log.Error("remove an old sandbox's dir", "dir", e.Name(), "err", err)
 		}
 	}
 	return h.markLost(ctx, h.id, "host "+h.id+" restarted")
@@ -259,7 +267,8 @@ func (h *Host) Run(ctx context.Context) {
 	var wg sync.WaitGroup
 	wg.Go(func() {
 		every(ctx, h.opts.Config.HeartbeatInterval, func() {
-			if err := h.fleet.Heartbeat(ctx, h.id, h.Sandboxes()); err != nil && ctx.Err() == nil {
+			load := fleet.Load{Sandboxes: h.Sandboxes(), MemoryReservedBytes: h.memoryReserved()}
+			if err := h.fleet.Heartbeat(ctx, h.id, load); err != nil && ctx.Err() == nil {
 				h.log.Error("heartbeat", "err", err)
 			}
 		})

@@ -56,6 +56,9 @@ const (
 	LabelCPUs     = "dev.hangar.resources.cpus"
 	LabelMemoryMB = "dev.hangar.resources.memory_mb"
 	LabelPids     = "dev.hangar.resources.pids"
+	// LabelDiskMB asks for a sandbox disk of this size instead of the host's default, up to the
+	// host's maximum.
+	LabelDiskMB = "dev.hangar.resources.disk_mb"
 )
 
 // The only platform the cache pulls from an index (and Busybox builds).
@@ -93,6 +96,7 @@ type Resources struct {
 	CPUs     float64
 	MemoryMB int64
 	Pids     int64
+	DiskMB   int64
 }
 
 // Stats counts layer work since New.
@@ -116,6 +120,17 @@ func WithLogger(l *slog.Logger) Option {
 	return func(c *Cache) { c.log = l }
 }
 
+// WithMaxImageBytes refuses (ErrTooLarge) an image whose layers take more than n bytes, either
+// as the manifest says the registry serves them or decompressed while they are unpacked
+// (n <= 0: no limit). The manifest's sizes are checked before any download; the unpacked bytes
+// catch the layer that compresses a lot into a little (a zip bomb), and stop it at the limit.
+func WithMaxImageBytes(n int64) Option {
+	return func(c *Cache) { c.maxImageBytes = n }
+}
+
+// ErrTooLarge is an image over the cache's size limit.
+var ErrTooLarge = errors.New("image too large")
+
 // Cache pulls images and keeps their unpacked layers under one directory.
 type Cache struct {
 	dir        string
@@ -131,6 +146,7 @@ type Cache struct {
 	mu sync.RWMutex
 
 	unpacked, reused, skipped atomic.Int64
+	maxImageBytes             int64
 }
 
 // New returns a cache rooted at dir, creating it if needed.
@@ -270,12 +286,21 @@ func (c *Cache) fromRemote(ctx context.Context, ref string, r name.Reference) (*
 		return nil, fmt.Errorf("layers: %w", err)
 	}
 	rec := record{Digest: digest, Config: rawConfig}
+	var compressed int64
 	for _, l := range layers {
 		h, err := l.Digest()
 		if err != nil {
 			return nil, err
 		}
 		rec.Layers = append(rec.Layers, h)
+		size, err := l.Size()
+		if err != nil {
+			return nil, fmt.Errorf("layer %s size: %w", h, err)
+		}
+		compressed += size
+	}
+	if c.maxImageBytes > 0 && compressed > c.maxImageBytes {
+		return nil, fmt.Errorf("%w: its layers are %d bytes compressed, over the limit of %d", ErrTooLarge, compressed, c.maxImageBytes)
 	}
 	// The config is checked before any download: an image this host cannot
 	// run is not unpacked, and a record written below always loads.
@@ -285,8 +310,9 @@ func (c *Cache) fromRemote(ctx context.Context, ref string, r name.Reference) (*
 	}
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(3)
+	budget := c.newBudget()
 	for i, l := range layers {
-		g.Go(func() error { return c.ensureLayer(gctx, l, rec.Layers[i]) })
+		g.Go(func() error { return c.ensureLayer(gctx, l, rec.Layers[i], budget) })
 	}
 	if err := g.Wait(); err != nil {
 		return nil, err
@@ -347,7 +373,7 @@ func suggestedResources(labels map[string]string) (Resources, error) {
 	for _, l := range []struct {
 		key string
 		dst *int64
-	}{{LabelMemoryMB, &res.MemoryMB}, {LabelPids, &res.Pids}} {
+	}{{LabelMemoryMB, &res.MemoryMB}, {LabelPids, &res.Pids}, {LabelDiskMB, &res.DiskMB}} {
 		v, ok := labels[l.key]
 		if !ok {
 			continue
@@ -363,14 +389,14 @@ func suggestedResources(labels map[string]string) (Resources, error) {
 
 // ensureLayer makes sure layer h is unpacked, doing the work once however
 // many pulls ask for it at the same time.
-func (c *Cache) ensureLayer(ctx context.Context, l v1.Layer, h v1.Hash) error {
+func (c *Cache) ensureLayer(ctx context.Context, l v1.Layer, h v1.Hash, budget *budget) error {
 	if _, err := os.Lstat(c.layerDir(h)); err == nil {
 		c.reused.Add(1)
 		return nil
 	}
 	for {
 		ch := c.flight.DoChan(h.String(), func() (any, error) {
-			return nil, c.unpackLayer(ctx, l, h)
+			return nil, c.unpackLayer(ctx, l, h, budget)
 		})
 		select {
 		case <-ctx.Done():
@@ -386,7 +412,7 @@ func (c *Cache) ensureLayer(ctx context.Context, l v1.Layer, h v1.Hash) error {
 	}
 }
 
-func (c *Cache) unpackLayer(ctx context.Context, l v1.Layer, h v1.Hash) error {
+func (c *Cache) unpackLayer(ctx context.Context, l v1.Layer, h v1.Hash, budget *budget) error {
 	final := c.layerDir(h)
 	if _, err := os.Lstat(final); err == nil {
 		c.reused.Add(1)
@@ -405,7 +431,7 @@ func (c *Cache) unpackLayer(ctx context.Context, l v1.Layer, h v1.Hash) error {
 	if err := os.Chmod(tmp, 0o755); err != nil {
 		return fmt.Errorf("unpack layer %s: %w", h, err)
 	}
-	skipped, err := extractVerified(ctx, l, tmp)
+	skipped, err := extractVerified(ctx, l, tmp, budget)
 	if err != nil {
 		return fmt.Errorf("unpack layer %s: %w", h, err)
 	}
@@ -436,11 +462,12 @@ func (c *Cache) unpackLayer(ctx context.Context, l v1.Layer, h v1.Hash) error {
 	return nil
 }
 
-// extractVerified unpacks the layer's compressed blob into dir. The blob is
-// read through go-containerregistry's verifying reader, which reports a digest
-// mismatch only at EOF, so the stream is drained to the end before the layer
-// counts as good.
-func extractVerified(ctx context.Context, l v1.Layer, dir string) ([]skippedEntry, error) {
+// extractVerified unpacks the layer's compressed blob into dir, its
+// decompressed bytes spent from budget. The blob is read through
+// go-containerregistry's verifying reader, which reports a digest mismatch
+// only at EOF, so the stream is drained to the end before the layer counts as
+// good.
+func extractVerified(ctx context.Context, l v1.Layer, dir string, budget *budget) ([]skippedEntry, error) {
 	rc, err := l.Compressed()
 	if err != nil {
 		return nil, fmt.Errorf("fetch: %w", err)
@@ -452,6 +479,7 @@ func extractVerified(ctx context.Context, l v1.Layer, dir string) ([]skippedEntr
 		return nil, err
 	}
 	defer closeTar()
+	tarStream = budget.reader(tarStream)
 	skipped, err := unpackTar(tarStream, dir)
 	if err != nil {
 		return nil, err
@@ -489,6 +517,43 @@ func decompress(blob *bufio.Reader) (io.Reader, func(), error) {
 	default:
 		return blob, func() {}, nil
 	}
+}
+
+// budget is what one pull's layers may still take decompressed; nil is no limit.
+type budget struct {
+	left  atomic.Int64
+	limit int64
+}
+
+func (c *Cache) newBudget() *budget {
+	if c.maxImageBytes <= 0 {
+		return nil
+	}
+	b := &budget{limit: c.maxImageBytes}
+	b.left.Store(c.maxImageBytes)
+	return b
+}
+
+// reader spends from the budget what is read through it, failing with ErrTooLarge once it is
+// spent.
+func (b *budget) reader(r io.Reader) io.Reader {
+	if b == nil {
+		return r
+	}
+	return &budgetReader{b: b, r: r}
+}
+
+type budgetReader struct {
+	b *budget
+	r io.Reader
+}
+
+func (r *budgetReader) Read(p []byte) (int, error) {
+	n, err := r.r.Read(p)
+	if r.b.left.Add(-int64(n)) < 0 {
+		return n, fmt.Errorf("%w: its layers are more than %d bytes unpacked", ErrTooLarge, r.b.limit)
+	}
+	return n, err
 }
 
 // ctxReader stops a long layer download when the pull is cancelled.

@@ -49,8 +49,8 @@ func TestSuggestedResources(t *testing.T) {
 		wantErr string
 	}{
 		{name: "no labels means zero", labels: nil},
-		{name: "all labels parse", labels: map[string]string{LabelCPUs: "1.5", LabelMemoryMB: "512", LabelPids: "256"},
-			want: Resources{CPUs: 1.5, MemoryMB: 512, Pids: 256}},
+		{name: "all labels parse", labels: map[string]string{LabelCPUs: "1.5", LabelMemoryMB: "512", LabelPids: "256", LabelDiskMB: "4096"},
+			want: Resources{CPUs: 1.5, MemoryMB: 512, Pids: 256, DiskMB: 4096}},
 		{name: "one label leaves the others zero", labels: map[string]string{LabelMemoryMB: "2048"}, want: Resources{MemoryMB: 2048}},
 		{name: "non-numeric cpus is an error", labels: map[string]string{LabelCPUs: "two"}, wantErr: LabelCPUs},
 		{name: "negative memory is an error", labels: map[string]string{LabelMemoryMB: "-1"}, wantErr: LabelMemoryMB},
