@@ -230,7 +230,7 @@ func TestSessionPlacedButNeverStartedIsNotStuck(t *testing.T) {
 	twoMinutesAgo := func() time.Time { return time.Now().Add(-2 * time.Minute) }
 	err = sessiondb.NewStore(s.sb.DB, twoMinutesAgo).Create(ctx, &sessiondb.Record{
 		ID: "orphan-1", Owner: admin.ID, Status: sessiondb.Creating, HostID: "host-a", ImageURI: s.sb.Image, Mode: "sandbox",
-	})
+	}, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

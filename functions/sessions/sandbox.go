@@ -208,6 +208,12 @@ func (s *Service) resume(ctx context.Context, rec *sessiondb.Record) (*sessiondb
 	return s.store.Get(ctx, rec.ID)
 }
 
+// overLimit is the answer to a user who has as many live sessions as one user may.
+func (s *Service) overLimit(user string) error {
+	return apierr.ResourceExhausted("user %s has %d live sessions, the most one user may (HANGAR_MAX_SESSIONS_PER_USER); delete or evict one first",
+		user, s.d.Limits.MaxSessionsPerUser)
+}
+
 // pick chooses the host of a new or resumed sandbox; a full fleet is unavailable, for the
 // caller to retry.
 func (s *Service) pick(ctx context.Context) (*fleet.Host, hostv1connect.HostServiceClient, error) {
@@ -218,8 +224,20 @@ func (s *Service) pick(ctx context.Context) (*fleet.Host, hostv1connect.HostServ
 	return host, client, err
 }
 
-// resumeOn places the session on a host, marks it resuming there, and has the host restore it.
+// resumeOn places the session on a host, marks it resuming there, and has the host restore it,
+// unless its owner already has as many live sessions as one user may. That count is read
+// before the move, not in one transaction with it: resumes racing at the limit may each pass
+// (creates cannot).
 func (s *Service) resumeOn(ctx context.Context, rec *sessiondb.Record) (*appv1.ResumeResponse, error) {
+	if max := s.d.Limits.MaxSessionsPerUser; max > 0 {
+		n, err := s.store.CountLive(ctx, rec.Owner)
+		if err != nil {
+			return nil, err
+		}
+		if n >= int64(max) {
+			return nil, s.overLimit(rec.Owner)
+		}
+	}
 	host, client, err := s.pick(ctx)
 	if err != nil {
 		return nil, err

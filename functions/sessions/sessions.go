@@ -374,13 +374,15 @@ func (s *Service) create(ctx context.Context, m *appv1.CreateSessionRequest, id,
 	if agent.router != nil && rec.Model == "" {
 		rec.Model = agent.router.DefaultModel
 	}
-	if err := s.store.Create(ctx, rec); sessiondb.IsAlreadyExists(err) {
+	if err := s.store.Create(ctx, rec, s.d.Limits.MaxSessionsPerUser); sessiondb.IsAlreadyExists(err) {
 		// A concurrent retry made it first. Its id derives from the caller, so it is theirs.
 		first, err := s.store.Get(ctx, id)
 		if err != nil {
 			return nil, err
 		}
 		return existing(ctx, first), nil
+	} else if errors.Is(err, sessiondb.ErrLimit) {
+		return nil, s.overLimit(caller.UserID)
 	} else if err != nil {
 		return nil, err
 	}

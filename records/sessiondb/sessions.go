@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"cloud.google.com/go/firestore"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/hangar-dev/hangar/platform/store"
 )
@@ -98,14 +100,56 @@ func NewStore(db *firestore.Client, now func() time.Time) *Store {
 
 func (s *Store) doc(id string) *firestore.DocumentRef { return s.db.Collection(Collection).Doc(id) }
 
-// Create stores a new record; an existing id is an error that IsAlreadyExists recognises.
-func (s *Store) Create(ctx context.Context, r *Record) error {
+// ErrLimit is a create refused because the owner has as many live sessions as allowed.
+var ErrLimit = errors.New("too many live sessions")
+
+// Create stores a new record; an existing id is an error that IsAlreadyExists recognises,
+// whatever the limit. With maxLive > 0 it is refused with ErrLimit when the owner already has
+// maxLive live sessions, counted in the same transaction, so that concurrent creates at the
+// limit cannot all pass.
+func (s *Store) Create(ctx context.Context, r *Record, maxLive int) error {
 	now := s.now()
 	r.CreatedAt, r.UpdatedAt, r.LastActiveAt = now, now, now
-	if _, err := s.doc(r.ID).Create(ctx, r); err != nil {
+	err := s.db.RunTransaction(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
+		if maxLive > 0 {
+			if _, err := tx.Get(s.doc(r.ID)); err == nil {
+				return status.Errorf(codes.AlreadyExists, "session %s exists", r.ID)
+			} else if status.Code(err) != codes.NotFound {
+				return err
+			}
+			n, err := store.Count(ctx, s.live(r.Owner), tx)
+			if err != nil {
+				return fmt.Errorf("count live sessions: %w", err)
+			}
+			if n >= int64(maxLive) {
+				return ErrLimit
+			}
+		}
+		return tx.Create(s.doc(r.ID), r)
+	})
+	if err != nil {
 		return fmt.Errorf("create session %s: %w", r.ID, err)
 	}
 	return nil
+}
+
+// CountLive counts an owner's live sessions: those holding or getting a sandbox.
+func (s *Store) CountLive(ctx context.Context, owner string) (int64, error) {
+	n, err := store.Count(ctx, s.live(owner), nil)
+	if err != nil {
+		return 0, fmt.Errorf("count live sessions: %w", err)
+	}
+	return n, nil
+}
+
+func (s *Store) live(owner string) firestore.Query {
+	var live []string
+	for _, st := range Statuses() {
+		if st.Live() {
+			live = append(live, string(st))
+		}
+	}
+	return s.db.Collection(Collection).Where("owner_user_id", "==", owner).Where("status", "in", live)
 }
 
 // IsAlreadyExists reports whether err is Create's answer for an id already taken.

@@ -54,10 +54,10 @@ func TestMoveChecksTheTable(t *testing.T) {
 	st := sessiondb.NewStore(db, func() time.Time { return time.Now().UTC() })
 	ctx := context.Background()
 	r := &sessiondb.Record{ID: "sess_a", Owner: "u1", Status: sessiondb.Creating, ImageURI: "img"}
-	if err := st.Create(ctx, r); err != nil {
+	if err := st.Create(ctx, r, 0); err != nil {
 		t.Fatal(err)
 	}
-	if err := st.Create(ctx, r); !sessiondb.IsAlreadyExists(err) {
+	if err := st.Create(ctx, r, 0); !sessiondb.IsAlreadyExists(err) {
 		t.Fatalf("second create: %v, want already exists", err)
 	}
 	from, got, err := st.Move(ctx, "sess_a", sessiondb.Running, "started", func(r *sessiondb.Record) error {
@@ -96,7 +96,7 @@ func TestListByOwnerHidesDeletedAndOthers(t *testing.T) {
 		{ID: "s3", Owner: "u2", Status: sessiondb.Idle, HostID: "h2"},
 		{ID: "s4", Owner: "u1", Status: sessiondb.Evicted},
 	} {
-		if err := st.Create(ctx, r); err != nil {
+		if err := st.Create(ctx, r, 0); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -129,7 +129,7 @@ func TestMoveRechecksWhenAnotherWriteLandsFirst(t *testing.T) {
 	db, _ := testenv.Firestore(t)
 	st := sessiondb.NewStore(db, func() time.Time { return time.Now().UTC() })
 	ctx := context.Background()
-	if err := st.Create(ctx, &sessiondb.Record{ID: "sess_race", Owner: "u1", Status: sessiondb.Running}); err != nil {
+	if err := st.Create(ctx, &sessiondb.Record{ID: "sess_race", Owner: "u1", Status: sessiondb.Running}, 0); err != nil {
 		t.Fatal(err)
 	}
 	// The first move reads "running", then the session is deleted before it writes: its write
@@ -154,7 +154,7 @@ func TestMoveRechecksWhenAnotherWriteLandsFirst(t *testing.T) {
 	}
 
 	// Concurrent moves that may all happen each get written once, none lost.
-	if err := st.Create(ctx, &sessiondb.Record{ID: "sess_many", Owner: "u1", Status: sessiondb.Running}); err != nil {
+	if err := st.Create(ctx, &sessiondb.Record{ID: "sess_many", Owner: "u1", Status: sessiondb.Running}, 0); err != nil {
 		t.Fatal(err)
 	}
 	var wg sync.WaitGroup
@@ -179,5 +179,66 @@ func TestMoveRechecksWhenAnotherWriteLandsFirst(t *testing.T) {
 	})
 	if err == nil {
 		t.Fatal("a move changed the owner")
+	}
+}
+
+// The attack: one user took every sandbox slot by creating sessions as fast as it could.
+func TestCreateStopsAtTheOwnersLiveSessionLimit(t *testing.T) {
+	db, _ := testenv.Firestore(t)
+	st := sessiondb.NewStore(db, func() time.Time { return time.Now().UTC() })
+	ctx := context.Background()
+	const limit = 2
+	for _, r := range []*sessiondb.Record{
+		{ID: "u1-running", Owner: "u1", Status: sessiondb.Running},
+		{ID: "u1-idle", Owner: "u1", Status: sessiondb.Idle},
+		{ID: "u1-evicted", Owner: "u1", Status: sessiondb.Evicted},
+		{ID: "u2-running", Owner: "u2", Status: sessiondb.Running},
+	} {
+		if err := st.Create(ctx, r, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n, err := st.CountLive(ctx, "u1"); err != nil || n != 2 {
+		t.Fatalf("CountLive(u1) = %d, %v; want 2 (evicted holds no sandbox)", n, err)
+	}
+	for _, c := range []struct {
+		name string
+		rec  *sessiondb.Record
+		want func(error) bool
+	}{
+		{"an owner at the limit is refused", &sessiondb.Record{ID: "u1-third", Owner: "u1", Status: sessiondb.Creating},
+			func(err error) bool { return errors.Is(err, sessiondb.ErrLimit) }},
+		{"a repeated id at the limit is the existing session, not the limit", &sessiondb.Record{ID: "u1-running", Owner: "u1", Status: sessiondb.Creating},
+			sessiondb.IsAlreadyExists},
+		{"another owner is not affected", &sessiondb.Record{ID: "u2-second", Owner: "u2", Status: sessiondb.Creating},
+			func(err error) bool { return err == nil }},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if err := st.Create(ctx, c.rec, limit); !c.want(err) {
+				t.Errorf("Create = %v", err)
+			}
+		})
+	}
+
+	// Creates racing at the limit: the count is in the transaction, so only the limit pass.
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	created := 0
+	for i := range 6 {
+		wg.Go(func() {
+			err := st.Create(ctx, &sessiondb.Record{ID: fmt.Sprintf("u3-%d", i), Owner: "u3", Status: sessiondb.Creating}, limit)
+			switch {
+			case err == nil:
+				mu.Lock()
+				created++
+				mu.Unlock()
+			case !errors.Is(err, sessiondb.ErrLimit):
+				t.Errorf("racing create %d: %v", i, err)
+			}
+		})
+	}
+	wg.Wait()
+	if n, err := st.CountLive(ctx, "u3"); err != nil || created != limit || n != limit {
+		t.Errorf("racing creates: %d created, %d live (%v); want %d", created, n, err, limit)
 	}
 }
