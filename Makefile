@@ -42,7 +42,7 @@ bin/hangar: plugins
 test: check system-deps plugins
 	go run ./cmd/hangar emulators -- go test $(GO_TEST_FLAGS) ./...
 
-## system-deps: runc and busybox-static for the sandbox host (installed with apt-get when root)
+## system-deps: runc, busybox-static and e2fsprogs for the sandbox host (installed with apt-get when root)
 system-deps:
 	@scripts/system-deps
 

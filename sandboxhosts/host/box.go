@@ -26,8 +26,8 @@ import (
 	"github.com/hangar-dev/hangar/sandboxhosts/supervisor"
 )
 
-// Where the supervisor lives inside every sandbox, and the run dir: a host directory
-// bind-mounted read-write, for secret files.
+// Where the supervisor lives inside every sandbox, and the run dir: a directory on the
+// sandbox's disk bind-mounted read-write, for secret files.
 const (
 	supervisorPath = "/.hangar/bin/supervisor"
 	runMount       = "/.hangar/run"
