@@ -299,6 +299,9 @@ func FromEnv() (Config, error) {
 		}
 		*e.dst = n
 	}
+	if c.Host.SandboxDiskBytes > c.Host.MaxSandboxDiskBytes {
+		return c, fmt.Errorf("HANGAR_SANDBOX_DISK_BYTES (%d) is more than HANGAR_MAX_SANDBOX_DISK_BYTES (%d)", c.Host.SandboxDiskBytes, c.Host.MaxSandboxDiskBytes)
+	}
 	if v, ok := os.LookupEnv("HANGAR_MEMORY_OVERCOMMIT_RATIO"); ok {
 		f, err := strconv.ParseFloat(v, 64)
 		if err != nil || !(f > 0) {

@@ -1,0 +1,45 @@
+package config
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestFromEnvReadsTheResourceLimits(t *testing.T) {
+	tests := []struct {
+		name, env, value string
+		got              func(Config) any
+		want             any
+		wantErr          string
+	}{
+		{"sandbox disk", "HANGAR_SANDBOX_DISK_BYTES", "1073741824", func(c Config) any { return c.Host.SandboxDiskBytes }, int64(1 << 30), ""},
+		{"largest sandbox disk", "HANGAR_MAX_SANDBOX_DISK_BYTES", "21474836480", func(c Config) any { return c.Host.MaxSandboxDiskBytes }, int64(20 << 30), ""},
+		{"image size", "HANGAR_MAX_IMAGE_BYTES", "5000000", func(c Config) any { return c.Host.MaxImageBytes }, int64(5_000_000), ""},
+		{"sessions per user", "HANGAR_MAX_SESSIONS_PER_USER", "3", func(c Config) any { return c.Limits.MaxSessionsPerUser }, 3, ""},
+		{"overcommit ratio", "HANGAR_MEMORY_OVERCOMMIT_RATIO", "1.5", func(c Config) any { return c.Host.MemoryOvercommitRatio }, 1.5, ""},
+		{"zero disk", "HANGAR_SANDBOX_DISK_BYTES", "0", nil, nil, "HANGAR_SANDBOX_DISK_BYTES"},
+		{"disk in words", "HANGAR_SANDBOX_DISK_BYTES", "10GiB", nil, nil, "positive whole number"},
+		{"default disk over the largest", "HANGAR_MAX_SANDBOX_DISK_BYTES", "1073741824", nil, nil, "more than HANGAR_MAX_SANDBOX_DISK_BYTES"},
+		{"zero sessions per user", "HANGAR_MAX_SESSIONS_PER_USER", "0", nil, nil, "HANGAR_MAX_SESSIONS_PER_USER"},
+		{"zero ratio", "HANGAR_MEMORY_OVERCOMMIT_RATIO", "0", nil, nil, "HANGAR_MEMORY_OVERCOMMIT_RATIO"},
+		{"NaN ratio", "HANGAR_MEMORY_OVERCOMMIT_RATIO", "NaN", nil, nil, "HANGAR_MEMORY_OVERCOMMIT_RATIO"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Setenv(tc.env, tc.value)
+			c, err := FromEnv()
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("FromEnv with %s=%s: %v, want an error saying %q", tc.env, tc.value, err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := tc.got(c); got != tc.want {
+				t.Errorf("%s=%s read as %v, want %v", tc.env, tc.value, got, tc.want)
+			}
+		})
+	}
+}
