@@ -61,8 +61,10 @@ func (d *Driver) MountDisk(dir string, size int64) error {
 // makeDisk writes a sparse ext4 image of size bytes at img. No journal: a sandbox's files do not
 // outlive a host crash (the host recovers sessions from their checkpoints), and none saves the
 // journal's space and writes. No reserved blocks: the sandbox's root may fill all of it anyway.
+// No resize inode: a disk never grows, and its reserved tables would take 4 MiB of host space.
 // Inode tables are not zeroed (lazy_itable_init, and noinit_itable at the mount): the holes of a
-// sparse file read as zeros already, so zeroing would only take host space.
+// sparse file read as zeros already, so zeroing would only take host space. A new 10 GiB disk
+// takes about 250 KiB of the host.
 func (d *Driver) makeDisk(img string, size int64) error {
 	if size < MinDiskBytes {
 		return fmt.Errorf("sandbox disk of %d bytes: want at least %d", size, MinDiskBytes)
@@ -76,7 +78,7 @@ func (d *Driver) makeDisk(img string, size int64) error {
 		err = cerr
 	}
 	if err == nil {
-		err = runTool(d.mkfs, "-q", "-F", "-m", "0", "-O", "^has_journal", "-E", "lazy_itable_init=1,nodiscard", img)
+		err = runTool(d.mkfs, "-q", "-F", "-m", "0", "-O", "^has_journal,^resize_inode", "-E", "lazy_itable_init=1,nodiscard", img)
 	}
 	if err != nil {
 		_ = os.Remove(img)

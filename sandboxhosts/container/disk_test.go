@@ -46,6 +46,9 @@ func TestAWritePastTheDiskQuotaGetsENOSPCAndTheHostAndOtherSandboxesDoNot(t *tes
 	greedy := create(t, d, diskSpec(t, lower))
 	other := create(t, d, diskSpec(t, lower))
 	freeBefore := hostFree(t, greedy.Dir())
+	if got := allocated(t, diskImage(other.Dir())); got > 4<<20 {
+		t.Errorf("a new, sparse disk takes %d bytes of the host", got)
+	}
 
 	out, err := execIn(t, greedy, "dd", "if=/dev/zero", "of=/root/big", "bs=1M", "count=2048")
 	if err == nil || !strings.Contains(out, "No space left on device") {
