@@ -29,9 +29,10 @@
 //	                   anything is mounted and removed after everything is
 //	                   undone, so Cleanup can always find the leftovers
 //
-// Needs root, runc, overlayfs, loop devices, mount(8) and mkfs.ext4. Each sandbox's init is reparented to the
-// host process's reaper when runc exits: run the host under an init that
-// reaps orphans (systemd does), or set DriverOptions.Subreaper.
+// Needs root, runc, overlayfs, loop devices, mount(8) and mkfs.ext4. Each
+// sandbox's init is reparented to the host process's reaper when runc exits:
+// run the host under an init that reaps orphans (systemd does), or set
+// DriverOptions.Subreaper.
 package container
 
 import (
