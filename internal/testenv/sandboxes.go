@@ -135,9 +135,11 @@ func registryHost(t testing.TB, reg string) string {
 type TestHost struct {
 	*host.Host
 	Addr string
-	srv  *http.Server
-	stop context.CancelFunc
-	done chan struct{}
+	// DataDir is the host's data dir: what an attacker who learned the host's layout knows.
+	DataDir string
+	srv     *http.Server
+	stop    context.CancelFunc
+	done    chan struct{}
 }
 
 // StartHost starts a host with its periodic work running; it is shut down (sandboxes evicted)
@@ -178,7 +180,7 @@ func (s *Sandboxes) StartHost(t testing.TB, id string) *TestHost {
 	srv.Protocols.SetUnencryptedHTTP2(true)
 	go func() { _ = srv.Serve(ln) }()
 	ctx, cancel := context.WithCancel(context.Background())
-	th := &TestHost{Host: h, Addr: ln.Addr().String(), srv: srv, stop: cancel, done: make(chan struct{})}
+	th := &TestHost{Host: h, Addr: ln.Addr().String(), DataDir: dir, srv: srv, stop: cancel, done: make(chan struct{})}
 	go func() { defer close(th.done); h.Run(ctx) }()
 	t.Cleanup(func() {
 		if th.stopLoop() {
