@@ -55,7 +55,7 @@ func TestPullRefusesAnImageOverTheSizeLimit(t *testing.T) {
 			var gets atomic.Int64
 			ref := imagestest.Push(t, imagestest.Registry(t, countLayerGets(&gets, cfg.String())), "huge", img)
 			dir := t.TempDir()
-			cache, err := images.New(dir, images.WithMaxImageBytes(limit))
+			cache, err := images.New(dir, images.WithRegistries(imagestest.Allow), images.WithMaxImageBytes(limit))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -78,7 +78,7 @@ func TestPullRefusesAnImageOverTheSizeLimit(t *testing.T) {
 func TestPullTakesAnImageUnderTheSizeLimit(t *testing.T) {
 	requireRoot(t)
 	ref := imagestest.Push(t, imagestest.Registry(t), "small", imagestest.Image(t, imagestest.Layer(t, imagestest.File("f", "fits", 0o644))))
-	cache, err := images.New(t.TempDir(), images.WithMaxImageBytes(1<<20))
+	cache, err := images.New(t.TempDir(), images.WithRegistries(imagestest.Allow), images.WithMaxImageBytes(1<<20))
 	if err != nil {
 		t.Fatal(err)
 	}
