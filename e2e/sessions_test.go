@@ -529,7 +529,8 @@ func TestHostAPIRefusesCallsWithoutTheHostToken(t *testing.T) {
 }
 
 func TestCopyFilesBetweenSessionsOnDifferentHosts(t *testing.T) {
-	s := newSandboxStack(t, 2, nil)
+	// The loop below may create many sessions before placement reaches the other host.
+	s := newSandboxStack(t, 2, func(sb *testenv.Sandboxes) { sb.Config.Limits.MaxSessionsPerUser = 100 })
 	ctx := context.Background()
 	hostOf := func(id string) string {
 		got, err := s.svc.GetSession(ctx, connect.NewRequest(&appv1.GetSessionRequest{SessionId: id}))
