@@ -58,7 +58,7 @@ import (
 	"time"
 
 	"github.com/hangar-dev/hangar/automation/jsbox/internal/protocol"
-	"github.com/hangar-dev/hangar/harnesses/harness"
+	"github.com/hangar-dev/hangar/runtimes/wasm"
 )
 
 // Limits of one evaluation; see the package doc for what exceeding them gives.
@@ -109,9 +109,9 @@ type Options struct {
 
 // Box evaluates scripts. It is safe for concurrent use.
 type Box struct {
-	rt      *harness.Runtime
-	reactor *harness.Reactor
-	opts    Options
+	rt    *wasm.Runtime
+	guest *wasm.Module
+	opts  Options
 }
 
 // Result is what one evaluation gave.
@@ -153,13 +153,13 @@ func New(ctx context.Context, opts Options) (*Box, error) {
 	if opts.PoolSize == 0 {
 		opts.PoolSize = DefaultPoolSize
 	}
-	wasm, err := wasmFiles.ReadFile(wasmPath)
+	module, err := wasmFiles.ReadFile(wasmPath)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, ErrNotBuilt
 	} else if err != nil {
 		return nil, fmt.Errorf("jsbox: read the embedded guest: %w", err)
 	}
-	rt, err := harness.NewRuntime(ctx, harness.Options{
+	rt, err := wasm.NewRuntime(ctx, wasm.Options{
 		CacheDir:         opts.CacheDir,
 		CallTimeout:      opts.Timeout,
 		MemoryLimitBytes: uint64(opts.MemoryLimitMiB) << 20,
@@ -170,17 +170,17 @@ func New(ctx context.Context, opts Options) (*Box, error) {
 	if err != nil {
 		return nil, fmt.Errorf("jsbox: %w", err)
 	}
-	reactor, err := rt.LoadReactor(ctx, "jsbox", wasm, protocol.ExportEval)
+	guest, err := rt.Load(ctx, wasm.Spec{Name: "jsbox", Exports: map[string]wasm.Signature{protocol.ExportEval: wasm.RequestAnswer}}, module)
 	if err != nil {
 		rt.Close(ctx)
 		return nil, fmt.Errorf("jsbox: load the guest: %w", err)
 	}
-	return &Box{rt: rt, reactor: reactor, opts: opts}, nil
+	return &Box{rt: rt, guest: guest, opts: opts}, nil
 }
 
 // Close frees the instances and the compiled guest; evaluations in flight fail.
 func (b *Box) Close(ctx context.Context) error {
-	return errors.Join(b.reactor.Close(ctx), b.rt.Close(ctx))
+	return errors.Join(b.guest.Close(ctx), b.rt.Close(ctx))
 }
 
 // identifier is what a var may be named: a name scripts can use as a plain global.
@@ -219,7 +219,7 @@ func (b *Box) eval(ctx context.Context, source string, vars map[string]json.RawM
 	}
 
 	start := time.Now()
-	out, err := b.reactor.Call(ctx, protocol.ExportEval, protocol.Request{
+	out, err := b.guest.Call(ctx, protocol.ExportEval, protocol.Request{
 		Source:           source,
 		Vars:             vars,
 		MemoryLimitBytes: int64(b.opts.MemoryLimitMiB) << 20,
@@ -247,16 +247,16 @@ func (b *Box) eval(ctx context.Context, source string, vars map[string]json.RawM
 // scriptFailure tells what the script did (its instance gone, and the logs with it) from a
 // failure of the host or the guest.
 func (b *Box) scriptFailure(err error) (Result, error) {
-	var pe *harness.PluginError
+	var pe *wasm.Error
 	if !errors.As(err, &pe) || pe.Export != protocol.ExportEval {
 		return Result{}, fmt.Errorf("jsbox: %w", err)
 	}
 	switch {
-	case errors.Is(err, harness.ErrTimeout):
+	case errors.Is(err, wasm.ErrTimeout):
 		return failed(TimeoutError, "the script ran past its %s deadline", b.opts.Timeout), nil
-	case errors.Is(err, harness.ErrMemory):
+	case errors.Is(err, wasm.ErrMemory):
 		return failed(MemoryLimitError, "the script exhausted the sandbox's %d MiB of memory", b.opts.MemoryLimitMiB), nil
-	case errors.Is(err, harness.ErrTrap) && strings.Contains(pe.Detail, "goroutine stack exceeds"):
+	case errors.Is(err, wasm.ErrTrap) && strings.Contains(pe.Detail, "goroutine stack exceeds"):
 		return failed("RangeError", "Maximum call stack size exceeded (in the engine)"), nil
 	}
 	return Result{}, fmt.Errorf("jsbox: %w", err)

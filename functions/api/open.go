@@ -10,7 +10,6 @@ import (
 	"gocloud.dev/blob"
 
 	"github.com/hangar-dev/hangar/harnesses/builtin"
-	"github.com/hangar-dev/hangar/harnesses/harness"
 	"github.com/hangar-dev/hangar/harnesses/harnesscatalog"
 	"github.com/hangar-dev/hangar/platform/bucket"
 	"github.com/hangar-dev/hangar/platform/clock"
@@ -18,6 +17,7 @@ import (
 	"github.com/hangar-dev/hangar/platform/pubsub"
 	"github.com/hangar-dev/hangar/platform/seal"
 	"github.com/hangar-dev/hangar/platform/store"
+	"github.com/hangar-dev/hangar/runtimes/wasm"
 )
 
 // Options are what an entry point adds to the config; production sets only Log.
@@ -80,7 +80,7 @@ func OpenResources(ctx context.Context, cfg config.Config, o Options) (*Resource
 // OpenHarnesses is the harness catalog over db and b: the embedded built-in plugins and the
 // uploaded ones (pulled only from cfg.Registries), compiled into cacheDir ("": in memory).
 func OpenHarnesses(ctx context.Context, db *firestore.Client, b *blob.Bucket, cfg config.Config, c clock.Clock, cacheDir string) (*harnesscatalog.Catalog, error) {
-	rt, err := harness.NewRuntime(ctx, harness.Options{CacheDir: cacheDir})
+	rt, err := wasm.NewRuntime(ctx, wasm.Options{CacheDir: cacheDir})
 	if err != nil {
 		return nil, fmt.Errorf("harness plugin runtime: %w", err)
 	}

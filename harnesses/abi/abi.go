@@ -1,7 +1,7 @@
 // Package abi is the contract between Hangar and a harness plugin: a WebAssembly module (WASI
 // preview 1, reactor) that describes a coding-agent harness, plans how to launch it in a
 // sandbox, and parses its output into session events. Both sides import this package — the host
-// (harnesses/harness) and plugins written with the SDK (harnesses/sdk) — so it depends on nothing
+// (harnesses/harness, on runtimes/wasm) and plugins written with the SDK (harnesses/sdk) — so it depends on nothing
 // but the standard library and builds for GOOS=wasip1.
 //
 // # Version 1

@@ -1,53 +1,12 @@
 package harness
 
 import (
-	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"regexp"
 
 	"github.com/hangar-dev/hangar/harnesses/abi"
 )
-
-// decodeReply reads an abi.Reply into result, or returns the plugin's refusal. It is strict —
-// unknown fields, trailing data, both or neither of ok and error are lies about the ABI, not
-// things to skip — because a plugin that answers what it did not mean to must fail loudly.
-func decodeReply(reply []byte, result any) (refusal string, err error) {
-	if len(reply) == 0 {
-		return "", errors.New("nothing")
-	}
-	var r abi.Reply
-	if err := decodeStrict(reply, &r); err != nil {
-		return "", fmt.Errorf("a reply that is not strict ABI JSON: %w", err)
-	}
-	hasOK := len(r.OK) > 0 && !bytes.Equal(r.OK, []byte("null"))
-	switch {
-	case hasOK && r.Error != "":
-		return "", errors.New(`a reply with both "ok" and "error"`)
-	case r.Error != "":
-		return r.Error, nil
-	case !hasOK:
-		return "", errors.New(`a reply with neither "ok" nor "error"`)
-	}
-	if err := decodeStrict(r.OK, result); err != nil {
-		return "", fmt.Errorf("an ok that does not decode into %T: %w", result, err)
-	}
-	return "", nil
-}
-
-func decodeStrict(data []byte, v any) error {
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		return err
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return errors.New("data after the JSON value")
-	}
-	return nil
-}
 
 // harnessName is what a harness may be called: it appears in API records, task ids and paths.
 var harnessName = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,63}$`)

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/hangar-dev/hangar/harnesses/abi"
+	"github.com/hangar-dev/hangar/runtimes/wasm"
 )
 
 func TestCheckDescriptor(t *testing.T) {
@@ -35,35 +36,8 @@ func TestCheckDescriptor(t *testing.T) {
 	}
 }
 
-func TestDecodeReply(t *testing.T) {
-	cases := []struct {
-		reply   string
-		refusal string
-		bad     string // part of the error, "" for none
-	}{
-		{reply: `{"ok":{"argv":["true"]}}`},
-		{reply: `{"error":"no such model"}`, refusal: "no such model"},
-		{reply: `{"ok":null,"error":"no such model"}`, refusal: "no such model"},
-		{reply: ``, bad: "nothing"},
-		{reply: `{"ok":null}`, bad: "neither"},
-		{reply: `{"error":""}`, bad: "neither"},
-		{reply: `{"ok":{"argv":["true"]},"error":"x"}`, bad: "both"},
-		{reply: `{"ok":{"argv":["true"]}}x`, bad: "data after"},
-		{reply: `{"ok":{"argv":["true"],"cwd":"/"}}`, bad: `unknown field "cwd"`},
-		{reply: `{"ok":{"argv":"true"}}`, bad: "cannot unmarshal"},
-		{reply: `{"error":7}`, bad: "cannot unmarshal"},
-		{reply: `[]`, bad: "cannot unmarshal"},
-	}
-	for _, tc := range cases {
-		t.Run(tc.reply, func(t *testing.T) {
-			var plan abi.Plan
-			refusal, err := decodeReply([]byte(tc.reply), &plan)
-			if tc.bad == "" && err != nil || tc.bad != "" && (err == nil || !strings.Contains(err.Error(), tc.bad)) {
-				t.Fatalf("decodeReply = %q, %v; want error containing %q", refusal, err, tc.bad)
-			}
-			if refusal != tc.refusal {
-				t.Errorf("refusal %q, want %q", refusal, tc.refusal)
-			}
-		})
+func TestTheABIFollowsTheRuntimesCallingConvention(t *testing.T) {
+	if abi.ExportAlloc != wasm.ExportAlloc {
+		t.Fatalf("abi.ExportAlloc %q, runtimes/wasm calls %q", abi.ExportAlloc, wasm.ExportAlloc)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/hangar-dev/hangar/harnesses/abi"
 	"github.com/hangar-dev/hangar/harnesses/harness"
 	"github.com/hangar-dev/hangar/harnesses/harness/testdata/echo"
+	"github.com/hangar-dev/hangar/runtimes/wasm"
 )
 
 // The output the parse benchmarks feed: one line, and 1 MiB of 80-byte lines in 64 KiB chunks
@@ -22,7 +23,7 @@ const (
 var mebibyte = lines(1<<20/80+1, 80)[:1<<20]
 
 func BenchmarkParsePerEvent(b *testing.B) {
-	p := load(b, newRuntime(b, harness.Options{}), "good")
+	p := load(b, newRuntime(b, wasm.Options{}), "good")
 	ctx := context.Background()
 	req := abi.ParseRequest{Stream: "stdout", Chunk: eventLine}
 	for b.Loop() {
@@ -33,7 +34,7 @@ func BenchmarkParsePerEvent(b *testing.B) {
 }
 
 func BenchmarkParseMiB(b *testing.B) {
-	p := load(b, newRuntime(b, harness.Options{}), "good")
+	p := load(b, newRuntime(b, wasm.Options{}), "good")
 	ctx := context.Background()
 	b.SetBytes(int64(len(mebibyte)))
 	for b.Loop() {
@@ -106,34 +107,34 @@ func parseAll(b *testing.B, parse func(abi.ParseRequest) (abi.ParseResult, error
 // BenchmarkLoadWarmCache is a process start with the compiled module on disk: a new runtime,
 // Load (compile from cache, instantiate, version, describe), close.
 func BenchmarkLoadWarmCache(b *testing.B) {
-	wasm := guest(b, "good")
+	module := guest(b, "good")
 	dir := b.TempDir()
-	loadOnce(b, dir, wasm)
+	loadOnce(b, dir, module)
 	for b.Loop() {
-		loadOnce(b, dir, wasm)
+		loadOnce(b, dir, module)
 	}
 }
 
 // BenchmarkLoadCold is the same with an empty cache, so every iteration compiles the module.
 func BenchmarkLoadCold(b *testing.B) {
-	wasm := guest(b, "good")
+	module := guest(b, "good")
 	for b.Loop() {
 		dir, err := os.MkdirTemp(b.TempDir(), "cold-")
 		if err != nil {
 			b.Fatal(err)
 		}
-		loadOnce(b, dir, wasm)
+		loadOnce(b, dir, module)
 	}
 }
 
-func loadOnce(b *testing.B, cacheDir string, wasm []byte) {
+func loadOnce(b *testing.B, cacheDir string, module []byte) {
 	ctx := context.Background()
-	r, err := harness.NewRuntime(ctx, harness.Options{CacheDir: cacheDir})
+	r, err := wasm.NewRuntime(ctx, wasm.Options{CacheDir: cacheDir})
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer r.Close(ctx)
-	if _, err := r.Load(ctx, wasm); err != nil {
+	if _, err := harness.Load(ctx, r, module); err != nil {
 		b.Fatal(err)
 	}
 }

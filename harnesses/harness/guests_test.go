@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/hangar-dev/hangar/harnesses/harness"
+	"github.com/hangar-dev/hangar/runtimes/wasm"
 )
 
 // guestBuilds are the test plugins: a package under testdata and the build tags that vary it.
@@ -83,12 +84,12 @@ func buildGuests() (map[string][]byte, error) {
 }
 
 // newRuntime starts a runtime on the process's compilation cache, closed when the test ends.
-func newRuntime(tb testing.TB, opts harness.Options) *harness.Runtime {
+func newRuntime(tb testing.TB, opts wasm.Options) *wasm.Runtime {
 	tb.Helper()
 	if opts.CacheDir == "" {
 		opts.CacheDir = cacheDir
 	}
-	r, err := harness.NewRuntime(context.Background(), opts)
+	r, err := wasm.NewRuntime(context.Background(), opts)
 	if err != nil {
 		tb.Fatalf("NewRuntime: %v", err)
 	}
@@ -96,9 +97,9 @@ func newRuntime(tb testing.TB, opts harness.Options) *harness.Runtime {
 	return r
 }
 
-func load(tb testing.TB, r *harness.Runtime, name string) *harness.Plugin {
+func load(tb testing.TB, r *wasm.Runtime, name string) *harness.Plugin {
 	tb.Helper()
-	p, err := r.Load(context.Background(), guest(tb, name))
+	p, err := harness.Load(context.Background(), r, guest(tb, name))
 	if err != nil {
 		tb.Fatalf("Load %s: %v", name, err)
 	}

@@ -12,11 +12,12 @@ import (
 
 	"github.com/hangar-dev/hangar/harnesses/abi"
 	"github.com/hangar-dev/hangar/harnesses/harness"
+	"github.com/hangar-dev/hangar/runtimes/wasm"
 )
 
 func TestEchoPluginRoundTrip(t *testing.T) {
 	ctx := context.Background()
-	p := load(t, newRuntime(t, harness.Options{}), "good")
+	p := load(t, newRuntime(t, wasm.Options{}), "good")
 
 	want := abi.Descriptor{
 		Name:   "echo",
@@ -71,9 +72,9 @@ func TestEchoPluginRoundTrip(t *testing.T) {
 }
 
 func TestPluginRefusalIsErrRefused(t *testing.T) {
-	p := load(t, newRuntime(t, harness.Options{}), "good")
+	p := load(t, newRuntime(t, wasm.Options{}), "good")
 	_, err := p.Plan(context.Background(), abi.PlanRequest{})
-	if !errors.Is(err, harness.ErrRefused) || !strings.Contains(err.Error(), "the echo harness needs a prompt") {
+	if !errors.Is(err, wasm.ErrRefused) || !strings.Contains(err.Error(), "the echo harness needs a prompt") {
 		t.Fatalf("Plan without a prompt: %v, want ErrRefused with the plugin's message", err)
 	}
 	if _, err := p.Plan(context.Background(), abi.PlanRequest{Prompt: "true"}); err != nil {
@@ -84,8 +85,8 @@ func TestPluginRefusalIsErrRefused(t *testing.T) {
 // hostileRuntime runs plugins with one instance each, so that every call after a failure needs
 // the instance the failure left to have been replaced, and with a memory cap small enough that
 // running out of memory is quick.
-func hostileRuntime(t *testing.T) *harness.Runtime {
-	return newRuntime(t, harness.Options{CallTimeout: 3 * time.Second, MemoryLimitBytes: 16 << 20, Instances: 1})
+func hostileRuntime(t *testing.T) *wasm.Runtime {
+	return newRuntime(t, wasm.Options{CallTimeout: 3 * time.Second, MemoryLimitBytes: 16 << 20, Instances: 1})
 }
 
 // hostileCases are misbehaviours of the hostile plugin, named by the input that triggers them.
@@ -94,20 +95,20 @@ var hostileCases = []struct {
 	want  error
 	says  string // part of the message
 }{
-	{"loop", harness.ErrTimeout, "ran past its 3s deadline"},
-	{"oom", harness.ErrMemory, "exhausted its 16 MiB of memory"},
-	{"panic", harness.ErrTrap, "hostile plugin panics as asked"},
-	{"trap", harness.ErrTrap, "out of bounds memory access"},
-	{"oob", harness.ErrBadAnswer, "outside its"},
-	{"huge", harness.ErrBadAnswer, "more than the"},
-	{"empty", harness.ErrBadAnswer, "answered nothing"},
-	{"badjson", harness.ErrBadAnswer, "not strict ABI JSON"},
-	{"trailing", harness.ErrBadAnswer, "data after the JSON value"},
-	{"both", harness.ErrBadAnswer, `both "ok" and "error"`},
-	{"neither", harness.ErrBadAnswer, `neither "ok" nor "error"`},
-	{"replyfield", harness.ErrBadAnswer, `unknown field "debug"`},
-	{"resultfield", harness.ErrBadAnswer, `unknown field`},
-	{"refuse", harness.ErrRefused, "refused: hostile plugin refuses as asked"},
+	{"loop", wasm.ErrTimeout, "ran past its 3s deadline"},
+	{"oom", wasm.ErrMemory, "exhausted its 16 MiB of memory"},
+	{"panic", wasm.ErrTrap, "hostile plugin panics as asked"},
+	{"trap", wasm.ErrTrap, "out of bounds memory access"},
+	{"oob", wasm.ErrBadAnswer, "outside its"},
+	{"huge", wasm.ErrBadAnswer, "more than the"},
+	{"empty", wasm.ErrBadAnswer, "answered nothing"},
+	{"badjson", wasm.ErrBadAnswer, "not strict ABI JSON"},
+	{"trailing", wasm.ErrBadAnswer, "data after the JSON value"},
+	{"both", wasm.ErrBadAnswer, `both "ok" and "error"`},
+	{"neither", wasm.ErrBadAnswer, `neither "ok" nor "error"`},
+	{"replyfield", wasm.ErrBadAnswer, `unknown field "debug"`},
+	{"resultfield", wasm.ErrBadAnswer, `unknown field`},
+	{"refuse", wasm.ErrRefused, "refused: hostile plugin refuses as asked"},
 }
 
 func TestHostileParseFailsOnlyItsCall(t *testing.T) {
@@ -119,7 +120,7 @@ func TestHostileParseFailsOnlyItsCall(t *testing.T) {
 		input string
 		want  error
 		says  string
-	}{"badkind", harness.ErrBadAnswer, `event 1 of unknown kind "assistant.thought"`})
+	}{"badkind", wasm.ErrBadAnswer, `event 1 of unknown kind "assistant.thought"`})
 	for _, tc := range cases {
 		t.Run(tc.input, func(t *testing.T) {
 			_, err := hostile.Parse(ctx, abi.ParseRequest{Stream: "stdout", Chunk: tc.input})
@@ -147,7 +148,7 @@ func TestHostilePlanFailsOnlyItsCall(t *testing.T) {
 		input string
 		want  error
 		says  string
-	}{"noargv", harness.ErrBadAnswer, "argv is empty"})
+	}{"noargv", wasm.ErrBadAnswer, "argv is empty"})
 	for _, tc := range cases {
 		if tc.input == "loop" || tc.input == "oom" {
 			continue // the same code as in parse, and the slowest cases
@@ -167,9 +168,9 @@ func checkPluginError(t *testing.T, err, want error, export, says string) {
 	if !errors.Is(err, want) {
 		t.Fatalf("error %v, want %v", err, want)
 	}
-	var pe *harness.PluginError
-	if !errors.As(err, &pe) || pe.Plugin != "hostile" || pe.Export != export {
-		t.Fatalf("error %#v, want a *PluginError of plugin hostile, export %s", err, export)
+	var pe *wasm.Error
+	if !errors.As(err, &pe) || pe.Module != "hostile" || pe.Export != export {
+		t.Fatalf("error %#v, want a *wasm.Error of plugin hostile, export %s", err, export)
 	}
 	t.Log(err)
 	prefix := fmt.Sprintf("harness plugin %q %s: ", "hostile", export)
@@ -179,7 +180,7 @@ func checkPluginError(t *testing.T, err, want error, export, says string) {
 }
 
 func TestLoadRefusesWhatIsNotAPluginOfThisABI(t *testing.T) {
-	r := newRuntime(t, harness.Options{})
+	r := newRuntime(t, wasm.Options{})
 	cases := []struct {
 		name string
 		wasm []byte
@@ -194,8 +195,8 @@ func TestLoadRefusesWhatIsNotAPluginOfThisABI(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			p, err := r.Load(context.Background(), tc.wasm)
-			if !errors.Is(err, harness.ErrBadModule) || !strings.Contains(err.Error(), tc.says) {
+			p, err := harness.Load(context.Background(), r, tc.wasm)
+			if !errors.Is(err, wasm.ErrBadModule) || !strings.Contains(err.Error(), tc.says) {
 				t.Fatalf("Load = %v, %v; want ErrBadModule saying %q", p, err, tc.says)
 			}
 		})
@@ -204,7 +205,7 @@ func TestLoadRefusesWhatIsNotAPluginOfThisABI(t *testing.T) {
 
 func TestToolResultIsOptional(t *testing.T) {
 	ctx := context.Background()
-	r := newRuntime(t, harness.Options{})
+	r := newRuntime(t, wasm.Options{})
 	req := abi.ToolResultRequest{ToolCallID: "call-1", ResultJSON: `{"t":21}`, State: "s"}
 	t.Run("a plugin with the export answers", func(t *testing.T) {
 		p := load(t, r, "toolresult")
@@ -213,27 +214,27 @@ func TestToolResultIsOptional(t *testing.T) {
 		if !p.TakesToolResults() || err != nil || got != want {
 			t.Fatalf("TakesToolResults %v, ToolResult = %+v, %v; want %+v", p.TakesToolResults(), got, err, want)
 		}
-		if _, err := p.ToolResult(ctx, abi.ToolResultRequest{}); !errors.Is(err, harness.ErrRefused) {
+		if _, err := p.ToolResult(ctx, abi.ToolResultRequest{}); !errors.Is(err, wasm.ErrRefused) {
 			t.Fatalf("ToolResult without an id: %v, want ErrRefused", err)
 		}
 	})
 	t.Run("a plugin without it takes no tool results", func(t *testing.T) {
 		p := load(t, r, "good")
 		_, err := p.ToolResult(ctx, req)
-		if p.TakesToolResults() || !errors.Is(err, harness.ErrNotExported) || !strings.Contains(err.Error(), abi.ExportToolResult) {
+		if p.TakesToolResults() || !errors.Is(err, wasm.ErrNotExported) || !strings.Contains(err.Error(), abi.ExportToolResult) {
 			t.Fatalf("TakesToolResults %v, ToolResult error %v; want ErrNotExported naming the export", p.TakesToolResults(), err)
 		}
 	})
 }
 
 func TestPluginSeesNoHost(t *testing.T) {
-	p := load(t, newRuntime(t, harness.Options{}), "hostile")
+	p := load(t, newRuntime(t, wasm.Options{}), "hostile")
 	plan, err := p.Plan(context.Background(), abi.PlanRequest{Prompt: "sandbox"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	// wazero's fake wall clock starts at 2022-01-01 and moves 1 ms a reading.
-	want := map[string]string{"time": "2022-01-01T00:00:00Z", "args": "hangar-plugin", "env": ""}
+	want := map[string]string{"time": "2022-01-01T00:00:00Z", "args": "hangar-module", "env": ""}
 	if !reflect.DeepEqual(plan.Env, want) {
 		t.Errorf("what the plugin sees = %v, want %v (no files, no environment, a fake clock)", plan.Env, want)
 	}
@@ -244,7 +245,7 @@ func TestCallerContextEndsCallWithoutBlamingThePlugin(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
 	_, err := hostile.Parse(ctx, abi.ParseRequest{Stream: "stdout", Chunk: "loop"})
-	var pe *harness.PluginError
+	var pe *wasm.Error
 	if !errors.Is(err, context.DeadlineExceeded) || errors.As(err, &pe) {
 		t.Fatalf("Parse under an expiring caller context = %v, want the context's error", err)
 	}
@@ -254,9 +255,9 @@ func TestCallerContextEndsCallWithoutBlamingThePlugin(t *testing.T) {
 }
 
 func TestReplyLargerThanMaxReplyBytesIsRefused(t *testing.T) {
-	p := load(t, newRuntime(t, harness.Options{MaxReplyBytes: 1024}), "good")
+	p := load(t, newRuntime(t, wasm.Options{MaxReplyBytes: 1024}), "good")
 	_, err := p.Parse(context.Background(), abi.ParseRequest{Stream: "stdout", Chunk: lines(1, 2000)})
-	if !errors.Is(err, harness.ErrBadAnswer) || !strings.Contains(err.Error(), "more than the 1024 allowed") {
+	if !errors.Is(err, wasm.ErrBadAnswer) || !strings.Contains(err.Error(), "more than the 1024 allowed") {
 		t.Fatalf("Parse with a 2000-byte answer = %v, want ErrBadAnswer", err)
 	}
 	if _, err := p.Parse(context.Background(), abi.ParseRequest{Stream: "stdout", Chunk: lines(1, 100)}); err != nil {
@@ -266,7 +267,7 @@ func TestReplyLargerThanMaxReplyBytesIsRefused(t *testing.T) {
 
 func TestConcurrentCallsOnOnePlugin(t *testing.T) {
 	ctx := context.Background()
-	r := newRuntime(t, harness.Options{Instances: 3})
+	r := newRuntime(t, wasm.Options{Instances: 3})
 	good := load(t, r, "good")
 	hostile := load(t, r, "hostile")
 	var wg sync.WaitGroup
@@ -276,7 +277,7 @@ func TestConcurrentCallsOnOnePlugin(t *testing.T) {
 			for i := range 10 {
 				if g%4 == 0 {
 					// Trapping calls on another plugin of the same runtime, at the same time.
-					if _, err := hostile.Parse(ctx, abi.ParseRequest{Stream: "stdout", Chunk: "panic"}); !errors.Is(err, harness.ErrTrap) {
+					if _, err := hostile.Parse(ctx, abi.ParseRequest{Stream: "stdout", Chunk: "panic"}); !errors.Is(err, wasm.ErrTrap) {
 						errs <- fmt.Errorf("hostile panic: %v, want ErrTrap", err)
 					}
 					continue
@@ -298,15 +299,15 @@ func TestConcurrentCallsOnOnePlugin(t *testing.T) {
 
 func TestClosedPluginAndRuntimeRefuseCalls(t *testing.T) {
 	ctx := context.Background()
-	r, err := harness.NewRuntime(ctx, harness.Options{CacheDir: cacheDir})
+	r, err := wasm.NewRuntime(ctx, wasm.Options{CacheDir: cacheDir})
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := r.Load(ctx, guest(t, "hostile"))
+	p, err := harness.Load(ctx, r, guest(t, "hostile"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	twin, err := r.Load(ctx, guest(t, "hostile"))
+	twin, err := harness.Load(ctx, r, guest(t, "hostile"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -315,12 +316,12 @@ func TestClosedPluginAndRuntimeRefuseCalls(t *testing.T) {
 			t.Fatalf("Plugin.Close: %v", err)
 		}
 	}
-	if _, err := p.Describe(ctx); !errors.Is(err, harness.ErrClosed) {
+	if _, err := p.Describe(ctx); !errors.Is(err, wasm.ErrClosed) {
 		t.Errorf("Describe on a closed plugin = %v, want ErrClosed", err)
 	}
 	// Another plugin of the same module shares its compiled code, which must survive: the
 	// panic discards twin's instance, so the next call makes a new one from that code.
-	if _, err := twin.Parse(ctx, abi.ParseRequest{Stream: "stdout", Chunk: "panic"}); !errors.Is(err, harness.ErrTrap) {
+	if _, err := twin.Parse(ctx, abi.ParseRequest{Stream: "stdout", Chunk: "panic"}); !errors.Is(err, wasm.ErrTrap) {
 		t.Errorf("Parse(panic) = %v, want ErrTrap", err)
 	}
 	if _, err := twin.Parse(ctx, abi.ParseRequest{Stream: "stdout", Chunk: "fine"}); err != nil {
@@ -331,10 +332,10 @@ func TestClosedPluginAndRuntimeRefuseCalls(t *testing.T) {
 			t.Fatalf("Runtime.Close: %v", err)
 		}
 	}
-	if _, err := r.Load(ctx, guest(t, "good")); !errors.Is(err, harness.ErrClosed) {
+	if _, err := harness.Load(ctx, r, guest(t, "good")); !errors.Is(err, wasm.ErrClosed) {
 		t.Errorf("Load on a closed runtime = %v, want ErrClosed", err)
 	}
-	if _, err := twin.Parse(ctx, abi.ParseRequest{Stream: "stdout", Chunk: "fine"}); !errors.Is(err, harness.ErrClosed) {
+	if _, err := twin.Parse(ctx, abi.ParseRequest{Stream: "stdout", Chunk: "fine"}); !errors.Is(err, wasm.ErrClosed) {
 		t.Errorf("Parse on a plugin of a closed runtime = %v, want ErrClosed", err)
 	}
 }

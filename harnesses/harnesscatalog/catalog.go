@@ -26,6 +26,7 @@ import (
 	"github.com/hangar-dev/hangar/harnesses/oci"
 	"github.com/hangar-dev/hangar/platform/egress"
 	"github.com/hangar-dev/hangar/platform/store"
+	"github.com/hangar-dev/hangar/runtimes/wasm"
 )
 
 // Collection holds the registered harnesses' records.
@@ -82,7 +83,7 @@ type record struct {
 type Catalog struct {
 	db       *firestore.Client
 	bucket   *blob.Bucket
-	rt       *harness.Runtime
+	rt       *wasm.Runtime
 	builtins map[string]builtin.Module
 	// registries is what plugin pulls may reach beyond public addresses.
 	registries egress.Policy
@@ -94,7 +95,7 @@ type Catalog struct {
 
 // New returns the catalog. builtins are the embedded modules by name; registries is what
 // Register's pulls may reach beyond public addresses (config.Config.Registries).
-func New(db *firestore.Client, bucket *blob.Bucket, rt *harness.Runtime, builtins map[string]builtin.Module, registries egress.Policy, now func() time.Time) *Catalog {
+func New(db *firestore.Client, bucket *blob.Bucket, rt *wasm.Runtime, builtins map[string]builtin.Module, registries egress.Policy, now func() time.Time) *Catalog {
 	return &Catalog{db: db, bucket: bucket, rt: rt, builtins: builtins, registries: registries, now: now, loaded: map[string]*harness.Plugin{}}
 }
 
@@ -269,11 +270,11 @@ func (c *Catalog) load(ctx context.Context, key string, module func() ([]byte, e
 	if p, ok := c.loaded[key]; ok {
 		return p, nil
 	}
-	wasm, err := module()
+	b, err := module()
 	if err != nil {
 		return nil, err
 	}
-	p, err := c.rt.Load(ctx, wasm)
+	p, err := harness.Load(ctx, c.rt, b)
 	if err != nil {
 		return nil, err
 	}

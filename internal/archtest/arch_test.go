@@ -58,9 +58,7 @@ var layers = []struct {
 // allowed lists, by name, the only edges the layer rules would otherwise refuse.
 var allowed = map[[2]string]string{
 	{"sandboxhosts/host", "harnesses/abi"}:            "a host runs agent turns through harness plugins",
-	{"sandboxhosts/host", "harnesses/harness"}:        "a host runs agent turns through harness plugins",
 	{"sandboxhosts/host", "harnesses/harnesscatalog"}: "a host runs agent turns through harness plugins",
-	{"automation/jsbox", "harnesses/harness"}:         "jsbox shares the harnesses' WebAssembly runtime",
 	{"cmd/hangar", "emulators"}:                       "`hangar dev` and `hangar emulators` start the emulators",
 }
 

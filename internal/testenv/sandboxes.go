@@ -15,11 +15,11 @@ import (
 	"gocloud.dev/blob/memblob"
 
 	"github.com/hangar-dev/hangar/harnesses/builtin"
-	"github.com/hangar-dev/hangar/harnesses/harness"
 	"github.com/hangar-dev/hangar/harnesses/harnesscatalog"
 	"github.com/hangar-dev/hangar/platform/config"
 	"github.com/hangar-dev/hangar/platform/egress"
 	"github.com/hangar-dev/hangar/platform/seal"
+	"github.com/hangar-dev/hangar/runtimes/wasm"
 	"github.com/hangar-dev/hangar/sandboxhosts/host"
 	"github.com/hangar-dev/hangar/sandboxhosts/images"
 	"github.com/hangar-dev/hangar/sandboxhosts/images/imagestest"
@@ -156,7 +156,7 @@ func (s *Sandboxes) StartHost(t testing.TB, id string) *TestHost {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rt, err := harness.NewRuntime(context.Background(), harness.Options{CacheDir: wasmCache})
+	rt, err := wasm.NewRuntime(context.Background(), wasm.Options{CacheDir: wasmCache})
 	if err != nil {
 		ln.Close()
 		t.Fatal(err)

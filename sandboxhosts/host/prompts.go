@@ -16,11 +16,11 @@ import (
 
 	appv1 "github.com/hangar-dev/hangar/gen/svc/app/v1"
 	"github.com/hangar-dev/hangar/harnesses/abi"
-	"github.com/hangar-dev/hangar/harnesses/harness"
 	"github.com/hangar-dev/hangar/platform/apierr"
 	"github.com/hangar-dev/hangar/platform/ids"
 	"github.com/hangar-dev/hangar/records/eventlog"
 	"github.com/hangar-dev/hangar/records/sessiondb"
+	"github.com/hangar-dev/hangar/runtimes/wasm"
 	"github.com/hangar-dev/hangar/sandboxhosts/sandboxfs"
 	"github.com/hangar-dev/hangar/sandboxhosts/supervisor"
 )
@@ -300,7 +300,7 @@ func (h *Host) CompleteToolCall(ctx context.Context, req *connect.Request[appv1.
 		return nil, apierr.FailedPrecondition("tool call %s belongs to prompt %s, which %s", id, t.promptID, how)
 	}
 	res, err := plugin.ToolResult(ctx, abi.ToolResultRequest{ToolCallID: id, ResultJSON: m.GetResultJson(), State: t.ps.state})
-	if errors.Is(err, harness.ErrRefused) {
+	if errors.Is(err, wasm.ErrRefused) {
 		return nil, apierr.FailedPrecondition("%v", err)
 	}
 	if err != nil {

@@ -26,6 +26,7 @@ import (
 
 	"github.com/hangar-dev/hangar/harnesses/builtin"
 	"github.com/hangar-dev/hangar/harnesses/harness"
+	"github.com/hangar-dev/hangar/runtimes/wasm"
 )
 
 const (
@@ -98,18 +99,18 @@ func describe(ctx context.Context, wasmFiles []string) ([]string, error) {
 	if dir, err := os.UserCacheDir(); err == nil {
 		cache = filepath.Join(dir, "hangar", "wasm-compile")
 	}
-	rt, err := harness.NewRuntime(ctx, harness.Options{CacheDir: cache, Instances: 1})
+	rt, err := wasm.NewRuntime(ctx, wasm.Options{CacheDir: cache, Instances: 1})
 	if err != nil {
 		return nil, err
 	}
 	defer rt.Close(ctx)
 	out := make([]string, len(wasmFiles))
 	for i, f := range wasmFiles {
-		wasm, err := os.ReadFile(f)
+		module, err := os.ReadFile(f)
 		if err != nil {
 			return nil, err
 		}
-		p, err := rt.Load(ctx, wasm)
+		p, err := harness.Load(ctx, rt, module)
 		if err != nil {
 			return nil, fmt.Errorf("load %s: %w", f, err)
 		}

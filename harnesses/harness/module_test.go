@@ -9,13 +9,20 @@ import (
 
 	"github.com/hangar-dev/hangar/harnesses/abi"
 	"github.com/hangar-dev/hangar/harnesses/harness"
+	"github.com/hangar-dev/hangar/runtimes/wasm"
 )
 
-// A harness plugin follows the reactor convention too, so the test plugins serve as reactors.
+// A harness plugin follows runtimes/wasm's calling convention, so the test plugins serve as
+// plain modules of it too.
 
-func TestReactorCallsItsExportsOnPooledInstances(t *testing.T) {
+// loadModule loads a test plugin as a module of runtimes/wasm that need export only.
+func loadModule(rt *wasm.Runtime, name string, module []byte, export string) (*wasm.Module, error) {
+	return rt.Load(context.Background(), wasm.Spec{Kind: harness.Kind, Name: name, Exports: map[string]wasm.Signature{export: wasm.RequestAnswer}}, module)
+}
+
+func TestModuleCallsItsExportsOnPooledInstances(t *testing.T) {
 	ctx := context.Background()
-	x, err := newRuntime(t, harness.Options{Instances: 1}).LoadReactor(ctx, "echo", guest(t, "good"), abi.ExportPlan)
+	x, err := loadModule(newRuntime(t, wasm.Options{Instances: 1}), "echo", guest(t, "good"), abi.ExportPlan)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -28,7 +35,7 @@ func TestReactorCallsItsExportsOnPooledInstances(t *testing.T) {
 			t.Fatalf("Call(plan %q) = %s, %v", prompt, out, err)
 		}
 	}
-	if _, err := x.Call(ctx, abi.ExportPlan, abi.PlanRequest{}); !errors.Is(err, harness.ErrRefused) {
+	if _, err := x.Call(ctx, abi.ExportPlan, abi.PlanRequest{}); !errors.Is(err, wasm.ErrRefused) {
 		t.Fatalf("a request the reactor refuses: %v, want ErrRefused", err)
 	}
 	if _, err := x.Call(ctx, abi.ExportParse, abi.ParseRequest{}); err == nil || !strings.Contains(err.Error(), "not one of its exports") {
@@ -36,9 +43,9 @@ func TestReactorCallsItsExportsOnPooledInstances(t *testing.T) {
 	}
 }
 
-func TestReactorFailureCostsOnlyItsInstance(t *testing.T) {
+func TestModuleFailureCostsOnlyItsInstance(t *testing.T) {
 	ctx := context.Background()
-	x, err := hostileRuntime(t).LoadReactor(ctx, "hostile", guest(t, "hostile"), abi.ExportParse)
+	x, err := loadModule(hostileRuntime(t), "hostile", guest(t, "hostile"), abi.ExportParse)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -46,7 +53,7 @@ func TestReactorFailureCostsOnlyItsInstance(t *testing.T) {
 	for _, tc := range []struct {
 		input string
 		want  error
-	}{{"panic", harness.ErrTrap}, {"oom", harness.ErrMemory}} {
+	}{{"panic", wasm.ErrTrap}, {"oom", wasm.ErrMemory}} {
 		_, err := x.Call(ctx, abi.ExportParse, abi.ParseRequest{Stream: "stdout", Chunk: tc.input})
 		checkPluginError(t, err, tc.want, abi.ExportParse, "")
 		if _, err := x.Call(ctx, abi.ExportParse, abi.ParseRequest{Stream: "stdout", Chunk: "fine"}); err != nil {
@@ -55,9 +62,9 @@ func TestReactorFailureCostsOnlyItsInstance(t *testing.T) {
 	}
 }
 
-func TestLoadReactorRefusesAModuleWithoutItsExports(t *testing.T) {
-	_, err := newRuntime(t, harness.Options{}).LoadReactor(context.Background(), "echo", guest(t, "good"), "jsbox_eval")
-	if !errors.Is(err, harness.ErrBadModule) || !strings.Contains(err.Error(), "does not export jsbox_eval") {
-		t.Fatalf("LoadReactor without the export: %v, want ErrBadModule naming it", err)
+func TestLoadRefusesAModuleWithoutItsSpecsExports(t *testing.T) {
+	_, err := loadModule(newRuntime(t, wasm.Options{}), "echo", guest(t, "good"), "jsbox_eval")
+	if !errors.Is(err, wasm.ErrBadModule) || !strings.Contains(err.Error(), "does not export jsbox_eval") {
+		t.Fatalf("Load without the export: %v, want ErrBadModule naming it", err)
 	}
 }
