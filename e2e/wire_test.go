@@ -51,7 +51,7 @@ func TestHandWrittenJSONUsesSpecFieldNames(t *testing.T) {
 	profile := out["profile"].(map[string]any)
 	for _, name := range []string{"id", "image_id", "env_vars", "include_user_tokens", "created_at", "updated_at", "archived"} {
 		if _, ok := profile[name]; !ok {
-			t.Errorf("response lacks SPEC field %q: %v", name, profile)
+			t.Errorf("response lacks API field %q: %v", name, profile)
 		}
 	}
 	if _, ok := profile["imageId"]; ok {

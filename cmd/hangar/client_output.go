@@ -12,7 +12,7 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 )
 
-// jsonOut prints responses with the SPEC's snake_case field names.
+// jsonOut prints responses with the API's snake_case field names.
 var jsonOut = protojson.MarshalOptions{UseProtoNames: true, Multiline: true, EmitUnpopulated: false}
 
 // show prints the response resp: its record's id under --quiet, as protojson under --json,

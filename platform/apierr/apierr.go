@@ -1,6 +1,7 @@
 // Package apierr is Hangar's error model: every failure leaves a service as a Connect error with
-// the code DESIGN.md names, invalid input names its field in a google.rpc.BadRequest detail, and
-// anything unexpected becomes an opaque internal error whose cause is logged, never sent.
+// the code the README's "Errors" section names, invalid input names its field in a
+// google.rpc.BadRequest detail, and anything unexpected becomes an opaque internal error whose
+// cause is logged, never sent.
 package apierr
 
 import (

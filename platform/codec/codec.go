@@ -1,6 +1,6 @@
-// Package codec is the API's JSON wire format: SPEC.md's field names (snake_case, the proto
-// names) in both directions, scalars and lists always present, and unknown fields refused so
-// that a hand-written client with a misspelt field hears about it instead of losing data.
+// Package codec is the API's JSON wire format: the proto's field names (snake_case) in both
+// directions, scalars and lists always present, and unknown fields refused so that a
+// hand-written client with a misspelt field hears about it instead of losing data.
 package codec
 
 import (
