@@ -25,6 +25,7 @@ import (
 	appv1 "github.com/hangar-dev/hangar/gen/svc/app/v1"
 	"github.com/hangar-dev/hangar/gen/svc/app/v1/appv1connect"
 	"github.com/hangar-dev/hangar/internal/testenv"
+	"github.com/hangar-dev/hangar/internal/testkit"
 	"github.com/hangar-dev/hangar/platform/config"
 	"github.com/hangar-dev/hangar/platform/egress"
 )
@@ -116,21 +117,6 @@ func (as *automationStack) create(t testing.TB, def string) string {
 	return resp.Msg.GetAutomation().GetId()
 }
 
-// until polls check every 50 ms until it is done, for 30 s at most: the worker runs on its own
-// and says nothing when it has done something. check answers what it saw, for the failure.
-func until(t *testing.T, check func() (done bool, saw string)) {
-	t.Helper()
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		done, saw := check()
-		if done {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("after 30 s: %s", saw)
-		}
-	}
-}
-
 // waitRun polls a run until it is in one of statuses, by default until it ends.
 func (as *automationStack) waitRun(t *testing.T, id string, statuses ...string) *appv1.AutomationRun {
 	t.Helper()
@@ -138,7 +124,7 @@ func (as *automationStack) waitRun(t *testing.T, id string, statuses ...string) 
 		statuses = []string{"completed", "failed", "filtered", "stopped"}
 	}
 	var run *appv1.AutomationRun
-	until(t, func() (bool, string) {
+	testkit.Eventually(t, 30*time.Second, "run "+id+" reaching "+strings.Join(statuses, " or "), func() (bool, string) {
 		resp, err := as.runs.GetRun(t.Context(), connect.NewRequest(&appv1.GetRunRequest{RunId: id}))
 		if err != nil {
 			t.Fatalf("get run: %v", err)
@@ -239,7 +225,7 @@ func TestASignedWebhookRunsOnceHoweverOftenItIsDelivered(t *testing.T) {
 	}
 	// The first delivery runs; the other two are dropped as duplicates.
 	var runs []*appv1.AutomationRunBrief
-	until(t, func() (bool, string) {
+	testkit.Eventually(t, 30*time.Second, "the two deliveries turning into one run and two drops", func() (bool, string) {
 		drops, err := as.runs.ListRecentDrops(t.Context(), connect.NewRequest(&appv1.ListRecentDropsRequest{AutomationId: id}))
 		if err != nil {
 			t.Fatal(err)

@@ -23,6 +23,7 @@ import (
 	appv1 "github.com/hangar-dev/hangar/gen/svc/app/v1"
 	"github.com/hangar-dev/hangar/gen/svc/app/v1/appv1connect"
 	"github.com/hangar-dev/hangar/internal/testenv"
+	"github.com/hangar-dev/hangar/internal/testkit"
 	"github.com/hangar-dev/hangar/platform/config"
 	"github.com/hangar-dev/hangar/records/eventlog"
 	"github.com/hangar-dev/hangar/sandboxhosts/container/containertest"
@@ -80,9 +81,11 @@ func benchCreateToFirstExec(b *testing.B, tune func(*testenv.Sandboxes)) {
 	// loop too, so neither loop pays for it.
 	deleteSession(b, s, s.create(b, nil))
 	warmed := func() {
-		for s.sb.Config.Host.WarmSandboxes > 0 && s.hosts[0].Warm(s.sb.Image) < s.sb.Config.Host.WarmSandboxes {
-			time.Sleep(time.Millisecond)
-		}
+		want := s.sb.Config.Host.WarmSandboxes
+		testkit.Eventually(b, time.Minute, "the host's warm pool refilled", func() (bool, string) {
+			warm := s.hosts[0].Warm(s.sb.Image)
+			return warm >= want, fmt.Sprintf("%d of %d warm", warm, want)
+		})
 	}
 	warmed()
 	for b.Loop() {

@@ -12,6 +12,7 @@ import (
 	appv1 "github.com/hangar-dev/hangar/gen/svc/app/v1"
 	"github.com/hangar-dev/hangar/gen/svc/app/v1/appv1connect"
 	"github.com/hangar-dev/hangar/internal/testenv"
+	"github.com/hangar-dev/hangar/internal/testkit"
 	"github.com/hangar-dev/hangar/platform/auth"
 	"github.com/hangar-dev/hangar/platform/clock"
 )
@@ -124,12 +125,10 @@ func BenchmarkAuthUncached(b *testing.B) {
 	if _, err := authn.Authenticate(ctx, key, ""); err != nil {
 		b.Fatal(err)
 	}
-	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+	testkit.Eventually(b, 5*time.Second, "last_used_at recorded", func() (bool, string) {
 		snap, err := db.Collection("apiKeys").Doc(k.ID).Get(ctx)
-		if err == nil && snap.Data()["last_used_at"].(time.Time).Year() > 1 {
-			break
-		}
-	}
+		return err == nil && snap.Data()["last_used_at"].(time.Time).Year() > 1, fmt.Sprint(err)
+	})
 	b.ResetTimer()
 	for b.Loop() {
 		if _, err := authn.Authenticate(ctx, key, ""); err != nil {

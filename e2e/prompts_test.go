@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -12,6 +13,7 @@ import (
 	appv1 "github.com/hangar-dev/hangar/gen/svc/app/v1"
 	"github.com/hangar-dev/hangar/gen/svc/app/v1/appv1connect"
 	"github.com/hangar-dev/hangar/internal/testenv"
+	"github.com/hangar-dev/hangar/internal/testkit"
 	"github.com/hangar-dev/hangar/platform/config"
 	"github.com/hangar-dev/hangar/records/sessiondb"
 )
@@ -32,9 +34,9 @@ type promptEvent struct {
 // prompt's events up to then.
 func (s *sandboxStack) waitEvent(t *testing.T, session, kind, prompt string) []promptEvent {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		var mine []promptEvent
+	var mine []promptEvent
+	testkit.Eventually(t, 30*time.Second, "a "+kind+" event for prompt "+prompt, func() (bool, string) {
+		mine = nil
 		for _, e := range s.listEvents(t, session) {
 			var p promptEvent
 			_ = json.Unmarshal([]byte(e.GetPayloadJson()), &p)
@@ -42,15 +44,13 @@ func (s *sandboxStack) waitEvent(t *testing.T, session, kind, prompt string) []p
 			if p.PromptID == prompt {
 				mine = append(mine, p)
 				if p.Kind == kind {
-					return mine
+					return true, ""
 				}
 			}
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no %s event for prompt %s; its events: %+v", kind, prompt, mine)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return false, fmt.Sprintf("its events: %+v", mine)
+	})
+	return mine
 }
 
 func kindsOf(events []promptEvent) string {
@@ -156,15 +156,10 @@ func TestPromptQueueCarriesOnAfterEviction(t *testing.T) {
 	id := s.create(t, &appv1.CreateSessionRequest{Mode: "agent", Prompt: ptr("echo kept > /root/f; sleep 30"), PromptId: ptr("long")})
 	s.waitEvent(t, id, "prompt.started", "long")
 	// The turn has started; wait until its script has written the file, then checkpoint.
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+	testkit.Eventually(t, 10*time.Second, "the long prompt writing /root/f", func() (bool, string) {
 		res := s.exec(t, &appv1.ExecRequest{SessionId: id, Command: ptr("cat /root/f 2>/dev/null")})
-		if res.stdout == "kept\n" {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the long prompt never wrote /root/f")
-		}
-	}
+		return res.stdout == "kept\n", fmt.Sprintf("/root/f holds %q", res.stdout)
+	})
 	if _, err := s.svc.Snapshot(ctx, connect.NewRequest(&appv1.SnapshotRequest{SessionId: id})); err != nil {
 		t.Fatal(err)
 	}
@@ -212,15 +207,14 @@ func TestTaskRunsInASessionOfItsProfile(t *testing.T) {
 	}
 	// The task follows its session: the turn is done, so it waits for the user.
 	var got *appv1.Task
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+	testkit.Eventually(t, 10*time.Second, "the task waiting for the user", func() (bool, string) {
 		resp, err := tasks.GetTask(ctx, connect.NewRequest(&appv1.GetTaskRequest{TaskId: task.GetId()}))
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got = resp.Msg.GetTask(); got.GetStatus() == "waiting" || time.Now().After(deadline) {
-			break
-		}
-	}
+		got = resp.Msg.GetTask()
+		return got.GetStatus() == "waiting", "the task is " + got.GetStatus()
+	})
 	ref := got.GetSessions()[0]
 	if got.GetStatus() != "waiting" || ref.GetSession().GetId() != sid || ref.GetProfile().GetName() != "shell work" || ref.GetRole() != "primary" {
 		t.Fatalf("task after its turn: status %s, session ref %v", got.GetStatus(), ref)
@@ -252,16 +246,18 @@ func TestTaskRunsInASessionOfItsProfile(t *testing.T) {
 // promptOf is the id of the session's first queued prompt.
 func promptOf(t *testing.T, s *sandboxStack, session string) string {
 	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+	var id string
+	testkit.Eventually(t, 10*time.Second, "a queued prompt", func() (bool, string) {
 		for _, e := range s.listEvents(t, session, "prompt.queued") {
 			var p promptEvent
 			if json.Unmarshal([]byte(e.GetPayloadJson()), &p) == nil {
-				return p.PromptID
+				id = p.PromptID
+				return true, ""
 			}
 		}
-	}
-	t.Fatal("the session queued no prompt")
-	return ""
+		return false, "the session queued no prompt"
+	})
+	return id
 }
 
 func TestAgentSessionsReachModelsThroughRouters(t *testing.T) {
@@ -297,18 +293,13 @@ func TestAgentSessionsReachModelsThroughRouters(t *testing.T) {
 func (s *sandboxStack) waitAgentState(t *testing.T, session, want string) {
 	t.Helper()
 	store := sessiondb.NewStore(s.sb.DB, time.Now)
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+	testkit.Eventually(t, 30*time.Second, "agent state "+want, func() (bool, string) {
 		rec, err := store.Get(context.Background(), session)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if rec.AgentState == want {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("agent state %q, want %q", rec.AgentState, want)
-		}
-	}
+		return rec.AgentState == want, "agent state " + rec.AgentState
+	})
 }
 
 func TestClientToolCallsOfTheBashHarness(t *testing.T) {

@@ -15,6 +15,7 @@ import (
 	appv1 "github.com/hangar-dev/hangar/gen/svc/app/v1"
 	"github.com/hangar-dev/hangar/gen/svc/app/v1/appv1connect"
 	"github.com/hangar-dev/hangar/internal/testenv"
+	"github.com/hangar-dev/hangar/internal/testkit"
 )
 
 // sandboxStack is the whole API with sandbox hosts behind it.
@@ -189,15 +190,10 @@ func (s *sandboxStack) status(t testing.TB, session string) string {
 // waitStatus polls until the session reaches want.
 func (s *sandboxStack) waitStatus(t testing.TB, session, want string, within time.Duration) {
 	t.Helper()
-	deadline := time.Now().Add(within)
-	got := ""
-	for time.Now().Before(deadline) {
-		if got = s.status(t, session); got == want {
-			return
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	t.Fatalf("session %s is %q after %s, want %q", session, got, within, want)
+	testkit.Eventually(t, within, "session "+session+" "+want, func() (bool, string) {
+		got := s.status(t, session)
+		return got == want, "it is " + got
+	})
 }
 
 // fileSums lists "sha256  path" of every regular file under dirs in the session, sorted, with

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"fmt"
 	"os"
 	"strconv"
 	"strings"
@@ -18,6 +19,7 @@ import (
 	appv1 "github.com/hangar-dev/hangar/gen/svc/app/v1"
 	"github.com/hangar-dev/hangar/gen/svc/app/v1/appv1connect"
 	"github.com/hangar-dev/hangar/internal/testenv"
+	"github.com/hangar-dev/hangar/internal/testkit"
 	"github.com/hangar-dev/hangar/records/fleet"
 	"github.com/hangar-dev/hangar/sandboxhosts/hostclient"
 	"github.com/hangar-dev/hangar/sandboxhosts/images"
@@ -217,17 +219,13 @@ func TestCancelExecKillsIt(t *testing.T) {
 		res, _ := collectExec(context.Background(), s.svc, &appv1.ExecRequest{SessionId: id, Command: ptr("echo ready; sleep 60"), ExecId: ptr("to-cancel")})
 		done <- res
 	}()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	testkit.Eventually(t, 10*time.Second, "cancelling the exec", func() (bool, string) {
 		_, err := s.svc.CancelExec(context.Background(), connect.NewRequest(&appv1.CancelExecRequest{SessionId: id, ExecId: "to-cancel"}))
-		if err == nil {
-			break
-		}
-		if connect.CodeOf(err) != connect.CodeNotFound || time.Now().After(deadline) {
+		if err != nil && connect.CodeOf(err) != connect.CodeNotFound {
 			t.Fatalf("cancel: %v", err)
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return err == nil, fmt.Sprint(err)
+	})
 	select {
 	case res := <-done:
 		if !res.exit.GetCanceled() || res.exit.GetExitStatus() != 137 {

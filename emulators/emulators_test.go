@@ -7,7 +7,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -16,19 +15,15 @@ import (
 	"cloud.google.com/go/firestore"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	"github.com/hangar-dev/hangar/internal/testkit"
 )
 
 // requireGcloud skips without gcloud, except on CI where a missing emulator must not turn
 // the suite silently green.
 func requireGcloud(t *testing.T) {
 	t.Helper()
-	if _, err := exec.LookPath("gcloud"); err != nil {
-		msg := "gcloud not on PATH; " + installHint
-		if os.Getenv("CI") == "true" {
-			t.Fatal("CI=true, so the emulator tests must run: " + msg)
-		}
-		t.Skip(msg)
-	}
+	testkit.RequireTool(t, "gcloud", installHint)
 }
 
 func start(t *testing.T, opts Options) *Set {

@@ -14,6 +14,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/hangar-dev/hangar/automation/jsbox"
+	"github.com/hangar-dev/hangar/internal/testkit"
 )
 
 // cacheDir holds the compiled guest for the whole test process, so it is compiled once however
@@ -41,11 +42,7 @@ func newBox(tb testing.TB, opts jsbox.Options) *jsbox.Box {
 	}
 	box, err := jsbox.New(context.Background(), opts)
 	if errors.Is(err, jsbox.ErrNotBuilt) {
-		msg := "automation/jsbox/wasm/jsbox.wasm is not built: run `make plugins` first (make test does)"
-		if os.Getenv("CI") == "true" {
-			tb.Fatal(msg)
-		}
-		tb.Skip(msg)
+		testkit.Missing(tb, "automation/jsbox/wasm/jsbox.wasm is not built: run `make plugins` first (make test does)")
 	}
 	if err != nil {
 		tb.Fatalf("New: %v", err)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/hangar-dev/hangar/functions/api"
 	"github.com/hangar-dev/hangar/internal/testenv"
+	"github.com/hangar-dev/hangar/internal/testkit"
 )
 
 // TestSessionsCommandsOnARealHost runs the sessions commands against the whole stack: the API
@@ -97,15 +99,10 @@ func TestSessionsCommandsOnARealHost(t *testing.T) {
 	if out := must("prompt", agent.SessionID, "echo second", "--id", "two"); !strings.Contains(out, "two") {
 		t.Fatalf("prompt: %q", out)
 	}
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+	testkit.Eventually(t, 30*time.Second, "the prompts' messages", func() (bool, string) {
 		out := must("events", agent.SessionID, "--kind", "assistant.message")
-		if strings.Contains(out, "first") && strings.Contains(out, "second") {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the prompts' messages never came: %q", out)
-		}
-	}
+		return strings.Contains(out, "first") && strings.Contains(out, "second"), out
+	})
 	// The second turn may still be ending: either answer is right, an error is not.
 	if out := must("interrupt", agent.SessionID); !strings.Contains(out, "nothing is running") && !strings.Contains(out, "interrupted") {
 		t.Fatalf("interrupt: %q", out)
@@ -131,24 +128,19 @@ func TestSessionsCommandsOnARealHost(t *testing.T) {
 		return out
 	}
 	var call string
-	for deadline := time.Now().Add(30 * time.Second); call == ""; time.Sleep(50 * time.Millisecond) {
+	testkit.Eventually(t, 30*time.Second, "the tool call", func() (bool, string) {
 		if calls := payloads("tool.call"); len(calls) > 0 {
 			call = calls[0].ToolCallID
-		} else if time.Now().After(deadline) {
-			t.Fatal("the tool call never came")
 		}
-	}
+		return call != "", "no tool.call event"
+	})
 	if out := must("complete-tool", agent.SessionID, call, `{"ok": true}`); !strings.Contains(out, "delivered") {
 		t.Fatalf("complete-tool: %q", out)
 	}
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		if slices.ContainsFunc(payloads("assistant.message"), func(p promptPayload) bool { return p.Text == `answer {"ok":true}` }) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the script never printed the tool's result")
-		}
-	}
+	testkit.Eventually(t, 30*time.Second, "the script printing the tool's result", func() (bool, string) {
+		msgs := payloads("assistant.message")
+		return slices.ContainsFunc(msgs, func(p promptPayload) bool { return p.Text == `answer {"ok":true}` }), fmt.Sprintf("%+v", msgs)
+	})
 }
 
 // promptPayload is the part of an agent turn's event payload the test reads.

@@ -18,6 +18,7 @@ import (
 	appv1 "github.com/hangar-dev/hangar/gen/svc/app/v1"
 	"github.com/hangar-dev/hangar/gen/svc/app/v1/appv1connect"
 	"github.com/hangar-dev/hangar/internal/testenv"
+	"github.com/hangar-dev/hangar/internal/testkit"
 	"github.com/hangar-dev/hangar/platform/bucket"
 	"github.com/hangar-dev/hangar/records/fleet"
 	"github.com/hangar-dev/hangar/sandboxhosts/supervisor/supervisortest"
@@ -140,20 +141,13 @@ func TestKilledHostProcessLeavesSessionsRecoverable(t *testing.T) {
 		t.Fatal(err)
 	}
 	<-proc.done
-	deadline := time.Now().Add(3 * sb.Config.Host.HostTimeout)
-	for {
+	testkit.Eventually(t, 3*sb.Config.Host.HostTimeout, "the session lost with its host", func() (bool, string) {
 		got, err := svc.GetSession(ctx, connect.NewRequest(&appv1.GetSessionRequest{SessionId: id}))
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got.Msg.GetSession().GetStatus() == "lost" {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("session is %s long after its host died", got.Msg.GetSession().GetStatus())
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return got.Msg.GetSession().GetStatus() == "lost", "the session is " + got.Msg.GetSession().GetStatus()
+	})
 
 	sb.StartHost(t, "rescue-host")
 	if _, err := svc.Resume(ctx, connect.NewRequest(&appv1.ResumeRequest{SessionId: id})); err != nil {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/hangar-dev/hangar/harnesses/builtin"
 	"github.com/hangar-dev/hangar/harnesses/harnesscatalog"
+	"github.com/hangar-dev/hangar/internal/testkit"
 	"github.com/hangar-dev/hangar/platform/config"
 	"github.com/hangar-dev/hangar/platform/egress"
 	"github.com/hangar-dev/hangar/platform/seal"
@@ -39,13 +40,9 @@ func RequireSandboxes(t testing.TB) {
 	case func() bool { _, err := os.Stat(images.BusyboxPath); return err != nil }():
 		missing = "sandbox tests need " + images.BusyboxPath + ": apt-get install busybox-static"
 	}
-	if missing == "" {
-		return
+	if missing != "" {
+		testkit.Missing(t, missing)
 	}
-	if os.Getenv("CI") == "true" {
-		t.Fatal(missing)
-	}
-	t.Skip(missing)
 }
 
 // wasmCache keeps the plugins compiled by one test for the next: compiling one costs seconds.
@@ -73,11 +70,7 @@ func RequirePlugins(t testing.TB) map[string]builtin.Module {
 	if len(mods) > 0 {
 		return mods
 	}
-	msg := "no built-in harness plugins are embedded: run the tests with `make test` (or `make plugins` first)"
-	if os.Getenv("CI") == "true" {
-		t.Fatal(msg)
-	}
-	t.Skip(msg)
+	testkit.Missing(t, "no built-in harness plugins are embedded: run the tests with `make test` (or `make plugins` first)")
 	return nil
 }
 

@@ -14,6 +14,7 @@ import (
 
 	"cloud.google.com/go/firestore"
 
+	"github.com/hangar-dev/hangar/internal/testkit"
 	"github.com/hangar-dev/hangar/platform/store"
 )
 
@@ -40,11 +41,7 @@ func RequireEmulators(t testing.TB) {
 	if os.Getenv("FIRESTORE_EMULATOR_HOST") != "" {
 		return
 	}
-	msg := "FIRESTORE_EMULATOR_HOST is not set: run the tests with `make test`, which starts the Firestore and Pub/Sub emulators"
-	if os.Getenv("CI") == "true" {
-		t.Fatal(msg)
-	}
-	t.Skip(msg)
+	testkit.Missing(t, "FIRESTORE_EMULATOR_HOST is not set: run the tests with `make test`, which starts the Firestore and Pub/Sub emulators")
 }
 
 // Firestore returns a client on the emulator in a project of its own, closed when t ends.

@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/hangar-dev/hangar/internal/testkit"
 )
 
 func TestInitIsPID1InItsOwnPIDNamespace(t *testing.T) {
@@ -167,35 +169,60 @@ func TestHostFilesAreInvisible(t *testing.T) {
 	}
 }
 
+// cgroupRoot is where the cgroup file systems are mounted.
+const cgroupRoot = "/sys/fs/cgroup"
+
+// cgroupFiles are the files (under cgroupRoot) that show the limits of the sandbox with
+// cgroup id and init pid under each cgroup version, with the values 1.5 CPUs, 96 MiB of memory
+// and no swap, and 48 pids give them; ok is false when the host has neither version's files.
+func cgroupFiles(id string, pid int) (files map[string]string, ok bool) {
+	mem := strconv.Itoa(96 << 20)
+	if _, err := os.Stat(filepath.Join(cgroupRoot, "cgroup.controllers")); err == nil {
+		// cgroup v2 (Debian 12's default): one hierarchy, swap limited on its own.
+		dir := filepath.Join(testCgroupParent, id)
+		return map[string]string{
+			filepath.Join(dir, "memory.max"):      mem,
+			filepath.Join(dir, "memory.swap.max"): "0",
+			filepath.Join(dir, "pids.max"):        "48",
+			filepath.Join(dir, "cpu.max"):         "150000 100000",
+			filepath.Join(dir, "cgroup.procs"):    strconv.Itoa(pid),
+		}, true
+	}
+	if _, err := os.Stat(filepath.Join(cgroupRoot, "memory", "memory.limit_in_bytes")); err == nil {
+		// cgroup v1: one hierarchy per controller, swap limited as memory plus swap.
+		in := func(controller, file string) string {
+			return filepath.Join(controller, testCgroupParent, id, file)
+		}
+		return map[string]string{
+			in("memory", "memory.limit_in_bytes"):       mem,
+			in("memory", "memory.memsw.limit_in_bytes"): mem,
+			in("pids", "pids.max"):                      "48",
+			in("cpu", "cpu.cfs_period_us"):              "100000",
+			in("cpu", "cpu.cfs_quota_us"):               "150000",
+			in("pids", "cgroup.procs"):                  strconv.Itoa(pid),
+		}, true
+	}
+	return nil, false
+}
+
 func TestCgroupLimitsAreSet(t *testing.T) {
-	if _, err := os.Stat("/sys/fs/cgroup/memory/memory.limit_in_bytes"); err != nil {
-		t.Skip("this test reads cgroup v1 files; no v1 memory controller here")
+	if _, ok := cgroupFiles("", 0); !ok {
+		testkit.Missing(t, "neither a cgroup v2 hierarchy nor a cgroup v1 memory controller is mounted at "+cgroupRoot)
 	}
 	d := newTestDriver(t, "")
 	spec := sleepSpec(t, testImage(t))
 	spec.Resources = Resources{CPUs: 1.5, MemoryBytes: 96 << 20, Pids: 48}
 	sb := create(t, d, spec)
 
-	cg := func(controller, file string) string {
-		b, err := os.ReadFile(filepath.Join("/sys/fs/cgroup", controller, testCgroupParent, sb.ID(), file))
+	files, _ := cgroupFiles(sb.ID(), sb.Pid())
+	for file, want := range files {
+		b, err := os.ReadFile(filepath.Join(cgroupRoot, file))
 		if err != nil {
 			t.Fatal(err)
 		}
-		return strings.TrimSpace(string(b))
-	}
-	for _, c := range []struct{ controller, file, want string }{
-		{"memory", "memory.limit_in_bytes", strconv.Itoa(96 << 20)},
-		{"memory", "memory.memsw.limit_in_bytes", strconv.Itoa(96 << 20)},
-		{"pids", "pids.max", "48"},
-		{"cpu", "cpu.cfs_period_us", "100000"},
-		{"cpu", "cpu.cfs_quota_us", "150000"},
-	} {
-		if got := cg(c.controller, c.file); got != c.want {
-			t.Errorf("%s/%s = %s, want %s", c.controller, c.file, got, c.want)
+		if got := strings.TrimSpace(string(b)); got != want {
+			t.Errorf("%s = %s, want %s", file, got, want)
 		}
-	}
-	if got := cg("pids", "cgroup.procs"); got != strconv.Itoa(sb.Pid()) {
-		t.Errorf("pids cgroup holds %q, want only init %d", got, sb.Pid())
 	}
 	st, err := sb.Stats(context.Background())
 	if err != nil {
@@ -225,16 +252,13 @@ func TestForkBombIsStoppedByThePidsLimit(t *testing.T) {
 	// fail at the limit, so its exit status says nothing: the cgroup does.
 	_, _ = execIn(t, sb, "/bin/sh", "-c", "b(){ b|b& }; b >/dev/null 2>&1 </dev/null; exit 0")
 	var st Stats
-	for deadline := time.Now().Add(10 * time.Second); ; {
+	testkit.Eventually(t, 10*time.Second, "the bomb filling the pids cgroup", func() (bool, string) {
 		var err error
 		if st, err = sb.Stats(context.Background()); err != nil {
 			t.Fatal(err)
 		}
-		if st.Pids >= 16 || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return st.Pids >= 16, fmt.Sprintf("%d pids", st.Pids)
+	})
 	if st.Pids > 32 {
 		t.Errorf("%d pids in the sandbox, limit 32", st.Pids)
 	}
@@ -381,16 +405,13 @@ func TestInitOutputGoesToTheLogAndStopWorksAfterInitExited(t *testing.T) {
 	sb := create(t, d, spec)
 	ctx := context.Background()
 
-	for {
+	testkit.Eventually(t, 30*time.Second, "init exiting", func() (bool, string) {
 		st, err := sb.Status(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if st == StatusStopped {
-			break
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return st == StatusStopped, "the sandbox is " + string(st)
+	})
 	if b, err := os.ReadFile(sb.LogPath()); err != nil || string(b) != "out-from-init\nerr-from-init\n" {
 		t.Errorf("init log = %q, %v", b, err)
 	}

@@ -21,6 +21,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/random"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 
+	"github.com/hangar-dev/hangar/internal/testkit"
 	"github.com/hangar-dev/hangar/platform/egress"
 	"github.com/hangar-dev/hangar/sandboxhosts/devimage"
 	"github.com/hangar-dev/hangar/sandboxhosts/images"
@@ -286,9 +287,7 @@ func TestServeRebuildsAnUnusableCache(t *testing.T) {
 }
 
 func TestImageCachePullsTheDevImage(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("unpacking an image needs root")
-	}
+	testkit.RequireRoot(t, "unpacking an image")
 	r := serve(t, t.TempDir(), "")
 	host, _, _ := strings.Cut(r.Ref(), "/")
 	regHost, _, _ := strings.Cut(host, ":")

@@ -27,6 +27,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"golang.org/x/sys/unix"
 
+	"github.com/hangar-dev/hangar/internal/testkit"
 	"github.com/hangar-dev/hangar/sandboxhosts/images"
 	"github.com/hangar-dev/hangar/sandboxhosts/images/imagestest"
 )
@@ -34,14 +35,7 @@ import (
 // requireRoot: unpacking chowns files and makes whiteout device nodes.
 func requireRoot(t testing.TB) {
 	t.Helper()
-	if os.Geteuid() == 0 {
-		return
-	}
-	const msg = "image unpacking needs root (chown, mknod, trusted.* xattrs)"
-	if os.Getenv("CI") == "true" {
-		t.Fatal(msg)
-	}
-	t.Skip(msg)
+	testkit.RequireRoot(t, "image unpacking (chown, mknod, trusted.* xattrs)")
 }
 
 func newCache(t testing.TB, dir string) *images.Cache {

@@ -17,18 +17,13 @@ import (
 	"gocloud.dev/blob"
 	"gocloud.dev/blob/fileblob"
 	"golang.org/x/sys/unix"
+
+	"github.com/hangar-dev/hangar/internal/testkit"
 )
 
 func requireRoot(tb testing.TB) {
 	tb.Helper()
-	if os.Geteuid() == 0 {
-		return
-	}
-	const msg = "snapshot tests need root: they create whiteouts, trusted.overlay xattrs and foreign owners"
-	if os.Getenv("CI") == "true" {
-		tb.Fatal(msg)
-	}
-	tb.Skip(msg)
+	testkit.RequireRoot(tb, "making whiteouts, trusted.overlay xattrs and foreign owners")
 }
 
 // testBucket opens a fileblob bucket in a temp dir and returns it with the dir behind it.

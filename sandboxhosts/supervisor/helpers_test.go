@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hangar-dev/hangar/internal/testkit"
 	"github.com/hangar-dev/hangar/sandboxhosts/supervisor/supervisortest"
 )
 
@@ -27,13 +28,7 @@ const baseEnvEntry = "SUPERVISOR_TEST_BASE=base"
 // requireTool skips, or fails under CI, when a host tool the tests run is missing.
 func requireTool(t testing.TB, path string) {
 	t.Helper()
-	if _, err := os.Stat(path); err != nil {
-		msg := fmt.Sprintf("%s is needed (apt-get install busybox-static): %v", path, err)
-		if os.Getenv("CI") == "true" {
-			t.Fatal(msg)
-		}
-		t.Skip(msg)
-	}
+	testkit.RequireFile(t, path, "apt-get install busybox-static")
 }
 
 type lockedBuffer struct {
@@ -228,22 +223,6 @@ func childrenOf(t testing.TB, pid int) []procInfo {
 		}
 	}
 	return kids
-}
-
-// eventually polls cond until it holds or a generous deadline passes.
-func eventually(t testing.TB, what string, cond func() (bool, string)) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		ok, detail := cond()
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s never happened: %s", what, detail)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
 }
 
 func asError(t testing.TB, err error) *Error {

@@ -17,6 +17,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/hangar-dev/hangar/internal/testkit"
 )
 
 func TestExecReportsOutputExitAndUsage(t *testing.T) {
@@ -177,7 +179,7 @@ func startWithGrandchild(t *testing.T, c *Client, req ExecRequest) (grandchild i
 // reaping it is not the supervisor's job, until it is a zombie.
 func requireDead(t *testing.T, pid int, zombieIsDead bool) {
 	t.Helper()
-	eventually(t, fmt.Sprintf("process %d killed and reaped", pid), func() (bool, string) {
+	testkit.Eventually(t, 20*time.Second, fmt.Sprintf("process %d killed and reaped", pid), func() (bool, string) {
 		info, err := readProc(pid)
 		if errors.Is(err, os.ErrNotExist) || (zombieIsDead && info.state == "Z") {
 			return true, ""
@@ -316,7 +318,7 @@ func TestAttachFromDroppedOffsetSaysSo(t *testing.T) {
 	if !errors.Is(err, errLeave) {
 		t.Fatal(err)
 	}
-	eventually(t, "exec finished", func() (bool, string) {
+	testkit.Eventually(t, 20*time.Second, "exec finished", func() (bool, string) {
 		h, err := sv.Ping(ctx)
 		return err == nil && h.Running == 0, fmt.Sprintf("%+v %v", h, err)
 	})
@@ -590,7 +592,7 @@ func TestFinishedExecsAreForgotten(t *testing.T) {
 	t.Run("after the retention period", func(t *testing.T) {
 		sv := startSupervisor(t, startConfig{args: []string{"--retention", "50ms"}})
 		run(t, sv.Client, ExecRequest{ExecID: "old", Argv: []string{busybox, "true"}})
-		eventually(t, "exec forgotten after retention", func() (bool, string) {
+		testkit.Eventually(t, 20*time.Second, "exec forgotten after retention", func() (bool, string) {
 			_, err := sv.Attach(ctx, AttachRequest{ExecID: "old"}, Events{})
 			var fe *Error
 			return errors.As(err, &fe) && fe.Code == CodeNotFound, fmt.Sprint(err)
@@ -746,12 +748,8 @@ func TestOrphansAreReaped(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			if tc.cfg.newPIDNamespace && os.Geteuid() != 0 {
-				msg := "a new pid namespace needs root"
-				if os.Getenv("CI") == "true" {
-					t.Fatal(msg)
-				}
-				t.Skip(msg)
+			if tc.cfg.newPIDNamespace {
+				testkit.RequireRoot(t, "a new pid namespace")
 			}
 			sv := startSupervisor(t, tc.cfg)
 			svPID := sv.cmd.Process.Pid
@@ -781,7 +779,7 @@ func TestOrphansAreReaped(t *testing.T) {
 				t.Fatal(err)
 			}
 			w.Close()
-			eventually(t, "orphan reaped", func() (bool, string) {
+			testkit.Eventually(t, 20*time.Second, "orphan reaped", func() (bool, string) {
 				kids := childrenOf(t, svPID)
 				return len(kids) == 0, fmt.Sprintf("children left: %+v", kids)
 			})

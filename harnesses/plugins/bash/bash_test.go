@@ -14,6 +14,7 @@ import (
 	"github.com/hangar-dev/hangar/harnesses/abi"
 	"github.com/hangar-dev/hangar/harnesses/sdk"
 	"github.com/hangar-dev/hangar/harnesses/sdk/sdktest"
+	"github.com/hangar-dev/hangar/internal/testkit"
 )
 
 // run executes a plan here, as the sandbox would, with PATH set to path.
@@ -35,9 +36,7 @@ func run(t *testing.T, plan abi.Plan, path string) (stdout, stderr string, statu
 }
 
 func TestPlanRunsThePromptAsAScript(t *testing.T) {
-	if _, err := exec.LookPath("bash"); err != nil {
-		t.Skip("needs bash on PATH to tell the two shells apart")
-	}
+	testkit.RequireTool(t, "bash", "apt-get install bash; it tells the two shells apart")
 	noBash := t.TempDir() // a PATH without bash: the launcher falls back to /bin/sh
 	tests := []struct {
 		name       string
