@@ -15,7 +15,7 @@ REGION ?= europe-west1
 DEPLOY_FLAGS ?=
 PROJECT ?= $(shell gcloud config get-value project 2>/dev/null)
 
-.PHONY: dev test check system-deps plugins generate check-gen lint vet fmt-check tidy-check bench deploy tools clean
+.PHONY: dev test fuzz check system-deps plugins generate check-gen lint vet fmt-check tidy-check bench deploy tools clean
 
 ## dev: run the whole system locally (emulators, every function, one server on 127.0.0.1:8080);
 ## the sandbox host needs runc and busybox-static, so it installs them first like `make test`
@@ -38,9 +38,26 @@ plugins:
 bin/hangar: plugins
 	go build -o bin/hangar ./cmd/hangar
 
-## test: every check and test, with one Firestore + Pub/Sub emulator pair for the whole run
+# RACE_PKGS are the concurrent packages (the sandbox host, the event log, the supervisor, the
+# automation dispatcher and runner, and the whole stack): make test runs them under the race
+# detector, and every other package without it, since -race costs several times the time.
+RACE_PKGS := ./sandboxhosts/host ./records/eventlog ./sandboxhosts/supervisor ./automation/dispatch ./automation/runner ./e2e
+
+## test: every check and test (fuzz targets run their seed corpora), RACE_PKGS under -race, with one Firestore + Pub/Sub emulator pair for the whole run
 test: check system-deps plugins
-	go run ./cmd/hangar emulators -- go test $(GO_TEST_FLAGS) ./...
+	go run ./cmd/hangar emulators -- bash -c 'set -eu; \
+		race=$$(go list $(RACE_PKGS)); \
+		go test $(GO_TEST_FLAGS) $$(go list ./... | grep -vxF "$$race"); \
+		go test -race $(GO_TEST_FLAGS) $(RACE_PKGS)'
+
+## fuzz: every Go fuzz target (func FuzzXxx in a _test.go) for FUZZTIME each, one after another
+FUZZTIME ?= 1m
+fuzz: system-deps
+	@grep -r --include='*_test.go' -o '^func Fuzz[A-Za-z0-9_]*' . | sed -E 's|^\./(.*)/[^/]*_test\.go:func |\1 |' | sort -u | \
+	while read -r pkg fn; do \
+		echo "== $$fn in ./$$pkg for $(FUZZTIME)"; \
+		go test -run '^$$' -fuzz "^$$fn$$" -fuzztime $(FUZZTIME) "./$$pkg" || exit 1; \
+	done
 
 ## system-deps: runc, busybox-static and e2fsprogs for the sandbox host (installed with apt-get when root)
 system-deps:

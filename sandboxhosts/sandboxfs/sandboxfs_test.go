@@ -11,7 +11,7 @@ import (
 )
 
 // sandbox makes a root with its own /etc/passwd next to a host secret it must never reach.
-func sandbox(t *testing.T) (*sandboxfs.Root, string, string) {
+func sandbox(t testing.TB) (*sandboxfs.Root, string, string) {
 	t.Helper()
 	base := t.TempDir()
 	root := filepath.Join(base, "root")
@@ -42,14 +42,14 @@ func sandbox(t *testing.T) (*sandboxfs.Root, string, string) {
 	return r, root, secret
 }
 
-func write(t *testing.T, p, s string) {
+func write(t testing.TB, p, s string) {
 	t.Helper()
 	if err := os.WriteFile(p, []byte(s), 0o644); err != nil {
 		t.Fatal(err)
 	}
 }
 
-func read(t *testing.T, r *sandboxfs.Root, p string) (string, error) {
+func read(t testing.TB, r *sandboxfs.Root, p string) (string, error) {
 	t.Helper()
 	f, err := r.OpenFile(p)
 	if err != nil {

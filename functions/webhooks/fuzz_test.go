@@ -1,0 +1,96 @@
+package webhooks
+
+import (
+	"bytes"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/hangar-dev/hangar/automation/triggers"
+)
+
+// FuzzInboundDelivery replays what anyone on the internet may post to a registration's URL:
+// any body, signature, event, delivery id and content type, signed with the right secret or
+// not. verify accepts exactly the bodies whose HMAC the signature carries; a refusal is a 4xx
+// naming what is wrong; and a delivery that passes encodes and decodes to itself, so the
+// worker never receives a message it cannot read.
+func FuzzInboundDelivery(f *testing.F) {
+	for _, seed := range []struct {
+		github                      bool
+		signRight                   bool
+		sig, event, id, ctype, body string
+	}{
+		{true, true, "", "pull_request", "guid-1", "application/json", `{"action":"opened","number":7,"repository":{"full_name":"acme/widgets"}}`},
+		{true, true, "", "push", "guid-2", "application/x-www-form-urlencoded", `payload=%7B%22ref%22%3A%22refs%2Fheads%2Fmain%22%7D`},
+		{true, false, "sha256=00", "ping", "guid-3", "", `{}`},
+		{true, true, "", "", "guid-4", "", `{}`},
+		{true, true, "", "issues", "", "", `{"action":"opened"}`},
+		{true, true, "", "issues", "a b", "", `{"action":"opened"}`},
+		{false, true, "", "", "", "", `{"hello":"world"}`},
+		{false, true, "", "", "key-1", "", `[1,2]`},
+		{false, false, "sha1=abc", "", "", "", `{}`},
+		{false, false, "sha256=zz", "", "", "", `{}`},
+		{false, true, "", "", "", "", "{\"a\":\"\xff\"}"},
+		{false, true, "", "", "", "", `{"a":1} {"b":2}`},
+	} {
+		f.Add(seed.github, seed.signRight, seed.sig, seed.event, seed.id, seed.ctype, []byte(seed.body))
+	}
+	secret := []byte("whsec_fuzz-secret-of-some-length")
+	f.Fuzz(func(t *testing.T, github, signRight bool, sig, event, id, ctype string, body []byte) {
+		reg := &registration{id: "hook_fuzz", provider: triggers.ProviderWebhook, secret: secret}
+		if github {
+			reg.provider = triggers.ProviderGitHub
+		}
+		mac := hmac.New(sha256.New, secret)
+		mac.Write(body)
+		right := "sha256=" + hex.EncodeToString(mac.Sum(nil))
+		if signRight {
+			sig = right
+		}
+		h := http.Header{}
+		for _, name := range signatureHeaders[reg.provider] {
+			h.Set(name, sig)
+		}
+		h.Set("X-GitHub-Event", event)
+		h.Set("X-GitHub-Delivery", id)
+		h.Set("Idempotency-Key", id)
+		h.Set("Content-Type", ctype)
+
+		err := verify(reg, h, body)
+		if accepted := err == nil; accepted != strings.EqualFold(sig, right) {
+			t.Fatalf("verify(%q) = %v for a body whose signature is %q", sig, err, right)
+		}
+		if err != nil {
+			checkRefusal(t, err)
+			return
+		}
+		d, err := delivery(reg, h, body)
+		if err != nil {
+			checkRefusal(t, err)
+			return
+		}
+		data, err := d.Encode()
+		if err != nil {
+			t.Fatalf("a delivery the route accepted does not encode: %v (%+v)", err, d)
+		}
+		back, err := triggers.Decode(data)
+		if err != nil {
+			t.Fatalf("a delivery the route accepted does not decode: %v (%s)", err, data)
+		}
+		if back.DeliveryKey != d.DeliveryKey || back.EventKey != d.EventKey || !bytes.Equal(back.Payload, d.Payload) {
+			t.Fatalf("delivery %+v came back as %+v", d, back)
+		}
+	})
+}
+
+func checkRefusal(t *testing.T, err error) {
+	t.Helper()
+	var r *refusal
+	if !errors.As(err, &r) || r.status < 400 || r.status > 499 {
+		t.Fatalf("error %v, want a 4xx refusal", err)
+	}
+}
