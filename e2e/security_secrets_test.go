@@ -11,6 +11,7 @@ import (
 	appv1 "github.com/hangar-dev/hangar/gen/svc/app/v1"
 	"github.com/hangar-dev/hangar/gen/svc/app/v1/appv1connect"
 	"github.com/hangar-dev/hangar/internal/testenv"
+	"github.com/hangar-dev/hangar/internal/testkit"
 )
 
 // The attacks of docs/security.md "Org secrets and who may use them", each replayed over the
@@ -142,7 +143,7 @@ func TestSecurityAutomationSecretHeadersAreCheckedAtSaveAndAtResolve(t *testing.
 			t.Fatal(err)
 		}
 		var done *appv1.AutomationRun
-		until(t, func() (bool, string) {
+		testkit.Eventually(t, 30*time.Second, "the run ending", func() (bool, string) {
 			resp, err := aliceRuns.GetRun(ctx, connect.NewRequest(&appv1.GetRunRequest{RunId: start.Msg.GetRunId()}))
 			if err != nil {
 				t.Fatalf("the owner reads her run: %v", err)
