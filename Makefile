@@ -50,14 +50,16 @@ test: check system-deps plugins
 		go test $(GO_TEST_FLAGS) $$(go list ./... | grep -vxF "$$race"); \
 		go test -race $(GO_TEST_FLAGS) $(RACE_PKGS)'
 
-## fuzz: every Go fuzz target (func FuzzXxx in a _test.go) for FUZZTIME each, one after another
+## fuzz: every Go fuzz target (func FuzzXxx in a _test.go) for FUZZTIME each, one after another; failures are listed at the end
 FUZZTIME ?= 1m
 fuzz: system-deps
-	@grep -r --include='*_test.go' -o '^func Fuzz[A-Za-z0-9_]*' . | sed -E 's|^\./(.*)/[^/]*_test\.go:func |\1 |' | sort -u | \
+	@grep -r --include='*_test.go' -o '^func Fuzz[A-Za-z0-9_]*' . | sed -E 's|^\./(.*)/[^/]*_test\.go:func |\1 |' | sort -u | { \
+	failed=""; \
 	while read -r pkg fn; do \
 		echo "== $$fn in ./$$pkg for $(FUZZTIME)"; \
-		go test -run '^$$' -fuzz "^$$fn$$" -fuzztime $(FUZZTIME) "./$$pkg" || exit 1; \
-	done
+		go test -run '^$$' -fuzz "^$$fn$$" -fuzztime $(FUZZTIME) "./$$pkg" || failed="$$failed $$fn"; \
+	done; \
+	if [ -n "$$failed" ]; then echo "fuzz targets that failed:$$failed (inputs in their testdata/fuzz)"; exit 1; fi; }
 
 ## system-deps: runc, busybox-static and e2fsprogs for the sandbox host (installed with apt-get when root)
 system-deps:
