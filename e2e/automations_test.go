@@ -181,11 +181,16 @@ func TestDryRunCallsNothingOutside(t *testing.T) {
 	}
 }
 
+// sign is GitHub's signature of body: sha256=<hex of HMAC-SHA256(secret, body)>.
+func sign(secret, body string) string {
+	mac := hmac.New(sha256.New, []byte(secret))
+	mac.Write([]byte(body))
+	return "sha256=" + hex.EncodeToString(mac.Sum(nil))
+}
+
 // signedDelivery posts a GitHub-signed delivery to a registration.
 func (as *automationStack) signedDelivery(t testing.TB, path, secret, event, guid, body string) int {
 	t.Helper()
-	mac := hmac.New(sha256.New, []byte(secret))
-	mac.Write([]byte(body))
 	req, err := http.NewRequest(http.MethodPost, as.url+path, strings.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
@@ -193,7 +198,7 @@ func (as *automationStack) signedDelivery(t testing.TB, path, secret, event, gui
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("X-GitHub-Event", event)
 	req.Header.Set("X-GitHub-Delivery", guid)
-	req.Header.Set("X-Hub-Signature-256", "sha256="+hex.EncodeToString(mac.Sum(nil)))
+	req.Header.Set("X-Hub-Signature-256", sign(secret, body))
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)

@@ -173,7 +173,7 @@ func webhookEvent() Event {
 	const label = "Webhook received"
 	schema := eventSchema(label, obj{
 		"registration_id": str("The webhook registration that received the request."),
-		"delivery_id":     str("Unique per delivery; the sender's idempotency key when it sent one."),
+		"delivery_id":     str("Unique per delivery: sha256:<hex> of the signed timestamp and body."),
 		"received_at":     str("RFC 3339 UTC."),
 		"method":          enum("", "POST", "PUT", "PATCH"),
 		"content_type":    str("The request's media type without parameters."),
@@ -189,15 +189,13 @@ func webhookEvent() Event {
 	}, "registration_id", "delivery_id", "received_at", "method", "headers", "body")
 	sample := obj{
 		"registration_id": "whk_01hwz3k8q4m2v7c9d5e6f7g8h9",
-		"delivery_id":     "dlv_01hwz5r2b7n4x8y3c6d9e2f5g8",
+		"delivery_id":     "sha256:9b2c6f0e4d7a1358c2e9f4b6a0d3e7c5b8f1a4d6e9c2b5f8a1d4e7c0b3f6a9d2",
 		"received_at":     "2024-05-02T09:44:06Z",
 		"method":          "POST",
 		"content_type":    "application/json",
 		"headers": obj{
-			"content-type":    "application/json",
-			"user-agent":      "Buildkite-Agent/3.67.0",
-			"x-request-id":    "5c0f8a3e-1d2b-4c6a-9e7f-2b8d4a6c1e90",
-			"idempotency-key": "9813-failed",
+			"content-type": "application/json",
+			"user-agent":   "Buildkite-Agent/3.67.0",
 		},
 		"query": obj{"source": "ci"},
 		"body": obj{

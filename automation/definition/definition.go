@@ -111,7 +111,9 @@ type Retry struct {
 type Settings struct {
 	// ConcurrencyLimit caps the runs in progress at once; 0 means the deployment default.
 	ConcurrencyLimit int `json:"concurrency_limit,omitempty"`
-	// DedupeWindow is how long a delivery key is remembered (a Go duration).
+	// DedupeWindow is how long a body delivered under an unsigned delivery key (GitHub's)
+	// counts as delivered, so a replay under a new key starts no run (a Go duration; 24h by
+	// default). Delivery keys themselves are remembered for good.
 	DedupeWindow string `json:"dedupe_window,omitempty"`
 	TimeZone     string `json:"time_zone,omitempty"`
 	Retry        *Retry `json:"retry,omitempty"`

@@ -12,7 +12,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"strings"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -74,7 +73,9 @@ type Outcome struct {
 
 // Deliver handles one received event. It is safe to call again with the same delivery (Pub/Sub
 // redelivers): a run already made of it is reported as a duplicate, nothing is done twice.
-// An error means the delivery should be retried.
+// A delivery key is remembered for good; a delivery that carries a BodyKey is also a duplicate
+// when another delivery brought the same body within the automation's dedupe window. An error
+// means the delivery should be retried.
 func (d *Dispatcher) Deliver(ctx context.Context, del triggers.Delivery) ([]Outcome, error) {
 	// The sample and the match are independent round trips: make them at once.
 	var matches []*records.AutomationRecord
@@ -144,7 +145,7 @@ func (d *Dispatcher) deliverTo(ctx context.Context, a *records.AutomationRecord,
 	}
 	// Whether the delivery ran already and how many runs are in progress are independent
 	// reads: make them at once.
-	runID := runner.RunID(a.ID, dedupeKey(del, settings))
+	runID := runner.RunID(a.ID, del.DeliveryKey)
 	var seen bool
 	var inProgress int
 	g, gctx := errgroup.WithContext(ctx)
@@ -164,6 +165,17 @@ func (d *Dispatcher) deliverTo(ctx context.Context, a *records.AutomationRecord,
 	}
 	if seen {
 		return drop(ep.ID, runs.DropDuplicate, "delivery "+del.DeliveryKey+" already started run "+runID)
+	}
+	// A delivery key the sender's signature does not cover (GitHub's) can be changed by whoever
+	// captured a delivery: the same body under a new key within the window is that replay.
+	if del.BodyKey != "" {
+		earlier, err := d.runs.ClaimBody(ctx, a.ID, del.BodyKey, del.DeliveryKey, del.ReceivedAt, dedupeWindow(settings))
+		if err != nil {
+			return o, err
+		}
+		if earlier != "" {
+			return drop(ep.ID, runs.DropDuplicate, "delivery "+del.DeliveryKey+" repeats the body of delivery "+earlier+" within the dedupe window")
+		}
 	}
 	vars := expr.Vars{Event: event, Inputs: inputs, Now: d.now()}
 	if ep.Filter != "" {
@@ -290,23 +302,16 @@ func Effective(v definition.Validator, a *records.AutomationRecord) (definition.
 	return def, settings, nil
 }
 
-// defaultDedupeWindow is how long identical bodies sent without a delivery id count as one
-// delivery when the settings name no dedupe_window.
+// defaultDedupeWindow is how long a body counts as delivered (see Deliver's body window) when
+// the settings name no dedupe_window.
 const defaultDedupeWindow = 24 * time.Hour
 
-// dedupeKey is what makes a delivery's run id. A sender's delivery id is remembered for good
-// (a provider redelivers with the same id, however late); a body hash, which is all a sender
-// without ids gives, counts as one delivery within the automation's dedupe window, so the same
-// body sent again later runs again. Windows are aligned to the epoch.
-func dedupeKey(del triggers.Delivery, settings definition.Settings) string {
-	if !strings.HasPrefix(del.DeliveryKey, "sha256:") {
-		return del.DeliveryKey
-	}
-	window := defaultDedupeWindow
+// dedupeWindow is settings' dedupe_window, or the default.
+func dedupeWindow(settings definition.Settings) time.Duration {
 	if d, err := time.ParseDuration(settings.DedupeWindow); err == nil && d > 0 {
-		window = d
+		return d
 	}
-	return del.DeliveryKey + "@" + del.ReceivedAt.UTC().Truncate(window).Format(time.RFC3339)
+	return defaultDedupeWindow
 }
 
 // eventOf is what expressions see as event: a GitHub payload as GitHub sent it; a generic

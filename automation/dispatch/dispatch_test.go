@@ -279,26 +279,36 @@ func TestTwoSchedulersFireEachMinuteOnce(t *testing.T) {
 	}
 }
 
-func TestAnUnkeyedBodyRunsOncePerDedupeWindow(t *testing.T) {
+func TestSecurityAReplayedBodyUnderANewDeliveryIDRunsOncePerDedupeWindow(t *testing.T) {
 	f := newFixture(t)
 	f.automation(t, true, prOpened, `{"dedupe_window":"1h"}`)
 	d := f.dispatcher(10)
 	body := `{"pull_request":{"draft":false}}`
-	del := delivery("sha256:abc", body)
-	del.ReceivedAt = time.Date(2026, 11, 23, 12, 10, 0, 0, time.UTC)
-	var started []string
-	for _, at := range []time.Duration{0, 20 * time.Minute, 70 * time.Minute} {
-		del.ReceivedAt = del.ReceivedAt.Add(at)
+	start := time.Date(2026, 11, 23, 12, 59, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		name        string
+		deliveryKey string
+		after       time.Duration
+		wantRun     bool
+	}{
+		{"the first delivery runs", "d-1", 0, true},
+		{"GitHub's redelivery of it is a duplicate", "d-1", 5 * time.Minute, false},
+		// 13:01 is in another clock hour than 12:59: the window slides, it is not aligned.
+		{"the body under a new delivery id within the window is a replay", "d-forged", 2 * time.Minute, false},
+		{"another new id later within the window too", "d-forged-2", 59 * time.Minute, false},
+		{"the body after the window is a new event", "d-2", 61 * time.Minute, true},
+		{"the first delivery id is remembered for good", "d-1", 200 * time.Hour, false},
+	} {
+		del := delivery(tc.deliveryKey, body)
+		del.BodyKey = "sha256:body"
+		del.ReceivedAt = start.Add(tc.after)
 		out, err := d.Deliver(t.Context(), del)
 		if err != nil {
-			t.Fatal(err)
+			t.Fatalf("%s: %v", tc.name, err)
 		}
-		if out[0].RunID != "" {
-			started = append(started, out[0].RunID)
+		if got := out[0].RunID != ""; got != tc.wantRun {
+			t.Fatalf("%s: outcome %+v, want a run %v", tc.name, out[0], tc.wantRun)
 		}
-	}
-	if len(started) != 2 {
-		t.Fatalf("runs %v: want one for 12:10 and 12:30, another for 13:40", started)
 	}
 }
 

@@ -2,6 +2,7 @@ package runs
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -154,4 +155,37 @@ func (s *Store) Observed(ctx context.Context, eventKeys []string) (map[string]bo
 // observed is the marker of an event key received at least once.
 func (s *Store) observed(eventKey string) *firestore.DocumentRef {
 	return s.db.Collection(ObservedCollection).Doc(ids.FromKey("key", eventKey))
+}
+
+// bodyClaim is the first delivery of a body to an automation within its dedupe window.
+type bodyClaim struct {
+	AutomationID string    `firestore:"automation_id"`
+	DeliveryKey  string    `firestore:"delivery_key"`
+	At           time.Time `firestore:"at"`
+	// ExpireAt is when the claim stops counting, for a Firestore TTL policy to delete it.
+	ExpireAt time.Time `firestore:"expire_at"`
+}
+
+// ClaimBody records that deliveryKey brought bodyKey to an automation at at, unless another
+// delivery brought it within window before: then it answers that delivery's key and records
+// nothing. The window slides (it is not aligned to the clock), and the claim is transactional,
+// so two concurrent deliveries of one body cannot both pass.
+func (s *Store) ClaimBody(ctx context.Context, automationID, bodyKey, deliveryKey string, at time.Time, window time.Duration) (earlier string, err error) {
+	doc := s.db.Collection(BodiesCollection).Doc(ids.FromKey("body", automationID+"\x00"+bodyKey))
+	err = s.db.RunTransaction(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
+		earlier = ""
+		cur, err := store.Read[bodyClaim](ctx, tx, doc)
+		if err != nil && !errors.Is(err, store.ErrNotFound) {
+			return err
+		}
+		if cur != nil && cur.DeliveryKey != deliveryKey && at.Sub(cur.At) < window {
+			earlier = cur.DeliveryKey
+			return nil
+		}
+		return tx.Set(doc, bodyClaim{AutomationID: automationID, DeliveryKey: deliveryKey, At: at, ExpireAt: at.Add(window)})
+	})
+	if err != nil {
+		return "", fmt.Errorf("claim body of %s for %s: %w", deliveryKey, automationID, err)
+	}
+	return earlier, nil
 }

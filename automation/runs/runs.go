@@ -31,6 +31,7 @@ const (
 	FilteredCollection  = "automation_filtered"
 	SamplesCollection   = "automation_samples"
 	ObservedCollection  = "automation_observed"
+	BodiesCollection    = "automation_bodies"
 )
 
 // Trigger sources of a run.

@@ -13,7 +13,8 @@ import (
 const (
 	// ProviderGitHub is GitHub's webhooks: X-Hub-Signature-256, X-GitHub-Event, X-GitHub-Delivery.
 	ProviderGitHub = "github"
-	// ProviderWebhook is any sender that signs its body with HMAC-SHA256 in X-Hangar-Signature.
+	// ProviderWebhook is any sender that signs a timestamp and its body with HMAC-SHA256 in
+	// X-Hangar-Signature.
 	ProviderWebhook = "webhook"
 )
 
@@ -28,10 +29,14 @@ type Delivery struct {
 	Provider string `json:"provider"`
 	// EventKey names the event, e.g. "github.pull_request.opened" or "webhook.<registration id>".
 	EventKey string `json:"event_key"`
-	// DeliveryKey identifies the delivery at its sender, so that a redelivery keeps it and
-	// runs are not started twice: X-GitHub-Delivery, a generic sender's Idempotency-Key or
-	// X-Delivery-Id, or else "sha256:<hex of the body>".
+	// DeliveryKey identifies the delivery, so that a redelivery keeps it and runs are not
+	// started twice: X-GitHub-Delivery, or for a generic sender "sha256:<hex of the signed
+	// "<t>.<body>">", which no unsigned header can change.
 	DeliveryKey string `json:"delivery_key"`
+	// BodyKey is "sha256:<hex of the payload>" when the delivery key is not signed (GitHub's):
+	// the same body under another delivery key within the automation's dedupe window is a
+	// replay, not a new event.
+	BodyKey string `json:"body_key,omitempty"`
 	// Payload is the body, always a JSON object.
 	Payload json.RawMessage `json:"payload,omitempty"`
 	// Headers are the request's descriptive headers (lowercase names: event, delivery, hook,

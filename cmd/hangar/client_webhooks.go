@@ -5,15 +5,43 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/hangar-dev/hangar/functions/webhooks"
 	appv1 "github.com/hangar-dev/hangar/gen/svc/app/v1"
 )
 
 func newWebhooksCmd() *cobra.Command {
 	return newClientGroup("webhooks", "Create, list, rotate and delete inbound webhook registrations",
-		newWebhooksCreateCmd, newWebhooksListCmd, newWebhooksRotateCmd, newWebhooksDeleteCmd)
+		newWebhooksCreateCmd, newWebhooksListCmd, newWebhooksRotateCmd, newWebhooksDeleteCmd, newWebhooksSignCmd)
+}
+
+// newWebhooksSignCmd signs a body as a generic sender does, without calling the server: for
+// curl and scripts, and to check a sender's own signing code against.
+func newWebhooksSignCmd(*clientFlags) *cobra.Command {
+	var secretFile string
+	cmd := &cobra.Command{
+		Use:   "sign --secret-file FILE BODY_FILE",
+		Short: "Print the " + webhooks.SignatureHeader + " header of a generic delivery of BODY_FILE (- for standard input), signed now",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			secret, err := webhookSecret(cmd, secretFile)
+			if err != nil {
+				return err
+			}
+			body, err := readInput(cmd, args[0])
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "%s: %s\n", webhooks.SignatureHeader, webhooks.Sign([]byte(*secret), time.Now(), body))
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&secretFile, "secret-file", "", "read the registration's secret from `FILE` (- for standard input) (required)")
+	_ = cmd.MarkFlagRequired("secret-file")
+	return cmd
 }
 
 func newWebhooksCreateCmd(f *clientFlags) *cobra.Command {
@@ -101,7 +129,8 @@ func showWebhookSecret(w io.Writer, baseURL string, r *appv1.WebhookRegistration
 	if r.GetProvider() == "github" {
 		fmt.Fprintln(w, "In GitHub's webhook settings use content type application/json and this secret:")
 	} else {
-		fmt.Fprintln(w, "signing each body with HMAC-SHA256 under this secret (X-Hangar-Signature: sha256=<hex>):")
+		fmt.Fprintln(w, "signing each delivery with HMAC-SHA256 under this secret when sending it (5 minutes' tolerance)")
+		fmt.Fprintln(w, "(X-Hangar-Signature: t=<unix seconds>,v1=<hex of HMAC of \"<t>.<raw body>\">; hangar webhooks sign makes it):")
 	}
 	fmt.Fprintf(w, "\n    %s\n\nStore it now: it will not be shown again.\n", secret)
 }

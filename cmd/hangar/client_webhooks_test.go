@@ -1,11 +1,14 @@
 package main
 
 import (
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/hangar-dev/hangar/functions/webhooks"
 	appv1 "github.com/hangar-dev/hangar/gen/svc/app/v1"
 	"github.com/hangar-dev/hangar/gen/svc/app/v1/appv1connect"
 )
@@ -31,7 +34,7 @@ func TestWebhooksCreate(t *testing.T) {
 		{"GitHub, secret generated", "", []string{"CI", "--provider", "github"},
 			&appv1.CreateWebhookRegistrationRequest{Name: "CI", Provider: "github"}, "content type application/json"},
 		{"generic, secret from a file", "", []string{"CI", "--provider", "webhook", "--secret-file", file},
-			&appv1.CreateWebhookRegistrationRequest{Name: "CI", Provider: "webhook", Secret: proto.String("from-a-file-secret-value")}, "X-Hangar-Signature: sha256=<hex>"},
+			&appv1.CreateWebhookRegistrationRequest{Name: "CI", Provider: "webhook", Secret: proto.String("from-a-file-secret-value")}, "X-Hangar-Signature: t=<unix seconds>,v1=<hex of HMAC of \"<t>.<raw body>\">"},
 		{"generic, secret typed", "typed-secret-of-length\n", []string{"CI", "--provider", "webhook", "--secret-file", "-"},
 			&appv1.CreateWebhookRegistrationRequest{Name: "CI", Provider: "webhook", Secret: proto.String("typed-secret-of-length")}, "X-Hangar-Signature"},
 	} {
@@ -93,5 +96,27 @@ func TestWebhooksListRotateDelete(t *testing.T) {
 	f.assertRequest(t, appv1connect.WebhookRegistrationServiceDeleteWebhookRegistrationProcedure, &appv1.DeleteWebhookRegistrationRequest{Id: "hook_1"})
 	if out != "Deleted webhook registration hook_1.\n" {
 		t.Errorf("delete printed %q", out)
+	}
+}
+
+func TestWebhooksSignMakesTheHeaderTheServerChecks(t *testing.T) {
+	secretFile := writeTemp(t, "secret", hookSecret+"\n")
+	body := `{"build":"green"}`
+	f := newFakeAPI(t)
+	out := f.runWithInput(t, body, "webhooks", "sign", "--secret-file", secretFile, "-")
+	if out.err != nil {
+		t.Fatalf("exit %d: %v", out.code, out.err)
+	}
+	value, ok := strings.CutPrefix(strings.TrimSuffix(out.out, "\n"), webhooks.SignatureHeader+": t=")
+	ts, _, _ := strings.Cut(value, ",")
+	unix, err := strconv.ParseInt(ts, 10, 64)
+	if !ok || err != nil {
+		t.Fatalf("output %q is not %s: t=<unix>,v1=<hex>", out.out, webhooks.SignatureHeader)
+	}
+	if want := webhooks.Sign([]byte(hookSecret), time.Unix(unix, 0), []byte(body)); "t="+value != want {
+		t.Errorf("signed %q, want %q", "t="+value, want)
+	}
+	if r := f.run(t, "webhooks", "sign", "-"); r.code != exitInvalidArgument {
+		t.Errorf("sign without --secret-file: exit %d (%v), want %d", r.code, r.err, exitInvalidArgument)
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"mime"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -27,21 +28,18 @@ import (
 // the signature is the authentication.
 const InboundPath = "/api/v1/webhooks/{id}"
 
-// Signature headers, each "sha256=<hex of HMAC-SHA256(secret, raw body)>".
+// Signature headers.
 const (
-	// GitHubSignatureHeader is GitHub's, also sent by GitHub-compatible senders (Gitea, Forgejo).
+	// GitHubSignatureHeader is GitHub's, "sha256=<hex of HMAC-SHA256(secret, raw body)>". It
+	// signs the body only, so a github registration also refuses a body it saw within
+	// the automation's dedupe window under another delivery id (automation/dispatch).
 	GitHubSignatureHeader = "X-Hub-Signature-256"
-	// SignatureHeader is the one a generic sender uses.
+	// SignatureHeader is the one a generic sender uses: Stripe's scheme, "t=<unix seconds>,
+	// v1=<hex of HMAC-SHA256(secret, "<t>.<raw body>")>" (Sign makes it). The timestamp is
+	// signed, so a captured delivery is refused once it is older than the signature
+	// tolerance, and replayed within it it has the same delivery key.
 	SignatureHeader = "X-Hangar-Signature"
 )
-
-// signatureHeaders are the headers each provider's signature may come in, in order of
-// preference. A generic registration accepts GitHub's header too, so the many senders that
-// already sign the GitHub way need no change.
-var signatureHeaders = map[string][]string{
-	triggers.ProviderGitHub:  {GitHubSignatureHeader},
-	triggers.ProviderWebhook: {SignatureHeader, GitHubSignatureHeader},
-}
 
 // keptHeaders are the request headers a Delivery carries, per provider: descriptive ones only,
 // never a signature.
@@ -51,7 +49,7 @@ var keptHeaders = map[string][]string{
 		"X-GitHub-Hook-Installation-Target-Type", "X-GitHub-Hook-Installation-Target-ID",
 		"User-Agent", "Content-Type",
 	},
-	triggers.ProviderWebhook: {"Idempotency-Key", "X-Delivery-Id", "User-Agent", "Content-Type"},
+	triggers.ProviderWebhook: {"User-Agent", "Content-Type"},
 }
 
 const (
@@ -80,8 +78,8 @@ func refuse(status int, format string, args ...any) *refusal {
 // Inbound serves InboundPath. It answers only after the delivery is published (202, with its
 // delivery_key), so that a 2xx never loses one; a GitHub ping verifies and answers 200 without
 // publishing. Refusals publish nothing: 404 unknown registration, 413 body over
-// Limits.MaxBodyBytes, 401 missing or wrong signature, 400 a body or header that cannot make
-// a delivery; 503 when the publish fails, so the sender retries.
+// Limits.MaxBodyBytes, 401 missing, wrong or expired signature, 400 a body or header that
+// cannot make a delivery; 503 when the publish fails, so the sender retries.
 func (s *Service) Inbound() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		d, err := s.receive(w, r)
@@ -127,10 +125,8 @@ func (s *Service) receive(w http.ResponseWriter, r *http.Request) (triggers.Deli
 	if err != nil {
 		return triggers.Delivery{}, refuse(http.StatusBadRequest, "read body: %v", err)
 	}
-	if err := verify(reg, r.Header, body); err != nil {
-		return triggers.Delivery{}, err
-	}
-	d, err := delivery(reg, r.Header, body)
+	now := s.clock.Now()
+	d, err := s.verified(reg, r.Header, body, now)
 	if err != nil {
 		return triggers.Delivery{}, err
 	}
@@ -142,7 +138,7 @@ func (s *Service) receive(w http.ResponseWriter, r *http.Request) (triggers.Deli
 			d.Query[k] = v[0]
 		}
 	}
-	d.ReceivedAt = s.clock.Now()
+	d.ReceivedAt = now
 	if d.EventKey != pingEventKey {
 		if err := s.publish(r.Context(), d); err != nil {
 			return triggers.Delivery{}, err
@@ -152,110 +148,165 @@ func (s *Service) receive(w http.ResponseWriter, r *http.Request) (triggers.Deli
 	return d, nil
 }
 
+// verified checks body's signature as reg's provider signs and makes its Delivery.
+func (s *Service) verified(reg *registration, h http.Header, body []byte, now time.Time) (triggers.Delivery, error) {
+	if reg.provider == triggers.ProviderGitHub {
+		if err := verifyGitHub(reg.secret, h, body); err != nil {
+			return triggers.Delivery{}, err
+		}
+		return gitHubDelivery(reg, h, body)
+	}
+	signed, err := verifyGeneric(reg.secret, h.Get(SignatureHeader), body, now, s.lim.SignatureTolerance)
+	if err != nil {
+		return triggers.Delivery{}, err
+	}
+	return genericDelivery(reg, h, body, signed)
+}
+
 func tooLarge(limit int64) *refusal {
 	return refuse(http.StatusRequestEntityTooLarge, "the body is larger than %d bytes, the most a delivery may carry", limit)
 }
 
-// verify checks the body's HMAC-SHA256 signature under the registration's secret, in constant
+// verifyGitHub checks GitHub's body signature under the registration's secret, in constant
 // time.
-func verify(reg *registration, h http.Header, body []byte) error {
-	names := signatureHeaders[reg.provider]
-	var header, sig string
-	for _, n := range names {
-		if sig = h.Get(n); sig != "" {
-			header = n
-			break
-		}
-	}
+func verifyGitHub(secret []byte, h http.Header, body []byte) error {
+	sig := h.Get(GitHubSignatureHeader)
 	if sig == "" {
-		return refuse(http.StatusUnauthorized, "missing signature: send %s: sha256=<hex of HMAC-SHA256 of the body under the registration's secret>", strings.Join(names, " or "))
+		return refuse(http.StatusUnauthorized, "missing signature: send %s: sha256=<hex of HMAC-SHA256 of the body under the registration's secret>", GitHubSignatureHeader)
 	}
 	hexSum, ok := strings.CutPrefix(sig, "sha256=")
 	got, err := hex.DecodeString(hexSum)
 	if !ok || err != nil {
-		return refuse(http.StatusUnauthorized, "malformed %s: want sha256=<hex>", header)
+		return refuse(http.StatusUnauthorized, "malformed %s: want sha256=<hex>", GitHubSignatureHeader)
 	}
-	mac := hmac.New(sha256.New, reg.secret)
-	mac.Write(body)
-	if !hmac.Equal(got, mac.Sum(nil)) {
-		return refuse(http.StatusUnauthorized, "%s does not match the body: sign the exact raw body with the registration's current secret", header)
+	if !hmac.Equal(got, mac(secret, body)) {
+		return refuse(http.StatusUnauthorized, "%s does not match the body: sign the exact raw body with the registration's current secret", GitHubSignatureHeader)
 	}
 	return nil
 }
 
-// delivery makes the Delivery a verified request carries, as its provider defines it.
-func delivery(reg *registration, h http.Header, body []byte) (triggers.Delivery, error) {
+// Sign is SignatureHeader's value for body sent at t under secret: what a generic sender
+// computes for each delivery.
+func Sign(secret []byte, t time.Time, body []byte) string {
+	ts := strconv.FormatInt(t.Unix(), 10)
+	return "t=" + ts + ",v1=" + hex.EncodeToString(mac(secret, signedMessage(ts, body)))
+}
+
+// signedMessage is what a generic signature covers: the timestamp as sent, a dot, the raw body.
+func signedMessage(ts string, body []byte) []byte {
+	return append([]byte(ts+"."), body...)
+}
+
+func mac(secret, msg []byte) []byte {
+	m := hmac.New(sha256.New, secret)
+	m.Write(msg)
+	return m.Sum(nil)
+}
+
+// verifyGeneric checks a generic sender's SignatureHeader, sig, in constant time, and that its
+// timestamp is within tolerance of now either way (a sender's clock may be ahead). It answers
+// the signed message, the material the delivery key is made of. Several v1 values may come
+// (a sender that signs under two secrets while rotating); one must match. Other schemes are
+// ignored, as Stripe's clients do.
+func verifyGeneric(secret []byte, sig string, body []byte, now time.Time, tolerance time.Duration) ([]byte, error) {
+	const want = "t=<unix seconds>,v1=<hex of HMAC-SHA256 of \"<t>.<raw body>\" under the registration's secret>"
+	if sig == "" {
+		return nil, refuse(http.StatusUnauthorized, "missing signature: send %s: %s (the body-only sha256= form is not accepted: it cannot be dated, so a captured delivery could be replayed)", SignatureHeader, want)
+	}
+	var ts string
+	var sums [][]byte
+	for _, part := range strings.Split(sig, ",") {
+		k, v, _ := strings.Cut(strings.TrimSpace(part), "=")
+		switch k {
+		case "t":
+			ts = v
+		case "v1":
+			if sum, err := hex.DecodeString(v); err == nil {
+				sums = append(sums, sum)
+			}
+		}
+	}
+	unix, err := strconv.ParseInt(ts, 10, 64)
+	if err != nil || len(sums) == 0 {
+		return nil, refuse(http.StatusUnauthorized, "malformed %s: want %s", SignatureHeader, want)
+	}
+	msg := signedMessage(ts, body)
+	expected := mac(secret, msg)
+	matched := false
+	for _, sum := range sums {
+		matched = hmac.Equal(sum, expected) || matched
+	}
+	if !matched {
+		return nil, refuse(http.StatusUnauthorized, "%s does not match: sign \"<t>.<raw body>\" with the registration's current secret", SignatureHeader)
+	}
+	if skew := now.Sub(time.Unix(unix, 0)); skew > tolerance || skew < -tolerance {
+		return nil, refuse(http.StatusUnauthorized, "the %s timestamp is %s from now, beyond the %s tolerance: sign each delivery when sending it (an old one may be a replay)", SignatureHeader, skew.Round(time.Second).Abs(), tolerance)
+	}
+	return msg, nil
+}
+
+// newDelivery is a Delivery of reg with the request's descriptive headers.
+func newDelivery(reg *registration, h http.Header) triggers.Delivery {
 	d := triggers.Delivery{RegistrationID: reg.id, RegistrationOwner: reg.owner, Provider: reg.provider, Headers: map[string]string{}}
 	for _, name := range keptHeaders[reg.provider] {
 		if v := h.Get(name); v != "" {
 			d.Headers[strings.ToLower(name)] = v
 		}
 	}
-	var err error
-	switch reg.provider {
-	case triggers.ProviderGitHub:
-		err = gitHubDelivery(&d, h, body)
-	default:
-		err = genericDelivery(&d, h, body)
-	}
-	return d, err
+	return d
 }
 
 // gitHubDelivery reads GitHub's headers and payload, in either content type GitHub offers:
 // application/json, or application/x-www-form-urlencoded (the default of GitHub's form) with
-// the JSON in the payload field.
-func gitHubDelivery(d *triggers.Delivery, h http.Header, body []byte) error {
+// the JSON in the payload field. Its delivery key is X-GitHub-Delivery, which a redelivery
+// keeps; the signature covers the body only, so the delivery id is unsigned and the payload's
+// hash goes along as BodyKey for the dispatcher's body window.
+func gitHubDelivery(reg *registration, h http.Header, body []byte) (triggers.Delivery, error) {
+	d := newDelivery(reg, h)
 	event := h.Get("X-GitHub-Event")
 	if event == "" {
-		return refuse(http.StatusBadRequest, "missing X-GitHub-Event: a github registration takes GitHub's deliveries")
+		return d, refuse(http.StatusBadRequest, "missing X-GitHub-Event: a github registration takes GitHub's deliveries")
 	}
 	key, err := deliveryKey("X-GitHub-Delivery", h.Get("X-GitHub-Delivery"))
 	if err != nil {
-		return err
+		return d, err
 	}
 	if key == "" {
-		return refuse(http.StatusBadRequest, "missing X-GitHub-Delivery: a github registration takes GitHub's deliveries")
+		return d, refuse(http.StatusBadRequest, "missing X-GitHub-Delivery: a github registration takes GitHub's deliveries")
 	}
 	payload := body
 	if ct, _, _ := mime.ParseMediaType(h.Get("Content-Type")); ct == "application/x-www-form-urlencoded" {
 		form, err := url.ParseQuery(string(body))
 		if err != nil {
-			return refuse(http.StatusBadRequest, "decode form body: %v", err)
+			return d, refuse(http.StatusBadRequest, "decode form body: %v", err)
 		}
 		payload = []byte(form.Get("payload"))
 	}
 	// EventKey decodes the payload, so it checks that it is a JSON object.
 	eventKey, err := catalog.EventKey(event, payload)
 	if err != nil {
-		return refuse(http.StatusBadRequest, "%v", err)
+		return d, refuse(http.StatusBadRequest, "%v", err)
 	}
-	d.EventKey, d.DeliveryKey, d.Payload = eventKey, key, payload
-	return nil
+	d.EventKey, d.DeliveryKey, d.Payload, d.BodyKey = eventKey, key, payload, hashKey(payload)
+	return d, nil
 }
 
-// genericDelivery takes the body as the payload. Its delivery key is the sender's
-// Idempotency-Key or X-Delivery-Id, else the body's hash, so that the same body sent twice
-// without either starts one run.
-func genericDelivery(d *triggers.Delivery, h http.Header, body []byte) error {
+// genericDelivery takes the body as the payload. Its delivery key is the hash of the signed
+// message, never an unsigned header: a replay within the signature tolerance has the same key
+// and starts no second run, and a sender retrying a delivery resends it as signed.
+func genericDelivery(reg *registration, h http.Header, body, signed []byte) (triggers.Delivery, error) {
+	d := newDelivery(reg, h)
 	if !triggers.IsJSONObject(body) {
-		return refuse(http.StatusBadRequest, "the body must be a JSON object")
+		return d, refuse(http.StatusBadRequest, "the body must be a JSON object")
 	}
-	key := ""
-	for _, name := range []string{"Idempotency-Key", "X-Delivery-Id"} {
-		var err error
-		if key, err = deliveryKey(name, h.Get(name)); err != nil {
-			return err
-		}
-		if key != "" {
-			break
-		}
-	}
-	if key == "" {
-		sum := sha256.Sum256(body)
-		key = "sha256:" + hex.EncodeToString(sum[:])
-	}
-	d.EventKey, d.DeliveryKey, d.Payload = catalog.WebhookEventKey(d.RegistrationID), key, body
-	return nil
+	d.EventKey, d.DeliveryKey, d.Payload = catalog.WebhookEventKey(d.RegistrationID), hashKey(signed), body
+	return d, nil
+}
+
+// hashKey is "sha256:<hex of b>".
+func hashKey(b []byte) string {
+	sum := sha256.Sum256(b)
+	return "sha256:" + hex.EncodeToString(sum[:])
 }
 
 // deliveryKey checks a sender's delivery id from header name: short and printable.

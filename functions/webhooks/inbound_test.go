@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -42,10 +43,22 @@ func serve(t testing.TB, s *Service) string {
 	return srv.URL
 }
 
+// sign is GitHub's body-only signature.
 func sign(secret string, body []byte) string {
 	mac := hmac.New(sha256.New, []byte(secret))
 	mac.Write(body)
 	return "sha256=" + hex.EncodeToString(mac.Sum(nil))
+}
+
+// signed is a generic sender's headers for body signed at t.
+func signed(secret string, t time.Time, body string) http.Header {
+	return http.Header{SignatureHeader: {Sign([]byte(secret), t, []byte(body))}}
+}
+
+// signedKey is the delivery key of a generic body signed at t.
+func signedKey(t time.Time, body string) string {
+	sum := sha256.Sum256([]byte(strconv.FormatInt(t.Unix(), 10) + "." + body))
+	return "sha256:" + hex.EncodeToString(sum[:])
 }
 
 // answer is what the route said.
@@ -153,7 +166,6 @@ func withHeader(h http.Header, kv ...string) http.Header {
 func formBody(payload string) string { return url.Values{"payload": {payload}}.Encode() }
 
 func TestDeliveries(t *testing.T) {
-	bodyHash := sha256.Sum256([]byte(genericObj))
 	form := formBody(prOpened)
 	for _, tc := range []struct {
 		name     string
@@ -186,40 +198,36 @@ func TestDeliveries(t *testing.T) {
 		},
 		{name: "GitHub ping", provider: "github", header: gitHubHeader("ping", zenPing), body: zenPing, status: 200, eventKey: "github.ping", deliveryKey: delivery1},
 		{
-			name: "generic with Idempotency-Key", provider: "webhook", body: genericObj,
-			header: http.Header{"X-Hangar-Signature": {sign(secret, []byte(genericObj))}, "Idempotency-Key": {"build-77"}, "X-Delivery-Id": {"ignored"}},
-			status: 202, eventKey: "webhook.<id>", deliveryKey: "build-77", payload: genericObj,
-			headers: map[string]string{"idempotency-key": "build-77", "x-delivery-id": "ignored", "user-agent": "Go-http-client/1.1"},
+			name: "generic, keyed by its signed timestamp and body", provider: "webhook", body: genericObj,
+			header: withHeader(signed(secret, t0, genericObj), "Content-Type", "application/json", "Idempotency-Key", "build-77"),
+			status: 202, eventKey: "webhook.<id>", deliveryKey: signedKey(t0, genericObj), payload: genericObj,
+			headers: map[string]string{"content-type": "application/json", "user-agent": "Go-http-client/1.1"},
 		},
 		{
-			name: "generic with X-Delivery-Id", provider: "webhook", body: genericObj,
-			header: http.Header{"X-Hangar-Signature": {sign(secret, []byte(genericObj))}, "X-Delivery-Id": {"d-1"}, "Content-Type": {"application/json"}},
-			status: 202, eventKey: "webhook.<id>", deliveryKey: "d-1", payload: genericObj,
-			headers: map[string]string{"x-delivery-id": "d-1", "content-type": "application/json", "user-agent": "Go-http-client/1.1"},
-		},
-		{
-			name: "generic keyed by its body, signed the GitHub way", provider: "webhook", body: genericObj,
-			header: http.Header{"X-Hub-Signature-256": {sign(secret, []byte(genericObj))}},
-			status: 202, eventKey: "webhook.<id>", deliveryKey: "sha256:" + hex.EncodeToString(bodyHash[:]), payload: genericObj,
+			name: "generic signed under two secrets while rotating", provider: "webhook", body: genericObj,
+			header: http.Header{SignatureHeader: {Sign([]byte("the-next-secret-0123456789"), t0, []byte(genericObj)) + ",v1=" + strings.Split(Sign([]byte(secret), t0, []byte(genericObj)), "v1=")[1]}},
+			status: 202, eventKey: "webhook.<id>", deliveryKey: signedKey(t0, genericObj), payload: genericObj,
 			headers: map[string]string{"user-agent": "Go-http-client/1.1"},
 		},
+		{name: "generic signed the GitHub way, body only", provider: "webhook", header: http.Header{"X-Hub-Signature-256": {sign(secret, []byte(genericObj))}}, body: genericObj, status: 401},
+		{name: "generic body-only signature in its own header", provider: "webhook", header: http.Header{SignatureHeader: {sign(secret, []byte(genericObj))}}, body: genericObj, status: 401},
+		{name: "generic signature without a timestamp", provider: "webhook", header: http.Header{SignatureHeader: {strings.Split(Sign([]byte(secret), t0, []byte(genericObj)), ",")[1]}}, body: genericObj, status: 401},
+		{name: "generic signature with another timestamp", provider: "webhook", header: http.Header{SignatureHeader: {strings.Replace(Sign([]byte(secret), t0, []byte(genericObj)), "t=1", "t=2", 1)}}, body: genericObj, status: 401},
+		{name: "generic signature of another body", provider: "webhook", header: signed(secret, t0, genericObj+" "), body: genericObj, status: 401},
 		{name: "wrong signature", provider: "github", header: withHeader(gitHubHeader("push", pushEvent), "X-Hub-Signature-256", sign("another-secret-entirely", []byte(pushEvent))), body: pushEvent, status: 401},
 		{name: "signature of another body", provider: "github", header: gitHubHeader("push", pushEvent+" "), body: pushEvent, status: 401},
 		{name: "missing signature", provider: "github", header: withHeader(gitHubHeader("push", pushEvent), "X-Hub-Signature-256", ""), body: pushEvent, status: 401},
 		{name: "SHA-1 signature only", provider: "github", header: withHeader(gitHubHeader("push", pushEvent), "X-Hub-Signature-256", "sha1=0123"), body: pushEvent, status: 401},
 		{name: "hex without its prefix", provider: "github", header: withHeader(gitHubHeader("push", pushEvent), "X-Hub-Signature-256", strings.TrimPrefix(sign(secret, []byte(pushEvent)), "sha256=")), body: pushEvent, status: 401},
 		{name: "generic signature header on a GitHub registration", provider: "github", header: withHeader(gitHubHeader("push", pushEvent), "X-Hub-Signature-256", "", "X-Hangar-Signature", sign(secret, []byte(pushEvent))), body: pushEvent, status: 401},
-		{name: "not JSON", provider: "webhook", header: http.Header{"X-Hangar-Signature": {sign(secret, []byte("hello"))}}, body: "hello", status: 400},
-		{name: "a JSON array", provider: "webhook", header: http.Header{"X-Hangar-Signature": {sign(secret, []byte("[1]"))}}, body: "[1]", status: 400},
+		{name: "not JSON", provider: "webhook", header: signed(secret, t0, "hello"), body: "hello", status: 400},
+		{name: "a JSON array", provider: "webhook", header: signed(secret, t0, "[1]"), body: "[1]", status: 400},
 		{name: "GitHub non-JSON", provider: "github", header: gitHubHeader("push", "nope"), body: "nope", status: 400},
 		{name: "missing X-GitHub-Event", provider: "github", header: withHeader(gitHubHeader("push", pushEvent), "X-Github-Event", ""), body: pushEvent, status: 400},
 		{name: "missing X-GitHub-Delivery", provider: "github", header: withHeader(gitHubHeader("push", pushEvent), "X-Github-Delivery", ""), body: pushEvent, status: 400},
 		{name: "event name with a dot", provider: "github", header: gitHubHeader("push.forged", pushEvent), body: pushEvent, status: 400},
 		{name: "action with a dot", provider: "github", header: gitHubHeader("issues", `{"action":"a.b"}`), body: `{"action":"a.b"}`, status: 400},
-		{
-			name: "delivery key too long", provider: "webhook", body: genericObj,
-			header: http.Header{"X-Hangar-Signature": {sign(secret, []byte(genericObj))}, "Idempotency-Key": {strings.Repeat("k", maxDeliveryKeyLen+1)}}, status: 400,
-		},
+		{name: "delivery key too long", provider: "github", header: withHeader(gitHubHeader("push", pushEvent), "X-Github-Delivery", strings.Repeat("k", maxDeliveryKeyLen+1)), body: pushEvent, status: 400},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s, _ := newService(t, limits())
@@ -251,6 +259,10 @@ func TestDeliveries(t *testing.T) {
 			}
 			if d.RegistrationID != reg.GetId() || d.Provider != tc.provider || d.EventKey != eventKey || d.DeliveryKey != tc.deliveryKey || !d.ReceivedAt.Equal(t0) {
 				t.Errorf("published %+v, want registration %s, provider %s, event key %s, delivery key %s, received at %v", d, reg.GetId(), tc.provider, eventKey, tc.deliveryKey, t0)
+			}
+			// GitHub's delivery id is not signed, so its body goes along for the body window.
+			if wantBody := map[string]string{"github": hashKey([]byte(tc.payload))}[tc.provider]; d.BodyKey != wantBody {
+				t.Errorf("body key %q, want %q", d.BodyKey, wantBody)
 			}
 			if !jsonEqual(t, d.Payload, tc.payload) {
 				t.Errorf("payload %s, want %s", d.Payload, tc.payload)
@@ -288,7 +300,7 @@ func TestUnknownRegistrationsAndOversizedBodiesAreRefused(t *testing.T) {
 	got := published(t, s)
 	base := serve(t, s)
 	big := []byte(`{"pad":"` + strings.Repeat("x", 1024) + `"}`)
-	signed := http.Header{"X-Hangar-Signature": {sign(secret, big)}}
+	header := signed(secret, t0, string(big))
 	for _, tc := range []struct {
 		name   string
 		path   string
@@ -306,7 +318,7 @@ func TestUnknownRegistrationsAndOversizedBodiesAreRefused(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			req.Header = signed.Clone()
+			req.Header = header.Clone()
 			resp, err := http.DefaultClient.Do(req)
 			if err != nil {
 				t.Fatal(err)
@@ -327,7 +339,7 @@ func TestRotationRetiresTheOldSecret(t *testing.T) {
 	other := New(Deps{DB: s.db, Sealer: s.sealer, PubSub: s.pubsub, Clock: c, Limits: s.lim, Log: s.log})
 	here, there := serve(t, s)+reg.GetUrlPath(), serve(t, other)+reg.GetUrlPath()
 	signedWith := func(secret string) http.Header {
-		return http.Header{"X-Hangar-Signature": {sign(secret, []byte(genericObj))}}
+		return signed(secret, c.Now(), genericObj)
 	}
 	for _, u := range []string{here, there} {
 		if a := post(t, u, signedWith(secret), []byte(genericObj)); a.status != 202 {
@@ -367,7 +379,7 @@ func TestDeletedRegistrationAnswers404(t *testing.T) {
 	s, _ := newService(t, limits())
 	reg := create(t, s, alice, "webhook", proto.String(secret)).GetRegistration()
 	u := serve(t, s) + reg.GetUrlPath()
-	h := http.Header{"X-Hangar-Signature": {sign(secret, []byte(genericObj))}}
+	h := signed(secret, t0, genericObj)
 	if a := post(t, u, h, []byte(genericObj)); a.status != 202 {
 		t.Fatalf("before delete: %d %v", a.status, a.body)
 	}
@@ -426,8 +438,63 @@ func TestFailedPublishAnswers503(t *testing.T) {
 	t.Cleanup(func() { _ = bare.Close() })
 	s := New(Deps{DB: db, Sealer: sealer, PubSub: bare, Clock: clock.NewFake(t0), Limits: limits(), Log: testLog(t)})
 	reg := create(t, s, alice, "webhook", proto.String(secret)).GetRegistration()
-	a := post(t, serve(t, s)+reg.GetUrlPath(), http.Header{"X-Hangar-Signature": {sign(secret, []byte(genericObj))}}, []byte(genericObj))
+	a := post(t, serve(t, s)+reg.GetUrlPath(), signed(secret, t0, genericObj), []byte(genericObj))
 	if a.status != 503 || a.header.Get("Retry-After") == "" || a.body["error"] == "" {
 		t.Errorf("got %d %v (Retry-After %q), want 503 with Retry-After and an error", a.status, a.body, a.header.Get("Retry-After"))
 	}
+}
+
+func TestSecurityAGenericReplayWithANewIdempotencyKeyKeepsItsDeliveryKey(t *testing.T) {
+	s, _ := newService(t, limits())
+	reg := create(t, s, alice, "webhook", proto.String(secret)).GetRegistration()
+	got := published(t, s)
+	u := serve(t, s) + reg.GetUrlPath()
+	captured := signed(secret, t0, genericObj)
+	var keys []string
+	for _, idem := range []string{"", "replay-1", "replay-2"} {
+		a := post(t, u, withHeader(captured, "Idempotency-Key", idem, "X-Delivery-Id", idem), []byte(genericObj))
+		if a.status != 202 {
+			t.Fatalf("replay with Idempotency-Key %q: %d %v", idem, a.status, a.body)
+		}
+		d, err := triggers.Decode(nextMessage(t, got).Data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		keys = append(keys, d.DeliveryKey)
+	}
+	// The dispatcher starts one run per delivery key (automation/dispatch), so one key is one run.
+	if keys[0] != signedKey(t0, genericObj) || keys[1] != keys[0] || keys[2] != keys[0] {
+		t.Fatalf("delivery keys %v: want the signed material's key for each", keys)
+	}
+}
+
+func TestSecurityGenericSignaturesOutsideTheToleranceAreRefused(t *testing.T) {
+	lim := limits()
+	s, c := newService(t, lim)
+	reg := create(t, s, alice, "webhook", proto.String(secret)).GetRegistration()
+	got := published(t, s)
+	u := serve(t, s) + reg.GetUrlPath()
+	captured := signed(secret, t0, genericObj)
+	c.Advance(lim.SignatureTolerance + time.Second)
+	for _, tc := range []struct {
+		name   string
+		header http.Header
+		want   int
+	}{
+		{"a captured delivery replayed past the tolerance", captured, 401},
+		{"signed just within the tolerance", signed(secret, c.Now().Add(-lim.SignatureTolerance+time.Second), genericObj), 202},
+		{"a sender's clock ahead within the tolerance", signed(secret, c.Now().Add(lim.SignatureTolerance-time.Second), genericObj), 202},
+		{"dated in the future beyond the tolerance", signed(secret, c.Now().Add(lim.SignatureTolerance+time.Second), genericObj), 401},
+	} {
+		a := post(t, u, tc.header, []byte(genericObj))
+		if a.status != tc.want {
+			t.Fatalf("%s: %d %v, want %d", tc.name, a.status, a.body, tc.want)
+		}
+		if a.status == 202 {
+			nextMessage(t, got)
+		} else if !strings.Contains(a.body["error"], "tolerance") {
+			t.Errorf("%s: error %q does not name the tolerance", tc.name, a.body["error"])
+		}
+	}
+	assertNothingPublished(t, s, got)
 }

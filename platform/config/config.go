@@ -116,6 +116,9 @@ type WebhookLimits struct {
 	// Firestore again: a rotation or deletion made through another instance takes effect on
 	// this one within it, on the same instance at once.
 	CacheTTL time.Duration
+	// SignatureTolerance is how far a generic delivery's signed timestamp may be from now,
+	// either way: an older one is refused as a possible replay.
+	SignatureTolerance time.Duration
 }
 
 // AutomationLimits bound automations.
@@ -223,7 +226,8 @@ func Default() Config {
 				FilteredEvents: 1000, Concurrency: 10, RunLease: 2 * time.Minute, TaskPoll: 10 * time.Second,
 			},
 			// GitHub's event payloads are tens of KiB; its own cap is 25 MB, Pub/Sub's 10 MB.
-			Webhooks: WebhookLimits{Max: 500, MaxBodyBytes: 1 << 20, CacheTTL: 5 * time.Second},
+			// Stripe's tolerance for its signed timestamps.
+			Webhooks: WebhookLimits{Max: 500, MaxBodyBytes: 1 << 20, CacheTTL: 5 * time.Second, SignatureTolerance: 5 * time.Minute},
 		},
 		Host: Host{
 			HeartbeatInterval:  5 * time.Second,
@@ -315,6 +319,7 @@ func FromEnv() (Config, error) {
 	}{
 		{"HANGAR_AUTH_CACHE_TTL", &c.Limits.AuthCacheTTL},
 		{"HANGAR_WEBHOOK_CACHE_TTL", &c.Limits.Webhooks.CacheTTL},
+		{"HANGAR_WEBHOOK_SIGNATURE_TOLERANCE", &c.Limits.Webhooks.SignatureTolerance},
 		{"HANGAR_EXEC_TIMEOUT_DEFAULT", &c.Limits.ExecTimeout.Default},
 		{"HANGAR_EXEC_TIMEOUT_MAX", &c.Limits.ExecTimeout.Max},
 		{"HANGAR_HEARTBEAT_INTERVAL", &c.Host.HeartbeatInterval},
