@@ -46,6 +46,10 @@ type Options struct {
 	// in DataDir/firestore on start and Stop exports Project's (default) database there;
 	// Pub/Sub keeps its state in DataDir/pubsub.
 	DataDir string
+	// SaveEvery, with DataDir, also saves Firestore this often while the set runs, so that a
+	// crash of this process (kill -9 included) loses at most about this much; zero means only
+	// Stop saves.
+	SaveEvery time.Duration
 	// Project is the project whose (default) Firestore database Stop saves to DataDir; it is
 	// required with DataDir. Only one project can be saved: the emulator's own
 	// --export-on-exit fails on (default) databases, and an import seeds every project with
@@ -66,6 +70,12 @@ type Set struct {
 	pubsub    *emulator
 	dataDir   string
 	project   string
+	log       io.Writer
+
+	// saveMu keeps one save at a time: the periodic one and Stop's.
+	saveMu     sync.Mutex
+	stopSaving chan struct{}
+	savingDone chan struct{}
 
 	stopOnce sync.Once
 	stopErr  error
@@ -106,7 +116,7 @@ func Start(ctx context.Context, opts Options) (*Set, error) {
 	}
 	wg.Wait()
 
-	s := &Set{dataDir: opts.DataDir, project: opts.Project}
+	s := &Set{dataDir: opts.DataDir, project: opts.Project, log: logw}
 	for _, e := range emus {
 		if e == nil {
 			continue
@@ -122,7 +132,35 @@ func Start(ctx context.Context, opts Options) (*Set, error) {
 		// Exporting a half-started set would replace the saved data for nothing.
 		return nil, errors.Join(err, s.stop(false))
 	}
+	if opts.SaveEvery > 0 && s.saves() {
+		s.stopSaving, s.savingDone = make(chan struct{}), make(chan struct{})
+		go s.saveEvery(opts.SaveEvery)
+	}
 	return s, nil
+}
+
+// saves reports whether the set saves Firestore data: it has a data dir and started the
+// emulator (one reused from the environment is someone else's to save).
+func (s *Set) saves() bool {
+	return s.dataDir != "" && s.firestore != nil && s.firestore.cmd != nil
+}
+
+// saveEvery saves Firestore each period until Stop. A failed save is logged and tried again
+// at the next tick: the previous export stays in place.
+func (s *Set) saveEvery(period time.Duration) {
+	defer close(s.savingDone)
+	tick := time.NewTicker(period)
+	defer tick.Stop()
+	for {
+		select {
+		case <-s.stopSaving:
+			return
+		case <-tick.C:
+			if err := s.saveFirestore(); err != nil {
+				fmt.Fprintf(s.log, "hangar: periodic %v\n", err)
+			}
+		}
+	}
 }
 
 func kindsOf(kinds []Kind) ([]Kind, error) {
@@ -233,7 +271,11 @@ func (s *Set) Stop() error {
 
 func (s *Set) stop(save bool) error {
 	var errs []error
-	if save && s.dataDir != "" && s.firestore != nil && s.firestore.cmd != nil {
+	if s.stopSaving != nil {
+		close(s.stopSaving)
+		<-s.savingDone
+	}
+	if save && s.saves() {
 		if err := s.saveFirestore(); err != nil {
 			errs = append(errs, err)
 		}
@@ -269,21 +311,28 @@ func (s *Set) ResetFirestore(ctx context.Context, project string) error {
 	return nil
 }
 
-const exportPrefix = "export-"
+// Exports are written under partialPrefix and renamed to exportPrefix once complete, so that a
+// crash in the middle of one leaves a directory Start ignores (and the next save removes).
+const (
+	exportPrefix  = "export-"
+	partialPrefix = "partial-"
+)
 
 // saveFirestore exports under a new name and only then removes older exports, so a failed
 // export never costs the previous one.
 func (s *Set) saveFirestore() error {
+	s.saveMu.Lock()
+	defer s.saveMu.Unlock()
 	dir := filepath.Join(s.dataDir, "firestore")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("save firestore data: %w", err)
 	}
 	// Fixed width keeps lexical order equal to time order for latestExport.
-	name := fmt.Sprintf("%s%019d", exportPrefix, time.Now().UnixNano())
+	stamp := fmt.Sprintf("%019d", time.Now().UnixNano())
 	body, err := json.Marshal(map[string]string{
 		"database":         "projects/" + s.project + "/databases/(default)",
 		"export_directory": dir,
-		"export_name":      name,
+		"export_name":      partialPrefix + stamp,
 	})
 	if err != nil {
 		return fmt.Errorf("save firestore data: %w", err)
@@ -294,12 +343,18 @@ func (s *Set) saveFirestore() error {
 	if err := call(ctx, http.MethodPost, u, body); err != nil {
 		return fmt.Errorf("save firestore data to %s: %w", dir, err)
 	}
+	// The export's files name each other by relative paths, so the directory may move.
+	name := exportPrefix + stamp
+	if err := os.Rename(filepath.Join(dir, partialPrefix+stamp), filepath.Join(dir, name)); err != nil {
+		return fmt.Errorf("save firestore data: %w", err)
+	}
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		return fmt.Errorf("save firestore data: %w", err)
 	}
 	for _, ent := range entries {
-		if ent.IsDir() && strings.HasPrefix(ent.Name(), exportPrefix) && ent.Name() != name {
+		old := strings.HasPrefix(ent.Name(), exportPrefix) || strings.HasPrefix(ent.Name(), partialPrefix)
+		if ent.IsDir() && old && ent.Name() != name {
 			if err := os.RemoveAll(filepath.Join(dir, ent.Name())); err != nil {
 				return fmt.Errorf("remove old firestore export: %w", err)
 			}
@@ -310,7 +365,7 @@ func (s *Set) saveFirestore() error {
 
 // latestExport returns the metadata file of the newest complete export in dir, or "".
 func latestExport(dir string) (string, error) {
-	matches, err := filepath.Glob(filepath.Join(dir, exportPrefix+"*", exportPrefix+"*.overall_export_metadata"))
+	matches, err := filepath.Glob(filepath.Join(dir, exportPrefix+"*", "*.overall_export_metadata"))
 	if err != nil {
 		return "", err
 	}

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -311,5 +312,80 @@ func TestStartRejects(t *testing.T) {
 		if _, err := Start(context.Background(), tc.opts); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: err = %v, want it to mention %q", tc.name, err, tc.want)
 		}
+	}
+}
+
+// crashChildEnv names the data dir of TestSecurityAKilledParentLeavesNoEmulatorAndKeepsItsSavedData
+// when the test binary runs as the parent to be killed.
+const crashChildEnv = "HANGAR_EMULATORS_CRASH_CHILD"
+
+// crashChild starts a saving Firestore emulator over dir, writes a document, waits for a save
+// made after the write, reports the emulator's process group and blocks until it is killed.
+func crashChild(dir string) {
+	ctx := context.Background()
+	s, err := Start(ctx, Options{Kinds: []Kind{Firestore}, DataDir: dir, Project: "crash", SaveEvery: 100 * time.Millisecond})
+	if err != nil {
+		fmt.Println("ERROR", err)
+		os.Exit(1)
+	}
+	os.Setenv(FirestoreHostEnv, s.FirestoreHost())
+	c, err := firestore.NewClient(ctx, "crash")
+	if err == nil {
+		_, err = c.Collection("things").Doc("written").Set(ctx, map[string]any{"v": "before the crash"})
+	}
+	if err != nil {
+		fmt.Println("ERROR", err)
+		os.Exit(1)
+	}
+	written := fmt.Sprintf("%s%019d", exportPrefix, time.Now().UnixNano())
+	for {
+		latest, _ := latestExport(filepath.Join(dir, "firestore"))
+		if filepath.Base(filepath.Dir(latest)) > written {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	fmt.Println("PGID", s.firestore.cmd.Process.Pid)
+	select {}
+}
+
+func TestSecurityAKilledParentLeavesNoEmulatorAndKeepsItsSavedData(t *testing.T) {
+	if dir := os.Getenv(crashChildEnv); dir != "" {
+		crashChild(dir)
+		return
+	}
+	requireGcloud(t)
+	dir := t.TempDir()
+	child := exec.Command(os.Args[0], "-test.run=^TestSecurityAKilledParentLeavesNoEmulatorAndKeepsItsSavedData$")
+	child.Env = append(os.Environ(), crashChildEnv+"="+dir)
+	child.Stderr = os.Stderr
+	out, err := child.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := child.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var pgid int
+	if _, err := fmt.Fscanf(out, "PGID %d\n", &pgid); err != nil {
+		_ = child.Process.Kill()
+		t.Fatalf("the child reported no emulator: %v", err)
+	}
+	if err := child.Process.Signal(os.Kill); err != nil {
+		t.Fatal(err)
+	}
+	_ = child.Wait()
+	// The watchdog interrupts the group at once and kills it 10 s later if it lingers.
+	for deadline := time.Now().Add(time.Minute); groupAlive(pgid); time.Sleep(100 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			_ = signalGroup(pgid, os.Kill.(syscall.Signal))
+			t.Fatalf("the emulator's process group %d outlived its killed parent by a minute", pgid)
+		}
+	}
+
+	s := start(t, Options{Kinds: []Kind{Firestore}, DataDir: dir, Project: "crash"})
+	snap, err := firestoreClient(t, s, "crash").Collection("things").Doc("written").Get(context.Background())
+	if err != nil || snap.Data()["v"] != "before the crash" {
+		t.Fatalf("after the crash the document is %v (%v), want the one saved before it", snap.Data(), err)
 	}
 }

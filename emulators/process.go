@@ -38,6 +38,8 @@ type emulator struct {
 	kind Kind
 	host string
 	cmd  *exec.Cmd // nil when reused from the environment
+	// watchdog ends cmd's process group if this process dies without stopping it.
+	watchdog *watchdog
 
 	done    chan struct{} // closed once cmd.Wait returns
 	waitErr error
@@ -82,6 +84,9 @@ func launch(ctx context.Context, k Kind, args []string, logw io.Writer) (*emulat
 		e.waitErr = cmd.Wait()
 		close(e.done)
 	}()
+	if e.watchdog, err = watch(cmd.Process.Pid); err != nil {
+		return nil, errors.Join(err, e.stop())
+	}
 	if err := e.waitReady(ctx); err != nil {
 		return nil, errors.Join(err, e.stop())
 	}
@@ -152,6 +157,8 @@ func (e *emulator) waitReady(ctx context.Context) error {
 // takes too long, and returns once no process of the group is left.
 func (e *emulator) stop() error {
 	pgid := e.cmd.Process.Pid // Setpgid made the gcloud process the group leader
+	// Dismissed first: once the group is gone its id may be reused.
+	e.watchdog.dismiss()
 	if err := signalGroup(pgid, syscall.SIGINT); err != nil {
 		return err
 	}
@@ -188,6 +195,52 @@ func (e *emulator) waitGone(pgid int, d time.Duration) bool {
 		case <-tick.C:
 		}
 	}
+}
+
+// watchdogScript waits for its standard input to close, then interrupts process group $1 and
+// kills it if it lingers. Its input is a pipe whose write end only this process holds, so the
+// kernel closes it when this process ends, however it ends: kill -9 included. A child with
+// Pdeathsig would not do: it ends gcloud alone, and gcloud's Java child lives on.
+//
+// It is POSIX sh (Debian's is dash, whose kill takes no "--": a negative id after the signal
+// names a group).
+const watchdogScript = `read -r _
+kill -INT "-$1" 2>/dev/null || exit 0
+for _ in 1 2 3 4 5 6 7 8 9 10; do sleep 1; kill -0 "-$1" 2>/dev/null || exit 0; done
+kill -KILL "-$1" 2>/dev/null`
+
+// watchdog is a shell running watchdogScript for one process group.
+type watchdog struct {
+	cmd  *exec.Cmd
+	pipe *os.File // the write end; closing it fires the watchdog
+}
+
+// watch starts a watchdog for process group pgid, in a group of its own so that a terminal's
+// Ctrl-C to this process's group does not end it before it is needed.
+func watch(pgid int) (*watchdog, error) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		return nil, fmt.Errorf("watchdog pipe: %w", err)
+	}
+	defer r.Close()
+	cmd := exec.Command("/bin/sh", "-c", watchdogScript, "emulator-watchdog", strconv.Itoa(pgid))
+	cmd.Stdin = r
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		w.Close()
+		return nil, fmt.Errorf("start the emulator watchdog: %w", err)
+	}
+	return &watchdog{cmd: cmd, pipe: w}, nil
+}
+
+// dismiss ends the watchdog without letting it fire. A nil watchdog is fine.
+func (d *watchdog) dismiss() {
+	if d == nil {
+		return
+	}
+	_ = d.cmd.Process.Kill()
+	_ = d.cmd.Wait()
+	_ = d.pipe.Close()
 }
 
 func signalGroup(pgid int, sig syscall.Signal) error {

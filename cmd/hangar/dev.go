@@ -27,26 +27,33 @@ import (
 
 func newDevCmd() *cobra.Command {
 	var addr, dataDir string
+	var saveEvery time.Duration
 	cmd := &cobra.Command{
 		Use:   "dev",
 		Short: "Run the whole system locally: emulators, every function, one server",
 		Long: `dev starts the Firestore and Pub/Sub emulators (or uses FIRESTORE_EMULATOR_HOST and
 PUBSUB_EMULATOR_HOST when set), serves every function on one address, and keeps its data under
 --data-dir. On first start it creates an admin API key, prints it and writes it to
-<data-dir>/admin.key. Ctrl-C stops everything it started.`,
+<data-dir>/admin.key, which later starts keep. Firestore is saved to the data dir every
+--save-every and on exit, so a crash (even kill -9) loses at most that much; the emulators end
+with dev however it ends. Ctrl-C stops everything it started.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			return runDev(ctx, addr, dataDir, cmd.ErrOrStderr())
+			if saveEvery <= 0 {
+				return usageError("--save-every must be positive, e.g. 5s")
+			}
+			return runDev(ctx, addr, dataDir, saveEvery, cmd.ErrOrStderr())
 		},
 	}
 	cmd.Flags().StringVar(&addr, "addr", "127.0.0.1:8080", "address to serve the API on")
 	cmd.Flags().StringVar(&dataDir, "data-dir", ".data", "where local data (emulator state, admin key) is kept")
+	cmd.Flags().DurationVar(&saveEvery, "save-every", 5*time.Second, "how often the emulated Firestore is saved to the data dir: the most a crash loses")
 	return cmd
 }
 
-func runDev(ctx context.Context, addr, dataDir string, out interface{ Write([]byte) (int, error) }) error {
+func runDev(ctx context.Context, addr, dataDir string, saveEvery time.Duration, out interface{ Write([]byte) (int, error) }) error {
 	log := slog.New(slog.NewTextHandler(out, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	if err := os.MkdirAll(dataDir, 0o700); err != nil {
 		return fmt.Errorf("create data dir: %w", err)
@@ -61,7 +68,7 @@ func runDev(ctx context.Context, addr, dataDir string, out interface{ Write([]by
 	}
 	defer emuLog.Close()
 	log.Info("starting emulators", "log", emuLog.Name())
-	emu, err := emulators.Start(ctx, emulators.Options{DataDir: dataDir, Project: cfg.Project, Log: emuLog, ReuseFromEnv: true})
+	emu, err := emulators.Start(ctx, emulators.Options{DataDir: dataDir, Project: cfg.Project, SaveEvery: saveEvery, Log: emuLog, ReuseFromEnv: true})
 	if err != nil {
 		return err
 	}
@@ -146,16 +153,15 @@ func runDev(ctx context.Context, addr, dataDir string, out interface{ Write([]by
 	return srv.Shutdown(shutCtx)
 }
 
-// ensureAdminKey reuses the key in path while it still authenticates as an admin, and otherwise
-// mints a new admin key for a local "admin" user and writes it there.
+// ensureAdminKey returns the admin key kept in path, minting one for a local "admin" user on
+// first start. An existing file is never overwritten: if the database lost the key's record (a
+// crash before the last save), the record is made again for the same key, so every shell and
+// script holding it keeps working. A key revoked on purpose stays revoked: dev stops and says
+// to delete the file.
 func ensureAdminKey(ctx context.Context, a *api.API, path string) (key string, created bool, err error) {
-	if b, err := os.ReadFile(path); err == nil {
-		key = strings.TrimSpace(string(b))
-		p, err := a.Authenticator().Authenticate(ctx, key, "")
-		if err == nil && p.Admin {
-			return key, false, nil
-		}
-	} else if !errors.Is(err, os.ErrNotExist) {
+	b, err := os.ReadFile(path)
+	exists := err == nil
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
 		return "", false, fmt.Errorf("read admin key: %w", err)
 	}
 	now := time.Now().UTC()
@@ -163,13 +169,32 @@ func ensureAdminKey(ctx context.Context, a *api.API, path string) (key string, c
 	if err != nil {
 		return "", false, err
 	}
-	_, key, err = a.Keys().Create(ctx, auth.NewKeyInput{
-		Name: "hangar dev admin", Kind: auth.KindPersonal, UserID: user.ID, Admin: true, CreatedBy: user.ID,
-	}, now)
-	if err != nil {
-		return "", false, err
+	in := auth.NewKeyInput{Name: "hangar dev admin", Kind: auth.KindPersonal, UserID: user.ID, Admin: true, CreatedBy: user.ID}
+	if exists {
+		key = strings.TrimSpace(string(b))
+		rec, err := a.Keys().Restore(ctx, key, in, now)
+		if err != nil {
+			return "", false, fmt.Errorf("admin key in %s: %w (delete the file to mint a new key)", path, err)
+		}
+		if rec.Revoked() || !rec.Admin {
+			return "", false, fmt.Errorf("the admin key in %s is revoked or no longer an admin's: delete the file to mint a new one", path)
+		}
+		return key, false, nil
 	}
-	if err := os.WriteFile(path, []byte(key+"\n"), 0o600); err != nil {
+	// O_EXCL: another dev start racing this one keeps its key rather than losing it to ours.
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return "", false, fmt.Errorf("write admin key: %w", err)
+	}
+	defer f.Close()
+	if _, key, err = a.Keys().Create(ctx, in, now); err != nil {
+		// An empty file would stop the next start; no file lets it try again.
+		return "", false, errors.Join(err, os.Remove(path))
+	}
+	if _, err := f.WriteString(key + "\n"); err != nil {
+		return "", false, fmt.Errorf("write admin key: %w", err)
+	}
+	if err := f.Sync(); err != nil {
 		return "", false, fmt.Errorf("write admin key: %w", err)
 	}
 	return key, true, nil

@@ -102,6 +102,43 @@ func (ks *Keys) Create(ctx context.Context, in NewKeyInput, now time.Time) (Key,
 	return k, whole, nil
 }
 
+// ErrKeyMismatch is a key whose id names a record of another key.
+var ErrKeyMismatch = errors.New("api key does not match its record")
+
+// Restore makes sure the whole key has a record, creating it from in when it has none (a local
+// database lost it), and returns the record either way. A key that does not parse, or whose
+// id's record holds another key's hash, is an error: nothing is overwritten.
+func (ks *Keys) Restore(ctx context.Context, whole string, in NewKeyInput, now time.Time) (Key, error) {
+	id, ok := parseKey(whole)
+	if !ok {
+		return Key{}, fmt.Errorf("restore api key %s: malformed key", in.Name)
+	}
+	ref := ks.db.Collection(keysCollection).Doc(id)
+	var k Key
+	err := ks.db.RunTransaction(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
+		cur, err := store.Read[Key](ctx, tx, ref)
+		if errors.Is(err, store.ErrNotFound) {
+			k = Key{
+				ID: id, Name: in.Name, Kind: in.Kind, UserID: in.UserID, Admin: in.Admin,
+				Hash: hashKey(whole), CreatedBy: in.CreatedBy, CreatedAt: now,
+			}
+			return tx.Create(ref, k)
+		}
+		if err != nil {
+			return err
+		}
+		if !hashesEqual(cur.Hash, hashKey(whole)) {
+			return ErrKeyMismatch
+		}
+		k = *cur
+		return nil
+	})
+	if err != nil {
+		return Key{}, fmt.Errorf("restore api key %s: %w", in.Name, err)
+	}
+	return k, nil
+}
+
 // List returns keys, newest first.
 func (ks *Keys) List(ctx context.Context, includeRevoked bool, limit int) ([]Key, error) {
 	q := ks.db.Collection(keysCollection).OrderBy("created_at", firestore.Desc).Limit(limit)
