@@ -54,7 +54,7 @@ func assertNotListening(t *testing.T, hosts ...string) {
 func assertStopped(t *testing.T, es ...*emulator) {
 	t.Helper()
 	for _, e := range es {
-		if groupAlive(e.cmd.Process.Pid) {
+		if GroupAlive(e.cmd.Process.Pid) {
 			t.Errorf("%s: process group %d still running after Stop", e.kind, e.cmd.Process.Pid)
 		}
 	}
@@ -376,7 +376,7 @@ func TestSecurityAKilledParentLeavesNoEmulatorAndKeepsItsSavedData(t *testing.T)
 	}
 	_ = child.Wait()
 	// The watchdog interrupts the group at once and kills it 10 s later if it lingers.
-	for deadline := time.Now().Add(time.Minute); groupAlive(pgid); time.Sleep(100 * time.Millisecond) {
+	for deadline := time.Now().Add(time.Minute); GroupAlive(pgid); time.Sleep(100 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			_ = signalGroup(pgid, os.Kill.(syscall.Signal))
 			t.Fatalf("the emulator's process group %d outlived its killed parent by a minute", pgid)

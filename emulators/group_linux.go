@@ -9,10 +9,10 @@ import (
 	"syscall"
 )
 
-// groupAlive reports whether any process of group pgid still runs. Zombies do not count:
+// GroupAlive reports whether any process of group pgid still runs. Zombies do not count:
 // gcloud exits before its Java child, orphans are reparented to PID 1, and a PID 1 that does
 // not reap (a container without an init) would otherwise keep the group "alive" forever.
-func groupAlive(pgid int) bool {
+func GroupAlive(pgid int) bool {
 	if err := syscall.Kill(-pgid, 0); errors.Is(err, syscall.ESRCH) {
 		return false
 	}

@@ -7,7 +7,7 @@ import (
 	"syscall"
 )
 
-// groupAlive reports whether any process of group pgid still exists (zombies included).
-func groupAlive(pgid int) bool {
+// GroupAlive reports whether any process of group pgid still exists (zombies included).
+func GroupAlive(pgid int) bool {
 	return !errors.Is(syscall.Kill(-pgid, 0), syscall.ESRCH)
 }

@@ -184,7 +184,7 @@ func (e *emulator) waitGone(pgid int, d time.Duration) bool {
 	for {
 		select {
 		case <-e.done:
-			if !groupAlive(pgid) {
+			if !GroupAlive(pgid) {
 				return true
 			}
 		default:
