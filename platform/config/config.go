@@ -163,6 +163,10 @@ type Host struct {
 	// idle one (0: never).
 	IdleAfter      time.Duration
 	EvictIdleAfter time.Duration
+	// CheckpointInterval checkpoints a session that changed since its last checkpoint once
+	// that is this old, so a crash of its host loses at most about this much of its files
+	// (0: only Snapshot, eviction and shutdown checkpoint).
+	CheckpointInterval time.Duration
 	// MaxSandboxes, CPUs and MemoryBytes are the host's capacity as registered in the fleet.
 	MaxSandboxes int
 	// WarmSandboxes is how many booted sandboxes a host keeps ready for each of its recently used
@@ -234,6 +238,7 @@ func Default() Config {
 			HostTimeout:        20 * time.Second,
 			IdleAfter:          2 * time.Minute,
 			EvictIdleAfter:     30 * time.Minute,
+			CheckpointInterval: 10 * time.Minute,
 			MaxSandboxes:       64,
 			WarmSandboxes:      1,
 			SandboxCPUs:        2,
@@ -326,6 +331,7 @@ func FromEnv() (Config, error) {
 		{"HANGAR_HOST_TIMEOUT", &c.Host.HostTimeout},
 		{"HANGAR_IDLE_AFTER", &c.Host.IdleAfter},
 		{"HANGAR_EVICT_IDLE_AFTER", &c.Host.EvictIdleAfter},
+		{"HANGAR_CHECKPOINT_INTERVAL", &c.Host.CheckpointInterval},
 	}
 	for _, e := range durations {
 		v, ok := os.LookupEnv(e.env)

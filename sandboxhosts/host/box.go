@@ -68,6 +68,9 @@ type box struct {
 	// value written to the session record.
 	lastActive atomic.Int64
 	touched    int64
+	// checkpointed is when the sandbox last matched a checkpoint (unix nanos): its start (from
+	// its image or a checkpoint) or its latest snapshot.
+	checkpointed atomic.Int64
 }
 
 // emit appends an event to the session's log.
@@ -388,7 +391,8 @@ func memoryBytes() int64 {
 }
 
 // sweepIdle moves sessions quiet for IdleAfter to idle and evicts those idle past
-// EvictIdleAfter, and writes the last activity of active ones to their records.
+// EvictIdleAfter, writes the last activity of active ones to their records, and checkpoints
+// busy ones every CheckpointInterval.
 func (h *Host) sweepIdle(ctx context.Context) {
 	now := h.clock.Now()
 	for _, b := range h.all() {
@@ -426,5 +430,25 @@ func (h *Host) sweepIdle(ctx context.Context) {
 			}
 			b.mu.Unlock()
 		}
+		h.checkpointIfDue(ctx, b, health.Running > 0 || last.UnixNano() > b.checkpointed.Load(), now)
+	}
+}
+
+// checkpointIfDue checkpoints a busy session (something runs in it, or it changed since its
+// last checkpoint) whose last checkpoint is CheckpointInterval old, so that a host that dies
+// loses a bounded window of it. A quiet one needs none: its last checkpoint holds it.
+func (h *Host) checkpointIfDue(ctx context.Context, b *box, busy bool, now time.Time) {
+	every := h.opts.Config.CheckpointInterval
+	if every <= 0 || !busy || now.Sub(time.Unix(0, b.checkpointed.Load())) < every {
+		return
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	// Evicted, deleted or checkpointed meanwhile: nothing to do.
+	if !b.ready.Load() || now.Sub(time.Unix(0, b.checkpointed.Load())) < every {
+		return
+	}
+	if _, _, err := h.checkpoint(ctx, b, "periodic checkpoint"); err != nil && ctx.Err() == nil {
+		h.log.Error("periodic checkpoint", "session", b.session, "err", err)
 	}
 }

@@ -91,6 +91,7 @@ func (h *Host) launch(ctx context.Context, b *box, rec *sessiondb.Record, env ma
 		_ = h.teardown(context.WithoutCancel(ctx), b)
 		return err
 	}
+	b.checkpointed.Store(h.clock.Now().UnixNano())
 	b.ready.Store(true)
 	go h.watch(b)
 	return nil
@@ -181,16 +182,9 @@ func (h *Host) Snapshot(ctx context.Context, req *connect.Request[appv1.Snapshot
 	if !b.ready.Load() {
 		return nil, apierr.FailedPrecondition("session %s has no sandbox on host %s", b.session, h.id)
 	}
-	was := b.status
-	if err := h.move(ctx, b, sessiondb.Snapshotting, "snapshot requested", nil); err != nil {
+	m, stats, err := h.checkpoint(ctx, b, "snapshot requested")
+	if err != nil {
 		return nil, err
-	}
-	m, stats, serr := h.snapshot(ctx, b)
-	if err := h.move(context.WithoutCancel(ctx), b, was, "snapshot done", nil); err != nil {
-		return nil, errors.Join(serr, err)
-	}
-	if serr != nil {
-		return nil, b.diedUnder(serr)
 	}
 	size := uint64(m.TotalSize)
 	return connect.NewResponse(&appv1.SnapshotResponse{
@@ -199,12 +193,30 @@ func (h *Host) Snapshot(ctx context.Context, req *connect.Request[appv1.Snapshot
 	}), nil
 }
 
+// checkpoint snapshots the sandbox in state snapshotting, for why, and returns the session to
+// the state it was in; b.mu must be held.
+func (h *Host) checkpoint(ctx context.Context, b *box, why string) (*snapshots.Manifest, snapshots.Stats, error) {
+	was := b.status
+	if err := h.move(ctx, b, sessiondb.Snapshotting, why, nil); err != nil {
+		return nil, snapshots.Stats{}, err
+	}
+	m, stats, serr := h.snapshot(ctx, b)
+	if err := h.move(context.WithoutCancel(ctx), b, was, "snapshot done", nil); err != nil {
+		return nil, stats, errors.Join(serr, err)
+	}
+	if serr != nil {
+		return nil, stats, b.diedUnder(serr)
+	}
+	return m, stats, nil
+}
+
 // snapshot freezes the sandbox, captures its upper dir on top of the last checkpoint and records
 // the checkpoint; b.mu must be held.
 func (h *Host) snapshot(ctx context.Context, b *box) (*snapshots.Manifest, snapshots.Stats, error) {
 	if err := b.sb.Freeze(ctx); err != nil {
 		return nil, snapshots.Stats{}, fmt.Errorf("freeze sandbox: %w", err)
 	}
+	frozen := h.clock.Now()
 	cursor := b.events.LastIdx()
 	m, stats, err := h.snaps.Snapshot(ctx, b.sb.UpperDir(), b.manifest, snapshots.Meta{
 		SessionID: b.session, SandboxID: b.sb.ID(), CreatedAt: h.clock.Now(), EventsCursor: cursor,
@@ -222,6 +234,7 @@ func (h *Host) snapshot(ctx context.Context, b *box) (*snapshots.Manifest, snaps
 		return nil, stats, err
 	}
 	b.manifest = m
+	b.checkpointed.Store(frozen.UnixNano())
 	b.emit(eventlog.KindSnapshotTaken, map[string]any{
 		"snapshot_id": m.ID, "version": m.Version, "size_bytes": m.TotalSize, "files": stats.Files,
 		"chunks": stats.Chunks, "chunks_uploaded": stats.ChunksUploaded, "bytes_uploaded": stats.BytesUploaded,
