@@ -43,8 +43,8 @@ type Options struct {
 	// Kinds lists the emulators to run; empty means Firestore and Pub/Sub.
 	Kinds []Kind
 	// DataDir, when set, keeps emulator data across runs: Firestore imports the newest export
-	// in DataDir/firestore on start and Stop exports Project's (default) database there;
-	// Pub/Sub keeps its state in DataDir/pubsub.
+	// in DataDir/firestore on start and Stop (and SaveEvery) exports Project's (default)
+	// database there; Pub/Sub keeps its state in DataDir/pubsub.
 	DataDir string
 	// SaveEvery, with DataDir, also saves Firestore this often while the set runs, so that a
 	// crash of this process (kill -9 included) loses at most about this much; zero means only
