@@ -39,7 +39,11 @@ func newWebhookBench(b *testing.B) *webhookBench {
 	return &webhookBench{as: as, automation: id, path: reg.Msg.GetRegistration().GetUrlPath(), key: reg.Msg.GetSecret(), runs: runs.NewStore(as.db, time.Now)}
 }
 
-const benchPR = `{"action":"opened","number":7,"pull_request":{"draft":false},"repository":{"full_name":"acme/widgets"}}`
+// benchPR is the body of pull request n: each delivery its own, as GitHub's are (the same body
+// under another delivery id within the dedupe window is dropped as a replay).
+func benchPR(n int64) string {
+	return fmt.Sprintf(`{"action":"opened","number":%d,"pull_request":{"draft":false},"repository":{"full_name":"acme/widgets"}}`, n)
+}
 
 // waitRunStarted polls the run a delivery makes (its id is derived from the delivery) until it
 // exists.
@@ -61,11 +65,11 @@ func (w *webhookBench) waitRunStarted(b *testing.B, guid string) {
 // and the worker until its run exists.
 func BenchmarkWebhookToRunStarted(b *testing.B) {
 	w := newWebhookBench(b)
-	n := 0
+	var n int64
 	for b.Loop() {
 		n++
 		guid := fmt.Sprintf("bench-%d", n)
-		if code := w.as.signedDelivery(b, w.path, w.key, "pull_request", guid, benchPR); code != http.StatusAccepted {
+		if code := w.as.signedDelivery(b, w.path, w.key, "pull_request", guid, benchPR(n)); code != http.StatusAccepted {
 			b.Fatalf("delivery answered %d", code)
 		}
 		w.waitRunStarted(b, guid)
@@ -91,7 +95,7 @@ func BenchmarkWebhookDeliveriesSustained(b *testing.B) {
 				}
 				guid := fmt.Sprintf("sustained-%d", i)
 				for range 2 {
-					if code := w.as.signedDelivery(b, w.path, w.key, "pull_request", guid, benchPR); code != http.StatusAccepted {
+					if code := w.as.signedDelivery(b, w.path, w.key, "pull_request", guid, benchPR(i)); code != http.StatusAccepted {
 						b.Errorf("delivery answered %d", code)
 						return
 					}

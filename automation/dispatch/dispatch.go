@@ -143,10 +143,11 @@ func (d *Dispatcher) deliverTo(ctx context.Context, a *records.AutomationRecord,
 	if len(errs) > 0 {
 		return drop(ep.ID, runs.DropBadInputs, errs[0].Error())
 	}
-	// Whether the delivery ran already and how many runs are in progress are independent
-	// reads: make them at once.
+	// Whether the delivery ran already, whether its body came under another delivery key and
+	// how many runs are in progress are independent: ask at once.
 	runID := runner.RunID(a.ID, del.DeliveryKey)
 	var seen bool
+	var earlier string
 	var inProgress int
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error {
@@ -156,6 +157,14 @@ func (d *Dispatcher) deliverTo(ctx context.Context, a *records.AutomationRecord,
 		}
 		return nil
 	})
+	// A delivery key the sender's signature does not cover (GitHub's) can be changed by whoever
+	// captured a delivery: the same body under a new key within the window is that replay.
+	if del.BodyKey != "" {
+		g.Go(func() (err error) {
+			earlier, err = d.runs.ClaimBody(gctx, a.ID, del.BodyKey, del.DeliveryKey, del.ReceivedAt, dedupeWindow(settings))
+			return err
+		})
+	}
 	g.Go(func() (err error) {
 		inProgress, err = d.runs.InProgress(gctx, a.ID)
 		return err
@@ -166,16 +175,8 @@ func (d *Dispatcher) deliverTo(ctx context.Context, a *records.AutomationRecord,
 	if seen {
 		return drop(ep.ID, runs.DropDuplicate, "delivery "+del.DeliveryKey+" already started run "+runID)
 	}
-	// A delivery key the sender's signature does not cover (GitHub's) can be changed by whoever
-	// captured a delivery: the same body under a new key within the window is that replay.
-	if del.BodyKey != "" {
-		earlier, err := d.runs.ClaimBody(ctx, a.ID, del.BodyKey, del.DeliveryKey, del.ReceivedAt, dedupeWindow(settings))
-		if err != nil {
-			return o, err
-		}
-		if earlier != "" {
-			return drop(ep.ID, runs.DropDuplicate, "delivery "+del.DeliveryKey+" repeats the body of delivery "+earlier+" within the dedupe window")
-		}
+	if earlier != "" {
+		return drop(ep.ID, runs.DropDuplicate, "delivery "+del.DeliveryKey+" repeats the body of delivery "+earlier+" within the dedupe window")
 	}
 	vars := expr.Vars{Event: event, Inputs: inputs, Now: d.now()}
 	if ep.Filter != "" {

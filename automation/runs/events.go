@@ -178,7 +178,12 @@ func (s *Store) ClaimBody(ctx context.Context, automationID, bodyKey, deliveryKe
 		if err != nil && !errors.Is(err, store.ErrNotFound) {
 			return err
 		}
-		if cur != nil && cur.DeliveryKey != deliveryKey && at.Sub(cur.At) < window {
+		switch {
+		case cur == nil || at.Sub(cur.At) >= window:
+		case cur.DeliveryKey == deliveryKey:
+			// A redelivery keeps the claim's start: the window does not slide with retries.
+			return nil
+		default:
 			earlier = cur.DeliveryKey
 			return nil
 		}
