@@ -2,6 +2,8 @@ package runs_test
 
 import (
 	"errors"
+	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -120,5 +122,33 @@ func TestRunsByDayCountsRunsAndFilteredEvents(t *testing.T) {
 	last, err := s.LastRun(t.Context(), "auto_x")
 	if err != nil || last.GetStatus() != string(runs.Queued) {
 		t.Fatalf("last run %v (%v)", last, err)
+	}
+}
+
+func TestSecurityConcurrentDeliveriesOfOneBodyClaimItOnce(t *testing.T) {
+	db, _ := testenv.Firestore(t)
+	s := runs.NewStore(db, time.Now)
+	at := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
+	keys := []string{"guid-1", "guid-forged-1", "guid-forged-2", "guid-forged-3"}
+	earlier := make([]string, len(keys))
+	errs := make([]error, len(keys))
+	var wg sync.WaitGroup
+	for i, key := range keys {
+		wg.Go(func() { earlier[i], errs[i] = s.ClaimBody(t.Context(), "auto_x", "sha256:body", key, at, time.Hour) })
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
+	}
+	winners := 0
+	for i, e := range earlier {
+		if e == "" {
+			winners++
+		} else if !slices.Contains(keys, e) || e == keys[i] {
+			t.Errorf("%s was told the body came first as %q", keys[i], e)
+		}
+	}
+	if winners != 1 {
+		t.Fatalf("claims answered %q: want exactly one delivery to claim the body", earlier)
 	}
 }
