@@ -158,10 +158,12 @@ func (d *Dispatcher) deliverTo(ctx context.Context, a *records.AutomationRecord,
 		return nil
 	})
 	// A delivery key the sender's signature does not cover (GitHub's) can be changed by whoever
-	// captured a delivery: the same body under a new key within the window is that replay.
+	// captured a delivery: the same body to the same registration (whose secret signed it)
+	// under a new key within the window is that replay.
 	if del.BodyKey != "" {
 		g.Go(func() (err error) {
-			earlier, err = d.runs.ClaimBody(gctx, a.ID, del.BodyKey, del.DeliveryKey, del.ReceivedAt, dedupeWindow(settings))
+			body := del.RegistrationID + "\x00" + del.BodyKey
+			earlier, err = d.runs.ClaimBody(gctx, a.ID, body, del.DeliveryKey, del.ReceivedAt, dedupeWindow(settings))
 			return err
 		})
 	}
