@@ -135,7 +135,8 @@ func cli(t *testing.T, bin, url, key, stdin string, args ...string) string {
 	return string(out)
 }
 
-// savedSince waits for a Firestore save in dataDir that began after t0.
+// savedSince waits for a Firestore save in dataDir that began after t0 (exports are named by
+// the time they began).
 func savedSince(t *testing.T, dataDir string, t0 time.Time) {
 	t.Helper()
 	after := fmt.Sprintf("export-%019d", t0.UnixNano())
@@ -169,10 +170,10 @@ func TestSecurityAKilledHangarDevKeepsItsDataAndAdminKeyAndLeavesNoEmulator(t *t
 		t.Fatal(err)
 	}
 	admin := strings.TrimSpace(string(adminKey))
-	wrote := time.Now()
 	cli(t, bin, dev.url, admin, "", "keys", "create", "--name", "made-before-the-crash")
 	cli(t, bin, dev.url, admin, "kept-value", "secrets", "put", "KEPT_SECRET", "--from-file", "-")
-	savedSince(t, dataDir, wrote)
+	// A save that began once both writes were answered holds them.
+	savedSince(t, dataDir, time.Now())
 	groups := dev.emulatorGroups(t)
 
 	if err := dev.cmd.Process.Signal(syscall.SIGKILL); err != nil {
