@@ -243,7 +243,7 @@ func TestTheDevAdminKeyIsNeverOverwritten(t *testing.T) {
 		if err != nil || created || got != key {
 			t.Fatalf("%s: key %q created %v (%v), want the first key kept", tc.name, got, created, err)
 		}
-		if p, err := a.Authenticator().Authenticate(ctx, key); err != nil || !p.Admin {
+		if p, err := a.Authenticator().Authenticate(ctx, key, ""); err != nil || !p.Admin {
 			t.Fatalf("%s: the kept key authenticates as %+v (%v), want an admin", tc.name, p, err)
 		}
 	}
