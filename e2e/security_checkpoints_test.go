@@ -10,6 +10,7 @@ import (
 
 	appv1 "github.com/hangar-dev/hangar/gen/svc/app/v1"
 	"github.com/hangar-dev/hangar/internal/testenv"
+	"github.com/hangar-dev/hangar/internal/testkit"
 )
 
 // TestSecurityABusySessionIsCheckpointedPeriodicallySoItsHostsCrashLosesABoundedWindow: a
@@ -25,7 +26,7 @@ func TestSecurityABusySessionIsCheckpointedPeriodicallySoItsHostsCrashLosesABoun
 	wrote := time.Now().Truncate(time.Millisecond)
 
 	// A checkpoint begun after the write: nobody asks for it.
-	until(t, func() (bool, string) {
+	testkit.Eventually(t, 2*time.Minute, "a periodic checkpoint", func() (bool, string) {
 		cow, err := s.svc.GetCowState(ctx, connect.NewRequest(&appv1.GetCowStateRequest{SessionId: id}))
 		if err != nil {
 			t.Fatal(err)

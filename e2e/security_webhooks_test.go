@@ -11,6 +11,7 @@ import (
 
 	"github.com/hangar-dev/hangar/functions/webhooks"
 	appv1 "github.com/hangar-dev/hangar/gen/svc/app/v1"
+	"github.com/hangar-dev/hangar/internal/testkit"
 )
 
 // genericDelivery posts body to a generic registration with header set (name, value pairs).
@@ -53,7 +54,7 @@ func (as *automationStack) registration(t *testing.T, provider, eventKey string)
 func (as *automationStack) runsAndDuplicates(t *testing.T, automationID string, wantDrops, wantRuns int) []*appv1.AutomationRunBrief {
 	t.Helper()
 	var runs []*appv1.AutomationRunBrief
-	until(t, func() (bool, string) {
+	testkit.Eventually(t, 30*time.Second, "the deliveries turning into one run", func() (bool, string) {
 		drops, err := as.runs.ListRecentDrops(t.Context(), connect.NewRequest(&appv1.ListRecentDropsRequest{AutomationId: automationID}))
 		if err != nil {
 			t.Fatal(err)

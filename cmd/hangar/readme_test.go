@@ -79,7 +79,7 @@ func TestReadmeQuickStart(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	devOut := &lockedWriter{w: new(bytes.Buffer)}
 	done := make(chan error, 1)
-	go func() { done <- runDev(ctx, addr, filepath.Join(dir, ".data"), devOut) }()
+	go func() { done <- runDev(ctx, addr, filepath.Join(dir, ".data"), 5*time.Second, devOut) }()
 	t.Cleanup(func() {
 		cancel()
 		if err := <-done; err != nil {
