@@ -15,7 +15,7 @@ REGION ?= europe-west1
 DEPLOY_FLAGS ?=
 PROJECT ?= $(shell gcloud config get-value project 2>/dev/null)
 
-.PHONY: dev test fuzz check system-deps plugins generate check-gen lint vet fmt-check tidy-check bench deploy tools clean
+.PHONY: dev test security fuzz check system-deps plugins generate check-gen lint vet fmt-check tidy-check bench deploy tools clean
 
 ## dev: run the whole system locally (emulators, every function, one server on 127.0.0.1:8080);
 ## the sandbox host needs runc and busybox-static, so it installs them first like `make test`
@@ -60,6 +60,10 @@ fuzz: system-deps
 		go test -run '^$$' -fuzz "^$$fn$$" -fuzztime $(FUZZTIME) "./$$pkg" || failed="$$failed $$fn"; \
 	done; \
 	if [ -n "$$failed" ]; then echo "fuzz targets that failed:$$failed (inputs in their testdata/fuzz)"; exit 1; fi; }
+
+## security: the security suite alone, every attack replay (make test runs it too)
+security: system-deps plugins
+	go run ./cmd/hangar emulators -- go test -count=1 -run 'TestSecurity' ./...
 
 ## system-deps: runc, busybox-static and e2fsprogs for the sandbox host (installed with apt-get when root)
 system-deps:

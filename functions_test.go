@@ -157,7 +157,7 @@ func TestProductionParity(t *testing.T) {
 		urls[fn.EntryPoint] = startFunction(t, bin, fn.EntryPoint, env)
 	}
 	key := adminKey(t, api.New(api.Deps{DB: db, Config: config.Default()}))
-	opts := connect.WithInterceptors(keyInterceptor(key))
+	opts := auth.WithKey(key)
 
 	t.Run("every function opens and serves", func(t *testing.T) {
 		for _, fn := range api.Functions() {
@@ -273,26 +273,4 @@ func adminKey(t *testing.T, a *api.API) string {
 		t.Fatal(err)
 	}
 	return key
-}
-
-// keyInterceptor sends an API key with every request.
-type keyInterceptor string
-
-func (k keyInterceptor) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
-	return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
-		req.Header().Set(auth.HeaderName, string(k))
-		return next(ctx, req)
-	}
-}
-
-func (k keyInterceptor) WrapStreamingClient(next connect.StreamingClientFunc) connect.StreamingClientFunc {
-	return func(ctx context.Context, spec connect.Spec) connect.StreamingClientConn {
-		conn := next(ctx, spec)
-		conn.RequestHeader().Set(auth.HeaderName, string(k))
-		return conn
-	}
-}
-
-func (keyInterceptor) WrapStreamingHandler(next connect.StreamingHandlerFunc) connect.StreamingHandlerFunc {
-	return next
 }

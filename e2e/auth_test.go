@@ -11,19 +11,20 @@ import (
 	appv1 "github.com/hangar-dev/hangar/gen/svc/app/v1"
 	"github.com/hangar-dev/hangar/gen/svc/app/v1/appv1connect"
 	"github.com/hangar-dev/hangar/internal/testenv"
+	"github.com/hangar-dev/hangar/platform/auth"
 )
 
 func TestAuthMatrix(t *testing.T) {
 	s := newStack(t)
 	ctx := context.Background()
-	admin := appv1connect.NewApiKeyServiceClient(httpClient, s.rpcURL(), withKey(s.admin))
+	admin := appv1connect.NewApiKeyServiceClient(httpClient, s.rpcURL(), auth.WithKey(s.admin))
 	created, err := admin.CreateApiKey(ctx, connect.NewRequest(&appv1.CreateApiKeyRequest{Name: "to revoke", UserEmail: "rev@example.com"}))
 	if err != nil {
 		t.Fatal(err)
 	}
 	revoked := created.Msg.GetSecret()
 	// Use the key once so it is cached as valid: revocation must still win at once.
-	if _, err := appv1connect.NewTaskServiceClient(httpClient, s.rpcURL(), withKey(revoked)).
+	if _, err := appv1connect.NewTaskServiceClient(httpClient, s.rpcURL(), auth.WithKey(revoked)).
 		ListTasks(ctx, connect.NewRequest(&appv1.ListTasksRequest{})); err != nil {
 		t.Fatalf("fresh key refused: %v", err)
 	}
@@ -78,7 +79,7 @@ func TestAuthMatrix(t *testing.T) {
 func TestListedKeysShowPrefixNeverSecret(t *testing.T) {
 	s := newStack(t)
 	ctx := context.Background()
-	admin := appv1connect.NewApiKeyServiceClient(httpClient, s.rpcURL(), withKey(s.admin))
+	admin := appv1connect.NewApiKeyServiceClient(httpClient, s.rpcURL(), auth.WithKey(s.admin))
 	created, err := admin.CreateApiKey(ctx, connect.NewRequest(&appv1.CreateApiKeyRequest{Name: "ci bot", Kind: "service_account"}))
 	if err != nil {
 		t.Fatal(err)
@@ -105,7 +106,7 @@ func TestListedKeysShowPrefixNeverSecret(t *testing.T) {
 		t.Fatal("created key not listed")
 	}
 	// The service-account key works.
-	if _, err := appv1connect.NewTaskServiceClient(httpClient, s.rpcURL(), withKey(secret)).
+	if _, err := appv1connect.NewTaskServiceClient(httpClient, s.rpcURL(), auth.WithKey(secret)).
 		ListTasks(ctx, connect.NewRequest(&appv1.ListTasksRequest{})); err != nil {
 		t.Fatalf("service-account key refused: %v", err)
 	}
@@ -113,7 +114,7 @@ func TestListedKeysShowPrefixNeverSecret(t *testing.T) {
 
 func TestCreateApiKeyValidationNamesFields(t *testing.T) {
 	s := newStack(t)
-	admin := appv1connect.NewApiKeyServiceClient(httpClient, s.rpcURL(), withKey(s.admin))
+	admin := appv1connect.NewApiKeyServiceClient(httpClient, s.rpcURL(), auth.WithKey(s.admin))
 	cases := []struct {
 		name  string
 		req   *appv1.CreateApiKeyRequest

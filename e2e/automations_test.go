@@ -26,6 +26,7 @@ import (
 	"github.com/hangar-dev/hangar/gen/svc/app/v1/appv1connect"
 	"github.com/hangar-dev/hangar/internal/testenv"
 	"github.com/hangar-dev/hangar/internal/testkit"
+	"github.com/hangar-dev/hangar/platform/auth"
 	"github.com/hangar-dev/hangar/platform/config"
 	"github.com/hangar-dev/hangar/platform/egress"
 )
@@ -99,7 +100,7 @@ func newAutomationStackWith(t testing.TB, tune func(*config.Config)) *automation
 		}
 	})
 	as.stack = serve(t, a)
-	key := withKey(as.admin)
+	key := auth.WithKey(as.admin)
 	as.automations = appv1connect.NewAutomationServiceClient(http.DefaultClient, as.rpcURL(), key)
 	as.runs = appv1connect.NewAutomationRunServiceClient(http.DefaultClient, as.rpcURL(), key)
 	as.webhooks = appv1connect.NewWebhookRegistrationServiceClient(http.DefaultClient, as.rpcURL(), key)
@@ -349,7 +350,7 @@ func TestRunsAreRetriedFromAStepAndStoppedByTheirOwnerOnly(t *testing.T) {
 		t.Fatalf("first run %s: %s", failed.GetBrief().GetStatus(), failed.GetBrief().GetError())
 	}
 
-	other := withKey(as.mintKey(t, "other@example.com", false))
+	other := auth.WithKey(as.mintKey(t, "other@example.com", false))
 	otherRuns := appv1connect.NewAutomationRunServiceClient(http.DefaultClient, as.rpcURL(), other)
 	// Another user's runs are not_found to read and to steer (TestSecurityRunOutputsAreTheirAutomationsReaders).
 	if _, err := otherRuns.RetryRun(t.Context(), connect.NewRequest(&appv1.RetryRunRequest{RunId: failed.GetBrief().GetId()})); connect.CodeOf(err) != connect.CodeNotFound {
@@ -422,10 +423,10 @@ func TestTaskAndPromptBlocksDriveABashAgentThroughAnInstance(t *testing.T) {
 	})
 	s := serve(t, a)
 	as := &automationStack{stack: s,
-		automations: appv1connect.NewAutomationServiceClient(httpClient, s.rpcURL(), withKey(s.admin)),
-		runs:        appv1connect.NewAutomationRunServiceClient(httpClient, s.rpcURL(), withKey(s.admin)),
+		automations: appv1connect.NewAutomationServiceClient(httpClient, s.rpcURL(), auth.WithKey(s.admin)),
+		runs:        appv1connect.NewAutomationRunServiceClient(httpClient, s.rpcURL(), auth.WithKey(s.admin)),
 	}
-	profiles := appv1connect.NewProfileServiceClient(httpClient, s.rpcURL(), withKey(s.admin))
+	profiles := appv1connect.NewProfileServiceClient(httpClient, s.rpcURL(), auth.WithKey(s.admin))
 	p, err := profiles.CreateProfile(t.Context(), connect.NewRequest(&appv1.CreateProfileRequest{Name: "shell", ImageId: sb.Image, Harness: ptr("bash")}))
 	if err != nil {
 		t.Fatal(err)
@@ -462,7 +463,7 @@ func TestTaskAndPromptBlocksDriveABashAgentThroughAnInstance(t *testing.T) {
 	if run.GetBrief().GetStatus() != "completed" || run.GetSteps()[0].GetSessionId() != session {
 		t.Fatalf("second run %s (%s), step %v", run.GetBrief().GetStatus(), run.GetBrief().GetError(), run.GetSteps()[0])
 	}
-	sessions := appv1connect.NewSessionServiceClient(httpClient, s.rpcURL(), withKey(s.admin))
+	sessions := appv1connect.NewSessionServiceClient(httpClient, s.rpcURL(), auth.WithKey(s.admin))
 	log, err := sessions.GetLog(t.Context(), connect.NewRequest(&appv1.GetLogRequest{SessionId: session}))
 	if err != nil {
 		t.Fatal(err)

@@ -24,6 +24,7 @@ import (
 	"github.com/hangar-dev/hangar/gen/svc/app/v1/appv1connect"
 	"github.com/hangar-dev/hangar/internal/testenv"
 	"github.com/hangar-dev/hangar/internal/testkit"
+	"github.com/hangar-dev/hangar/platform/auth"
 	"github.com/hangar-dev/hangar/platform/config"
 	"github.com/hangar-dev/hangar/records/eventlog"
 	"github.com/hangar-dev/hangar/sandboxhosts/container/containertest"
@@ -467,7 +468,7 @@ func untilEvent(b *testing.B, s *sandboxStack, session, kind, field string, do f
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	// A client of its own: the shared one's timeout would cut a long-lived stream.
-	follower := appv1connect.NewSessionServiceClient(&http.Client{}, s.rpcURL(), withKey(s.admin))
+	follower := appv1connect.NewSessionServiceClient(&http.Client{}, s.rpcURL(), auth.WithKey(s.admin))
 	stream, err := follower.StreamEvents(ctx, connect.NewRequest(&appv1.StreamEventsRequest{SessionId: session}))
 	if err != nil {
 		b.Fatal(err)

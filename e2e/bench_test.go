@@ -57,12 +57,12 @@ func BenchmarkRawFirestoreGet(b *testing.B) {
 func benchClients(b *testing.B) (appv1connect.TaskServiceClient, string) {
 	s := newStack(b)
 	ctx := context.Background()
-	profiles := appv1connect.NewProfileServiceClient(httpClient, s.rpcURL(), withKey(s.admin))
+	profiles := appv1connect.NewProfileServiceClient(httpClient, s.rpcURL(), auth.WithKey(s.admin))
 	p, err := profiles.CreateProfile(ctx, connect.NewRequest(&appv1.CreateProfileRequest{Name: "bench", ImageId: "busybox"}))
 	if err != nil {
 		b.Fatal(err)
 	}
-	return appv1connect.NewTaskServiceClient(httpClient, s.rpcURL(), withKey(s.admin)), p.Msg.GetProfile().GetId()
+	return appv1connect.NewTaskServiceClient(httpClient, s.rpcURL(), auth.WithKey(s.admin)), p.Msg.GetProfile().GetId()
 }
 
 func BenchmarkCreateTask(b *testing.B) {

@@ -13,13 +13,14 @@ import (
 	appv1 "github.com/hangar-dev/hangar/gen/svc/app/v1"
 	"github.com/hangar-dev/hangar/gen/svc/app/v1/appv1connect"
 	"github.com/hangar-dev/hangar/internal/testenv"
+	"github.com/hangar-dev/hangar/platform/auth"
 	"github.com/hangar-dev/hangar/platform/config"
 )
 
 // putOrgSecret puts an org secret as the stack's admin.
 func (s *stack) putOrgSecret(t *testing.T, name, value string) {
 	t.Helper()
-	c := appv1connect.NewOrgSecretServiceClient(httpClient, s.rpcURL(), withKey(s.admin))
+	c := appv1connect.NewOrgSecretServiceClient(httpClient, s.rpcURL(), auth.WithKey(s.admin))
 	if _, err := c.PutOrgSecret(context.Background(), connect.NewRequest(&appv1.PutOrgSecretRequest{Name: name, Value: value})); err != nil {
 		t.Fatal(err)
 	}
@@ -69,8 +70,8 @@ func TestProfileSecretsReachTheTaskSession(t *testing.T) {
 	s := newSandboxStack(t, 1, nil)
 	ctx := context.Background()
 	s.putOrgSecret(t, "gh/token", "ghp-profile-secret")
-	profiles := appv1connect.NewProfileServiceClient(httpClient, s.rpcURL(), withKey(s.admin))
-	tasks := appv1connect.NewTaskServiceClient(httpClient, s.rpcURL(), withKey(s.admin))
+	profiles := appv1connect.NewProfileServiceClient(httpClient, s.rpcURL(), auth.WithKey(s.admin))
+	tasks := appv1connect.NewTaskServiceClient(httpClient, s.rpcURL(), auth.WithKey(s.admin))
 	profile := func(name string, secrets ...*appv1.ProfileSecret) string {
 		p, err := profiles.CreateProfile(ctx, connect.NewRequest(&appv1.CreateProfileRequest{Name: name, ImageId: s.sb.Image, Harness: ptr("bash"), Secrets: secrets}))
 		if err != nil {
@@ -132,7 +133,7 @@ func TestOAuthCredentialsReachTheHarness(t *testing.T) {
 	s := newSandboxStack(t, 1, nil)
 	ctx := context.Background()
 	aliceKey, bobKey := s.mintKey(t, "alice@example.com", false), s.mintKey(t, "bob@example.com", false)
-	creds := appv1connect.NewOAuthCredentialServiceClient(httpClient, s.rpcURL(), withKey(aliceKey))
+	creds := appv1connect.NewOAuthCredentialServiceClient(httpClient, s.rpcURL(), auth.WithKey(aliceKey))
 	me := &appv1.OAuthSubject{Kind: appv1.OauthSubjectKind_OAUTH_SUBJECT_KIND_USER}
 	put, err := creds.PutCredential(ctx, connect.NewRequest(&appv1.PutCredentialRequest{Subject: me, Provider: "anthropic", Secret: "sk-ant-oat01-e2e"}))
 	if err != nil {

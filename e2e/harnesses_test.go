@@ -11,6 +11,7 @@ import (
 	"github.com/hangar-dev/hangar/gen/svc/app/v1/appv1connect"
 	"github.com/hangar-dev/hangar/harnesses/oci"
 	"github.com/hangar-dev/hangar/internal/testenv"
+	"github.com/hangar-dev/hangar/platform/auth"
 	"github.com/hangar-dev/hangar/sandboxhosts/images"
 	"github.com/hangar-dev/hangar/sandboxhosts/images/imagestest"
 )
@@ -19,7 +20,7 @@ func TestHarnessCatalogRegistersListsAndDeletes(t *testing.T) {
 	mods := testenv.RequirePlugins(t)
 	s := newSessionsStack(t)
 	ctx := context.Background()
-	svc := appv1connect.NewHarnessCatalogServiceClient(httpClient, s.rpcURL(), withKey(s.admin))
+	svc := appv1connect.NewHarnessCatalogServiceClient(httpClient, s.rpcURL(), auth.WithKey(s.admin))
 
 	list, err := svc.ListHarnesses(ctx, connect.NewRequest(&emptypb.Empty{}))
 	if err != nil {
@@ -86,7 +87,7 @@ func TestHarnessCatalogRegistersListsAndDeletes(t *testing.T) {
 	testenv.WantCode(t, err, connect.CodeNotFound)
 	_, err = svc.DeleteHarness(ctx, connect.NewRequest(&appv1.DeleteHarnessRequest{Name: "bash"}))
 	testenv.WantCode(t, err, connect.CodeFailedPrecondition)
-	bob := appv1connect.NewHarnessCatalogServiceClient(httpClient, s.rpcURL(), withKey(s.mintKey(t, "bob@example.com", false)))
+	bob := appv1connect.NewHarnessCatalogServiceClient(httpClient, s.rpcURL(), auth.WithKey(s.mintKey(t, "bob@example.com", false)))
 	_, err = bob.DeleteHarness(ctx, connect.NewRequest(&appv1.DeleteHarnessRequest{Name: "team-shell"}))
 	testenv.WantCode(t, err, connect.CodePermissionDenied)
 	for _, want := range []bool{true, false} {

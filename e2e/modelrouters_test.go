@@ -14,6 +14,7 @@ import (
 	appv1 "github.com/hangar-dev/hangar/gen/svc/app/v1"
 	"github.com/hangar-dev/hangar/gen/svc/app/v1/appv1connect"
 	"github.com/hangar-dev/hangar/internal/testenv"
+	"github.com/hangar-dev/hangar/platform/auth"
 	"github.com/hangar-dev/hangar/platform/config"
 )
 
@@ -47,7 +48,7 @@ func TestModelRouterOverTheWire(t *testing.T) {
 	adminKey := s.admin
 	userKey := s.mintKey(t, "alice@example.com", false)
 	client := func(key string) appv1connect.ModelRouterServiceClient {
-		return appv1connect.NewModelRouterServiceClient(httpClient, s.rpcURL(), connect.WithProtoJSON(), withKey(key))
+		return appv1connect.NewModelRouterServiceClient(httpClient, s.rpcURL(), connect.WithProtoJSON(), auth.WithKey(key))
 	}
 	ctx := context.Background()
 
@@ -59,7 +60,7 @@ func TestModelRouterOverTheWire(t *testing.T) {
 	// Without its key the upstream refuses the router.
 	_, err = client(adminKey).RefreshRouterModels(ctx, connect.NewRequest(&appv1.RefreshRouterModelsRequest{RouterId: "openrouter"}))
 	testenv.WantCode(t, err, connect.CodeUnavailable)
-	secrets := appv1connect.NewOrgSecretServiceClient(httpClient, s.rpcURL(), withKey(adminKey))
+	secrets := appv1connect.NewOrgSecretServiceClient(httpClient, s.rpcURL(), auth.WithKey(adminKey))
 	if _, err := secrets.PutOrgSecret(ctx, connect.NewRequest(&appv1.PutOrgSecretRequest{Name: "org/openrouter-key", Value: key})); err != nil {
 		t.Fatal(err)
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/hangar-dev/hangar/gen/svc/app/v1/appv1connect"
 	"github.com/hangar-dev/hangar/internal/testenv"
 	"github.com/hangar-dev/hangar/internal/testkit"
+	"github.com/hangar-dev/hangar/platform/auth"
 	"github.com/hangar-dev/hangar/platform/config"
 	"github.com/hangar-dev/hangar/records/sessiondb"
 )
@@ -184,12 +185,12 @@ func TestTaskRunsInASessionOfItsProfile(t *testing.T) {
 	testenv.RequirePlugins(t)
 	s := newSandboxStack(t, 1, nil)
 	ctx := context.Background()
-	profiles := appv1connect.NewProfileServiceClient(httpClient, s.rpcURL(), withKey(s.admin))
+	profiles := appv1connect.NewProfileServiceClient(httpClient, s.rpcURL(), auth.WithKey(s.admin))
 	p, err := profiles.CreateProfile(ctx, connect.NewRequest(&appv1.CreateProfileRequest{Name: "shell work", ImageId: s.sb.Image, Harness: ptr("bash"), EnvVars: map[string]string{"GREETING": "from-profile"}}))
 	if err != nil {
 		t.Fatal(err)
 	}
-	tasks := appv1connect.NewTaskServiceClient(httpClient, s.rpcURL(), withKey(s.admin))
+	tasks := appv1connect.NewTaskServiceClient(httpClient, s.rpcURL(), auth.WithKey(s.admin))
 	created, err := tasks.CreateTask(ctx, connect.NewRequest(&appv1.CreateTaskRequest{
 		ProfileId: p.Msg.GetProfile().GetId(), Prompt: ptr("echo the task ran $GREETING"),
 	}))

@@ -16,6 +16,7 @@ import (
 	appv1 "github.com/hangar-dev/hangar/gen/svc/app/v1"
 	"github.com/hangar-dev/hangar/gen/svc/app/v1/appv1connect"
 	"github.com/hangar-dev/hangar/internal/testenv"
+	"github.com/hangar-dev/hangar/platform/auth"
 	"github.com/hangar-dev/hangar/platform/config"
 	"github.com/hangar-dev/hangar/platform/egress"
 	"github.com/hangar-dev/hangar/sandboxhosts/images/imagestest"
@@ -186,7 +187,7 @@ func TestSecurityRegisterHarnessOCIRefReachesOnlyListedRegistries(t *testing.T) 
 	cfg := config.Default()
 	cfg.Registries = egress.MustParse("localhost")
 	s := serveSessionsWith(t, db, cfg)
-	svc := appv1connect.NewHarnessCatalogServiceClient(httpClient, s.rpcURL(), withKey(s.admin))
+	svc := appv1connect.NewHarnessCatalogServiceClient(httpClient, s.rpcURL(), auth.WithKey(s.admin))
 	port, hits := hostileRegistry(t)
 	for i, tc := range pullAttacks(port) {
 		t.Run(tc.name, func(t *testing.T) {

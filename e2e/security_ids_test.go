@@ -19,6 +19,7 @@ import (
 	appv1 "github.com/hangar-dev/hangar/gen/svc/app/v1"
 	"github.com/hangar-dev/hangar/gen/svc/app/v1/appv1connect"
 	"github.com/hangar-dev/hangar/internal/testenv"
+	"github.com/hangar-dev/hangar/platform/auth"
 	"github.com/hangar-dev/hangar/platform/config"
 	"github.com/hangar-dev/hangar/platform/ids"
 	"github.com/hangar-dev/hangar/records/sessiondb"
@@ -125,12 +126,12 @@ func TestSecurityTaskSessionIDsCannotBePredicted(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	profiles := appv1connect.NewProfileServiceClient(httpClient, s.rpcURL(), withKey(aliceKey))
+	profiles := appv1connect.NewProfileServiceClient(httpClient, s.rpcURL(), auth.WithKey(aliceKey))
 	p, err := profiles.CreateProfile(ctx, connect.NewRequest(&appv1.CreateProfileRequest{Name: "shell", ImageId: s.sb.Image, Harness: ptr("bash")}))
 	if err != nil {
 		t.Fatal(err)
 	}
-	tasks := appv1connect.NewTaskServiceClient(httpClient, s.rpcURL(), withKey(aliceKey))
+	tasks := appv1connect.NewTaskServiceClient(httpClient, s.rpcURL(), auth.WithKey(aliceKey))
 	req := &appv1.CreateTaskRequest{ProfileId: p.Msg.GetProfile().GetId(), Prompt: ptr("echo hi"), RequestId: ptr("run-42"), DeferInitialPrompt: true}
 	created, err := tasks.CreateTask(ctx, connect.NewRequest(req))
 	if err != nil {
@@ -156,7 +157,7 @@ func TestSecurityMalformedIDsAndHugeArgumentsAreInvalidArgument(t *testing.T) {
 	s := newSandboxStack(t, 1, nil)
 	ctx := context.Background()
 	c := func() (appv1connect.TaskServiceClient, appv1connect.ProfileServiceClient, appv1connect.HarnessCatalogServiceClient, appv1connect.ApiKeyServiceClient, appv1connect.AutomationServiceClient) {
-		o := withKey(s.admin)
+		o := auth.WithKey(s.admin)
 		return appv1connect.NewTaskServiceClient(httpClient, s.rpcURL(), o), appv1connect.NewProfileServiceClient(httpClient, s.rpcURL(), o),
 			appv1connect.NewHarnessCatalogServiceClient(httpClient, s.rpcURL(), o), appv1connect.NewApiKeyServiceClient(httpClient, s.rpcURL(), o),
 			appv1connect.NewAutomationServiceClient(httpClient, s.rpcURL(), o)
@@ -244,7 +245,7 @@ func TestSecurityUnknownKeysAreCachedAndRateLimited(t *testing.T) {
 	s := newStack(t)
 	ctx := context.Background()
 	profiles := func(key string) error {
-		_, err := appv1connect.NewProfileServiceClient(httpClient, s.rpcURL(), withKey(key)).ListProfiles(ctx, connect.NewRequest(&appv1.ListProfilesRequest{}))
+		_, err := appv1connect.NewProfileServiceClient(httpClient, s.rpcURL(), auth.WithKey(key)).ListProfiles(ctx, connect.NewRequest(&appv1.ListProfilesRequest{}))
 		return err
 	}
 	// The admin's key is verified (and cached) before the flood.

@@ -14,6 +14,7 @@ import (
 	appv1 "github.com/hangar-dev/hangar/gen/svc/app/v1"
 	"github.com/hangar-dev/hangar/gen/svc/app/v1/appv1connect"
 	"github.com/hangar-dev/hangar/internal/testenv"
+	"github.com/hangar-dev/hangar/platform/auth"
 	"github.com/hangar-dev/hangar/sandboxhosts/images/imagestest"
 )
 
@@ -95,12 +96,12 @@ func TestSecurityOneUserCannotHoldMoreThanItsShareOfSessions(t *testing.T) {
 	}
 	_, err := s.svc.CreateSession(ctx, connect.NewRequest(&appv1.CreateSessionRequest{}))
 	overLimit("CreateSession", err)
-	profiles := appv1connect.NewProfileServiceClient(httpClient, s.rpcURL(), withKey(s.admin))
+	profiles := appv1connect.NewProfileServiceClient(httpClient, s.rpcURL(), auth.WithKey(s.admin))
 	p, err := profiles.CreateProfile(ctx, connect.NewRequest(&appv1.CreateProfileRequest{Name: "work", ImageId: s.sb.Image, Harness: ptr("bash")}))
 	if err != nil {
 		t.Fatal(err)
 	}
-	tasks := appv1connect.NewTaskServiceClient(httpClient, s.rpcURL(), withKey(s.admin))
+	tasks := appv1connect.NewTaskServiceClient(httpClient, s.rpcURL(), auth.WithKey(s.admin))
 	_, err = tasks.CreateTask(ctx, connect.NewRequest(&appv1.CreateTaskRequest{ProfileId: p.Msg.GetProfile().GetId(), Prompt: ptr("true")}))
 	overLimit("CreateTask", err)
 

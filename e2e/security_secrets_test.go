@@ -12,6 +12,7 @@ import (
 	"github.com/hangar-dev/hangar/gen/svc/app/v1/appv1connect"
 	"github.com/hangar-dev/hangar/internal/testenv"
 	"github.com/hangar-dev/hangar/internal/testkit"
+	"github.com/hangar-dev/hangar/platform/auth"
 )
 
 // The attacks of docs/security.md "Org secrets and who may use them", each replayed over the
@@ -30,7 +31,7 @@ func (s *stack) userID(t testing.TB, email string) string {
 // setAccess sets an org secret's access policy as the stack's admin.
 func (s *stack) setAccess(t testing.TB, name string, access *appv1.OrgSecretAccess) {
 	t.Helper()
-	c := appv1connect.NewOrgSecretServiceClient(httpClient, s.rpcURL(), withKey(s.admin))
+	c := appv1connect.NewOrgSecretServiceClient(httpClient, s.rpcURL(), auth.WithKey(s.admin))
 	if _, err := c.SetOrgSecretAccess(context.Background(), connect.NewRequest(&appv1.SetOrgSecretAccessRequest{Name: name, Access: access})); err != nil {
 		t.Fatal(err)
 	}
@@ -62,9 +63,9 @@ func TestSecurityProfileSecretsAreCheckedAtSaveAndAtResolve(t *testing.T) {
 	s.putOrgSecret(t, "org/deploy", "deploy-key-admins-only")
 	aliceKey := s.mintKey(t, "alice@example.com", false)
 	profiles := func(key string) appv1connect.ProfileServiceClient {
-		return appv1connect.NewProfileServiceClient(httpClient, s.rpcURL(), withKey(key))
+		return appv1connect.NewProfileServiceClient(httpClient, s.rpcURL(), auth.WithKey(key))
 	}
-	tasks := appv1connect.NewTaskServiceClient(httpClient, s.rpcURL(), withKey(aliceKey))
+	tasks := appv1connect.NewTaskServiceClient(httpClient, s.rpcURL(), auth.WithKey(aliceKey))
 	profile := &appv1.CreateProfileRequest{Name: "leak", ImageId: s.sb.Image, Harness: ptr("bash"),
 		Secrets: []*appv1.ProfileSecret{{Ref: "org/deploy", EnvVar: "DEPLOY"}}}
 
@@ -108,11 +109,11 @@ func TestSecurityProfileSecretsAreCheckedAtSaveAndAtResolve(t *testing.T) {
 func TestSecurityAutomationSecretHeadersAreCheckedAtSaveAndAtResolve(t *testing.T) {
 	as := newAutomationStack(t)
 	ctx := t.Context()
-	secrets := appv1connect.NewOrgSecretServiceClient(httpClient, as.rpcURL(), withKey(as.admin))
+	secrets := appv1connect.NewOrgSecretServiceClient(httpClient, as.rpcURL(), auth.WithKey(as.admin))
 	if _, err := secrets.PutOrgSecret(ctx, connect.NewRequest(&appv1.PutOrgSecretRequest{Name: "org.api-token", Value: "Bearer admins-only"})); err != nil {
 		t.Fatal(err)
 	}
-	aliceKey := withKey(as.mintKey(t, "alice@example.com", false))
+	aliceKey := auth.WithKey(as.mintKey(t, "alice@example.com", false))
 	alice := appv1connect.NewAutomationServiceClient(httpClient, as.rpcURL(), aliceKey)
 	aliceRuns := appv1connect.NewAutomationRunServiceClient(httpClient, as.rpcURL(), aliceKey)
 	withHeader := `{"version":1,"entrypoints":[{"id":"manual","type":"manual"}],
@@ -176,7 +177,7 @@ func TestSecurityAutomationSecretHeadersAreCheckedAtSaveAndAtResolve(t *testing.
 func TestSecurityRunOutputsAreTheirAutomationsReaders(t *testing.T) {
 	as := newAutomationStack(t)
 	ctx := t.Context()
-	aliceKey := withKey(as.mintKey(t, "alice@example.com", false))
+	aliceKey := auth.WithKey(as.mintKey(t, "alice@example.com", false))
 	alice := appv1connect.NewAutomationServiceClient(httpClient, as.rpcURL(), aliceKey)
 	created, err := alice.CreateAutomation(ctx, connect.NewRequest(&appv1.CreateAutomationRequest{Name: "mine", DefinitionJson: `{"version":1,
 		"entrypoints":[{"id":"manual","type":"manual"}],
@@ -199,7 +200,7 @@ func TestSecurityRunOutputsAreTheirAutomationsReaders(t *testing.T) {
 		t.Fatalf("the owner reads her run: %v", err)
 	}
 
-	bob := appv1connect.NewAutomationRunServiceClient(httpClient, as.rpcURL(), withKey(as.mintKey(t, "bob@example.com", false)))
+	bob := appv1connect.NewAutomationRunServiceClient(httpClient, as.rpcURL(), auth.WithKey(as.mintKey(t, "bob@example.com", false)))
 	for name, call := range map[string]func() error{
 		"GetRun": func() error {
 			_, err := bob.GetRun(ctx, connect.NewRequest(&appv1.GetRunRequest{RunId: runID}))
@@ -238,7 +239,7 @@ func TestSecurityAutomationsSubscribeOnlyToWebhooksTheirOwnerReads(t *testing.T)
 	if err != nil {
 		t.Fatal(err)
 	}
-	bobKey := withKey(as.mintKey(t, "bob@example.com", false))
+	bobKey := auth.WithKey(as.mintKey(t, "bob@example.com", false))
 	bob := appv1connect.NewAutomationServiceClient(httpClient, as.rpcURL(), bobKey)
 	bobHook, err := appv1connect.NewWebhookRegistrationServiceClient(httpClient, as.rpcURL(), bobKey).
 		CreateWebhookRegistration(ctx, connect.NewRequest(&appv1.CreateWebhookRegistrationRequest{Name: "bob's", Provider: "webhook"}))

@@ -15,6 +15,7 @@ import (
 	appv1 "github.com/hangar-dev/hangar/gen/svc/app/v1"
 	"github.com/hangar-dev/hangar/gen/svc/app/v1/appv1connect"
 	"github.com/hangar-dev/hangar/internal/testenv"
+	"github.com/hangar-dev/hangar/platform/auth"
 	"github.com/hangar-dev/hangar/records/eventlog"
 	"github.com/hangar-dev/hangar/records/sessiondb"
 )
@@ -72,7 +73,7 @@ func checkSequence(t *testing.T, what string, got []int64, n int) {
 func TestStreamEventsResumesWithNothingLostOrDoubled(t *testing.T) {
 	s, w, id := eventSession(t)
 	go writeEvents(w)
-	svc := appv1connect.NewSessionServiceClient(httpClient, s.rpcURL(), withKey(s.admin))
+	svc := appv1connect.NewSessionServiceClient(httpClient, s.rpcURL(), auth.WithKey(s.admin))
 	var got []int64
 	// Three connections, each dropped by the client part-way, each resuming after the last idx.
 	for _, stopAt := range []int{2_500, 6_000, eventCount} {

@@ -16,6 +16,7 @@ import (
 	"github.com/hangar-dev/hangar/gen/svc/app/v1/appv1connect"
 	"github.com/hangar-dev/hangar/internal/testenv"
 	"github.com/hangar-dev/hangar/internal/testkit"
+	"github.com/hangar-dev/hangar/platform/auth"
 )
 
 // sandboxStack is the whole API with sandbox hosts behind it.
@@ -45,7 +46,7 @@ func newSandboxStack(t testing.TB, nHosts int, tune func(*testenv.Sandboxes)) *s
 
 // sessions is a SessionService client with key.
 func (s *sandboxStack) sessions(key string) appv1connect.SessionServiceClient {
-	return appv1connect.NewSessionServiceClient(httpClient, s.rpcURL(), withKey(key))
+	return appv1connect.NewSessionServiceClient(httpClient, s.rpcURL(), auth.WithKey(key))
 }
 
 // create makes a session of the test image and returns its id.

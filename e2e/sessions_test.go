@@ -20,6 +20,7 @@ import (
 	"github.com/hangar-dev/hangar/gen/svc/app/v1/appv1connect"
 	"github.com/hangar-dev/hangar/internal/testenv"
 	"github.com/hangar-dev/hangar/internal/testkit"
+	"github.com/hangar-dev/hangar/platform/auth"
 	"github.com/hangar-dev/hangar/records/fleet"
 	"github.com/hangar-dev/hangar/sandboxhosts/hostclient"
 	"github.com/hangar-dev/hangar/sandboxhosts/images"
@@ -404,7 +405,7 @@ func TestDiscoverProfileReposLooksInsideTheImage(t *testing.T) {
 		t.Fatal(err)
 	}
 	ref := imagestest.Push(t, s.sb.Registry, "test/with-repo", img)
-	profiles := appv1connect.NewProfileServiceClient(httpClient, s.rpcURL(), withKey(s.admin))
+	profiles := appv1connect.NewProfileServiceClient(httpClient, s.rpcURL(), auth.WithKey(s.admin))
 	p, err := profiles.CreateProfile(ctx, connect.NewRequest(&appv1.CreateProfileRequest{
 		Name: "with repo", ImageId: ref,
 		Repos: []*appv1.ProfileRepo{{Path: "/work/api", RemoteUrl: "https://github.com/acme/api"}},
@@ -439,12 +440,12 @@ func TestDiscoverProfileReposLooksInsideTheImage(t *testing.T) {
 func TestTaskOfAProfileWithAnUnusableImageNamesImageID(t *testing.T) {
 	s := newSandboxStack(t, 1, nil)
 	ctx := context.Background()
-	profiles := appv1connect.NewProfileServiceClient(httpClient, s.rpcURL(), withKey(s.admin))
+	profiles := appv1connect.NewProfileServiceClient(httpClient, s.rpcURL(), auth.WithKey(s.admin))
 	broken, err := profiles.CreateProfile(ctx, connect.NewRequest(&appv1.CreateProfileRequest{Name: "broken image", ImageId: s.sb.Registry + "/no/such:image"}))
 	if err != nil {
 		t.Fatal(err)
 	}
-	tasks := appv1connect.NewTaskServiceClient(httpClient, s.rpcURL(), withKey(s.admin))
+	tasks := appv1connect.NewTaskServiceClient(httpClient, s.rpcURL(), auth.WithKey(s.admin))
 	prompt := "hi"
 	_, err = tasks.CreateTask(ctx, connect.NewRequest(&appv1.CreateTaskRequest{Type: "agent", ProfileId: broken.Msg.GetProfile().GetId(), Prompt: &prompt}))
 	testenv.WantCode(t, err, connect.CodeFailedPrecondition)

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"cloud.google.com/go/firestore"
-	"connectrpc.com/connect"
 	"gocloud.dev/blob/memblob"
 
 	"github.com/hangar-dev/hangar/functions/api"
@@ -91,31 +90,5 @@ func (s *stack) mintKey(t testing.TB, email string, admin bool) string {
 
 // rpcURL is the base URL generated clients take.
 func (s *stack) rpcURL() string { return s.url + api.RPCPrefix }
-
-// withKey is a client option that sends key on every call, streams included.
-func withKey(key string) connect.ClientOption {
-	return connect.WithInterceptors(keyInterceptor(key))
-}
-
-type keyInterceptor string
-
-func (k keyInterceptor) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
-	return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
-		req.Header().Set(auth.HeaderName, string(k))
-		return next(ctx, req)
-	}
-}
-
-func (k keyInterceptor) WrapStreamingClient(next connect.StreamingClientFunc) connect.StreamingClientFunc {
-	return func(ctx context.Context, spec connect.Spec) connect.StreamingClientConn {
-		conn := next(ctx, spec)
-		conn.RequestHeader().Set(auth.HeaderName, string(k))
-		return conn
-	}
-}
-
-func (k keyInterceptor) WrapStreamingHandler(next connect.StreamingHandlerFunc) connect.StreamingHandlerFunc {
-	return next
-}
 
 var httpClient = &http.Client{Timeout: 30 * time.Second}

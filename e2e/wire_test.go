@@ -13,6 +13,7 @@ import (
 
 	appv1 "github.com/hangar-dev/hangar/gen/svc/app/v1"
 	"github.com/hangar-dev/hangar/gen/svc/app/v1/appv1connect"
+	"github.com/hangar-dev/hangar/platform/auth"
 )
 
 // postJSON sends a hand-written JSON body, as a client outside the project would, and decodes
@@ -70,7 +71,7 @@ func TestHandWrittenJSONUsesSpecFieldNames(t *testing.T) {
 	}
 
 	// The same task read back with protobuf bodies through the generated client.
-	tasks := appv1connect.NewTaskServiceClient(httpClient, s.rpcURL(), withKey(s.admin))
+	tasks := appv1connect.NewTaskServiceClient(httpClient, s.rpcURL(), auth.WithKey(s.admin))
 	got, err := tasks.GetTask(context.Background(), connect.NewRequest(&appv1.GetTaskRequest{TaskId: task["id"].(string)}))
 	if err != nil {
 		t.Fatal(err)
@@ -90,13 +91,13 @@ func TestMisspeltJSONFieldIsRefusedNotIgnored(t *testing.T) {
 
 func TestValidationErrorsTravelWithTheirFields(t *testing.T) {
 	s := newStack(t)
-	profiles := appv1connect.NewProfileServiceClient(httpClient, s.rpcURL(), withKey(s.admin))
+	profiles := appv1connect.NewProfileServiceClient(httpClient, s.rpcURL(), auth.WithKey(s.admin))
 	_, err := profiles.CreateProfile(context.Background(), connect.NewRequest(&appv1.CreateProfileRequest{
 		Name: "ok", ImageId: "busybox", EnvVars: map[string]string{"1BAD": "x"},
 	}))
 	assertFieldViolation(t, err, `env_vars["1BAD"]`)
 
-	tasks := appv1connect.NewTaskServiceClient(httpClient, s.rpcURL(), withKey(s.admin))
+	tasks := appv1connect.NewTaskServiceClient(httpClient, s.rpcURL(), auth.WithKey(s.admin))
 	_, err = tasks.ListTasks(context.Background(), connect.NewRequest(&appv1.ListTasksRequest{Order: "sideways"}))
 	assertFieldViolation(t, err, "order")
 }
@@ -105,18 +106,18 @@ func TestAnotherUsersTaskIsNotFound(t *testing.T) {
 	s := newStack(t)
 	ctx := context.Background()
 	alice, bob := s.mintKey(t, "alice@example.com", false), s.mintKey(t, "bob@example.com", false)
-	profiles := appv1connect.NewProfileServiceClient(httpClient, s.rpcURL(), withKey(alice))
+	profiles := appv1connect.NewProfileServiceClient(httpClient, s.rpcURL(), auth.WithKey(alice))
 	p, err := profiles.CreateProfile(ctx, connect.NewRequest(&appv1.CreateProfileRequest{Name: "alice", ImageId: "busybox"}))
 	if err != nil {
 		t.Fatal(err)
 	}
-	aliceTasks := appv1connect.NewTaskServiceClient(httpClient, s.rpcURL(), withKey(alice))
+	aliceTasks := appv1connect.NewTaskServiceClient(httpClient, s.rpcURL(), auth.WithKey(alice))
 	created, err := aliceTasks.CreateTask(ctx, connect.NewRequest(&appv1.CreateTaskRequest{ProfileId: p.Msg.GetProfile().GetId(), Prompt: new("secret plan")}))
 	if err != nil {
 		t.Fatal(err)
 	}
 	id := created.Msg.GetTask().GetId()
-	bobTasks := appv1connect.NewTaskServiceClient(httpClient, s.rpcURL(), withKey(bob))
+	bobTasks := appv1connect.NewTaskServiceClient(httpClient, s.rpcURL(), auth.WithKey(bob))
 	calls := map[string]func() error{
 		"GetTask": func() error {
 			_, err := bobTasks.GetTask(ctx, connect.NewRequest(&appv1.GetTaskRequest{TaskId: id}))
@@ -144,7 +145,7 @@ func TestAnotherUsersTaskIsNotFound(t *testing.T) {
 		t.Fatalf("bob lists alice's task: %v", list.Msg)
 	}
 	// Alice's task is untouched, and the admin sees it.
-	admin := appv1connect.NewTaskServiceClient(httpClient, s.rpcURL(), withKey(s.admin))
+	admin := appv1connect.NewTaskServiceClient(httpClient, s.rpcURL(), auth.WithKey(s.admin))
 	all, err := admin.ListTasks(ctx, connect.NewRequest(&appv1.ListTasksRequest{Scope: "all"}))
 	if err != nil {
 		t.Fatal(err)
@@ -182,7 +183,7 @@ func TestGRPCAndGRPCWebClientsWork(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			tasks := appv1connect.NewTaskServiceClient(tc.client, s.rpcURL(), tc.opt, withKey(key))
+			tasks := appv1connect.NewTaskServiceClient(tc.client, s.rpcURL(), tc.opt, auth.WithKey(key))
 			if _, err := tasks.ListTasks(context.Background(), connect.NewRequest(&appv1.ListTasksRequest{})); err != nil {
 				t.Fatalf("ListTasks: %v", err)
 			}

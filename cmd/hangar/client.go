@@ -16,6 +16,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/hangar-dev/hangar/gen/svc/app/v1/appv1connect"
+	"github.com/hangar-dev/hangar/platform/auth"
 )
 
 // defaultURL is where `hangar dev` serves by default.
@@ -126,7 +127,7 @@ func (f *clientFlags) run(fn func(c *apiClient, cmd *cobra.Command, args []strin
 		ctx, cancel := context.WithTimeout(cmd.Context(), f.timeout)
 		defer cancel()
 		base := strings.TrimRight(f.url, "/") + "/rpc"
-		opts := connect.WithInterceptors(apiKeyInterceptor(key))
+		opts := auth.WithKey(key)
 		c := &apiClient{
 			ctx:            ctx,
 			unbounded:      cmd.Context(),
@@ -145,30 +146,6 @@ func (f *clientFlags) run(fn func(c *apiClient, cmd *cobra.Command, args []strin
 		}
 		return cliError(fn(c, cmd, args), f.url)
 	}
-}
-
-// apiKeyInterceptor is the API key that a client sends in the x-api-key header of every
-// request, unary and streaming.
-type apiKeyInterceptor string
-
-func (key apiKeyInterceptor) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
-	return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
-		req.Header().Set("x-api-key", string(key))
-		return next(ctx, req)
-	}
-}
-
-func (key apiKeyInterceptor) WrapStreamingClient(next connect.StreamingClientFunc) connect.StreamingClientFunc {
-	return func(ctx context.Context, spec connect.Spec) connect.StreamingClientConn {
-		conn := next(ctx, spec)
-		conn.RequestHeader().Set("x-api-key", string(key))
-		return conn
-	}
-}
-
-// WrapStreamingHandler leaves handlers alone: the key is a client's to send.
-func (apiKeyInterceptor) WrapStreamingHandler(next connect.StreamingHandlerFunc) connect.StreamingHandlerFunc {
-	return next
 }
 
 // call sends one request with c's context and returns the response message.

@@ -19,6 +19,7 @@ import (
 	"github.com/hangar-dev/hangar/gen/svc/app/v1/appv1connect"
 	"github.com/hangar-dev/hangar/internal/testenv"
 	"github.com/hangar-dev/hangar/internal/testkit"
+	"github.com/hangar-dev/hangar/platform/auth"
 	"github.com/hangar-dev/hangar/platform/bucket"
 	"github.com/hangar-dev/hangar/records/fleet"
 	"github.com/hangar-dev/hangar/sandboxhosts/supervisor/supervisortest"
@@ -109,7 +110,7 @@ func TestKilledHostProcessLeavesSessionsRecoverable(t *testing.T) {
 	proc := startHostProcess(t, bin, "proc-host", hostDir, env, f)
 
 	url, key := serveAPI(t, api.Deps{DB: db, Config: sb.Config, Bucket: sb.Bucket, Sealer: sb.Sealer, DefaultImage: sb.Image}, "ops@example.com")
-	svc := appv1connect.NewSessionServiceClient(http.DefaultClient, url+api.RPCPrefix, connect.WithInterceptors(apiKeyInterceptor(key)))
+	svc := appv1connect.NewSessionServiceClient(http.DefaultClient, url+api.RPCPrefix, auth.WithKey(key))
 
 	created, err := svc.CreateSession(ctx, connect.NewRequest(&appv1.CreateSessionRequest{Secrets: map[string]string{"KEEP": "me"}}))
 	if err != nil {

@@ -213,3 +213,31 @@ func serviceOf(procedure string) string {
 	}
 	return s
 }
+
+// WithKey makes a Connect client send key in HeaderName with every request, unary and
+// streaming: what the CLI, the tests and any Go client of the API use.
+func WithKey(key string) connect.ClientOption {
+	return connect.WithInterceptors(clientKey(key))
+}
+
+type clientKey string
+
+func (key clientKey) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
+	return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
+		req.Header().Set(HeaderName, string(key))
+		return next(ctx, req)
+	}
+}
+
+func (key clientKey) WrapStreamingClient(next connect.StreamingClientFunc) connect.StreamingClientFunc {
+	return func(ctx context.Context, spec connect.Spec) connect.StreamingClientConn {
+		conn := next(ctx, spec)
+		conn.RequestHeader().Set(HeaderName, string(key))
+		return conn
+	}
+}
+
+// WrapStreamingHandler leaves handlers alone: the key is a client's to send.
+func (clientKey) WrapStreamingHandler(next connect.StreamingHandlerFunc) connect.StreamingHandlerFunc {
+	return next
+}
