@@ -1,14 +1,21 @@
 // Package config reads Hangar's settings from the environment, once, into one struct: addresses,
 // the Google Cloud project, and every limit the API enforces, so that all of them live in one
-// place (and in the README's configuration table).
+// place (and in the README's configuration table). Each setting's variable and default are its
+// field's `env` tag, decoded by github.com/sethvargo/go-envconfig; a tag's `min` is the least
+// whole number the variable takes (1 without it). Settings the environment cannot change have
+// FIXED_ keys, which are never looked up.
 package config
 
 import (
+	"context"
 	"fmt"
 	"os"
+	"reflect"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/sethvargo/go-envconfig"
 
 	"github.com/hangar-dev/hangar/platform/egress"
 	"github.com/hangar-dev/hangar/platform/paging"
@@ -17,21 +24,21 @@ import (
 // Config is everything a function needs to know about its deployment.
 type Config struct {
 	// Project is the Google Cloud project whose Firestore and Pub/Sub hold Hangar's data.
-	Project string
+	Project string `env:"HANGAR_PROJECT"`
 	// Limits bounds every list, request and cache.
 	Limits Limits
 	// Host is the sandbox host's behaviour.
 	Host Host
 	// HostToken authenticates the functions to the sandbox hosts' internal API.
-	HostToken string
+	HostToken string `env:"HANGAR_HOST_TOKEN"`
 	// BlobURL is the gocloud.dev bucket of snapshots and artifacts, e.g. gs://bucket or
 	// file:///dir.
-	BlobURL string
+	BlobURL string `env:"HANGAR_BLOB_URL"`
 	// SealKeyset is the Tink AEAD keyset (JSON) that seals secrets kept in records.
 	SealKeyset []byte
 	// DefaultImage is the image of sessions created without image_uri ("": image_uri is
 	// required); `hangar dev` sets its own dev image.
-	DefaultImage string
+	DefaultImage string `env:"HANGAR_DEFAULT_IMAGE"`
 	// ModelRouters are the model routers the deployment offers, from HANGAR_MODEL_ROUTERS (a
 	// JSON list) or HANGAR_MODEL_ROUTERS_FILE (a JSON file holding one); none by default.
 	ModelRouters []ModelRouter
@@ -46,59 +53,61 @@ type Config struct {
 	Registries egress.Policy
 }
 
-// Limits are the API's bounds. Each has a default here and an environment override.
+// Limits are the API's bounds. Each has a default in its tag; those with a HANGAR_ variable can
+// be changed by the environment.
 type Limits struct {
-	Tasks    paging.Bounds
-	Profiles paging.Bounds
-	ApiKeys  paging.Bounds
+	Tasks    paging.Bounds `env:"FIXED_TASKS_PAGE_SIZE, default=50/200"`
+	Profiles paging.Bounds `env:"FIXED_PROFILES_PAGE_SIZE, default=100/500"`
+	ApiKeys  paging.Bounds `env:"FIXED_API_KEYS_PAGE_SIZE, default=100/1000"`
 	// MaxRequestBytes caps the size of one request message.
-	MaxRequestBytes int
+	MaxRequestBytes int `env:"HANGAR_MAX_REQUEST_BYTES, default=4194304"`
 	// AuthCacheTTL is how long a verified key is trusted without reading Firestore again; a key
 	// revoked on another instance stops working within this time, on this one at once.
-	AuthCacheTTL time.Duration
+	AuthCacheTTL time.Duration `env:"HANGAR_AUTH_CACHE_TTL, default=10s"`
 	// MaxProfileEnvVars, MaxProfileListItems and MaxValueBytes bound a profile's contents.
-	MaxProfileEnvVars   int
-	MaxProfileListItems int
-	MaxValueBytes       int
+	MaxProfileEnvVars   int `env:"FIXED_MAX_PROFILE_ENV_VARS, default=200"`
+	MaxProfileListItems int `env:"FIXED_MAX_PROFILE_LIST_ITEMS, default=100"`
+	MaxValueBytes       int `env:"FIXED_MAX_VALUE_BYTES, default=32768"`
 	// MaxPromptBytes bounds a task's prompt.
-	MaxPromptBytes int
+	MaxPromptBytes int `env:"HANGAR_MAX_PROMPT_BYTES, default=262144"`
 	// MaxToolResultBytes bounds a client tool result (CompleteToolCall's result_json); it stays
 	// under what one supervisor request carries to a harness's stdin.
-	MaxToolResultBytes int
+	MaxToolResultBytes int `env:"FIXED_MAX_TOOL_RESULT_BYTES, default=262144"`
 	// TaskTreeDepth bounds how deep a task tree grows, so an agent splitting work recursively
 	// stops with a clear error instead of growing a tree nobody can read.
-	TaskTreeDepth int
+	TaskTreeDepth int `env:"FIXED_TASK_TREE_DEPTH, default=10"`
 	// TaskDescendants bounds the descendants GetTask returns, oldest first.
-	TaskDescendants int
+	TaskDescendants int `env:"FIXED_TASK_DESCENDANTS, default=1000"`
 	// TaskListOffset bounds how deep ListTasks pages go, as search APIs do: Firestore reads (and
 	// bills) every task an offset skips.
-	TaskListOffset int
+	TaskListOffset int `env:"FIXED_TASK_LIST_OFFSET, default=10000"`
 	// Sessions bounds ListSessions, which takes no paging: it returns the newest this many.
-	Sessions int
+	Sessions int `env:"FIXED_SESSIONS, default=500"`
 	// Events bounds ListSessionEvents and GetLog pages.
-	Events paging.Bounds
+	Events paging.Bounds `env:"FIXED_EVENTS_PAGE_SIZE, default=100/1000"`
 	// MaxSessionsPerUser caps one user's live sessions (those holding or getting a sandbox:
 	// creating, running, idle, snapshotting, resuming), admins' too, so one user cannot take
 	// every sandbox slot of the fleet.
-	MaxSessionsPerUser int
+	MaxSessionsPerUser int `env:"HANGAR_MAX_SESSIONS_PER_USER, default=8"`
 	// MaxSessionEnvBytes bounds a session's secrets and harness_env together.
-	MaxSessionEnvBytes int
+	MaxSessionEnvBytes int `env:"FIXED_MAX_SESSION_ENV_BYTES, default=65536"`
 	// ExecTimeout is the default and the ceiling of an exec's timeout_secs.
-	ExecTimeout TimeoutBounds
+	ExecTimeout TimeoutBounds `env:", prefix=HANGAR_EXEC_TIMEOUT_"`
 	// MaxFileBytes caps one file written, read, copied or published as an artifact.
-	MaxFileBytes int64
+	MaxFileBytes int64 `env:"HANGAR_MAX_FILE_BYTES, default=1073741824"`
 	// MaxCopyPaths bounds the paths of one CopyFiles.
-	MaxCopyPaths int
+	MaxCopyPaths int `env:"FIXED_MAX_COPY_PATHS, default=100"`
 	// RouterCatalogTimeout, MaxRouterCatalogBytes and MaxRouterModels bound one refresh of a
 	// model router's catalog: the upstream's time to answer, its answer's size, and the models
-	// kept from it.
-	RouterCatalogTimeout  time.Duration
-	MaxRouterCatalogBytes int64
-	MaxRouterModels       int
+	// kept from it. OpenRouter's catalog is about 350 models and 1 MiB.
+	RouterCatalogTimeout  time.Duration `env:"FIXED_ROUTER_CATALOG_TIMEOUT, default=30s"`
+	MaxRouterCatalogBytes int64         `env:"FIXED_MAX_ROUTER_CATALOG_BYTES, default=16777216"`
+	MaxRouterModels       int           `env:"FIXED_MAX_ROUTER_MODELS, default=5000"`
 	// MaxSecretBytes caps one org secret's value and one OAuth credential bundle; MaxOrgSecrets
-	// bounds how many org secrets exist, so ListOrgSecrets always shows them all.
-	MaxSecretBytes int
-	MaxOrgSecrets  int
+	// bounds how many org secrets exist, so ListOrgSecrets always shows them all. The defaults are
+	// GCP Secret Manager's cap on a value and GitHub's on an organisation's secrets.
+	MaxSecretBytes int `env:"HANGAR_MAX_SECRET_BYTES, default=65536"`
+	MaxOrgSecrets  int `env:"FIXED_MAX_ORG_SECRETS, default=1000"`
 	// Automations bounds automations and what they hold.
 	Automations AutomationLimits
 	// Webhooks bounds inbound webhook registrations and deliveries.
@@ -108,264 +117,277 @@ type Limits struct {
 // WebhookLimits bound inbound webhooks.
 type WebhookLimits struct {
 	// Max bounds the registrations, so that ListWebhookRegistrations always shows them all.
-	Max int
+	Max int `env:"FIXED_MAX_WEBHOOKS, default=500"`
 	// MaxBodyBytes caps one delivery's body (413 beyond); it must stay under Pub/Sub's 10 MB
-	// message, which carries the body.
-	MaxBodyBytes int
+	// message, which carries the body. GitHub's event payloads are tens of KiB (its own cap is
+	// 25 MB).
+	MaxBodyBytes int `env:"HANGAR_MAX_WEBHOOK_BODY_BYTES, default=1048576"`
 	// CacheTTL is how long an instance uses a registration (and its secret) without reading
 	// Firestore again: a rotation or deletion made through another instance takes effect on
 	// this one within it, on the same instance at once.
-	CacheTTL time.Duration
+	CacheTTL time.Duration `env:"HANGAR_WEBHOOK_CACHE_TTL, default=5s"`
 	// SignatureTolerance is how far a generic delivery's signed timestamp may be from now,
-	// either way: an older one is refused as a possible replay.
-	SignatureTolerance time.Duration
+	// either way: an older one is refused as a possible replay. The default is Stripe's.
+	SignatureTolerance time.Duration `env:"HANGAR_WEBHOOK_SIGNATURE_TOLERANCE, default=5m"`
 }
 
 // AutomationLimits bound automations.
 type AutomationLimits struct {
 	// Max bounds the non-archived automations, so that ListAutomations always shows them all.
-	Max int
+	Max int `env:"FIXED_MAX_AUTOMATIONS, default=500"`
 	// Versions bounds ListVersions, which returns the newest this many.
-	Versions int
+	Versions int `env:"FIXED_AUTOMATION_VERSIONS, default=100"`
 	// NameLen and DescriptionLen are in characters; DefinitionBytes bounds a definition_json and
 	// JSONBytes each of inputs_json, block_overrides_json and settings_json. Together they keep an
 	// automation, which carries a copy of its current definition, well inside a Firestore
 	// document's 1 MiB.
-	NameLen         int
-	DescriptionLen  int
-	DefinitionBytes int
-	JSONBytes       int
+	NameLen         int `env:"FIXED_AUTOMATION_NAME_LEN, default=120"`
+	DescriptionLen  int `env:"FIXED_AUTOMATION_DESCRIPTION_LEN, default=2000"`
+	DefinitionBytes int `env:"FIXED_AUTOMATION_DEFINITION_BYTES, default=262144"`
+	JSONBytes       int `env:"FIXED_AUTOMATION_JSON_BYTES, default=65536"`
 	// Runs, Instances, Drops and Samples bound ListRuns, ListInstances, ListRecentDrops and
 	// ListEventSamples; FilteredEvents bounds the filtered events ListRuns groups into windows.
-	Runs, Instances, Drops, Samples paging.Bounds
-	FilteredEvents                  int
+	Runs           paging.Bounds `env:"FIXED_AUTOMATION_RUNS_PAGE_SIZE, default=50/500"`
+	Instances      paging.Bounds `env:"FIXED_AUTOMATION_INSTANCES_PAGE_SIZE, default=50/500"`
+	Drops          paging.Bounds `env:"FIXED_AUTOMATION_DROPS_PAGE_SIZE, default=50/500"`
+	Samples        paging.Bounds `env:"FIXED_AUTOMATION_SAMPLES_PAGE_SIZE, default=20/100"`
+	FilteredEvents int           `env:"FIXED_AUTOMATION_FILTERED_EVENTS, default=1000"`
 	// Concurrency caps an automation's runs in progress when its settings name no limit.
-	Concurrency int
+	Concurrency int `env:"FIXED_AUTOMATION_CONCURRENCY, default=10"`
 	// RunLease is how long a worker holds a run between writes: a run whose worker died is
 	// taken over this long after its last write.
-	RunLease time.Duration
+	RunLease time.Duration `env:"FIXED_AUTOMATION_RUN_LEASE, default=2m"`
 	// TaskPoll is how often a task or prompt block that waits checks on what it waits for.
-	TaskPoll time.Duration
+	TaskPoll time.Duration `env:"FIXED_AUTOMATION_TASK_POLL, default=10s"`
 }
 
-// TimeoutBounds is a timeout's default and ceiling.
+// TimeoutBounds is a timeout's default and ceiling, read from <prefix>DEFAULT and <prefix>MAX; its
+// defaults are the exec timeout's, its only use.
 type TimeoutBounds struct {
-	Default, Max time.Duration
+	Default time.Duration `env:"DEFAULT, default=10m"`
+	Max     time.Duration `env:"MAX, default=2h"`
 }
 
 // Host is how a sandbox host runs.
 type Host struct {
 	// HeartbeatInterval is how often a host reports to the fleet; a host silent for HostTimeout
 	// is lost, and its sessions become recoverable elsewhere.
-	HeartbeatInterval time.Duration
-	HostTimeout       time.Duration
+	HeartbeatInterval time.Duration `env:"HANGAR_HEARTBEAT_INTERVAL, default=5s"`
+	HostTimeout       time.Duration `env:"HANGAR_HOST_TIMEOUT, default=20s"`
 	// IdleAfter moves a quiet running session to idle; EvictIdleAfter snapshots and evicts an
 	// idle one (0: never).
-	IdleAfter      time.Duration
-	EvictIdleAfter time.Duration
+	IdleAfter      time.Duration `env:"HANGAR_IDLE_AFTER, default=2m"`
+	EvictIdleAfter time.Duration `env:"HANGAR_EVICT_IDLE_AFTER, default=30m"`
 	// CheckpointInterval checkpoints a session that changed since its last checkpoint once
 	// that is this old, so a crash of its host loses at most about this much of its files
 	// (0: only Snapshot, eviction and shutdown checkpoint).
-	CheckpointInterval time.Duration
+	CheckpointInterval time.Duration `env:"HANGAR_CHECKPOINT_INTERVAL, default=10m"`
 	// MaxSandboxes, CPUs and MemoryBytes are the host's capacity as registered in the fleet.
-	MaxSandboxes int
+	MaxSandboxes int `env:"HANGAR_MAX_SANDBOXES, default=64"`
 	// WarmSandboxes is how many booted sandboxes a host keeps ready for each of its recently used
 	// images, so a new session of one skips the boot (0: none).
-	WarmSandboxes int
+	WarmSandboxes int `env:"HANGAR_WARM_SANDBOXES, default=1" min:"0"`
 	// SandboxCPUs, SandboxMemoryBytes and SandboxPids are a sandbox's limits when its image
 	// suggests none.
-	SandboxCPUs        float64
-	SandboxMemoryBytes int64
-	SandboxPids        int64
+	SandboxCPUs        float64 `env:"FIXED_SANDBOX_CPUS, default=2"`
+	SandboxMemoryBytes int64   `env:"FIXED_SANDBOX_MEMORY_BYTES, default=2147483648"`
+	SandboxPids        int64   `env:"FIXED_SANDBOX_PIDS, default=1024"`
 	// SandboxDiskBytes is the size of a sandbox's disk — the file system holding its changes to
 	// its image and its run dir — when its image suggests none; MaxSandboxDiskBytes caps what an
 	// image may suggest. A sandbox that fills its disk gets ENOSPC; the host's disk does not fill.
-	SandboxDiskBytes    int64
-	MaxSandboxDiskBytes int64
+	// Sparse: a sandbox's disk takes host space only for what it holds.
+	SandboxDiskBytes    int64 `env:"HANGAR_SANDBOX_DISK_BYTES, default=10737418240"`
+	MaxSandboxDiskBytes int64 `env:"HANGAR_MAX_SANDBOX_DISK_BYTES, default=107374182400"`
 	// MaxImageBytes caps an image's layers, both as the registry serves them (the manifest's
-	// sizes) and unpacked.
-	MaxImageBytes int64
+	// sizes) and unpacked. A CUDA or full-toolchain image is 5-10 GiB unpacked.
+	MaxImageBytes int64 `env:"HANGAR_MAX_IMAGE_BYTES, default=21474836480"`
 	// MemoryOvercommitRatio bounds the memory limits of a host's sandboxes together: at most the
 	// host's RAM times this. 1 never promises more memory than there is.
-	MemoryOvercommitRatio float64
+	MemoryOvercommitRatio float64 `env:"HANGAR_MEMORY_OVERCOMMIT_RATIO, default=1"`
 }
 
-// Default is the configuration with no environment.
-func Default() Config {
-	return Config{
-		Project: "hangar-local",
-		Limits: Limits{
-			Tasks:               paging.Bounds{Default: 50, Max: 200},
-			Profiles:            paging.Bounds{Default: 100, Max: 500},
-			ApiKeys:             paging.Bounds{Default: 100, Max: 1000},
-			MaxRequestBytes:     4 << 20,
-			AuthCacheTTL:        10 * time.Second,
-			MaxProfileEnvVars:   200,
-			MaxProfileListItems: 100,
-			MaxValueBytes:       32 << 10,
-			MaxPromptBytes:      256 << 10,
-			MaxToolResultBytes:  256 << 10,
-			TaskTreeDepth:       10,
-			TaskDescendants:     1000,
-			TaskListOffset:      10000,
-			Sessions:            500,
-			Events:              paging.Bounds{Default: 100, Max: 1000},
-			MaxSessionsPerUser:  8,
-			MaxSessionEnvBytes:  64 << 10,
-			ExecTimeout:         TimeoutBounds{Default: 10 * time.Minute, Max: 2 * time.Hour},
-			MaxFileBytes:        1 << 30,
-			MaxCopyPaths:        100,
-			// OpenRouter's catalog is about 350 models and 1 MiB.
-			RouterCatalogTimeout:  30 * time.Second,
-			MaxRouterCatalogBytes: 16 << 20,
-			MaxRouterModels:       5000,
-			// GCP Secret Manager's cap on a value; GitHub's on an organisation's secrets.
-			MaxSecretBytes: 64 << 10,
-			MaxOrgSecrets:  1000,
-			Automations: AutomationLimits{
-				Max: 500, Versions: 100, NameLen: 120, DescriptionLen: 2000,
-				DefinitionBytes: 256 << 10, JSONBytes: 64 << 10,
-				Runs: paging.Bounds{Default: 50, Max: 500}, Instances: paging.Bounds{Default: 50, Max: 500},
-				Drops: paging.Bounds{Default: 50, Max: 500}, Samples: paging.Bounds{Default: 20, Max: 100},
-				FilteredEvents: 1000, Concurrency: 10, RunLease: 2 * time.Minute, TaskPoll: 10 * time.Second,
-			},
-			// GitHub's event payloads are tens of KiB; its own cap is 25 MB, Pub/Sub's 10 MB.
-			// Stripe's tolerance for its signed timestamps.
-			Webhooks: WebhookLimits{Max: 500, MaxBodyBytes: 1 << 20, CacheTTL: 5 * time.Second, SignatureTolerance: 5 * time.Minute},
-		},
-		Host: Host{
-			HeartbeatInterval:  5 * time.Second,
-			HostTimeout:        20 * time.Second,
-			IdleAfter:          2 * time.Minute,
-			EvictIdleAfter:     30 * time.Minute,
-			CheckpointInterval: 10 * time.Minute,
-			MaxSandboxes:       64,
-			WarmSandboxes:      1,
-			SandboxCPUs:        2,
-			SandboxMemoryBytes: 2 << 30,
-			SandboxPids:        1024,
-			// Sparse: a sandbox's disk takes host space only for what it holds.
-			SandboxDiskBytes:    10 << 30,
-			MaxSandboxDiskBytes: 100 << 30,
-			// A CUDA or full-toolchain image is 5-10 GiB unpacked.
-			MaxImageBytes:         20 << 30,
-			MemoryOvercommitRatio: 1,
-		},
+// environment is what the environment holds beyond Config's own fields: the values that need a
+// step after decoding (a fallback, a list, a JSON document) before they become Config's.
+type environment struct {
+	Config
+	// GoogleCloudProject is Project when HANGAR_PROJECT is unset.
+	GoogleCloudProject string `env:"GOOGLE_CLOUD_PROJECT, default=hangar-local"`
+	// TasksPageSizeMax overrides Limits.Tasks.Max.
+	TasksPageSizeMax    int     `env:"HANGAR_TASKS_PAGE_SIZE_MAX, default=200"`
+	SealKeyset          string  `env:"HANGAR_SEAL_KEYSET"`
+	AutomationHTTPHosts string  `env:"HANGAR_AUTOMATION_HTTP_HOSTS"`
+	EgressAllow         string  `env:"HANGAR_EGRESS_ALLOW"`
+	PrivateRegistries   string  `env:"HANGAR_PRIVATE_REGISTRIES"`
+	ModelRouters        *string `env:"HANGAR_MODEL_ROUTERS, noinit"`
+	ModelRoutersFile    *string `env:"HANGAR_MODEL_ROUTERS_FILE, noinit"`
+}
+
+// fixedPrefix starts the keys of settings the environment cannot change: their tags only hold
+// their values, so every default lives in a tag, and fromEnvironment never looks them up.
+const fixedPrefix = "FIXED_"
+
+// fromEnvironment looks variables up in the process's environment, except the fixed settings.
+var fromEnvironment = envconfig.LookuperFunc(func(key string) (string, bool) {
+	if strings.HasPrefix(key, fixedPrefix) {
+		return "", false
 	}
+	return os.LookupEnv(key)
+})
+
+// Default is the configuration with no environment: every field's tag default.
+func Default() Config {
+	c, err := load(envconfig.MapLookuper(nil))
+	if err != nil {
+		panic(fmt.Sprintf("config: the tag defaults do not load: %v", err))
+	}
+	return c
 }
 
 // FromEnv is Default overridden by HANGAR_* variables (and GOOGLE_CLOUD_PROJECT).
 func FromEnv() (Config, error) {
-	c := Default()
-	if p := os.Getenv("GOOGLE_CLOUD_PROJECT"); p != "" {
-		c.Project = p
+	return load(fromEnvironment)
+}
+
+// load decodes l into the tagged structs, checking every number and duration as it goes, then
+// applies what tags cannot say.
+func load(l envconfig.Lookuper) (Config, error) {
+	var e environment
+	err := envconfig.ProcessWith(context.Background(), &envconfig.Config{
+		Target:   &e,
+		Lookuper: l,
+		Mutators: []envconfig.Mutator{envconfig.MutatorFunc(checkValue)},
+	})
+	if err != nil {
+		return Config{}, err
 	}
-	if p := os.Getenv("HANGAR_PROJECT"); p != "" {
-		c.Project = p
+	c := e.Config
+	if c.Project == "" {
+		c.Project = e.GoogleCloudProject
 	}
-	ints := []struct {
-		env string
-		dst *int
-		min int
-	}{
-		{"HANGAR_TASKS_PAGE_SIZE_MAX", &c.Limits.Tasks.Max, 1},
-		{"HANGAR_MAX_REQUEST_BYTES", &c.Limits.MaxRequestBytes, 1},
-		{"HANGAR_MAX_PROMPT_BYTES", &c.Limits.MaxPromptBytes, 1},
-		{"HANGAR_MAX_SECRET_BYTES", &c.Limits.MaxSecretBytes, 1},
-		{"HANGAR_MAX_WEBHOOK_BODY_BYTES", &c.Limits.Webhooks.MaxBodyBytes, 1},
-		{"HANGAR_MAX_SANDBOXES", &c.Host.MaxSandboxes, 1},
-		{"HANGAR_WARM_SANDBOXES", &c.Host.WarmSandboxes, 0},
-		{"HANGAR_MAX_SESSIONS_PER_USER", &c.Limits.MaxSessionsPerUser, 1},
-	}
-	for _, e := range ints {
-		v, ok := os.LookupEnv(e.env)
-		if !ok {
-			continue
-		}
-		n, err := strconv.Atoi(v)
-		if err != nil || n < e.min {
-			return c, fmt.Errorf("%s=%q: want a whole number of at least %d", e.env, v, e.min)
-		}
-		*e.dst = n
-	}
-	sizes := []struct {
-		env string
-		dst *int64
-	}{
-		{"HANGAR_MAX_FILE_BYTES", &c.Limits.MaxFileBytes},
-		{"HANGAR_SANDBOX_DISK_BYTES", &c.Host.SandboxDiskBytes},
-		{"HANGAR_MAX_SANDBOX_DISK_BYTES", &c.Host.MaxSandboxDiskBytes},
-		{"HANGAR_MAX_IMAGE_BYTES", &c.Host.MaxImageBytes},
-	}
-	for _, e := range sizes {
-		v, ok := os.LookupEnv(e.env)
-		if !ok {
-			continue
-		}
-		n, err := strconv.ParseInt(v, 10, 64)
-		if err != nil || n <= 0 {
-			return c, fmt.Errorf("%s=%q: want a positive whole number", e.env, v)
-		}
-		*e.dst = n
-	}
+	c.Limits.Tasks.Max = e.TasksPageSizeMax
 	if c.Host.SandboxDiskBytes > c.Host.MaxSandboxDiskBytes {
 		return c, fmt.Errorf("HANGAR_SANDBOX_DISK_BYTES (%d) is more than HANGAR_MAX_SANDBOX_DISK_BYTES (%d)", c.Host.SandboxDiskBytes, c.Host.MaxSandboxDiskBytes)
 	}
-	if v, ok := os.LookupEnv("HANGAR_MEMORY_OVERCOMMIT_RATIO"); ok {
-		f, err := strconv.ParseFloat(v, 64)
-		if err != nil || !(f > 0) {
-			return c, fmt.Errorf("HANGAR_MEMORY_OVERCOMMIT_RATIO=%q: want a positive number such as 1.5", v)
-		}
-		c.Host.MemoryOvercommitRatio = f
-	}
-	durations := []struct {
-		env string
-		dst *time.Duration
-	}{
-		{"HANGAR_AUTH_CACHE_TTL", &c.Limits.AuthCacheTTL},
-		{"HANGAR_WEBHOOK_CACHE_TTL", &c.Limits.Webhooks.CacheTTL},
-		{"HANGAR_WEBHOOK_SIGNATURE_TOLERANCE", &c.Limits.Webhooks.SignatureTolerance},
-		{"HANGAR_EXEC_TIMEOUT_DEFAULT", &c.Limits.ExecTimeout.Default},
-		{"HANGAR_EXEC_TIMEOUT_MAX", &c.Limits.ExecTimeout.Max},
-		{"HANGAR_HEARTBEAT_INTERVAL", &c.Host.HeartbeatInterval},
-		{"HANGAR_HOST_TIMEOUT", &c.Host.HostTimeout},
-		{"HANGAR_IDLE_AFTER", &c.Host.IdleAfter},
-		{"HANGAR_EVICT_IDLE_AFTER", &c.Host.EvictIdleAfter},
-		{"HANGAR_CHECKPOINT_INTERVAL", &c.Host.CheckpointInterval},
-	}
-	for _, e := range durations {
-		v, ok := os.LookupEnv(e.env)
-		if !ok {
-			continue
-		}
-		d, err := time.ParseDuration(v)
-		if err != nil || d < 0 {
-			return c, fmt.Errorf("%s=%q: want a duration such as 10s", e.env, v)
-		}
-		*e.dst = d
-	}
-	c.HostToken = os.Getenv("HANGAR_HOST_TOKEN")
-	c.BlobURL = os.Getenv("HANGAR_BLOB_URL")
-	c.DefaultImage = os.Getenv("HANGAR_DEFAULT_IMAGE")
-	for _, h := range strings.Split(os.Getenv("HANGAR_AUTOMATION_HTTP_HOSTS"), ",") {
+	for _, h := range strings.Split(e.AutomationHTTPHosts, ",") {
 		if h = strings.TrimSpace(h); h != "" {
 			c.AutomationHTTPHosts = append(c.AutomationHTTPHosts, h)
 		}
 	}
-	egressAllow, err := egress.Parse(strings.Split(os.Getenv("HANGAR_EGRESS_ALLOW"), ","))
+	egressAllow, err := egress.Parse(strings.Split(e.EgressAllow, ","))
 	if err != nil {
 		return c, fmt.Errorf("HANGAR_EGRESS_ALLOW: %w", err)
 	}
-	registries, err := egress.Parse(strings.Split(os.Getenv("HANGAR_PRIVATE_REGISTRIES"), ","))
+	registries, err := egress.Parse(strings.Split(e.PrivateRegistries, ","))
 	if err != nil {
 		return c, fmt.Errorf("HANGAR_PRIVATE_REGISTRIES: %w", err)
 	}
 	c.Egress, c.Registries = egressAllow, egressAllow.Union(registries)
-	c.SealKeyset = []byte(os.Getenv("HANGAR_SEAL_KEYSET"))
-	routers, err := loadModelRouters()
-	if err != nil {
+	if e.SealKeyset != "" {
+		c.SealKeyset = []byte(e.SealKeyset)
+	}
+	if c.ModelRouters, err = loadModelRouters(e.ModelRouters, e.ModelRoutersFile); err != nil {
 		return c, err
 	}
-	c.ModelRouters = routers
 	return c, nil
+}
+
+// checks are the rules of the variables' values by the fields' types, so that a value the
+// environment sets is refused with the variable's name, and numbers are read in base 10 only.
+var checks = map[reflect.Type]func(key, v string, field reflect.StructField) (string, error){
+	reflect.TypeFor[int](): func(key, v string, f reflect.StructField) (string, error) {
+		least := 1
+		if m, ok := f.Tag.Lookup("min"); ok {
+			least, _ = strconv.Atoi(m)
+		}
+		n, err := strconv.Atoi(v)
+		if err != nil || n < least {
+			return "", fmt.Errorf("%s=%q: want a whole number of at least %d", key, v, least)
+		}
+		return strconv.Itoa(n), nil
+	},
+	reflect.TypeFor[int64](): func(key, v string, _ reflect.StructField) (string, error) {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n <= 0 {
+			return "", fmt.Errorf("%s=%q: want a positive whole number", key, v)
+		}
+		return strconv.FormatInt(n, 10), nil
+	},
+	reflect.TypeFor[float64](): func(key, v string, _ reflect.StructField) (string, error) {
+		f, err := strconv.ParseFloat(v, 64)
+		if err != nil || !(f > 0) {
+			return "", fmt.Errorf("%s=%q: want a positive number such as 1.5", key, v)
+		}
+		return v, nil
+	},
+	reflect.TypeFor[time.Duration](): func(key, v string, _ reflect.StructField) (string, error) {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < 0 {
+			return "", fmt.Errorf("%s=%q: want a duration such as 10s", key, v)
+		}
+		return v, nil
+	},
+}
+
+// fieldsByKey maps every variable to its field, from the tags.
+var fieldsByKey = func() map[string]reflect.StructField {
+	m := map[string]reflect.StructField{}
+	for _, v := range variables() {
+		m[v.Key] = v.Field
+	}
+	return m
+}()
+
+// checkValue is the mutator applying checks to every value, the environment's or a default.
+// It takes the resolved key, which carries the prefix= of a nested struct.
+func checkValue(_ context.Context, _, key, _, v string) (string, bool, error) {
+	f, ok := fieldsByKey[key]
+	if !ok {
+		return v, false, nil
+	}
+	check, ok := checks[f.Type]
+	if !ok {
+		return v, false, nil
+	}
+	v, err := check(key, v, f)
+	return v, false, err
+}
+
+// variable is one tagged field: its variable, its default ("" when none), its field.
+type variable struct {
+	Key, Default string
+	Field        reflect.StructField
+}
+
+// variables lists every tagged field of environment (Config's included), fixed ones too,
+// following envconfig's nesting and prefix= rules.
+func variables() []variable {
+	var out []variable
+	var walk func(t reflect.Type, prefix string)
+	walk = func(t reflect.Type, prefix string) {
+		for i := range t.NumField() {
+			f := t.Field(i)
+			tag, tagged := f.Tag.Lookup("env")
+			parts := strings.Split(tag, ",")
+			key := strings.TrimSpace(parts[0])
+			def, pre := "", ""
+			for _, o := range parts[1:] {
+				o = strings.TrimSpace(o)
+				if d, ok := strings.CutPrefix(o, "default="); ok {
+					def = d
+				}
+				if p, ok := strings.CutPrefix(o, "prefix="); ok {
+					pre = p
+				}
+			}
+			if key == "" && f.Type.Kind() == reflect.Struct {
+				walk(f.Type, prefix+pre)
+				continue
+			}
+			if tagged {
+				out = append(out, variable{Key: prefix + key, Default: def, Field: f})
+			}
+		}
+	}
+	walk(reflect.TypeFor[environment](), "")
+	return out
 }

@@ -3,6 +3,7 @@ package config
 import (
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestFromEnvReadsTheResourceLimits(t *testing.T) {
@@ -23,9 +24,20 @@ func TestFromEnvReadsTheResourceLimits(t *testing.T) {
 		{"zero sessions per user", "HANGAR_MAX_SESSIONS_PER_USER", "0", nil, nil, "HANGAR_MAX_SESSIONS_PER_USER"},
 		{"zero ratio", "HANGAR_MEMORY_OVERCOMMIT_RATIO", "0", nil, nil, "HANGAR_MEMORY_OVERCOMMIT_RATIO"},
 		{"NaN ratio", "HANGAR_MEMORY_OVERCOMMIT_RATIO", "NaN", nil, nil, "HANGAR_MEMORY_OVERCOMMIT_RATIO"},
+		{"exec timeout ceiling under its prefix", "HANGAR_EXEC_TIMEOUT_MAX", "1h", func(c Config) any { return c.Limits.ExecTimeout.Max }, time.Hour, ""},
+		{"no warm sandboxes", "HANGAR_WARM_SANDBOXES", "0", func(c Config) any { return c.Host.WarmSandboxes }, 0, ""},
+		{"leading zero read in base 10", "HANGAR_MAX_SANDBOXES", "010", func(c Config) any { return c.Host.MaxSandboxes }, 10, ""},
+		{"tasks page ceiling", "HANGAR_TASKS_PAGE_SIZE_MAX", "300", func(c Config) any { return c.Limits.Tasks.Max }, 300, ""},
+		{"project", "HANGAR_PROJECT", "p1", func(c Config) any { return c.Project }, "p1", ""},
+		{"project from Google Cloud's variable", "GOOGLE_CLOUD_PROJECT", "p2", func(c Config) any { return c.Project }, "p2", ""},
+		{"hexadecimal sandboxes", "HANGAR_MAX_SANDBOXES", "0x10", nil, nil, "HANGAR_MAX_SANDBOXES=\"0x10\": want a whole number of at least 1"},
+		{"negative warm sandboxes", "HANGAR_WARM_SANDBOXES", "-1", nil, nil, "want a whole number of at least 0"},
+		{"negative exec timeout", "HANGAR_EXEC_TIMEOUT_DEFAULT", "-1s", nil, nil, "HANGAR_EXEC_TIMEOUT_DEFAULT"},
+		{"empty heartbeat", "HANGAR_HEARTBEAT_INTERVAL", "", nil, nil, "want a duration such as 10s"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Setenv("HANGAR_PROJECT", "") // empty is unset: GOOGLE_CLOUD_PROJECT's case reads it
 			t.Setenv(tc.env, tc.value)
 			c, err := FromEnv()
 			if tc.wantErr != "" {

@@ -11,9 +11,9 @@ import (
 
 var envName = regexp.MustCompile(`\b(?:HANGAR|GOOGLE_CLOUD)_[A-Z0-9_]*[A-Z0-9]\b`)
 
-// readmeVariables are the variables the README's Configuration table names; "`A_B_X` / `_Y`"
-// names A_B_X and A_B_Y.
-func readmeVariables(t *testing.T) map[string]bool {
+// readmeVariables are the variables the README's Configuration table names, each with its row's
+// default column; "`A_B_X` / `_Y`" names A_B_X and A_B_Y.
+func readmeVariables(t *testing.T) map[string]string {
 	t.Helper()
 	b, err := os.ReadFile("../../README.md")
 	if err != nil {
@@ -26,48 +26,44 @@ func readmeVariables(t *testing.T) map[string]bool {
 	}
 	section := readme[start+1:]
 	section = section[:strings.Index(section[1:], "\n## ")+1]
-	vars := map[string]bool{}
+	vars := map[string]string{}
 	for _, line := range strings.Split(section, "\n") {
 		if !strings.HasPrefix(line, "| `") {
 			continue
 		}
-		first := strings.Split(line, "|")[1]
+		cells := strings.Split(line, "|")
 		prev := ""
-		for _, tok := range regexp.MustCompile("`([A-Z0-9_]+)`").FindAllStringSubmatch(first, -1) {
+		for _, tok := range regexp.MustCompile("`([A-Z0-9_]+)`").FindAllStringSubmatch(cells[1], -1) {
 			name := tok[1]
 			if strings.HasPrefix(name, "_") && prev != "" {
 				name = prev[:strings.LastIndex(prev, "_")] + name
 			}
-			vars[name], prev = true, name
+			vars[name], prev = cells[2], name
 		}
 	}
 	return vars
 }
 
-// The README's configuration table names every variable this package reads, and every variable
-// it names is read somewhere in the code.
+// The README's configuration table names every variable the tags of this package's structs
+// read, with the tag's default; and every variable it names is read by a tag or somewhere in the
+// code.
 func TestReadmeConfigurationTableMatchesTheCode(t *testing.T) {
 	documented := readmeVariables(t)
-	read := map[string]bool{}
-	files, _ := filepath.Glob("*.go")
-	for _, f := range files {
-		if strings.HasSuffix(f, "_test.go") {
+	code := map[string]bool{}
+	for _, v := range variables() {
+		if strings.HasPrefix(v.Key, fixedPrefix) {
 			continue
 		}
-		b, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
+		code[v.Key] = true
+		def, ok := documented[v.Key]
+		if !ok {
+			t.Errorf("platform/config reads %s, which README.md's Configuration table does not list", v.Key)
+			continue
 		}
-		for _, name := range envName.FindAllString(string(b), -1) {
-			read[name] = true
-		}
-	}
-	for name := range read {
-		if !documented[name] {
-			t.Errorf("platform/config reads %s, which README.md's Configuration table does not list", name)
+		if v.Default != "" && !strings.Contains(def, "`"+v.Default+"`") {
+			t.Errorf("README.md's Configuration table gives %s the default %q, the code `%s`", v.Key, strings.TrimSpace(def), v.Default)
 		}
 	}
-	code := map[string]bool{}
 	err := filepath.WalkDir("../..", func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err

@@ -29,7 +29,8 @@ type ModelRouter struct {
 	DefaultModel     string   `json:"default_model"`
 }
 
-// Router environment variables: the list inline as JSON, or the path of a JSON file holding it.
+// Router environment variables (environment's tags name them too): the list inline as JSON, or
+// the path of a JSON file holding it.
 const (
 	envModelRouters     = "HANGAR_MODEL_ROUTERS"
 	envModelRoutersFile = "HANGAR_MODEL_ROUTERS_FILE"
@@ -41,27 +42,26 @@ var (
 	hostPattern     = regexp.MustCompile(`^[A-Za-z0-9.-]+(?::[0-9]{1,5})?$`)
 )
 
-// loadModelRouters reads the routers from the environment; none when neither variable is set.
-func loadModelRouters() ([]ModelRouter, error) {
-	inline, hasInline := os.LookupEnv(envModelRouters)
-	path, hasFile := os.LookupEnv(envModelRoutersFile)
+// loadModelRouters reads the routers from the inline list or the file, whichever is set; none
+// when neither is.
+func loadModelRouters(inline, path *string) ([]ModelRouter, error) {
 	switch {
-	case hasInline && hasFile:
+	case inline != nil && path != nil:
 		return nil, fmt.Errorf("set %s or %s, not both", envModelRouters, envModelRoutersFile)
-	case hasInline:
-		rs, err := ParseModelRouters([]byte(inline))
+	case inline != nil:
+		rs, err := ParseModelRouters([]byte(*inline))
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", envModelRouters, err)
 		}
 		return rs, nil
-	case hasFile:
-		b, err := os.ReadFile(path)
+	case path != nil:
+		b, err := os.ReadFile(*path)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", envModelRoutersFile, err)
 		}
 		rs, err := ParseModelRouters(b)
 		if err != nil {
-			return nil, fmt.Errorf("%s=%s: %w", envModelRoutersFile, path, err)
+			return nil, fmt.Errorf("%s=%s: %w", envModelRoutersFile, *path, err)
 		}
 		return rs, nil
 	}

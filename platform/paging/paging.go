@@ -4,6 +4,8 @@
 package paging
 
 import (
+	"fmt"
+
 	"github.com/hangar-dev/hangar/platform/apierr"
 )
 
@@ -11,6 +13,17 @@ import (
 type Bounds struct {
 	Default int
 	Max     int
+}
+
+// UnmarshalText reads bounds written "default/max", e.g. "50/200", so a configuration can state
+// each list's bounds in one value.
+func (b *Bounds) UnmarshalText(text []byte) error {
+	var d, m int
+	if n, err := fmt.Sscanf(string(text), "%d/%d", &d, &m); err != nil || n != 2 || d < 1 || m < d {
+		return fmt.Errorf("page bounds %q: want default/max, e.g. 50/200, with 1 <= default <= max", text)
+	}
+	*b = Bounds{Default: d, Max: m}
+	return nil
 }
 
 // Page is a resolved page request.
