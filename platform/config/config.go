@@ -7,6 +7,7 @@
 package config
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"os"
@@ -262,7 +263,7 @@ func load(l envconfig.Lookuper) (Config, error) {
 	}
 	c := e.Config
 	if c.Project == "" {
-		c.Project = e.GoogleCloudProject
+		c.Project = cmp.Or(e.GoogleCloudProject, "hangar-local")
 	}
 	c.Limits.Tasks.Max = e.TasksPageSizeMax
 	if c.Host.SandboxDiskBytes > c.Host.MaxSandboxDiskBytes {
