@@ -567,7 +567,11 @@ func (s *Service) host(ctx context.Context, rec *sessiondb.Record, wake bool) (h
 		rec = s.markLost(ctx, rec)
 	}
 	if !wake || !rec.Status.Resumable() {
-		return nil, apierr.FailedPrecondition("session %s is %s: resume it first (or pass wake)", rec.ID, rec.Status)
+		why := ""
+		if rec.StatusReason != "" {
+			why = " (" + rec.StatusReason + ")"
+		}
+		return nil, apierr.FailedPrecondition("session %s is %s%s: resume it first (or pass wake)", rec.ID, rec.Status, why)
 	}
 	r, err := s.resume(ctx, rec)
 	if err != nil {

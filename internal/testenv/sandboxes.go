@@ -105,9 +105,11 @@ func NewSandboxes(t testing.TB, db *firestore.Client) *Sandboxes {
 	cfg.HostToken = "test-host-token"
 	// The test registry is on loopback, which pulls reach only when an operator lists it.
 	cfg.Registries = egress.MustParse(registryHost(t, reg))
-	// Tests drive idleness and host loss themselves; keep the clock's work quick.
+	// Tests drive idleness and host loss themselves; keep the clock's work quick. A host is lost
+	// after 30 missed beats: under -race on two busy cores a heartbeat's Firestore write can
+	// stall for seconds, and a healthy host must not look dead then.
 	cfg.Host.HeartbeatInterval = 200 * time.Millisecond
-	cfg.Host.HostTimeout = 2 * time.Second
+	cfg.Host.HostTimeout = 6 * time.Second
 	cfg.Host.SandboxCPUs, cfg.Host.SandboxMemoryBytes, cfg.Host.SandboxPids = 1, 512<<20, 256
 	return &Sandboxes{
 		DB: db, Bucket: b, Sealer: sealer, Config: cfg, Registry: reg,
