@@ -35,17 +35,7 @@ func TestSecurityABusySessionIsCheckpointedPeriodicallySoItsHostsCrashLosesABoun
 		return err == nil && !at.Before(wrote), fmt.Sprintf("last checkpoint at %q, want one after %s", cow.Msg.GetState().GetLastSnapshotAt(), wrote)
 	})
 
-	got, err := s.svc.GetSession(ctx, connect.NewRequest(&appv1.GetSessionRequest{SessionId: id}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	dead := got.Msg.GetSession().GetHostId()
-	for _, h := range s.hosts {
-		if h.ID() == dead {
-			h.Kill(t)
-		}
-	}
-	s.waitStatus(t, id, "lost", 3*s.sb.Config.Host.HostTimeout)
+	s.killHostOf(t, id)
 	res, err := s.svc.Resume(ctx, connect.NewRequest(&appv1.ResumeRequest{SessionId: id}))
 	if err != nil {
 		t.Fatal(err)

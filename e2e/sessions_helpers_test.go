@@ -189,6 +189,24 @@ func (s *sandboxStack) status(t testing.TB, session string) string {
 }
 
 // waitStatus polls until the session reaches want.
+// killHostOf kills the host session runs on, as a crash would, waits until the session is lost
+// with it, and returns that host's id.
+func (s *sandboxStack) killHostOf(t testing.TB, session string) string {
+	t.Helper()
+	got, err := s.svc.GetSession(t.Context(), connect.NewRequest(&appv1.GetSessionRequest{SessionId: session}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := got.Msg.GetSession().GetHostId()
+	for _, h := range s.hosts {
+		if h.ID() == dead {
+			h.Kill(t)
+		}
+	}
+	s.waitStatus(t, session, "lost", 3*s.sb.Config.Host.HostTimeout)
+	return dead
+}
+
 func (s *sandboxStack) waitStatus(t testing.TB, session, want string, within time.Duration) {
 	t.Helper()
 	testkit.Eventually(t, within, "session "+session+" "+want, func() (bool, string) {

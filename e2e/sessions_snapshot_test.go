@@ -187,17 +187,7 @@ func TestKilledHostLeavesItsSessionsRecoverableElsewhere(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.sh(t, id, "echo after > /root/lost-with-host")
-	got, err := s.svc.GetSession(ctx, connect.NewRequest(&appv1.GetSessionRequest{SessionId: id}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	dead := got.Msg.GetSession().GetHostId()
-	for _, h := range s.hosts {
-		if h.ID() == dead {
-			h.Kill(t)
-		}
-	}
-	s.waitStatus(t, id, "lost", 3*s.sb.Config.Host.HostTimeout)
+	dead := s.killHostOf(t, id)
 	res, err := s.svc.Resume(ctx, connect.NewRequest(&appv1.ResumeRequest{SessionId: id}))
 	if err != nil {
 		hosts, _ := fleet.New(s.sb.DB, time.Now, time.Second).List(ctx)
@@ -206,7 +196,7 @@ func TestKilledHostLeavesItsSessionsRecoverableElsewhere(t *testing.T) {
 		}
 		t.Fatal(err)
 	}
-	got, err = s.svc.GetSession(ctx, connect.NewRequest(&appv1.GetSessionRequest{SessionId: id}))
+	got, err := s.svc.GetSession(ctx, connect.NewRequest(&appv1.GetSessionRequest{SessionId: id}))
 	if err != nil {
 		t.Fatal(err)
 	}
