@@ -157,20 +157,8 @@ func (s *Store) Put(ctx context.Context, p Put) (Meta, bool, error) {
 // maxDescription bounds a secret's description.
 const maxDescription = 1024
 
-// Value is the secret's value, not_found when there is no such secret. Only for services that
-// hand it on; never for an answer a caller reads.
-func (s *Store) Value(ctx context.Context, name string) (string, error) {
-	v, ok, err := s.Lookup(ctx, name)
-	if err != nil {
-		return "", err
-	}
-	if !ok {
-		return "", apierr.NotFound("org secret", name)
-	}
-	return v, nil
-}
-
-// Lookup is Value with ok false, instead of an error, when there is no such secret.
+// Lookup is the secret's value, with ok false when there is no such secret. It checks no access
+// policy: only for the operator's own use (a router's key); users' uses go through Use and Resolve.
 func (s *Store) Lookup(ctx context.Context, name string) (string, bool, error) {
 	if !ValidName(name) {
 		return "", false, nil

@@ -42,8 +42,8 @@ func TestPutVersionsAndExpectedVersion(t *testing.T) {
 		!m.UpdatedAt.Equal(t0.Add(time.Minute)) {
 		t.Fatalf("replace: %+v created=%v err=%v", m, created, err)
 	}
-	if v, err := s.Value(ctx, "org/router-key"); err != nil || v != "v2" {
-		t.Fatalf("value %q, %v", v, err)
+	if v, ok, err := s.Lookup(ctx, "org/router-key"); err != nil || !ok || v != "v2" {
+		t.Fatalf("value %q, %v, %v", v, ok, err)
 	}
 	cases := []struct {
 		name     string
@@ -59,7 +59,7 @@ func TestPutVersionsAndExpectedVersion(t *testing.T) {
 			testenv.WantCode(t, err, connect.CodeAborted)
 		})
 	}
-	if v, _ := s.Value(ctx, "org/router-key"); v != "v2" {
+	if v, _, _ := s.Lookup(ctx, "org/router-key"); v != "v2" {
 		t.Fatalf("a refused put changed the value to %q", v)
 	}
 }
@@ -126,8 +126,9 @@ func TestListExistsDeleteAndTheLimit(t *testing.T) {
 	}
 	_, err = s.Delete(ctx, "a/x", nil)
 	testenv.WantCode(t, err, connect.CodeNotFound)
-	_, err = s.Value(ctx, "a/x")
-	testenv.WantCode(t, err, connect.CodeNotFound)
+	if _, ok, err := s.Lookup(ctx, "a/x"); ok || err != nil {
+		t.Fatalf("a deleted secret looked up: ok=%v err=%v", ok, err)
+	}
 }
 
 func TestResolveNamesTheMissingSecret(t *testing.T) {
@@ -177,7 +178,7 @@ func TestValuesAreSealedAndBoundToTheirName(t *testing.T) {
 	if _, err := s.doc("two").Update(ctx, []firestore.Update{{Path: "sealed", Value: rec.Sealed}}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Value(ctx, "two"); err == nil {
+	if _, _, err := s.Lookup(ctx, "two"); err == nil {
 		t.Fatal("a value sealed for one secret opened as another")
 	}
 }
