@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -62,6 +63,18 @@ func launch(ctx context.Context, k Kind, args []string, logw io.Writer) (*emulat
 	if err := checkComponent(gcloud, k); err != nil {
 		return nil, err
 	}
+	// A free port is free only when it is asked for: another process (a parallel test
+	// package's emulator) may bind it before the emulator does. That start is retried on a new
+	// port; any other failure is the answer.
+	for attempt := 1; ; attempt++ {
+		e, err := launchOnFreePort(ctx, k, gcloud, args, logw)
+		if err == nil || attempt == 3 || !strings.Contains(err.Error(), "Address already in use") {
+			return e, err
+		}
+	}
+}
+
+func launchOnFreePort(ctx context.Context, k Kind, gcloud string, args []string, logw io.Writer) (*emulator, error) {
 	port, err := freePort()
 	if err != nil {
 		return nil, err
