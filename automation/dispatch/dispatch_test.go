@@ -98,6 +98,7 @@ func (f *fixture) dropReasons(t *testing.T, automationID string) []string {
 }
 
 func TestTheSameDeliveryThreeTimesStartsOneRun(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	a := f.automation(t, true, prOpened, "{}")
 	d := f.dispatcher(10)
@@ -131,6 +132,7 @@ func TestTheSameDeliveryThreeTimesStartsOneRun(t *testing.T) {
 }
 
 func TestEventsThatMustNotRunAreDroppedWithAReason(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name, payload, settings string
 		enabled                 bool
@@ -167,6 +169,7 @@ func TestEventsThatMustNotRunAreDroppedWithAReason(t *testing.T) {
 }
 
 func TestAFilteredEventIsCountedNotRun(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	a := f.automation(t, true, prOpened, "{}")
 	out, err := f.dispatcher(10).Deliver(t.Context(), delivery("draft-1", `{"pull_request":{"draft":true}}`))
@@ -183,6 +186,7 @@ func TestAFilteredEventIsCountedNotRun(t *testing.T) {
 }
 
 func TestEventsWithOneKeyShareAnInstanceUntilItCloses(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	a := f.automation(t, true, `{"version":1,
 		"entrypoints":[{"id":"opened","type":"event","event_key":"github.pull_request.opened"}],
@@ -227,6 +231,7 @@ func TestEventsWithOneKeyShareAnInstanceUntilItCloses(t *testing.T) {
 }
 
 func TestTwoSchedulersFireEachMinuteOnce(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	a := f.automation(t, true, `{"version":1,
 		"entrypoints":[{"id":"every_minute","type":"schedule","cron":"* * * * *"}],
@@ -280,6 +285,7 @@ func TestTwoSchedulersFireEachMinuteOnce(t *testing.T) {
 }
 
 func TestSecurityAReplayedBodyUnderANewDeliveryIDRunsOncePerDedupeWindow(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	f.automation(t, true, prOpened, `{"dedupe_window":"1h"}`)
 	d := f.dispatcher(10)
@@ -313,6 +319,7 @@ func TestSecurityAReplayedBodyUnderANewDeliveryIDRunsOncePerDedupeWindow(t *test
 }
 
 func TestTheSettingsRetryPolicyIsEveryBlocksDefault(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	a := f.automation(t, true, `{"version":1,"entrypoints":[{"id":"m","type":"manual"}],
 		"blocks":[{"id":"a","type":"filter","condition":"true"},
@@ -331,6 +338,7 @@ func TestTheSettingsRetryPolicyIsEveryBlocksDefault(t *testing.T) {
 }
 
 func TestAGenericWebhookEventIsTheRequest(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	f.automation(t, true, `{"version":1,
 		"entrypoints":[{"id":"ci","type":"event","event_key":"webhook.hook_ci","filter":"event.query.source == 'ci' && event.body.build.state == 'failed'"}],
@@ -363,6 +371,7 @@ func TestAGenericWebhookEventIsTheRequest(t *testing.T) {
 // registration reaches alice's automation only while alice is an admin, and leaves no trace
 // (run or drop) on it otherwise.
 func TestADeliveryReachesOnlyAutomationsWhoseOwnerReadsTheRegistration(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	a := f.automation(t, true, prOpened, "{}")
 	for _, tc := range []struct {

@@ -82,6 +82,7 @@ func sortedIDs(ids ...string) []string {
 }
 
 func TestCreateStoresAutomationAndVersionOne(t *testing.T) {
+	t.Parallel()
 	s, _ := newStore(t)
 	r := s.mustCreate(t, newRecord(t, "Triage", true, defOf(eventEntry("e", "github.issues.opened"))))
 
@@ -108,6 +109,7 @@ func TestCreateStoresAutomationAndVersionOne(t *testing.T) {
 }
 
 func TestCreateRefusesPastTheLimitOfActiveAutomations(t *testing.T) {
+	t.Parallel()
 	s, _ := newStore(t)
 	a := s.mustCreate(t, newRecord(t, "a", false, defOf()))
 	if err := s.Create(t.Context(), newRecord(t, "b", false, defOf()), 1); !errors.Is(err, ErrLimit) {
@@ -122,6 +124,7 @@ func TestCreateRefusesPastTheLimitOfActiveAutomations(t *testing.T) {
 }
 
 func TestSaveVersionNumbersVersionsAndKeepsOldOnes(t *testing.T) {
+	t.Parallel()
 	s, c := newStore(t)
 	r := s.mustCreate(t, newRecord(t, "a", true, defOf(eventEntry("e", "k1"))))
 	v1 := r.Version.DefinitionJSON
@@ -167,6 +170,7 @@ func TestSaveVersionNumbersVersionsAndKeepsOldOnes(t *testing.T) {
 }
 
 func TestConcurrentSaveVersionsGetDistinctNumbers(t *testing.T) {
+	t.Parallel()
 	s, _ := newStore(t)
 	r := s.mustCreate(t, newRecord(t, "a", false, defOf()))
 	const savers = 3
@@ -200,6 +204,7 @@ func TestConcurrentSaveVersionsGetDistinctNumbers(t *testing.T) {
 }
 
 func TestUpdate(t *testing.T) {
+	t.Parallel()
 	s, c := newStore(t)
 	r := s.mustCreate(t, newRecord(t, "a", false, defOf()))
 	c.Advance(time.Hour)
@@ -225,6 +230,7 @@ func TestUpdate(t *testing.T) {
 }
 
 func TestConcurrentUpdatesAllLand(t *testing.T) {
+	t.Parallel()
 	s, _ := newStore(t)
 	r := s.mustCreate(t, newRecord(t, "a", false, defOf()))
 	// Each writer adds its own key to the inputs: a lost update would drop one.
@@ -255,6 +261,7 @@ func TestConcurrentUpdatesAllLand(t *testing.T) {
 }
 
 func TestMatchingEventFindsLiveAutomationsWithTheKey(t *testing.T) {
+	t.Parallel()
 	s, _ := newStore(t)
 	const key = "github.pull_request.opened"
 	match := s.mustCreate(t, newRecord(t, "match", true, defOf(eventEntry("e", key))))
@@ -292,6 +299,7 @@ func TestMatchingEventFindsLiveAutomationsWithTheKey(t *testing.T) {
 }
 
 func TestDueFindsEnabledSchedulesWhoseTimeHasCome(t *testing.T) {
+	t.Parallel()
 	s, _ := newStore(t)
 	hourly := s.mustCreate(t, newRecord(t, "hourly", true, defOf(scheduleEntry("s", "0 * * * *", ""))))
 	daily := s.mustCreate(t, newRecord(t, "daily", true, defOf(scheduleEntry("s", "0 12 * * *", ""))))
@@ -329,6 +337,7 @@ func TestDueFindsEnabledSchedulesWhoseTimeHasCome(t *testing.T) {
 }
 
 func TestListSortsByNameAndHidesArchived(t *testing.T) {
+	t.Parallel()
 	s, _ := newStore(t)
 	b := s.mustCreate(t, newRecord(t, "beta", false, defOf()))
 	a := s.mustCreate(t, newRecord(t, "Alpha", false, defOf()))
@@ -359,6 +368,7 @@ func TestListSortsByNameAndHidesArchived(t *testing.T) {
 }
 
 func TestNextFire(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name     string
 		eps      []definition.Entrypoint

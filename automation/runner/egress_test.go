@@ -49,6 +49,7 @@ func hostPort(t *testing.T, raw string) (string, string) {
 // The attack: an http block calls an allow-listed host whose answer redirects elsewhere; the
 // client used to follow it anywhere with the block's secret headers and store the answer.
 func TestHTTPBlockRedirectsAreCheckedAgainstTheAllowListAndDropSecretsAcrossHosts(t *testing.T) {
+	t.Parallel()
 	second := newRecorder(t, func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusOK) })
 	_, secondPort := hostPort(t, second.URL)
 	first := newRecorder(t, func(w http.ResponseWriter, r *http.Request) {
@@ -107,6 +108,7 @@ func TestHTTPBlockRedirectsAreCheckedAgainstTheAllowListAndDropSecretsAcrossHost
 // Without an operator's egress entry, an allow-listed name or literal that is (or resolves to)
 // loopback is refused at connect: no request reaches the server, and the step is not retried.
 func TestHTTPBlockCannotReachLoopbackWithoutAnEgressEntry(t *testing.T) {
+	t.Parallel()
 	srv := newRecorder(t, func(w http.ResponseWriter, r *http.Request) {})
 	_, port := hostPort(t, srv.URL)
 	for _, host := range []string{"127.0.0.1", "localhost"} {

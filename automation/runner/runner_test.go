@@ -202,6 +202,7 @@ func statuses(r *runs.Run) string {
 }
 
 func TestRunsEndAsTheirBlocksSay(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	rn := f.runner(t, "worker-a")
 	cases := []struct {
@@ -275,6 +276,7 @@ func TestRunsEndAsTheirBlocksSay(t *testing.T) {
 }
 
 func TestHTTPBlockSendsSecretHeadersWithoutRecordingThem(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	rn := f.runner(t, "worker-a")
 	run := f.start(t, rn, def(t, `[{"id":"call","type":"http","url":"`+f.up.URL+`/auth","secret_headers":{"Authorization":"api_token"}}]`), `{}`, false)
@@ -298,6 +300,7 @@ func TestHTTPBlockSendsSecretHeadersWithoutRecordingThem(t *testing.T) {
 }
 
 func TestStepOutputsFeedLaterTemplates(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	rn := f.runner(t, "worker-a")
 	run := f.start(t, rn, def(t, `[
@@ -312,6 +315,7 @@ func TestStepOutputsFeedLaterTemplates(t *testing.T) {
 }
 
 func TestALongDelayParksTheRunUntilTheSweeperWakesIt(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	rn := f.runner(t, "worker-a")
 	run := f.start(t, rn, def(t, `[{"id":"wait","type":"delay","duration":"1h"},{"id":"after","type":"filter","condition":"true"}]`), `{}`, false)
@@ -337,6 +341,7 @@ func TestALongDelayParksTheRunUntilTheSweeperWakesIt(t *testing.T) {
 }
 
 func TestAKilledWorkersRunIsFinishedByAnotherFromItsLastStep(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	f.up.block = make(chan struct{})
 	a, b := f.runner(t, "worker-a"), f.runner(t, "worker-b")
@@ -381,6 +386,7 @@ func TestAKilledWorkersRunIsFinishedByAnotherFromItsLastStep(t *testing.T) {
 }
 
 func TestRetryFromAMiddleStepReusesEarlierOutputs(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	rn := f.runner(t, "worker-a")
 	f.up.set("/flaky", http.StatusBadRequest)
@@ -419,6 +425,7 @@ func TestRetryFromAMiddleStepReusesEarlierOutputs(t *testing.T) {
 }
 
 func TestAParkedRetryIsANewAttemptAndTheAttemptsRunOut(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	rn := f.runnerWith(t, "worker-a", effects{flakyTasks: true})
 	run := f.start(t, rn, def(t, `[{"id":"work","type":"task","profile_id":"prof_x","prompt":"go","wait":true,
@@ -446,6 +453,7 @@ func TestAParkedRetryIsANewAttemptAndTheAttemptsRunOut(t *testing.T) {
 }
 
 func TestStopEndsAParkedRunAtOnceAndAnEndedOneNot(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	rn := f.runner(t, "worker-a")
 	run := f.start(t, rn, def(t, `[{"id":"wait","type":"delay","duration":"1h"},{"id":"after","type":"filter","condition":"true"}]`), `{}`, false)
@@ -465,6 +473,7 @@ func TestStopEndsAParkedRunAtOnceAndAnEndedOneNot(t *testing.T) {
 }
 
 func TestStartingTheSameRunIDTwiceMakesOneRun(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	rn := f.runner(t, "worker-a")
 	st := runner.Start{ID: runner.RunID("auto_test", "delivery-1"), AutomationID: "auto_test", Version: 1,

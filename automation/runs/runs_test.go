@@ -14,6 +14,7 @@ import (
 )
 
 func TestEndedRunsGoNowhere(t *testing.T) {
+	t.Parallel()
 	for _, from := range runs.Statuses() {
 		for _, to := range runs.Statuses() {
 			if from.Ended() && runs.CanMove(from, to) {
@@ -34,6 +35,7 @@ func TestEndedRunsGoNowhere(t *testing.T) {
 }
 
 func TestTheRunTableAllowsTheLifecycle(t *testing.T) {
+	t.Parallel()
 	path := []runs.Status{runs.Queued, runs.Running, runs.Waiting, runs.Running, runs.Completed}
 	for i := 1; i < len(path); i++ {
 		if !runs.CanMove(path[i-1], path[i]) {
@@ -56,6 +58,7 @@ func newRun(t *testing.T, s *runs.Store) *runs.Run {
 }
 
 func TestUpdateRefusesMovesTheTableForbidsAndWritesOfALostLease(t *testing.T) {
+	t.Parallel()
 	db, _ := testenv.Firestore(t)
 	s := runs.NewStore(db, clock.Real{}.Now)
 	r := newRun(t, s)
@@ -90,6 +93,7 @@ func TestUpdateRefusesMovesTheTableForbidsAndWritesOfALostLease(t *testing.T) {
 }
 
 func TestRunsByDayCountsRunsAndFilteredEvents(t *testing.T) {
+	t.Parallel()
 	db, _ := testenv.Firestore(t)
 	c := clock.NewFake(time.Date(2026, 11, 20, 10, 0, 0, 0, time.UTC))
 	s := runs.NewStore(db, c.Now)
@@ -126,6 +130,7 @@ func TestRunsByDayCountsRunsAndFilteredEvents(t *testing.T) {
 }
 
 func TestSecurityConcurrentDeliveriesOfOneBodyClaimItOnce(t *testing.T) {
+	t.Parallel()
 	db, _ := testenv.Firestore(t)
 	s := runs.NewStore(db, time.Now)
 	at := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)

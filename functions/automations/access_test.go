@@ -19,6 +19,7 @@ import (
 // not hand it a secret alice may not use, and bob duplicating an admin's automation becomes its
 // owner, with his own rights.
 func TestSavesCheckTheOwnersRightToSecretsAndWebhooks(t *testing.T) {
+	t.Parallel()
 	db, _ := testenv.Firestore(t)
 	_, sealer := testenv.Keyset(t)
 	c := clock.NewFake(t0)

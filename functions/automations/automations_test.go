@@ -17,6 +17,7 @@ import (
 )
 
 func TestCreateAutomationStoresVersionOne(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	got := f.create(t, as(t, alice), &appv1.CreateAutomationRequest{
 		Name: "  Label bugs ", Description: "Labels new issues.", DefinitionJson: eventDef, InputsJson: `{"label": "bug"}`,
@@ -42,6 +43,7 @@ func TestCreateAutomationStoresVersionOne(t *testing.T) {
 }
 
 func TestCreateAutomationRefusesInvalidRequests(t *testing.T) {
+	t.Parallel()
 	lim := config.Default().Limits
 	tests := []struct {
 		name       string
@@ -78,6 +80,7 @@ func TestCreateAutomationRefusesInvalidRequests(t *testing.T) {
 }
 
 func TestCreateAutomationRefusesPastTheLimit(t *testing.T) {
+	t.Parallel()
 	lim := config.Default().Limits
 	lim.Automations.Max = 1
 	f := newFixtureWith(t, lim, nil)
@@ -87,6 +90,7 @@ func TestCreateAutomationRefusesPastTheLimit(t *testing.T) {
 }
 
 func TestGetAutomation(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	a := f.createSchedule(t, "Daily", false)
 	builtin := &records.AutomationRecord{
@@ -131,6 +135,7 @@ func TestGetAutomation(t *testing.T) {
 }
 
 func TestSaveVersionAddsImmutableNumberedVersions(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	a := f.createEvent(t, "Triage", false)
 	f.clock.Advance(time.Minute)
@@ -173,6 +178,7 @@ func TestSaveVersionAddsImmutableNumberedVersions(t *testing.T) {
 }
 
 func TestSaveVersionRefusesAnInvalidDefinitionNamingTheBlock(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	a := f.createSchedule(t, "Daily", false)
 	_, err := f.svc.SaveVersion(as(t, alice), connect.NewRequest(&appv1.SaveVersionRequest{AutomationId: a.GetId(), DefinitionJson: badBlockDef}))
@@ -188,6 +194,7 @@ func TestSaveVersionRefusesAnInvalidDefinitionNamingTheBlock(t *testing.T) {
 }
 
 func TestSetAutomationEnabledSchedulesAndClearsTheNextFire(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	a := f.createSchedule(t, "Daily", false)
 	if a.NextFireAt != nil {
@@ -221,6 +228,7 @@ func TestSetAutomationEnabledSchedulesAndClearsTheNextFire(t *testing.T) {
 }
 
 func TestEnablingNeedsInputsThatFitTheVersion(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	// Version 1 needs no inputs; version 2 requires "label", which the automation does not have.
 	a := f.createSchedule(t, "Daily", false)
@@ -243,6 +251,7 @@ func TestEnablingNeedsInputsThatFitTheVersion(t *testing.T) {
 }
 
 func TestUpdateAutomationMeta(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	a := f.createSchedule(t, "Daily", true)
 	f.clock.Advance(time.Minute)
@@ -286,6 +295,7 @@ func TestUpdateAutomationMeta(t *testing.T) {
 }
 
 func TestSetInputsChecksTheDeclaredInputs(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	a := f.createEvent(t, "Triage", false)
 	tests := []struct {
@@ -318,6 +328,7 @@ func TestSetInputsChecksTheDeclaredInputs(t *testing.T) {
 }
 
 func TestSetBlockOverridesAppliesThemToTheCurrentVersion(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	a := f.createEvent(t, "Triage", false)
 	tests := []struct {
@@ -349,6 +360,7 @@ func TestSetBlockOverridesAppliesThemToTheCurrentVersion(t *testing.T) {
 }
 
 func TestDuplicateAutomation(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	src := f.createEvent(t, "Triage", true)
 	if _, err := f.svc.UpdateAutomationMeta(as(t, alice), connect.NewRequest(&appv1.UpdateAutomationMetaRequest{
@@ -389,6 +401,7 @@ func TestDuplicateAutomation(t *testing.T) {
 }
 
 func TestArchiveAutomationIsIdempotentAndFreezesTheAutomation(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	a := f.createSchedule(t, "Daily", true)
 	for range 2 {
@@ -413,6 +426,7 @@ func TestArchiveAutomationIsIdempotentAndFreezesTheAutomation(t *testing.T) {
 }
 
 func TestOnlyTheCreatorOrAnAdminChangesAnAutomation(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	a := f.createSchedule(t, "Daily", false)
 	archive := func(s *Service, ctx context.Context) error {
@@ -464,6 +478,7 @@ func changes(id string) map[string]func(*Service, context.Context) error {
 }
 
 func TestChangesOfUnknownAutomationsAreNotFound(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	for _, id := range []string{ids.New(records.IDPrefix), "auto_bad"} {
 		for name, call := range changes(id) {
@@ -499,6 +514,7 @@ func (r runStats) RunsByDay(_ context.Context, id string, since time.Time) ([]*a
 }
 
 func TestListAutomationsSummarisesTriggersAndRuns(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name     string
 		archived bool

@@ -29,6 +29,7 @@ func (d *drafts) StartTask(_ context.Context, actor, _ string, spec runner.TaskS
 }
 
 func TestDraftAutomationIsIdempotentOnItsKey(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	d := &drafts{}
 	f.svc.d.Drafts = d
@@ -65,6 +66,7 @@ func TestDraftAutomationIsIdempotentOnItsKey(t *testing.T) {
 }
 
 func TestDraftAutomationNeedsAPromptAndAProfile(t *testing.T) {
+	t.Parallel()
 	testenv.RequireEmulators(t)
 	f := newFixtureWith(t, config.Default().Limits, nil)
 	f.svc.d.Drafts = &drafts{}
@@ -76,6 +78,7 @@ func TestDraftAutomationNeedsAPromptAndAProfile(t *testing.T) {
 }
 
 func TestDraftAutomationCutsALongPromptToADescriptionByCharacters(t *testing.T) {
+	t.Parallel()
 	lim := config.Default().Limits
 	lim.Automations.DescriptionLen = 10
 	f := newFixtureWith(t, lim, nil)

@@ -15,6 +15,7 @@ import (
 // A router's own (operator-configured) loopback host is reachable without an egress entry;
 // where its answers redirect is checked again at connect.
 func TestRouterFetchReachesItsOwnHostButNoRedirectToMetadata(t *testing.T) {
+	t.Parallel()
 	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/moved/models" {
 			http.Redirect(w, r, "http://169.254.169.254/computeMetadata/v1/", http.StatusFound)
@@ -48,6 +49,7 @@ func TestRouterFetchReachesItsOwnHostButNoRedirectToMetadata(t *testing.T) {
 }
 
 func TestRouterFetchRefusesLoopbackNoRouterNames(t *testing.T) {
+	t.Parallel()
 	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		t.Error("a request reached a loopback server no router names")
 	}))

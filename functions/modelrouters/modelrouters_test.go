@@ -114,6 +114,7 @@ func newFixture(t *testing.T) fixture {
 // Without its secret a router is called with no key and says so; once an admin puts it, the
 // next refresh sends it.
 func TestRouterCredentialFollowsTheOrgSecret(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	if _, err := f.creds.Delete(t.Context(), "org/openrouter-key", nil); err != nil {
 		t.Fatal(err)
@@ -196,6 +197,7 @@ const (
 )
 
 func TestRouterFirstRefreshStoresTheCatalogDisabled(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	got := f.refresh(t)
 	if got.GetDiscovered() != 4 || got.GetAvailable() != 4 || got.GetMarkedUnavailable() != 0 {
@@ -235,6 +237,7 @@ func TestRouterFirstRefreshStoresTheCatalogDisabled(t *testing.T) {
 }
 
 func TestRouterRefreshMarksVanishedModelsUnavailableAndKeepsPolicy(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	f.refresh(t)
 	f.setPolicy(t, mini, true, true)
@@ -288,6 +291,7 @@ func TestRouterRefreshMarksVanishedModelsUnavailableAndKeepsPolicy(t *testing.T)
 }
 
 func TestRouterAudiencesAndSearch(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	f.refresh(t)
 	f.setPolicy(t, sonnet, true, true)
@@ -324,6 +328,7 @@ func TestRouterAudiencesAndSearch(t *testing.T) {
 }
 
 func TestRouterAdminOnlyMethods(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	f.refresh(t)
 	svc := f.svc
@@ -358,6 +363,7 @@ func TestRouterAdminOnlyMethods(t *testing.T) {
 }
 
 func TestRouterUnknownRoutersAndModels(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	f.refresh(t)
 	_, err := f.svc.UpdateRouterModelPolicy(admin(t), connect.NewRequest(&appv1.UpdateRouterModelPolicyRequest{RouterId: routerID, ModelId: "openai/gpt-5", Enabled: true}))
@@ -373,6 +379,7 @@ func TestRouterUnknownRoutersAndModels(t *testing.T) {
 }
 
 func TestRouterFailedRefreshIsReturnedAndRecorded(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name   string
 		status int
@@ -412,6 +419,7 @@ func TestRouterFailedRefreshIsReturnedAndRecorded(t *testing.T) {
 }
 
 func TestRouterRefreshRefusesOversizedCatalogs(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	f.svc.fetch.maxBytes = 1000
 	_, err := f.svc.RefreshRouterModels(admin(t), connect.NewRequest(&appv1.RefreshRouterModelsRequest{RouterId: routerID}))

@@ -6,6 +6,7 @@ import (
 )
 
 func TestHostsAreStoredInCanonicalForm(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name, in, want string
 		pattern        bool
@@ -40,6 +41,7 @@ func TestHostsAreStoredInCanonicalForm(t *testing.T) {
 }
 
 func TestInvalidHostsAreRefused(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name, in, wantErr string
 		pattern           bool

@@ -177,6 +177,7 @@ func wantProto(t *testing.T, what string, got, want proto.Message) {
 }
 
 func TestCreatedProfileReadsBackFromGetAndList(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, defaultLimits())
 	created := f.create(t, as(t, alice), validRequest())
 	if !ids.Valid(idPrefix, created.GetId()) {
@@ -197,6 +198,7 @@ func TestCreatedProfileReadsBackFromGetAndList(t *testing.T) {
 }
 
 func TestCreateStoresNormalisedValues(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, defaultLimits())
 	req := &appv1.CreateProfileRequest{
 		Name:    "  Spaced name \t",
@@ -236,6 +238,7 @@ func TestCreateStoresNormalisedValues(t *testing.T) {
 }
 
 func TestUpdateReplacesEveryField(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, defaultLimits())
 	created := f.create(t, as(t, alice), validRequest())
 	f.clock.Advance(time.Hour)
@@ -260,6 +263,7 @@ func TestUpdateReplacesEveryField(t *testing.T) {
 }
 
 func TestRenameFreesTheOldName(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, defaultLimits())
 	p := f.create(t, as(t, alice), named("Old"))
 	if _, err := f.update(t, as(t, alice), p.GetId(), named("New")); err != nil {
@@ -271,6 +275,7 @@ func TestRenameFreesTheOldName(t *testing.T) {
 }
 
 func TestDeleteArchives(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, defaultLimits())
 	ctx := as(t, alice)
 	a := f.create(t, ctx, named("Alpha"))
@@ -309,6 +314,7 @@ func TestDeleteArchives(t *testing.T) {
 }
 
 func TestOnlyCreatorOrAdminMayChange(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, defaultLimits())
 	cases := []struct {
 		caller string
@@ -352,6 +358,7 @@ func TestOnlyCreatorOrAdminMayChange(t *testing.T) {
 }
 
 func TestDuplicateNameIsAlreadyExists(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, defaultLimits())
 	taken := f.create(t, as(t, alice), named("Go Backend"))
 	other := f.create(t, as(t, alice), named("Other"))
@@ -386,6 +393,7 @@ func createErr(f fixture, t *testing.T, name string) error {
 }
 
 func TestConcurrentCreatesOfOneNameLetExactlyOneWin(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, defaultLimits())
 	const n = 5
 	errs := make([]error, n)
@@ -409,6 +417,7 @@ func TestConcurrentCreatesOfOneNameLetExactlyOneWin(t *testing.T) {
 }
 
 func TestListSortsByNameCaseInsensitivelyThenID(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, defaultLimits())
 	ctx := as(t, alice)
 	f.create(t, ctx, named("beta"))
@@ -431,6 +440,7 @@ func TestListSortsByNameCaseInsensitivelyThenID(t *testing.T) {
 }
 
 func TestProfileCountIsCapped(t *testing.T) {
+	t.Parallel()
 	lim := defaultLimits()
 	lim.Profiles.Max = 2
 	f := newFixture(t, lim)
@@ -451,6 +461,7 @@ func TestProfileCountIsCapped(t *testing.T) {
 }
 
 func TestIDIsRequiredAndMustName(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, defaultLimits())
 	ctx := as(t, alice)
 	calls := []struct {
@@ -486,6 +497,7 @@ func TestIDIsRequiredAndMustName(t *testing.T) {
 }
 
 func TestDiscoverProfileReposReportsConfiguredRemotes(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, defaultLimits())
 	req := named("Repos")
 	req.Repos = append(req.Repos, &appv1.ProfileRepo{Path: "/work/lib", RemoteUrl: "https://gitlab.com/group/sub/lib"})
@@ -509,6 +521,7 @@ func TestDiscoverProfileReposReportsConfiguredRemotes(t *testing.T) {
 }
 
 func TestLaunch(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, defaultLimits())
 	ctx := as(t, alice)
 	live := f.create(t, ctx, named("Live"))
@@ -556,6 +569,7 @@ func TestLaunch(t *testing.T) {
 // A profile may name only org secrets its saver may use: naming an admins-only secret is how a
 // non-admin would read it (`env` in a session of the profile).
 func TestSavingAProfileChecksTheSecretsPolicy(t *testing.T) {
+	t.Parallel()
 	db, _ := testenv.Firestore(t)
 	_, sealer := testenv.Keyset(t)
 	c := clock.NewFake(t0)

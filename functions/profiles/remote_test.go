@@ -10,6 +10,7 @@ import (
 )
 
 func TestParseRemoteAcceptsNetworkForms(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name, raw          string
 		host, owner, label string
@@ -46,6 +47,7 @@ func TestParseRemoteAcceptsNetworkForms(t *testing.T) {
 }
 
 func TestParseRemoteRejectsWhatNamesNoNetworkRepo(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name, raw, wantErr string
 	}{

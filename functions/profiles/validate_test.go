@@ -42,6 +42,7 @@ func apps(a ...*appv1.SessionApp) mutation {
 // TestInvalidFieldIsNamed runs each invalid request through CreateProfile and UpdateProfile,
 // which share one validation, and expects invalid_argument naming exactly that field.
 func TestInvalidFieldIsNamed(t *testing.T) {
+	t.Parallel()
 	lim := defaultLimits()
 	cases := []struct {
 		name   string
@@ -179,6 +180,7 @@ func TestInvalidFieldIsNamed(t *testing.T) {
 }
 
 func TestEveryInvalidFieldIsReportedAtOnce(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, defaultLimits())
 	req := validRequest()
 	req.Name = ""

@@ -13,6 +13,7 @@ import (
 )
 
 func TestListTasksPagesWithoutGapsOrDuplicates(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	ctx := as(t, alice)
 	const total = 250
@@ -95,6 +96,7 @@ func TestListTasksPagesWithoutGapsOrDuplicates(t *testing.T) {
 }
 
 func TestListTasksScope(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	a1 := f.titled(t, as(t, alice), "Alice one")
 	a2 := f.titled(t, as(t, alice), "Alice two")
@@ -126,6 +128,7 @@ func TestListTasksScope(t *testing.T) {
 }
 
 func TestListTasksByState(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	ctx := as(t, alice)
 	pending := f.titled(t, ctx, "Pending")
@@ -154,6 +157,7 @@ func TestListTasksByState(t *testing.T) {
 }
 
 func TestListTasksSearch(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	ctx := as(t, alice)
 	authBug := f.create(t, ctx, &appv1.CreateTaskRequest{Title: new("Fix authentication bug in login"), Prompt: new("The OAuth callback fails")})

@@ -6,6 +6,7 @@ import (
 )
 
 func TestStateTable(t *testing.T) {
+	t.Parallel()
 	allowed := map[[2]string]bool{
 		{StatePending, StateRunning}:   true,
 		{StatePending, StateFailed}:    true,

@@ -19,6 +19,7 @@ import (
 )
 
 func TestCreateTaskStoresAPendingRootTask(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name string
 		req  *appv1.CreateTaskRequest
@@ -76,6 +77,7 @@ func TestCreateTaskStoresAPendingRootTask(t *testing.T) {
 }
 
 func TestSourceJSONRecordsHowTheTaskWasMade(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	task := f.create(t, as(t, alice), &appv1.CreateTaskRequest{
 		Prompt: new("Fix <the> login"), HarnessMode: new("plan"), DeferInitialPrompt: true, Model: new("sonnet"),
@@ -99,6 +101,7 @@ func TestSourceJSONRecordsHowTheTaskWasMade(t *testing.T) {
 }
 
 func TestCreateTaskPassesProfileErrorsThrough(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	for _, tc := range []struct {
 		profile string
@@ -113,6 +116,7 @@ func TestCreateTaskPassesProfileErrorsThrough(t *testing.T) {
 }
 
 func TestTasksShowTheirCreator(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	ada, err := f.users.EnsureHuman(t.Context(), "ada@example.com", "Ada", t0)
 	if err != nil {
@@ -132,6 +136,7 @@ func TestTasksShowTheirCreator(t *testing.T) {
 }
 
 func TestUpdateTaskTitle(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name       string
 		title      *string
@@ -175,6 +180,7 @@ func TestUpdateTaskTitle(t *testing.T) {
 }
 
 func TestUpdateTaskReindexesTheTitle(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	ctx := as(t, alice)
 	task := f.create(t, ctx, &appv1.CreateTaskRequest{Title: new("Original"), Prompt: new("keep this")})
@@ -189,6 +195,7 @@ func TestUpdateTaskReindexesTheTitle(t *testing.T) {
 }
 
 func TestNamesAreUniqueAmongSiblings(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	ctx := as(t, alice)
 	var names []string
@@ -218,6 +225,7 @@ func TestNamesAreUniqueAmongSiblings(t *testing.T) {
 }
 
 func TestDeletingATaskFreesItsName(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	ctx := as(t, alice)
 	f.titled(t, ctx, "Report")
@@ -231,6 +239,7 @@ func TestDeletingATaskFreesItsName(t *testing.T) {
 }
 
 func TestManyNamesakesGetATagFromTheID(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	ctx := as(t, alice)
 	for i := 1; i <= nameWindow*nameWindows; i++ {
@@ -245,6 +254,7 @@ func TestManyNamesakesGetATagFromTheID(t *testing.T) {
 }
 
 func TestConcurrentCreatesWithOneTitleGetDistinctNames(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	ctx := as(t, alice)
 	const n = 3
@@ -285,6 +295,7 @@ func (f fixture) tree(t *testing.T, owner string) tree {
 }
 
 func TestChildrenKnowTheirParentRootAndCanonicalName(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	tr := f.tree(t, alice)
 	for _, tc := range []struct {
@@ -305,6 +316,7 @@ func TestChildrenKnowTheirParentRootAndCanonicalName(t *testing.T) {
 }
 
 func TestGetTaskListsEveryDescendantOldestFirst(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	ctx := as(t, alice)
 	tr := f.tree(t, alice)
@@ -328,6 +340,7 @@ func TestGetTaskListsEveryDescendantOldestFirst(t *testing.T) {
 }
 
 func TestTreesHaveABoundedDepth(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	ctx := as(t, alice)
 	parent := f.titled(t, ctx, "Level 1")
@@ -339,6 +352,7 @@ func TestTreesHaveABoundedDepth(t *testing.T) {
 }
 
 func TestDeleteTaskDeletesItsSubtree(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	ctx := as(t, alice)
 	tr := f.tree(t, alice)
@@ -367,6 +381,7 @@ func TestDeleteTaskDeletesItsSubtree(t *testing.T) {
 }
 
 func TestDeleteTaskDeletesLargeSubtreesInChunks(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	ctx := as(t, alice)
 	root := f.titled(t, ctx, "Big")
@@ -386,6 +401,7 @@ func TestDeleteTaskDeletesLargeSubtreesInChunks(t *testing.T) {
 }
 
 func TestGetTaskBySessionID(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	ctx := as(t, alice)
 	task := f.titled(t, ctx, "With sessions")
@@ -430,6 +446,7 @@ func TestGetTaskBySessionID(t *testing.T) {
 }
 
 func TestOtherUsersTasksAreNotFound(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	task := f.titled(t, as(t, alice), "Private")
 	bobCtx := as(t, bob)
@@ -458,6 +475,7 @@ func TestOtherUsersTasksAreNotFound(t *testing.T) {
 }
 
 func TestAdminsSeeAndChangeEveryTask(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	tr := f.tree(t, alice)
 	adminCtx := as(t, admin)
@@ -506,6 +524,7 @@ func forEach(t *testing.T, n int, fn func(i int) error) {
 }
 
 func TestCreateTaskWithARequestIDIsIdempotentPerCaller(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	req := &appv1.CreateTaskRequest{ProfileId: profFull, Title: new("Once"), RequestId: new("req-1")}
 	first := f.create(t, as(t, alice), req)

@@ -9,6 +9,7 @@ import (
 )
 
 func TestDeriveTitleTakesTheFirstLineOfThePrompt(t *testing.T) {
+	t.Parallel()
 	long := strings.Repeat("word ", 30)
 	for _, tc := range []struct {
 		name, prompt, want string
@@ -37,6 +38,7 @@ func TestDeriveTitleTakesTheFirstLineOfThePrompt(t *testing.T) {
 }
 
 func TestSlugIsLowercaseLettersDigitsAndDashes(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		title, want string
 	}{
@@ -56,6 +58,7 @@ func TestSlugIsLowercaseLettersDigitsAndDashes(t *testing.T) {
 }
 
 func TestNumberedNamesStayWithinTheLimit(t *testing.T) {
+	t.Parallel()
 	base := slug("Implement the authentication middleware for the API gateway")
 	for _, tc := range []struct {
 		base string
@@ -76,6 +79,7 @@ func TestNumberedNamesStayWithinTheLimit(t *testing.T) {
 }
 
 func TestSearchIndexHoldsWordsAndTheirPrefixes(t *testing.T) {
+	t.Parallel()
 	got := searchIndex("Fix OAuth", "an authentication-bug, a 2nd try: Ünïcode")
 	want := []string{
 		"fix", "oau", "oaut", "oauth", "an", "aut", "auth", "authe", "authen", "authent",
@@ -88,6 +92,7 @@ func TestSearchIndexHoldsWordsAndTheirPrefixes(t *testing.T) {
 }
 
 func TestSearchIndexCapsWordsAndKeyLength(t *testing.T) {
+	t.Parallel()
 	// Distinct words: aa, bb, …, zz, aaa, bbb, …; word i is letter i%26 repeated 2+i/26 times.
 	word := func(i int) string { return strings.Repeat(string(rune('a'+i%26)), 2+i/26) }
 	var prompt strings.Builder
@@ -110,6 +115,7 @@ func TestSearchIndexCapsWordsAndKeyLength(t *testing.T) {
 }
 
 func TestSearchTermsAreDistinctIndexableWords(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		search string
 		want   []string

@@ -13,6 +13,7 @@ import (
 )
 
 func TestInvalidRequestsNameTheirFields(t *testing.T) {
+	t.Parallel()
 	lim := config.Default().Limits
 	lim.MaxPromptBytes = 10
 	f := newFixtureWith(t, lim)

@@ -166,6 +166,7 @@ func withHeader(h http.Header, kv ...string) http.Header {
 func formBody(payload string) string { return url.Values{"payload": {payload}}.Encode() }
 
 func TestDeliveries(t *testing.T) {
+	t.Parallel()
 	form := formBody(prOpened)
 	for _, tc := range []struct {
 		name     string
@@ -293,6 +294,7 @@ func jsonEqual(t *testing.T, got []byte, want string) bool {
 }
 
 func TestUnknownRegistrationsAndOversizedBodiesAreRefused(t *testing.T) {
+	t.Parallel()
 	lim := limits()
 	lim.MaxBodyBytes = 1024
 	s, _ := newService(t, lim)
@@ -333,6 +335,7 @@ func TestUnknownRegistrationsAndOversizedBodiesAreRefused(t *testing.T) {
 }
 
 func TestRotationRetiresTheOldSecret(t *testing.T) {
+	t.Parallel()
 	s, c := newService(t, limits())
 	reg := create(t, s, alice, "webhook", proto.String(secret)).GetRegistration()
 	// other is another instance of the function over the same database, its cache warm.
@@ -376,6 +379,7 @@ func TestRotationRetiresTheOldSecret(t *testing.T) {
 }
 
 func TestDeletedRegistrationAnswers404(t *testing.T) {
+	t.Parallel()
 	s, _ := newService(t, limits())
 	reg := create(t, s, alice, "webhook", proto.String(secret)).GetRegistration()
 	u := serve(t, s) + reg.GetUrlPath()
@@ -392,6 +396,7 @@ func TestDeletedRegistrationAnswers404(t *testing.T) {
 }
 
 func TestDeliveriesRecordLastDeliveryAtOnceAMinute(t *testing.T) {
+	t.Parallel()
 	s, c := newService(t, limits())
 	reg := create(t, s, alice, "github", proto.String(secret)).GetRegistration()
 	u := serve(t, s) + reg.GetUrlPath()
@@ -427,6 +432,7 @@ func TestDeliveriesRecordLastDeliveryAtOnceAMinute(t *testing.T) {
 }
 
 func TestFailedPublishAnswers503(t *testing.T) {
+	t.Parallel()
 	db, _ := testenv.Firestore(t)
 	_, sealer := testenv.Keyset(t)
 	testenv.RequirePubSub(t)
@@ -445,6 +451,7 @@ func TestFailedPublishAnswers503(t *testing.T) {
 }
 
 func TestSecurityAGenericReplayWithANewIdempotencyKeyKeepsItsDeliveryKey(t *testing.T) {
+	t.Parallel()
 	s, _ := newService(t, limits())
 	reg := create(t, s, alice, "webhook", proto.String(secret)).GetRegistration()
 	got := published(t, s)
@@ -469,6 +476,7 @@ func TestSecurityAGenericReplayWithANewIdempotencyKeyKeepsItsDeliveryKey(t *test
 }
 
 func TestSecurityGenericSignaturesOutsideTheToleranceAreRefused(t *testing.T) {
+	t.Parallel()
 	lim := limits()
 	s, c := newService(t, lim)
 	reg := create(t, s, alice, "webhook", proto.String(secret)).GetRegistration()

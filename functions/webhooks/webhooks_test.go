@@ -67,6 +67,7 @@ func list(t testing.TB, s *Service, userID string) []*appv1.WebhookRegistration 
 var generatedSecret = regexp.MustCompile(`^[0-9a-f]{64}$`)
 
 func TestRegistrationLifecycle(t *testing.T) {
+	t.Parallel()
 	s, c := newService(t, limits())
 	created := create(t, s, alice, "github", nil)
 	reg := created.GetRegistration()
@@ -116,6 +117,7 @@ func TestRegistrationLifecycle(t *testing.T) {
 }
 
 func TestOwnersAndAdminsOnly(t *testing.T) {
+	t.Parallel()
 	s, _ := newService(t, limits())
 	a := create(t, s, alice, "webhook", nil).GetRegistration()
 	b := create(t, s, bob, "github", nil).GetRegistration()
@@ -152,6 +154,7 @@ func TestOwnersAndAdminsOnly(t *testing.T) {
 }
 
 func TestInvalidRequestsNameTheirFields(t *testing.T) {
+	t.Parallel()
 	s, _ := newService(t, limits())
 	for _, tc := range []struct {
 		name string
@@ -182,6 +185,7 @@ func TestInvalidRequestsNameTheirFields(t *testing.T) {
 }
 
 func TestCreatePastTheCapIsRefused(t *testing.T) {
+	t.Parallel()
 	lim := limits()
 	lim.Max = 2
 	s, _ := newService(t, lim)

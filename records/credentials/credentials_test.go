@@ -15,6 +15,7 @@ import (
 )
 
 func TestSubjectOfAppliesTheSubjectRules(t *testing.T) {
+	t.Parallel()
 	alice := auth.Principal{UserID: "user_alice"}
 	root := auth.Principal{UserID: "user_root", Admin: true}
 	user := appv1.OauthSubjectKind_OAUTH_SUBJECT_KIND_USER
@@ -54,6 +55,7 @@ func TestSubjectOfAppliesTheSubjectRules(t *testing.T) {
 // A bundle is stored only sealed, bound to its subject and provider: copied onto another
 // subject's record it does not open.
 func TestBundlesAreSealedAndBoundToSubjectAndProvider(t *testing.T) {
+	t.Parallel()
 	db, _ := testenv.Firestore(t)
 	_, sealer := testenv.Keyset(t)
 	s := New(db, sealer, clock.NewFake(time.Date(2026, 5, 1, 0, 0, 0, 0, time.UTC)).Now, 1024)

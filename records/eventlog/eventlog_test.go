@@ -78,6 +78,7 @@ func wantSequence(t testing.TB, got []int64, from, to int64) {
 }
 
 func TestAppendAssignsConsecutiveIdxAndFlushMakesThemReadable(t *testing.T) {
+	t.Parallel()
 	db, _ := testenv.Firestore(t)
 	w := openWriter(t, db, "s1")
 	at := time.Date(2030, 1, 2, 3, 4, 5, 6000, time.UTC)
@@ -124,6 +125,7 @@ func TestAppendAssignsConsecutiveIdxAndFlushMakesThemReadable(t *testing.T) {
 }
 
 func TestConcurrentAppendsGetDistinctConsecutiveIdx(t *testing.T) {
+	t.Parallel()
 	db, _ := testenv.Firestore(t)
 	w := openWriter(t, db, "s1")
 	const goroutines, each = 8, 50
@@ -158,6 +160,7 @@ func TestConcurrentAppendsGetDistinctConsecutiveIdx(t *testing.T) {
 }
 
 func TestOpenWriterContinuesAfterTheLastStoredIdx(t *testing.T) {
+	t.Parallel()
 	db, _ := testenv.Firestore(t)
 	ctx := context.Background()
 	first, err := eventlog.OpenWriter(ctx, db, "s1", eventlog.WriterOptions{})
@@ -192,6 +195,7 @@ func TestOpenWriterContinuesAfterTheLastStoredIdx(t *testing.T) {
 }
 
 func TestAppendStoresOnlyJSONObjectPayloads(t *testing.T) {
+	t.Parallel()
 	db, _ := testenv.Firestore(t)
 	w := openWriter(t, db, "s1")
 	tests := []struct {
@@ -246,6 +250,7 @@ func seedPagingLog(t *testing.T, db *firestore.Client, sessionID string) {
 }
 
 func TestListPagesForwardAndBackwardWithFilters(t *testing.T) {
+	t.Parallel()
 	db, _ := testenv.Firestore(t)
 	seedPagingLog(t, db, "s1")
 	reader := eventlog.NewReader(db)
@@ -289,6 +294,7 @@ func TestListPagesForwardAndBackwardWithFilters(t *testing.T) {
 }
 
 func TestListOfAnUnknownSessionIsEmpty(t *testing.T) {
+	t.Parallel()
 	db, _ := testenv.Firestore(t)
 	events, next, err := eventlog.NewReader(db).List(context.Background(), "never", eventlog.Query{AfterIdx: 7})
 	if err != nil || len(events) != 0 || next != 7 {
@@ -297,6 +303,7 @@ func TestListOfAnUnknownSessionIsEmpty(t *testing.T) {
 }
 
 func TestTailReturnsTheLastEventsInOrder(t *testing.T) {
+	t.Parallel()
 	db, _ := testenv.Firestore(t)
 	seedPagingLog(t, db, "s1")
 	reader := eventlog.NewReader(db)
@@ -320,6 +327,7 @@ func TestTailReturnsTheLastEventsInOrder(t *testing.T) {
 }
 
 func TestReadsRefuseInvalidInputWithTheField(t *testing.T) {
+	t.Parallel()
 	db, _ := testenv.Firestore(t)
 	reader := eventlog.NewReader(db)
 	many := func(n int) []string {
@@ -420,6 +428,7 @@ func appendConcurrently(t *testing.T, w *eventlog.Writer, n int) <-chan error {
 }
 
 func TestFollowFromZeroGetsEveryConcurrentAppendOnceInOrder(t *testing.T) {
+	t.Parallel()
 	db, _ := testenv.Firestore(t)
 	w := openWriter(t, db, "s1")
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
@@ -444,6 +453,7 @@ func TestFollowFromZeroGetsEveryConcurrentAppendOnceInOrder(t *testing.T) {
 }
 
 func TestFollowResumedFromTheLastDeliveredIdxLosesAndRepeatsNothing(t *testing.T) {
+	t.Parallel()
 	db, _ := testenv.Firestore(t)
 	w := openWriter(t, db, "s1")
 	reader := eventlog.NewReader(db)
@@ -475,6 +485,7 @@ func TestFollowResumedFromTheLastDeliveredIdxLosesAndRepeatsNothing(t *testing.T
 }
 
 func TestFollowSinceBeyondTheEndWaitsForNewEvents(t *testing.T) {
+	t.Parallel()
 	db, _ := testenv.Firestore(t)
 	w := openWriter(t, db, "s1")
 	for range 5 {
@@ -494,6 +505,7 @@ func TestFollowSinceBeyondTheEndWaitsForNewEvents(t *testing.T) {
 }
 
 func TestFollowReturnsTheCallbackError(t *testing.T) {
+	t.Parallel()
 	db, _ := testenv.Firestore(t)
 	w := openWriter(t, db, "s1")
 	for range 3 {
@@ -516,6 +528,7 @@ func TestFollowReturnsTheCallbackError(t *testing.T) {
 }
 
 func TestWriterCloseIsFinal(t *testing.T) {
+	t.Parallel()
 	db, _ := testenv.Firestore(t)
 	ctx := context.Background()
 	w, err := eventlog.OpenWriter(ctx, db, "s1", eventlog.WriterOptions{})
@@ -543,6 +556,7 @@ func TestWriterCloseIsFinal(t *testing.T) {
 }
 
 func TestWriteFailuresKeepEventsQueuedAndAreReported(t *testing.T) {
+	t.Parallel()
 	db, project := testenv.Firestore(t)
 	ctx := context.Background()
 	own, err := store.Open(ctx, project)
@@ -577,6 +591,7 @@ func TestWriteFailuresKeepEventsQueuedAndAreReported(t *testing.T) {
 }
 
 func TestOpenWriterRefusesABadSessionID(t *testing.T) {
+	t.Parallel()
 	db, _ := testenv.Firestore(t)
 	_, err := eventlog.OpenWriter(context.Background(), db, "a/b", eventlog.WriterOptions{})
 	if !errors.Is(err, eventlog.ErrInvalidQuery) {
@@ -585,6 +600,7 @@ func TestOpenWriterRefusesABadSessionID(t *testing.T) {
 }
 
 func TestIsConversation(t *testing.T) {
+	t.Parallel()
 	for _, kind := range eventlog.ConversationKinds() {
 		if !eventlog.IsConversation(kind) {
 			t.Errorf("IsConversation(%q) = false for a listed conversation kind", kind)
@@ -601,6 +617,7 @@ func TestIsConversation(t *testing.T) {
 }
 
 func TestFollowPassesOverAHoleThatNeverFills(t *testing.T) {
+	t.Parallel()
 	db, _ := testenv.Firestore(t)
 	col := db.Collection("sessions").Doc("holey").Collection("events")
 	for _, idx := range []int64{1, 2, 4, 5} {

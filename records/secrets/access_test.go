@@ -10,6 +10,7 @@ import (
 )
 
 func TestAccessAllows(t *testing.T) {
+	t.Parallel()
 	selected := Access{Visibility: Selected, UserIDs: []string{"user_bob"}, ServiceKeyIDs: []string{"key_ci"}, ProfileIDs: []string{"prof_build"}}
 	cases := []struct {
 		name   string
@@ -37,6 +38,7 @@ func TestAccessAllows(t *testing.T) {
 }
 
 func TestNewSecretsAreAdminsOnlyAndOnlyTheirPolicyOpensThem(t *testing.T) {
+	t.Parallel()
 	s, _ := newStore(t, lim)
 	ctx := t.Context()
 	m, _, err := s.Put(ctx, Put{Name: "org/deploy", Value: "hunter2"})
@@ -84,6 +86,7 @@ func TestNewSecretsAreAdminsOnlyAndOnlyTheirPolicyOpensThem(t *testing.T) {
 }
 
 func TestAccessIsValidated(t *testing.T) {
+	t.Parallel()
 	s, _ := newStore(t, lim)
 	ctx := t.Context()
 	if _, _, err := s.Put(ctx, Put{Name: "x", Value: "v"}); err != nil {

@@ -29,6 +29,7 @@ var lim = Limits{MaxValueBytes: 64, MaxSecrets: 3}
 func version(v int64) *int64 { return &v }
 
 func TestPutVersionsAndExpectedVersion(t *testing.T) {
+	t.Parallel()
 	s, c := newStore(t, lim)
 	ctx := t.Context()
 	desc := "OpenRouter"
@@ -65,6 +66,7 @@ func TestPutVersionsAndExpectedVersion(t *testing.T) {
 }
 
 func TestPutRefusesBadInput(t *testing.T) {
+	t.Parallel()
 	s, _ := newStore(t, lim)
 	long := strings.Repeat("d", 2000)
 	cases := []struct {
@@ -90,6 +92,7 @@ func TestPutRefusesBadInput(t *testing.T) {
 }
 
 func TestListExistsDeleteAndTheLimit(t *testing.T) {
+	t.Parallel()
 	s, _ := newStore(t, lim)
 	ctx := t.Context()
 	for _, n := range []string{"b", "a/x", "c.d"} {
@@ -132,6 +135,7 @@ func TestListExistsDeleteAndTheLimit(t *testing.T) {
 }
 
 func TestResolveNamesTheMissingSecret(t *testing.T) {
+	t.Parallel()
 	s, _ := newStore(t, lim)
 	ctx := t.Context()
 	if _, _, err := s.Put(ctx, Put{Name: "gh/token", Value: "ghp_1"}); err != nil {
@@ -152,6 +156,7 @@ func TestResolveNamesTheMissingSecret(t *testing.T) {
 // The value is stored only sealed, and sealed for its own name: a database read shows no
 // plaintext, and a sealed value copied onto another secret does not open.
 func TestValuesAreSealedAndBoundToTheirName(t *testing.T) {
+	t.Parallel()
 	s, _ := newStore(t, lim)
 	ctx := context.Background()
 	for _, n := range []string{"one", "two"} {

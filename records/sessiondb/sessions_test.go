@@ -14,6 +14,7 @@ import (
 )
 
 func TestCanMoveFollowsTheLifecycle(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		from, to sessiondb.Status
 		ok       bool
@@ -42,6 +43,7 @@ func TestCanMoveFollowsTheLifecycle(t *testing.T) {
 }
 
 func TestEveryStateButDeletedCanBeDeleted(t *testing.T) {
+	t.Parallel()
 	for _, s := range sessiondb.Statuses() {
 		if s != sessiondb.Deleted && !sessiondb.CanMove(s, sessiondb.Deleted) {
 			t.Errorf("%s cannot be deleted", s)
@@ -50,6 +52,7 @@ func TestEveryStateButDeletedCanBeDeleted(t *testing.T) {
 }
 
 func TestMoveChecksTheTable(t *testing.T) {
+	t.Parallel()
 	db, _ := testenv.Firestore(t)
 	st := sessiondb.NewStore(db, func() time.Time { return time.Now().UTC() })
 	ctx := context.Background()
@@ -86,6 +89,7 @@ func TestMoveChecksTheTable(t *testing.T) {
 }
 
 func TestListByOwnerHidesDeletedAndOthers(t *testing.T) {
+	t.Parallel()
 	db, _ := testenv.Firestore(t)
 	now := time.Now().UTC()
 	st := sessiondb.NewStore(db, func() time.Time { now = now.Add(time.Second); return now })
@@ -126,6 +130,7 @@ func ids(rs []*sessiondb.Record) []string {
 }
 
 func TestMoveRechecksWhenAnotherWriteLandsFirst(t *testing.T) {
+	t.Parallel()
 	db, _ := testenv.Firestore(t)
 	st := sessiondb.NewStore(db, func() time.Time { return time.Now().UTC() })
 	ctx := context.Background()
@@ -184,6 +189,7 @@ func TestMoveRechecksWhenAnotherWriteLandsFirst(t *testing.T) {
 
 // The attack: one user took every sandbox slot by creating sessions as fast as it could.
 func TestCreateStopsAtTheOwnersLiveSessionLimit(t *testing.T) {
+	t.Parallel()
 	db, _ := testenv.Firestore(t)
 	st := sessiondb.NewStore(db, func() time.Time { return time.Now().UTC() })
 	ctx := context.Background()
