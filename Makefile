@@ -15,7 +15,7 @@ REGION ?= europe-west1
 DEPLOY_FLAGS ?=
 PROJECT ?= $(shell gcloud config get-value project 2>/dev/null)
 
-.PHONY: dev test security fuzz check system-deps plugins generate check-gen lint vet fmt-check tidy-check bench deploy tools clean
+.PHONY: dev test security fuzz fresh-machine check system-deps plugins generate check-gen lint vet fmt-check tidy-check bench deploy tools clean
 
 ## dev: run the whole system locally (emulators, every function, one server on 127.0.0.1:8080);
 ## the sandbox host needs runc and busybox-static, so it installs them first like `make test`
@@ -64,6 +64,10 @@ fuzz: system-deps
 ## security: the security suite alone, every attack replay (make test runs it too)
 security: system-deps plugins
 	go run ./cmd/hangar emulators -- go test -count=1 -run 'TestSecurity' ./...
+
+## fresh-machine: make dev and the README's Quick start in a throwaway overlay of / with runc and busybox removed, as a new user would
+fresh-machine:
+	scripts/fresh-machine
 
 ## system-deps: runc, busybox-static and e2fsprogs for the sandbox host (installed with apt-get when root)
 system-deps:
