@@ -52,6 +52,11 @@ SIGINT or SIGTERM checkpoints and evicts every sandbox before it stops.`,
 			defer res.Close()
 			p.res, p.log = res, log
 			running, err := startHost(ctx, p)
+			if err != nil && ctx.Err() != nil {
+				// Asked to stop while starting: that is a clean stop, not a failure.
+				log.Info("host stopped during start-up", "err", err)
+				return nil
+			}
 			if err != nil {
 				return err
 			}

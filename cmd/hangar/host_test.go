@@ -35,6 +35,9 @@ type hostProcess struct {
 // startHostProcess runs bin (a built hangar) as a host and waits until the fleet lists it.
 func startHostProcess(t *testing.T, bin, id, dataDir string, env []string, f *fleet.Fleet) *hostProcess {
 	t.Helper()
+	// A host restarted under an old id finds its own earlier record, maybe still alive: only a
+	// registration newer than this start counts.
+	started := time.Now()
 	cmd := exec.Command(bin, "host", "--addr", "127.0.0.1:0", "--id", id, "--data-dir", dataDir)
 	cmd.Env = append(os.Environ(), env...)
 	cmd.Stdout, cmd.Stderr = io.Discard, os.Stderr
@@ -49,7 +52,7 @@ func startHostProcess(t *testing.T, bin, id, dataDir string, env []string, f *fl
 	})
 	deadline := time.Now().Add(30 * time.Second)
 	for time.Now().Before(deadline) {
-		if h, err := f.Get(context.Background(), id); err == nil && f.Alive(h) && h.State == fleet.Ready {
+		if h, err := f.Get(context.Background(), id); err == nil && f.Alive(h) && h.State == fleet.Ready && h.StartedAt.After(started) {
 			return p
 		}
 		select {
