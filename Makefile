@@ -15,7 +15,7 @@ REGION ?= europe-west1
 DEPLOY_FLAGS ?=
 PROJECT ?= $(shell gcloud config get-value project 2>/dev/null)
 
-.PHONY: dev test security fuzz fresh-machine check system-deps plugins generate check-gen lint vet fmt-check tidy-check bench deploy tools clean
+.PHONY: dev test security fuzz fresh-machine check system-deps plugins web web-test generate check-gen lint vet fmt-check tidy-check bench deploy tools clean
 
 ## dev: run the whole system locally (emulators, every function, one server on 127.0.0.1:8080);
 ## the sandbox host needs runc and busybox-static, so it installs them first like `make test`
@@ -33,9 +33,25 @@ plugins:
 	GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared -trimpath -ldflags=-s \
 		-o automation/jsbox/wasm/jsbox.wasm ./automation/jsbox/guest
 
+# The dashboard (web/): its npm dependencies, pinned by the lockfile, from the npm registry only.
+web/node_modules/.package-lock.json: web/package-lock.json
+	npm ci --prefix web --no-audit --no-fund
+
+WEB_SOURCES := $(shell find web/src web/index.html web/vite.config.ts web/tsconfig.json -type f 2>/dev/null)
+
+## web: the dashboard, type-checked and built by Vite into web/dist (embedded into hangar), when its sources changed
+web: web/dist/index.html
+web/dist/index.html: web/node_modules/.package-lock.json $(WEB_SOURCES)
+	rm -rf web/dist/assets web/dist/index.html
+	npm --prefix web run build
+
+## web-test: the dashboard's component tests (Vitest)
+web-test: web/node_modules/.package-lock.json
+	npm --prefix web test
+
 # bin/hangar is rebuilt every time (go build is incremental and fast); the client commands use it.
 .PHONY: bin/hangar
-bin/hangar: plugins
+bin/hangar: plugins web
 	go build -o bin/hangar ./cmd/hangar
 
 # RACE_PKGS are the concurrent packages (the sandbox host, the event log, the supervisor, the
@@ -44,7 +60,7 @@ bin/hangar: plugins
 RACE_PKGS := ./sandboxhosts/host ./records/eventlog ./sandboxhosts/supervisor ./automation/dispatch ./automation/runner ./e2e
 
 ## test: every check and test (fuzz targets run their seed corpora), RACE_PKGS under -race, with one Firestore + Pub/Sub emulator pair for the whole run
-test: check system-deps plugins
+test: check system-deps plugins web web-test
 	go run ./cmd/hangar emulators -- bash -c 'set -eu; \
 		race=$$(go list $(RACE_PKGS)); \
 		go test $(GO_TEST_FLAGS) $$(go list ./... | grep -vxF "$$race"); \
@@ -89,18 +105,22 @@ $(TOOLS)/staticcheck:
 $(TOOLS)/goimports:
 	GOBIN=$(TOOLS) go install golang.org/x/tools/cmd/goimports@$(GOIMPORTS_VERSION)
 
-## generate: regenerate gen/ from proto/
-generate: tools
+## generate: regenerate gen/ (Go) and web/src/gen (the dashboard's TypeScript) from proto/
+generate: tools web/node_modules/.package-lock.json
 	$(TOOLS)/buf generate
+	$(TOOLS)/buf generate --template web/buf.gen.yaml
 
-## check-gen: fail when gen/ differs from what proto/ generates
-check-gen: tools
+## check-gen: fail when gen/ or web/src/gen differs from what proto/ generates
+check-gen: tools web/node_modules/.package-lock.json
 	@tmp=$$(mktemp -d); trap 'rm -rf "$$tmp"' EXIT; \
 	$(TOOLS)/buf generate -o "$$tmp"; \
-	if ! diff -r gen "$$tmp/gen" >/dev/null; then \
-		diff -r gen "$$tmp/gen" | head -20; \
-		echo "gen/ is stale: run 'make generate' and commit the result"; exit 1; \
-	fi
+	$(TOOLS)/buf generate --template web/buf.gen.yaml -o "$$tmp"; \
+	for dir in gen web/src/gen; do \
+		if ! diff -r $$dir "$$tmp/$$dir" >/dev/null; then \
+			diff -r $$dir "$$tmp/$$dir" | head -20; \
+			echo "$$dir is stale: run 'make generate' and commit the result"; exit 1; \
+		fi; \
+	done
 
 ## lint: buf lint, staticcheck (its default checks, unused code included) and import grouping
 lint: tools
@@ -124,9 +144,9 @@ BENCH ?= .
 bench:
 	go run ./cmd/hangar emulators -- go run ./bench/driver -bench '$(BENCH)'
 
-## deploy: one Cloud Run function per built service and the automation worker, as
+## deploy: one Cloud Run function per built service, the automation worker and the dashboard, as
 ## `hangar functions` lists them (not run in CI); see README "Deploy"
-deploy: plugins
+deploy: plugins web
 	@test -n "$(PROJECT)" || { echo "set PROJECT=<gcp project>"; exit 1; }
 	go run ./cmd/hangar functions | while read -r name entry access; do \
 		if [ "$$access" = public ]; then auth=--allow-unauthenticated; else auth=--no-allow-unauthenticated; fi; \

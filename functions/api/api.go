@@ -42,6 +42,7 @@ import (
 	"github.com/hangar-dev/hangar/records/fleet"
 	"github.com/hangar-dev/hangar/records/secrets"
 	"github.com/hangar-dev/hangar/sandboxhosts/hostclient"
+	"github.com/hangar-dev/hangar/web"
 )
 
 // RPCPrefix is where the API is served: POST /rpc/svc.app.v1.<Service>/<Method>.
@@ -211,7 +212,8 @@ func (a *API) ServiceNames() []string {
 	return names
 }
 
-// Handler serves every service under RPCPrefix, plus GET /healthz.
+// Handler serves every service under RPCPrefix, GET /healthz, and the dashboard at every other
+// path.
 func (a *API) Handler() http.Handler {
 	mux := http.NewServeMux()
 	for name, h := range a.services {
@@ -221,6 +223,7 @@ func (a *API) Handler() http.Handler {
 		mux.Handle(pattern, r.h)
 	}
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
+	mux.Handle("/", web.Handler())
 	return mux
 }
 

@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 
 	"github.com/hangar-dev/hangar/gen/svc/app/v1/appv1connect"
+	"github.com/hangar-dev/hangar/web"
 )
 
 // Function is one Cloud Run function: the Functions Framework entry point functions.go
@@ -59,8 +60,12 @@ func Functions() []Function {
 		fns = append(fns, Function{EntryPoint: s[strings.LastIndex(s, ".")+1:], Service: s, Public: true})
 	}
 	// Pub/Sub pushes automation deliveries and run steps to it; Cloud Scheduler ticks it.
-	return append(fns, Function{EntryPoint: "AutomationWorker"})
+	return append(fns, Function{EntryPoint: "AutomationWorker"}, Dashboard)
 }
+
+// Dashboard is the web app's function: the load balancer's default route (everything but
+// /rpc/… and /api/…) goes to it. It serves only the embedded static files, so it opens nothing.
+var Dashboard = Function{EntryPoint: "Dashboard", Public: true}
 
 // Instance is the API of one Cloud Run instance, opened on its first request rather than at
 // start-up, so a cold start that only answers health checks opens nothing. A failed open is not
@@ -104,6 +109,9 @@ func (i *Instance) API(ctx context.Context) (*API, error) {
 // Handler serves fn: its service on both paths (see ServiceHandler) and its plain routes, or
 // the automation worker's routes.
 func (i *Instance) Handler(fn Function) http.HandlerFunc {
+	if fn == Dashboard {
+		return web.Handler().ServeHTTP
+	}
 	return func(w http.ResponseWriter, r *http.Request) {
 		a, err := i.API(r.Context())
 		if err != nil {

@@ -47,6 +47,7 @@ var layers = []struct {
 	{"sandboxhosts", engines},
 	{"functions", services},
 	{"functions/api", composition},
+	{"web", services}, // the dashboard's built assets, served next to the services
 	{"cmd", entryPoints},
 	{"", entryPoints}, // functions.go, the Cloud Run entry point, is the module's root package
 	{"emulators", tooling},

@@ -1,0 +1,128 @@
+import { useQuery } from "@connectrpc/connect-query";
+import { useEffect, useState } from "react";
+import { Link, useSearchParams } from "react-router-dom";
+
+import { TaskService } from "../gen/svc/app/v1/task_pb";
+import { Empty, ErrorView, Loading } from "../components/States";
+
+export const taskStates = ["pending", "running", "waiting", "completed", "failed", "cancelled"];
+export const pageSize = 25;
+
+// TasksPage lists tasks with search, state and owner filters and paging; every filter lives in
+// the URL, so a filtered page is a link.
+export function TasksPage() {
+  const [params, setParams] = useSearchParams();
+  const search = params.get("q") ?? "";
+  const states = params.getAll("state");
+  const scope = params.get("scope") === "all" ? "all" : "mine";
+  const page = Math.max(1, Number(params.get("page")) || 1);
+  const [draft, setDraft] = useState(search);
+  useEffect(() => setDraft(search), [search]);
+
+  // A new filter starts again at page 1; only the pager keeps (and moves) the page.
+  const update = (change: (p: URLSearchParams) => void) => {
+    const next = new URLSearchParams(params);
+    next.delete("page");
+    change(next);
+    setParams(next);
+  };
+  const tasks = useQuery(TaskService.method.listTasks, { search, states, scope, page, pageSize });
+  const total = tasks.data?.totalCount ?? 0;
+  const pages = Math.max(1, Math.ceil(total / pageSize));
+
+  return (
+    <section>
+      <h1>Tasks</h1>
+      <form
+        className="filters"
+        role="search"
+        onSubmit={(e) => {
+          e.preventDefault();
+          update((p) => (draft ? p.set("q", draft) : p.delete("q")));
+        }}
+      >
+        <label>
+          Search
+          <input type="search" value={draft} onChange={(e) => setDraft(e.target.value)} placeholder="title or name" />
+        </label>
+        <fieldset>
+          <legend>States</legend>
+          {taskStates.map((s) => (
+            <label key={s} className="chip">
+              <input
+                type="checkbox"
+                checked={states.includes(s)}
+                onChange={(e) =>
+                  update((p) => {
+                    const rest = states.filter((x) => x !== s);
+                    p.delete("state");
+                    for (const x of e.target.checked ? [...rest, s] : rest) p.append("state", x);
+                  })
+                }
+              />
+              {s}
+            </label>
+          ))}
+        </fieldset>
+        <label>
+          Owner
+          <select value={scope} onChange={(e) => update((p) => p.set("scope", e.target.value))}>
+            <option value="mine">Mine</option>
+            <option value="all">Everyone's (admins)</option>
+          </select>
+        </label>
+        <button type="submit">Search</button>
+      </form>
+
+      {tasks.isPending ? (
+        <Loading what="tasks" />
+      ) : tasks.isError ? (
+        <ErrorView error={tasks.error} />
+      ) : tasks.data.tasks.length === 0 ? (
+        <Empty>No tasks match. Create one with `hangar tasks create` or from an automation.</Empty>
+      ) : (
+        <>
+          <table className="list">
+            <thead>
+              <tr>
+                <th>Task</th>
+                <th>Status</th>
+                <th>Type</th>
+                <th>Created by</th>
+                <th>Created</th>
+              </tr>
+            </thead>
+            <tbody>
+              {tasks.data.tasks.map((t) => (
+                <tr key={t.id}>
+                  <td>
+                    <Link to={`/tasks/${t.id}`}>{t.title || t.localTaskName || t.id}</Link>
+                  </td>
+                  <td>
+                    <span className={`status status-${t.status}`}>{t.status}</span>
+                  </td>
+                  <td>{t.type}</td>
+                  <td>{t.createdBy?.name || t.createdBy?.email || t.createdByUserId}</td>
+                  <td>
+                    <time dateTime={t.createdAt}>{new Date(t.createdAt).toLocaleString()}</time>
+                  </td>
+                </tr>
+              ))}
+            </tbody>
+          </table>
+          <nav className="pager" aria-label="Pages">
+            <button disabled={page <= 1} onClick={() => update((p) => p.set("page", String(page - 1)))}>
+              Previous
+            </button>
+            <span>
+              Page {page} of {pages} · {total} tasks
+            </span>
+            <button disabled={page >= pages} onClick={() => update((p) => p.set("page", String(page + 1)))}>
+              Next
+            </button>
+          </nav>
+        </>
+      )}
+    </section>
+  );
+}
