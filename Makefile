@@ -60,7 +60,7 @@ bin/hangar: plugins web
 RACE_PKGS := ./sandboxhosts/host ./records/eventlog ./sandboxhosts/supervisor ./automation/dispatch ./automation/runner ./e2e
 
 ## test: every check and test (fuzz targets run their seed corpora), RACE_PKGS under -race, with one Firestore + Pub/Sub emulator pair for the whole run
-test: check system-deps plugins web web-test
+test: check system-deps-browser plugins web web-test
 	go run ./cmd/hangar emulators -- bash -c 'set -eu; \
 		race=$$(go list $(RACE_PKGS)); \
 		go test $(GO_TEST_FLAGS) $$(go list ./... | grep -vxF "$$race"); \
@@ -88,6 +88,11 @@ fresh-machine:
 ## system-deps: runc, busybox-static and e2fsprogs for the sandbox host (installed with apt-get when root)
 system-deps:
 	@scripts/system-deps
+
+# make test also needs Chromium, for the dashboard's browser tests.
+.PHONY: system-deps-browser
+system-deps-browser:
+	@scripts/system-deps --browser
 
 ## check: the house rules — gen/ in sync with proto/, buf lint, staticcheck, import grouping, gofmt, go vet, go.mod tidy
 check: check-gen lint fmt-check vet tidy-check

@@ -9,5 +9,5 @@ export default defineConfig({
   plugins: [react()],
   build: { outDir: "dist", emptyOutDir: false, sourcemap: false },
   server: { proxy: { "/rpc": api, "/api": api } },
-  test: { environment: "jsdom", globals: true },
+  test: { environment: "jsdom", globals: true, setupFiles: ["src/test-setup.ts"], testTimeout: 30000 },
 });

@@ -64,6 +64,31 @@ func TestReadmeQuickStart(t *testing.T) {
 		t.Fatalf("the quick start no longer sets HANGAR_URL=%s; update this test", readmeURL)
 	}
 
+	dev := serveDev(t)
+	cmd := exec.Command("bash", "-euo", "pipefail", "-c", strings.ReplaceAll(script, readmeURL, dev.url))
+	cmd.Dir = dev.dir
+	cmd.Env = os.Environ()
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("the quick start failed: %v\n--- its output:\n%s\n--- hangar dev's:\n%s", err, out, dev.out)
+	}
+	for _, want := range []string{`"name":"default"`, "exit status 3", "some notes"} {
+		if !bytes.Contains(out, []byte(want)) {
+			t.Errorf("the quick start's output lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+// devServer is a `hangar dev` (what make dev runs) serving from a fresh directory, with
+// bin/hangar built into it as the README's commands expect.
+type devServer struct {
+	dir, url string
+	out      *lockedWriter
+}
+
+// serveDev runs `hangar dev` in this process on a free port until t ends, and waits until it serves.
+func serveDev(t *testing.T) devServer {
+	t.Helper()
 	dir := t.TempDir()
 	if out, err := exec.Command("go", "build", "-o", filepath.Join(dir, "bin", "hangar"), ".").CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
@@ -102,19 +127,7 @@ func TestReadmeQuickStart(t *testing.T) {
 			t.Fatal("hangar dev never served")
 		}
 	}
-
-	cmd := exec.Command("bash", "-euo", "pipefail", "-c", strings.ReplaceAll(script, readmeURL, url))
-	cmd.Dir = dir
-	cmd.Env = os.Environ()
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("the quick start failed: %v\n--- its output:\n%s\n--- hangar dev's:\n%s", err, out, devOut)
-	}
-	for _, want := range []string{`"name":"default"`, "exit status 3", "some notes"} {
-		if !bytes.Contains(out, []byte(want)) {
-			t.Errorf("the quick start's output lacks %q:\n%s", want, out)
-		}
-	}
+	return devServer{dir: dir, url: url, out: devOut}
 }
 
 // lockedWriter lets hangar dev's goroutines and the test share one buffer.

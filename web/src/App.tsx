@@ -6,6 +6,7 @@ import { Navigate, Route, Routes } from "react-router-dom";
 
 import { Layout } from "./components/Layout";
 import { NotFound } from "./pages/NotFound";
+import { SessionPage } from "./pages/Session";
 import { TaskPage } from "./pages/Task";
 import { TasksPage } from "./pages/Tasks";
 
@@ -22,6 +23,7 @@ export function App({ transport }: { transport: Transport }) {
             <Route index element={<Navigate to="/tasks" replace />} />
             <Route path="tasks" element={<TasksPage />} />
             <Route path="tasks/:taskId" element={<TaskPage />} />
+            <Route path="sessions/:sessionId" element={<SessionPage />} />
             <Route path="*" element={<NotFound />} />
           </Route>
         </Routes>

@@ -53,7 +53,10 @@ function SessionTree({ task }: { task: Task }) {
     <ul className="tree">
       {task.sessions.map((s) => (
         <li key={s.sessionId}>
-          <code>{s.sessionId}</code> {s.role && <em>{s.role}</em>}{" "}
+          <Link to={`/sessions/${s.sessionId}`}>
+            <code>{s.sessionId}</code>
+          </Link>{" "}
+          {s.role && <em>{s.role}</em>}{" "}
           {s.session && <span className={`status status-${s.session.status}`}>{s.session.status}</span>}
           {s.profile && <span className="muted"> · {s.profile.name}</span>}
         </li>
