@@ -35,6 +35,11 @@ beforeAll(async () => {
   page = await browser.newPage({ viewport: { width: 1280, height: 800 } });
 });
 
+// A failed test leaves a picture of what the page showed.
+afterEach(async (ctx) => {
+  if (ctx.task.result?.state === "fail") await page.screenshot({ path: `${shots}/failed-${ctx.task.name.replace(/\W+/g, "-")}.png`, fullPage: true });
+});
+
 afterAll(async () => {
   await browser?.close();
 });
@@ -85,6 +90,28 @@ describe("the dashboard", () => {
     await checkpoints.getByRole("button", { name: "Snapshot" }).click();
     await checkpoints.getByRole("listitem").filter({ hasText: "latest" }).waitFor();
     await shot("checkpoints");
+  });
+
+  it("creates an automation, edits it until validation passes, runs it and shows the run's steps", async () => {
+    await page.goto(`${url}/automations`);
+    const form = page.getByRole("form", { name: "New automation" });
+    await form.getByLabel("Name").fill("Browser automation");
+    await form.getByRole("button", { name: "Create" }).click();
+    await page.getByRole("heading", { name: "Browser automation" }).waitFor();
+    const editor = page.getByRole("textbox", { name: "Definition (JSON)" });
+    const definition = await editor.inputValue();
+    await editor.fill(definition.replace('"type": "code"', '"type": "nope"'));
+    await page.getByRole("list", { name: "Problems" }).waitFor();
+    await shot("automation-invalid");
+    await editor.fill(definition.replace("hello from an automation", "edited in the browser"));
+    await page.getByText("✓ Valid").waitFor();
+    await page.getByRole("button", { name: "Save as version 2" }).click();
+    await page.getByRole("heading", { name: "Definition · version 2" }).waitFor();
+    await page.getByRole("button", { name: "Run now" }).click();
+    await page.getByText("Started").getByRole("link").click();
+    const step = page.getByRole("list", { name: "Steps" }).getByRole("listitem").filter({ hasText: "hello" });
+    await step.filter({ hasText: "succeeded" }).waitFor({ timeout: 90000 });
+    await shot("run");
   });
 
   it("shows a Connect error with its code on a page that cannot load", async () => {

@@ -5,7 +5,10 @@ import { useState } from "react";
 import { Navigate, Route, Routes } from "react-router-dom";
 
 import { Layout } from "./components/Layout";
+import { AutomationPage } from "./pages/Automation";
+import { AutomationsPage } from "./pages/Automations";
 import { NotFound } from "./pages/NotFound";
+import { RunPage } from "./pages/Run";
 import { SessionPage } from "./pages/Session";
 import { TaskPage } from "./pages/Task";
 import { TasksPage } from "./pages/Tasks";
@@ -24,6 +27,9 @@ export function App({ transport }: { transport: Transport }) {
             <Route path="tasks" element={<TasksPage />} />
             <Route path="tasks/:taskId" element={<TaskPage />} />
             <Route path="sessions/:sessionId" element={<SessionPage />} />
+            <Route path="automations" element={<AutomationsPage />} />
+            <Route path="automations/:automationId" element={<AutomationPage />} />
+            <Route path="runs/:runId" element={<RunPage />} />
             <Route path="*" element={<NotFound />} />
           </Route>
         </Routes>

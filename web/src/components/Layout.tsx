@@ -9,6 +9,7 @@ export function Layout() {
         </NavLink>
         <nav aria-label="Main">
           <NavLink to="/tasks">Tasks</NavLink>
+          <NavLink to="/automations">Automations</NavLink>
         </nav>
       </header>
       <main>
