@@ -209,7 +209,7 @@ func (m *Module) instantiate(ctx context.Context) (*instance, error) {
 		return nil, m.Errorf(ErrClosed, "", "the wasm runtime is closed")
 	}
 	inst := &instance{exports: make(map[string]api.Function, len(m.exports)+1)}
-	callCtx, cancel := context.WithTimeout(ctx, m.rt.opts.CallTimeout)
+	callCtx, cancel := context.WithTimeout(ctx, m.rt.opts.InstantiateTimeout)
 	defer cancel()
 	mod, err := m.rt.wz.InstantiateModule(callCtx, m.compiled, m.config.WithStderr(&inst.stderr))
 	if err != nil {
@@ -299,7 +299,11 @@ func (m *Module) failure(ctx, callCtx context.Context, inst *instance, export st
 		return m.Errorf(ErrClosed, export, "the wasm runtime closed during the call")
 	}
 	if exit, ok := errors.AsType[*sys.ExitError](err); (ok && exit.ExitCode() == sys.ExitCodeDeadlineExceeded) || callCtx.Err() != nil {
-		return m.Errorf(ErrTimeout, export, "ran past its %s deadline", m.rt.opts.CallTimeout)
+		limit := m.rt.opts.CallTimeout
+		if export == initializeExport {
+			limit = m.rt.opts.InstantiateTimeout
+		}
+		return m.Errorf(ErrTimeout, export, "ran past its %s deadline", limit)
 	}
 	// The message keeps the first line of each report; the detail keeps them whole, wasm
 	// stack trace and all, for the logs of whoever debugs the module.

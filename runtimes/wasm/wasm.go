@@ -30,9 +30,13 @@ import (
 
 // Defaults for Options left zero.
 const (
-	DefaultCallTimeout      = 2 * time.Second
-	DefaultMemoryLimitBytes = 256 << 20
-	DefaultMaxReplyBytes    = 16 << 20
+	DefaultCallTimeout = 2 * time.Second
+	// DefaultInstantiateTimeout bounds an instance's start-up: a module's own set-up (goja's
+	// runtime, a plugin's globals) does not depend on the input, and on a busy machine it can
+	// take longer than the deadline of the calls that follow.
+	DefaultInstantiateTimeout = 30 * time.Second
+	DefaultMemoryLimitBytes   = 256 << 20
+	DefaultMaxReplyBytes      = 16 << 20
 )
 
 // pageSize is the WebAssembly page size.
@@ -42,8 +46,11 @@ const pageSize = 65536
 type Options struct {
 	// CacheDir keeps compiled modules on disk across processes; "" keeps them in memory only.
 	CacheDir string
-	// CallTimeout bounds each call into a module, instantiation included (DefaultCallTimeout).
+	// CallTimeout bounds each call into a module (DefaultCallTimeout).
 	CallTimeout time.Duration
+	// InstantiateTimeout bounds starting an instance, its _initialize included
+	// (DefaultInstantiateTimeout).
+	InstantiateTimeout time.Duration
 	// MemoryLimitBytes caps each instance's linear memory (DefaultMemoryLimitBytes), rounded
 	// down to whole 64 KiB pages.
 	MemoryLimitBytes uint64
@@ -55,11 +62,14 @@ type Options struct {
 }
 
 func (o Options) withDefaults() (Options, error) {
-	if o.CallTimeout < 0 || o.MaxReplyBytes < 0 || o.Instances < 0 {
-		return o, fmt.Errorf("wasm runtime options: negative CallTimeout, MaxReplyBytes or Instances: %+v", o)
+	if o.CallTimeout < 0 || o.InstantiateTimeout < 0 || o.MaxReplyBytes < 0 || o.Instances < 0 {
+		return o, fmt.Errorf("wasm runtime options: negative CallTimeout, InstantiateTimeout, MaxReplyBytes or Instances: %+v", o)
 	}
 	if o.CallTimeout == 0 {
 		o.CallTimeout = DefaultCallTimeout
+	}
+	if o.InstantiateTimeout == 0 {
+		o.InstantiateTimeout = DefaultInstantiateTimeout
 	}
 	if o.MemoryLimitBytes == 0 {
 		o.MemoryLimitBytes = DefaultMemoryLimitBytes
