@@ -91,6 +91,13 @@ func runDev(ctx context.Context, addr, dataDir string, saveEvery time.Duration, 
 	}
 	defer img.Close()
 	log.Info("dev image ready", "ref", img.Ref())
+	// Listen before composing: sign-in needs the address browsers reach.
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", addr, err)
+	}
+	defer ln.Close()
+	devSignIn(&cfg, "http://"+ln.Addr().String())
 	a, res, err := api.Open(ctx, cfg, api.Options{Log: log, HarnessCacheDir: filepath.Join(dataDir, "host", "wasm-cache")})
 	if err != nil {
 		return err
@@ -127,10 +134,6 @@ func runDev(ctx context.Context, addr, dataDir string, saveEvery time.Duration, 
 		}
 	}()
 
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return fmt.Errorf("listen on %s: %w", addr, err)
-	}
 	srv := api.NewServer(a.Handler())
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
@@ -165,7 +168,7 @@ func ensureAdminKey(ctx context.Context, a *api.API, path string) (key string, c
 		return "", false, fmt.Errorf("read admin key: %w", err)
 	}
 	now := time.Now().UTC()
-	user, err := a.Users().EnsureHuman(ctx, "admin@hangar.local", "Local admin", now)
+	user, err := a.Users().EnsureHuman(ctx, devAdminEmail, "Local admin", now)
 	if err != nil {
 		return "", false, err
 	}
@@ -198,6 +201,20 @@ func ensureAdminKey(ctx context.Context, a *api.API, path string) (key string, c
 		return "", false, fmt.Errorf("write admin key: %w", err)
 	}
 	return key, true, nil
+}
+
+// devAdminEmail is `hangar dev`'s local admin.
+const devAdminEmail = "admin@hangar.local"
+
+// devSignIn lets a browser on loopback sign in as the local admin without an identity provider
+// (POST /api/auth/dev, functions/signin), at dev's own address unless HANGAR_PUBLIC_URL says
+// otherwise. With HANGAR_OIDC_ISSUER set, sign-in goes through that provider as in production.
+func devSignIn(cfg *config.Config, url string) {
+	if cfg.SignIn.PublicURL == "" {
+		cfg.SignIn.PublicURL = url
+	}
+	cfg.SignIn.DevSignIn = true
+	cfg.SignIn.DevAdminEmail = devAdminEmail
 }
 
 // devDefaults fills in what sessions need locally and production configures: a file bucket, a
