@@ -176,7 +176,7 @@ func (s *Service) callback(w http.ResponseWriter, r *http.Request) {
 		s.page(w, http.StatusForbidden, "Sign-in refused", cl.Email+" is not of a domain allowed to sign in to this Hangar.")
 		return
 	}
-	if err := s.signInPerson(w, r, cl.Email, cl.Name); err != nil {
+	if err := s.signInPerson(w, r, cl.Email, cl.Name, false); err != nil {
 		s.d.Log.Error("sign-in", "email", cl.Email, "err", err)
 		s.page(w, http.StatusServiceUnavailable, "Sign-in failed", "Hangar could not record the sign-in; try again.")
 		return
@@ -185,8 +185,9 @@ func (s *Service) callback(w http.ResponseWriter, r *http.Request) {
 }
 
 // signInPerson creates or updates the person with email and starts their session: an admin one
-// for the configured first admin, or anyone holding an unrevoked admin key.
-func (s *Service) signInPerson(w http.ResponseWriter, r *http.Request, email, name string) error {
+// when admin says so, for the configured first admin, or for anyone holding an unrevoked admin
+// key.
+func (s *Service) signInPerson(w http.ResponseWriter, r *http.Request, email, name string, admin bool) error {
 	ctx := r.Context()
 	u, err := s.d.Users.EnsureHuman(ctx, email, name, s.d.Clock.Now())
 	if err != nil {
@@ -197,7 +198,7 @@ func (s *Service) signInPerson(w http.ResponseWriter, r *http.Request, email, na
 			return err
 		}
 	}
-	admin := s.d.Config.AdminEmail != "" && strings.EqualFold(email, s.d.Config.AdminEmail)
+	admin = admin || s.d.Config.AdminEmail != "" && strings.EqualFold(email, s.d.Config.AdminEmail)
 	if !admin {
 		acting, err := s.d.Keys.Acting(ctx, u.ID, "")
 		if err != nil {

@@ -172,7 +172,7 @@ func (s *Service) devSignIn(w http.ResponseWriter, r *http.Request) {
 		s.page(w, http.StatusForbidden, "Refused", "This form must be sent from Hangar's own page.")
 		return
 	}
-	if err := s.signInPerson(w, r, s.d.Config.DevAdminEmail, "Local admin"); err != nil {
+	if err := s.signInPerson(w, r, s.d.Config.DevAdminEmail, "Local admin", true); err != nil {
 		s.d.Log.Error("dev sign-in", "err", err)
 		s.page(w, http.StatusServiceUnavailable, "Sign-in failed", "Hangar could not record the sign-in; try again.")
 		return
