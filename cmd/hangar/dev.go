@@ -142,8 +142,8 @@ func runDev(ctx context.Context, addr, dataDir string, saveEvery time.Duration, 
 	if created {
 		fmt.Fprintf(out, "\nCreated the admin API key (also in %s):\n\n  %s\n", filepath.Join(dataDir, "admin.key"), key)
 	}
-	fmt.Fprintf(out, "\nHangar is serving on %s (Firestore %s, Pub/Sub %s, sandbox host %s)\n\n  export HANGAR_URL=%s\n  export HANGAR_API_KEY=$(cat %s)\n  hangar sessions create   # a sandbox of the dev image %s\n\nCtrl-C stops everything.\n\n",
-		url, emu.FirestoreHost(), emu.PubSubHost(), hostRun.addr, url, filepath.Join(dataDir, "admin.key"), img.Ref())
+	fmt.Fprintf(out, "\nHangar is serving on %s (Firestore %s, Pub/Sub %s, sandbox host %s)\n\n  export HANGAR_URL=%s\n  export HANGAR_API_KEY=$(cat %s)\n  hangar sessions create   # a sandbox of the dev image %s\n\nA browser signs in as the local admin at %s/api/auth/login; hangar login signs a CLI in by device code.\n\nCtrl-C stops everything.\n\n",
+		url, emu.FirestoreHost(), emu.PubSubHost(), hostRun.addr, url, filepath.Join(dataDir, "admin.key"), img.Ref(), url)
 
 	select {
 	case err := <-errc:
