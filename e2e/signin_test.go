@@ -10,9 +10,9 @@ import (
 	"connectrpc.com/connect"
 	"gocloud.dev/blob/memblob"
 
+	"github.com/hangar-dev/hangar/functions/api"
 	appv1 "github.com/hangar-dev/hangar/gen/svc/app/v1"
 	"github.com/hangar-dev/hangar/gen/svc/app/v1/appv1connect"
-	"github.com/hangar-dev/hangar/functions/api"
 	"github.com/hangar-dev/hangar/internal/testenv"
 	"github.com/hangar-dev/hangar/platform/auth"
 	"github.com/hangar-dev/hangar/platform/config"
