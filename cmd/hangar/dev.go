@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -97,7 +98,7 @@ func runDev(ctx context.Context, addr, dataDir string, saveEvery time.Duration, 
 		return fmt.Errorf("listen on %s: %w", addr, err)
 	}
 	defer ln.Close()
-	devSignIn(&cfg, "http://"+ln.Addr().String())
+	devSignIn(&cfg, "http://"+browserAddr(ln.Addr().(*net.TCPAddr)))
 	a, res, err := api.Open(ctx, cfg, api.Options{Log: log, HarnessCacheDir: filepath.Join(dataDir, "host", "wasm-cache")})
 	if err != nil {
 		return err
@@ -215,6 +216,15 @@ func devSignIn(cfg *config.Config, url string) {
 	}
 	cfg.SignIn.DevSignIn = true
 	cfg.SignIn.DevAdminEmail = devAdminEmail
+}
+
+// browserAddr is where a browser on this machine reaches a listener: an unspecified address
+// (--addr :8080) is reached on loopback.
+func browserAddr(a *net.TCPAddr) string {
+	if a.IP.IsUnspecified() {
+		return net.JoinHostPort("127.0.0.1", strconv.Itoa(a.Port))
+	}
+	return a.String()
 }
 
 // devDefaults fills in what sessions need locally and production configures: a file bucket, a

@@ -34,6 +34,8 @@ const (
 	// slowDownStep is what slow_down adds to a grant's interval (RFC 8628 §3.5).
 	slowDownStep = 5 * time.Second
 	maxMachine   = 60
+	// maxFormBytes bounds the body of a device grant request, a few short fields.
+	maxFormBytes = 16 << 10
 )
 
 // Grant statuses.
@@ -81,6 +83,7 @@ func writeOAuthError(w http.ResponseWriter, status int, code, description string
 // deviceCode is POST /api/auth/device/code: client_id=hangar-cli, and machine, the name the key
 // will carry.
 func (s *Service) deviceCode(w http.ResponseWriter, r *http.Request) {
+	r.Body = http.MaxBytesReader(w, r.Body, maxFormBytes)
 	if err := r.ParseForm(); err != nil {
 		writeOAuthError(w, http.StatusBadRequest, "invalid_request", "the body must be application/x-www-form-urlencoded")
 		return
@@ -155,6 +158,7 @@ type userCodeIndex struct {
 
 // deviceToken is POST /api/auth/device/token, RFC 8628 §3.4's token request.
 func (s *Service) deviceToken(w http.ResponseWriter, r *http.Request) {
+	r.Body = http.MaxBytesReader(w, r.Body, maxFormBytes)
 	if err := r.ParseForm(); err != nil {
 		writeOAuthError(w, http.StatusBadRequest, "invalid_request", "the body must be application/x-www-form-urlencoded")
 		return

@@ -112,6 +112,7 @@ func (s *Service) deviceDecide(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
+	r.Body = http.MaxBytesReader(w, r.Body, maxFormBytes)
 	if err := r.ParseForm(); err != nil || !formTokenOK(r) {
 		s.page(w, http.StatusForbidden, "Refused", "This form must be sent from Hangar's own page.")
 		return
