@@ -173,3 +173,15 @@ func TestLoginWhoamiLogoutAgainstADevServer(t *testing.T) {
 		t.Errorf("logout without a login: exit %d %q", r.code, r.msg())
 	}
 }
+
+func TestDevSignsBrowsersInOnLoopbackWhenListeningEverywhere(t *testing.T) {
+	for in, want := range map[string]string{"0.0.0.0:8080": "127.0.0.1:8080", "[::]:8080": "127.0.0.1:8080", "127.0.0.1:9000": "127.0.0.1:9000"} {
+		a, err := net.ResolveTCPAddr("tcp", in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := browserAddr(a); got != want {
+			t.Errorf("browserAddr(%s) = %s, want %s", in, got, want)
+		}
+	}
+}

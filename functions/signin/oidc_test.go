@@ -6,6 +6,7 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+	"time"
 
 	"connectrpc.com/connect"
 	"golang.org/x/oauth2"
@@ -300,5 +301,20 @@ func TestSafeReturnKeepsTheBrowserOnHangar(t *testing.T) {
 		if got := safeReturn(in); got != want {
 			t.Errorf("safeReturn(%q) = %q, want %q", in, got, want)
 		}
+	}
+}
+
+func TestSessionEndsAfterItsTTL(t *testing.T) {
+	e := newEnv(t)
+	b := e.browser(t)
+	e.signIn(t, b, ada)
+	cookie := e.sessionCookie(b)
+	e.clock.Advance(e.d.Config.SessionTTL - time.Second)
+	if code := e.rpc(t, e.sameOrigin(cookie)); code != connect.CodeUnimplemented {
+		t.Fatalf("a second before its end the session answered %v", code)
+	}
+	e.clock.Advance(time.Second)
+	if code := e.rpc(t, e.sameOrigin(cookie)); code != connect.CodeUnauthenticated {
+		t.Errorf("at its end the session answered %v", code)
 	}
 }
