@@ -197,8 +197,9 @@ func New(d Deps) *API {
 
 // signIn serves /api/auth (functions/signin) and lets the interceptor take its session cookies.
 // Its routes go with ApiKeyService's function: `hangar login` ends in a new API key. The
-// OAuth callback page of OAuthCredentialService's redirect flows is mounted apart, at
-// signin.OAuthCallbackPath, by that service's routes.
+// OAuth callback page of OAuthCredentialService's redirect flows is not among them: that service
+// mounts it as a route of its own, a.routes["GET "+signin.OAuthCallbackPath], and finds the
+// signed-in person with a.authn.AuthenticateRequest(r, false).
 func (a *API) signIn(d Deps, secretStore *secrets.Store) {
 	sessions := auth.NewWebSessions(d.DB, a.authn)
 	a.authn.AcceptSessions(sessions, signin.PublicOrigins(d.Config.SignIn))
