@@ -94,7 +94,7 @@ func (s *Service) deviceCode(w http.ResponseWriter, r *http.Request) {
 	}
 	now := s.d.Clock.Now()
 	client := s.d.Authn.ClientAddress(r.RemoteAddr, r.Header)
-	if !s.codes.take(client, now) {
+	if !s.starts.take("device code:"+client, now) {
 		writeOAuthError(w, http.StatusTooManyRequests, "slow_down", "too many device codes asked for from this address; wait a minute")
 		return
 	}

@@ -215,3 +215,27 @@ func TestUserCodesAreNormalizedAsTyped(t *testing.T) {
 		}
 	}
 }
+
+// Each sign-in and device code writes a record before anyone is authenticated: an address
+// starts a burst of each, then one every few seconds.
+func TestStartingFlowsIsRateLimitedPerAddress(t *testing.T) {
+	e := newEnv(t)
+	noFollow := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	for i := range startBurst {
+		e.deviceCode(t)
+		if resp, _ := e.get(t, noFollow, LoginPath); resp.StatusCode != http.StatusFound {
+			t.Fatalf("sign-in %d: %s", i, resp.Status)
+		}
+	}
+	if resp, body := e.form(t, http.DefaultClient, DeviceCodePath, url.Values{"client_id": {CLIClientID}}, nil); resp.StatusCode != http.StatusTooManyRequests || !strings.Contains(body, "slow_down") {
+		t.Errorf("device code %d: %s %s", startBurst+1, resp.Status, body)
+	}
+	if resp, _ := e.get(t, noFollow, LoginPath); resp.StatusCode != http.StatusTooManyRequests {
+		t.Errorf("sign-in %d: %s", startBurst+1, resp.Status)
+	}
+	e.clock.Advance(6 * time.Second)
+	e.deviceCode(t)
+	if resp, _ := e.get(t, noFollow, LoginPath); resp.StatusCode != http.StatusFound {
+		t.Errorf("a sign-in 6 s later: %s", resp.Status)
+	}
+}

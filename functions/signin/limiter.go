@@ -13,9 +13,10 @@ const (
 	// address, may enter: 10, then one a minute. Guessing one live code of 20^8 takes billions.
 	userCodeFailureRate  = rate.Limit(1.0 / 60)
 	userCodeFailureBurst = 10
-	// deviceCodeRate and deviceCodeBurst bound the device codes one address asks for.
-	deviceCodeRate  = rate.Limit(1.0 / 6)
-	deviceCodeBurst = 20
+	// startRate and startBurst bound the sign-ins, and apart the device codes, one address
+	// starts: each writes a Firestore record before anyone is authenticated.
+	startRate  = rate.Limit(1.0 / 6)
+	startBurst = 20
 	// maxLimited bounds the limiters kept; past it they start over, which only lets a few more
 	// attempts through.
 	maxLimited = 10000

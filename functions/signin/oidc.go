@@ -97,6 +97,10 @@ func (s *Service) login(w http.ResponseWriter, r *http.Request) {
 		s.page(w, http.StatusServiceUnavailable, "Sign-in is unavailable", err.Error())
 		return
 	}
+	if !s.starts.take("sign-in:"+s.d.Authn.ClientAddress(r.RemoteAddr, r.Header), s.d.Clock.Now()) {
+		s.page(w, http.StatusTooManyRequests, "Too many sign-ins", "Too many sign-ins were started from this address; wait a minute.")
+		return
+	}
 	state, nonce, verifier := rand.Text(), rand.Text(), oauth2.GenerateVerifier()
 	f := flow{Verifier: verifier, Nonce: nonce, ReturnTo: returnTo, ExpiresAt: s.d.Clock.Now().Add(flowTTL)}
 	if _, err := s.d.DB.Collection(flowsCollection).Doc(hashOf(state)).Create(r.Context(), f); err != nil {

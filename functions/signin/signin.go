@@ -67,7 +67,7 @@ type Service struct {
 	secure  bool // cookies are Secure unless PublicURL is http on loopback
 	oidc    oidcClient
 	lookups limiter // failed user-code lookups, per user and per client address
-	codes   limiter // device codes asked for, per client address
+	starts  limiter // sign-ins and device codes started, per client address (each writes a record)
 }
 
 // New returns the service over d.
@@ -83,7 +83,7 @@ func New(d Deps) *Service {
 	}
 	s := &Service{d: d, secure: !loopbackHTTP(d.Config.PublicURL)}
 	s.lookups = newLimiter(userCodeFailureRate, userCodeFailureBurst)
-	s.codes = newLimiter(deviceCodeRate, deviceCodeBurst)
+	s.starts = newLimiter(startRate, startBurst)
 	return s
 }
 
