@@ -176,6 +176,13 @@ func (s *Service) deviceToken(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	now := s.d.Clock.Now()
+	// Unknown device codes are guesses (or garbage) costing a read each: limited per address as
+	// wrong user codes are.
+	guesser := "device code guesses:" + s.d.Authn.ClientAddress(r.RemoteAddr, r.Header)
+	if !s.lookups.allowed(now, guesser) {
+		writeOAuthError(w, http.StatusTooManyRequests, "slow_down", "too many unknown device codes from this address; wait a minute")
+		return
+	}
 	ref := s.d.DB.Collection(grantsCollection).Doc(hashOf(f.Get("device_code")))
 	var g grant
 	var answer string // an RFC 8628 error code, "" to issue the key
@@ -192,6 +199,7 @@ func (s *Service) deviceToken(w http.ResponseWriter, r *http.Request) {
 		return tx.Set(ref, g)
 	})
 	if errors.Is(err, store.ErrNotFound) {
+		s.lookups.fail(now, guesser)
 		writeOAuthError(w, http.StatusBadRequest, "invalid_grant", "unknown device_code")
 		return
 	}

@@ -239,3 +239,20 @@ func TestStartingFlowsIsRateLimitedPerAddress(t *testing.T) {
 		t.Errorf("a sign-in 6 s later: %s", resp.Status)
 	}
 }
+
+func TestUnknownDeviceCodesAreRateLimitedPerAddress(t *testing.T) {
+	e := newEnv(t)
+	da := e.deviceCode(t)
+	for i := range userCodeFailureBurst {
+		if got, _ := e.poll(t, fmt.Sprintf("hgd_guess_%d", i)); got != "invalid_grant" {
+			t.Fatalf("guess %d: %q", i, got)
+		}
+	}
+	if got, _ := e.poll(t, da.DeviceCode); got != "slow_down" {
+		t.Errorf("after %d unknown codes a real poll answered %q, want slow_down", userCodeFailureBurst, got)
+	}
+	e.clock.Advance(time.Minute)
+	if got, _ := e.poll(t, da.DeviceCode); got != "authorization_pending" {
+		t.Errorf("a minute later: %q", got)
+	}
+}
