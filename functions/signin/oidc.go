@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"slices"
 	"strings"
 	"sync"
@@ -88,7 +89,7 @@ func (s *Service) oauthConfig(ctx context.Context) (*oauth2.Config, *oidc.IDToke
 func (s *Service) login(w http.ResponseWriter, r *http.Request) {
 	returnTo := safeReturn(r.URL.Query().Get("return_to"))
 	if s.d.Config.OIDCIssuer == "" && s.d.Config.DevSignIn {
-		http.Redirect(w, r, DevPath+"?return_to="+urlQueryEscape(returnTo), http.StatusSeeOther)
+		http.Redirect(w, r, DevPath+"?return_to="+url.QueryEscape(returnTo), http.StatusSeeOther)
 		return
 	}
 	conf, _, err := s.oauthConfig(r.Context())

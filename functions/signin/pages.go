@@ -70,7 +70,7 @@ func (s *Service) signedIn(w http.ResponseWriter, r *http.Request) (auth.Princip
 			return p, true
 		}
 	}
-	http.Redirect(w, r, LoginPath+"?return_to="+urlQueryEscape(r.URL.RequestURI()), http.StatusSeeOther)
+	http.Redirect(w, r, LoginPath+"?return_to="+url.QueryEscape(r.URL.RequestURI()), http.StatusSeeOther)
 	return auth.Principal{}, false
 }
 
@@ -198,5 +198,3 @@ func formTokenOK(r *http.Request) bool {
 	want := csrfToken(auth.SessionToken(r.Header))
 	return subtle.ConstantTimeCompare([]byte(r.PostForm.Get("csrf")), []byte(want)) == 1
 }
-
-func urlQueryEscape(s string) string { return url.QueryEscape(s) }

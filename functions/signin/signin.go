@@ -145,13 +145,19 @@ func (s *Service) whoami(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	out := whoamiAnswer{UserID: p.UserID, Kind: p.Kind, Admin: p.Admin, KeyID: p.KeyID}
-	if u, err := s.d.Users.GetMany(r.Context(), []string{p.UserID}); err == nil {
-		out.Email, out.Name = u[p.UserID].Email, u[p.UserID].Name
+	users, err := s.d.Users.GetMany(r.Context(), []string{p.UserID})
+	if err != nil {
+		writeAPIError(w, r, err)
+		return
 	}
+	out.Email, out.Name = users[p.UserID].Email, users[p.UserID].Name
 	if p.KeyID != "" {
-		if k, err := s.d.Keys.Get(r.Context(), p.KeyID); err == nil {
-			out.KeyName = k.Name
+		k, err := s.d.Keys.Get(r.Context(), p.KeyID)
+		if err != nil {
+			writeAPIError(w, r, err)
+			return
 		}
+		out.KeyName = k.Name
 	}
 	writeJSON(w, http.StatusOK, out)
 }
