@@ -17,6 +17,7 @@ import (
 	"cloud.google.com/go/firestore"
 	"connectrpc.com/connect"
 
+	"github.com/hangar-dev/hangar/platform/apierr"
 	"github.com/hangar-dev/hangar/platform/auth"
 	"github.com/hangar-dev/hangar/platform/clock"
 	"github.com/hangar-dev/hangar/platform/config"
@@ -141,20 +142,20 @@ type whoamiAnswer struct {
 func (s *Service) whoami(w http.ResponseWriter, r *http.Request) {
 	p, err := s.d.Authn.AuthenticateRequest(r, true)
 	if err != nil {
-		writeAPIError(w, r, err)
+		s.writeAPIError(w, r, err)
 		return
 	}
 	out := whoamiAnswer{UserID: p.UserID, Kind: p.Kind, Admin: p.Admin, KeyID: p.KeyID}
 	users, err := s.d.Users.GetMany(r.Context(), []string{p.UserID})
 	if err != nil {
-		writeAPIError(w, r, err)
+		s.writeAPIError(w, r, err)
 		return
 	}
 	out.Email, out.Name = users[p.UserID].Email, users[p.UserID].Name
 	if p.KeyID != "" {
 		k, err := s.d.Keys.Get(r.Context(), p.KeyID)
 		if err != nil {
-			writeAPIError(w, r, err)
+			s.writeAPIError(w, r, err)
 			return
 		}
 		out.KeyName = k.Name
@@ -167,7 +168,7 @@ func (s *Service) whoami(w http.ResponseWriter, r *http.Request) {
 func (s *Service) logout(w http.ResponseWriter, r *http.Request) {
 	p, err := s.d.Authn.AuthenticateRequest(r, true)
 	if err != nil {
-		writeAPIError(w, r, err)
+		s.writeAPIError(w, r, err)
 		return
 	}
 	now := s.d.Clock.Now()
@@ -220,9 +221,9 @@ func safeReturn(to string) string {
 	return to
 }
 
-// writeAPIError answers err as a Connect error (JSON body, matching HTTP status), as the RPCs
-// would.
-func writeAPIError(w http.ResponseWriter, r *http.Request, err error) {
+// writeAPIError answers err as the RPCs would: a Connect error (JSON body, matching HTTP
+// status), normalized by apierr so that no internal detail leaves.
+func (s *Service) writeAPIError(w http.ResponseWriter, r *http.Request, err error) {
 	w.Header().Set("Cache-Control", "no-store")
-	_ = connect.NewErrorWriter().Write(w, r, err)
+	_ = connect.NewErrorWriter().Write(w, r, apierr.Normalize(r.Context(), s.d.Log, r.URL.Path, err))
 }
