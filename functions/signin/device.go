@@ -217,7 +217,7 @@ func (s *Service) deviceToken(w http.ResponseWriter, r *http.Request) {
 	}, now)
 	if err != nil {
 		s.d.Log.Error("device token: mint key", "user", g.UserID, "err", err)
-		writeOAuthError(w, http.StatusInternalServerError, "server_error", "the key could not be minted; run hangar login again")
+		writeOAuthError(w, http.StatusServiceUnavailable, "temporarily_unavailable", "the key could not be minted; run hangar login again")
 		return
 	}
 	if _, err := ref.Update(r.Context(), []firestore.Update{{Path: "key_id", Value: k.ID}}); err != nil {

@@ -180,7 +180,7 @@ func (s *Service) logout(w http.ResponseWriter, r *http.Request) {
 	}
 	if err != nil {
 		s.d.Log.Error("sign out", "user", p.UserID, "err", err)
-		writeJSON(w, http.StatusInternalServerError, map[string]string{"error": "sign-out failed; retry"})
+		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"error": "sign-out failed; retry"})
 		return
 	}
 	s.d.Log.Info("signed out", "user", p.UserID, "kind", p.Kind, "key", p.KeyID)
