@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"net"
 	"net/http"
 	"net/http/cookiejar"
@@ -156,6 +157,11 @@ func TestLoginWhoamiLogoutAgainstADevServer(t *testing.T) {
 		t.Fatalf("whoami: %v", r.err)
 	}
 	assertContains(t, r.out, "user: admin@hangar.local", "admin)", "key: hgr_"+stored.KeyID, "key from: "+path, "server: "+base)
+	r = runHangar(t, "", "whoami", "--json")
+	var w whoami
+	if r.err != nil || json.Unmarshal([]byte(r.out), &w) != nil || w.Email != "admin@hangar.local" || !w.Admin || w.KeyID != stored.KeyID || w.Kind != "personal" {
+		t.Errorf("whoami --json: %v %+v\n%s", r.err, w, r.out)
+	}
 	if r := runHangar(t, "", "keys", "list"); r.err != nil || !strings.Contains(r.out, "hangar login on "+host) {
 		t.Fatalf("a client command with the stored login: %v\n%s", r.err, r.out)
 	}
