@@ -48,8 +48,10 @@ const (
 
 // grant is a device authorization waiting for, or past, its approval.
 type grant struct {
-	UserCode   string        `firestore:"user_code"`
-	Machine    string        `firestore:"machine"`
+	UserCode string `firestore:"user_code"`
+	Machine  string `firestore:"machine"`
+	// From is the address that asked for the code, shown on the approval page.
+	From       string        `firestore:"from"`
 	Status     string        `firestore:"status"`
 	UserID     string        `firestore:"user_id"`
 	Admin      bool          `firestore:"admin"`
@@ -101,7 +103,7 @@ func (s *Service) deviceCode(w http.ResponseWriter, r *http.Request) {
 	machine := cleanMachine(r.PostForm.Get("machine"))
 	deviceCode := deviceCodePrefix + rand.Text() + rand.Text()
 	g := grant{
-		Machine: machine, Status: grantPending, CreatedAt: now,
+		Machine: machine, From: client, Status: grantPending, CreatedAt: now,
 		ExpiresAt: now.Add(s.d.Config.DeviceCodeTTL), Interval: s.d.Config.DeviceInterval,
 	}
 	var err error

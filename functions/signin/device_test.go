@@ -48,6 +48,9 @@ func (e *env) decide(t *testing.T, b *http.Client, userCode, action string) int 
 	if resp.StatusCode != http.StatusOK || m == nil {
 		t.Fatalf("approval page: %s %s", resp.Status, page)
 	}
+	if !strings.Contains(page, "<strong>laptop</strong> (from 127.0.0.1)") {
+		t.Errorf("the approval page does not say which machine asked, from where:\n%s", page)
+	}
 	resp, _ = e.form(t, b, DevicePath, url.Values{"user_code": {userCode}, "action": {action}, "csrf": {m[1]}}, http.Header{"Origin": {e.url}})
 	return resp.StatusCode
 }

@@ -24,7 +24,7 @@ code,input{font:1.2em ui-monospace,monospace}button{font-size:1em;margin-right:.
 <p><label>The code <code>hangar login</code> shows: <input name="user_code" autocomplete="off" autofocus size="9"></label></p>
 <p><button>Continue</button></p></form>{{end}}
 {{if .Grant}}<form method="post" action="{{.DevicePath}}">
-<p>A <code>hangar login</code> on <strong>{{.Grant.Machine}}</strong> asks for a personal API key
+<p>A <code>hangar login</code> on <strong>{{.Grant.Machine}}</strong> (from {{.Grant.From}}) asks for a personal API key
 {{- if .Admin}} with <strong>admin</strong> rights{{end}}, acting as you. Approve it only if you
 started it yourself and the code it shows is <code>{{.Code}}</code>.</p>
 <input type="hidden" name="user_code" value="{{.Code}}"><input type="hidden" name="csrf" value="{{.CSRF}}">
