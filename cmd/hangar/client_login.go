@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -18,6 +19,7 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/oauth2"
 
+	"github.com/hangar-dev/hangar/functions/signin"
 	"github.com/hangar-dev/hangar/platform/auth"
 )
 
@@ -25,15 +27,6 @@ import (
 // itself (functions/signin): it asks for a code, a signed-in person approves it in a browser,
 // and the key Hangar mints is kept in the user's config dir, where the client commands find it
 // when neither --api-key nor HANGAR_API_KEY is given.
-
-// The device grant's endpoints and client id, as functions/signin serves them.
-const (
-	deviceCodePath  = "/api/auth/device/code"
-	deviceTokenPath = "/api/auth/device/token"
-	logoutPath      = "/api/auth/logout"
-	whoamiPath      = "/api/auth/whoami"
-	cliClientID     = "hangar-cli"
-)
 
 // storedLogin is what `hangar login` keeps: the server and the key it minted.
 type storedLogin struct {
@@ -148,8 +141,8 @@ neither --api-key nor HANGAR_API_KEY is given; hangar logout revokes it.`,
 
 func runLogin(ctx context.Context, url string, browser bool, out io.Writer) error {
 	conf := &oauth2.Config{
-		ClientID: cliClientID,
-		Endpoint: oauth2.Endpoint{DeviceAuthURL: url + deviceCodePath, TokenURL: url + deviceTokenPath, AuthStyle: oauth2.AuthStyleInParams},
+		ClientID: signin.CLIClientID,
+		Endpoint: oauth2.Endpoint{DeviceAuthURL: url + signin.DeviceCodePath, TokenURL: url + signin.DeviceTokenPath, AuthStyle: oauth2.AuthStyleInParams},
 	}
 	machine, _ := os.Hostname()
 	da, err := conf.DeviceAuth(ctx, oauth2.SetAuthURLParam("machine", machine))
@@ -218,7 +211,7 @@ func newLogoutCmd() *cobra.Command {
 			}
 			ctx, cancel := context.WithTimeout(cmd.Context(), 30*time.Second)
 			defer cancel()
-			err = authRequest(ctx, http.MethodPost, l.URL+logoutPath, l.APIKey, nil)
+			err = authRequest(ctx, http.MethodPost, l.URL+signin.LogoutPath, l.APIKey, nil)
 			// A key revoked already (by an admin, or another logout) is as good as revoked now.
 			if err != nil && connect.CodeOf(err) != connect.CodeUnauthenticated {
 				return cliError(err, l.URL)
@@ -234,33 +227,18 @@ func newLogoutCmd() *cobra.Command {
 }
 
 // whoami is GET /api/auth/whoami's answer.
-type whoami struct {
-	UserID  string `json:"user_id"`
-	Email   string `json:"email"`
-	Name    string `json:"name"`
-	Kind    string `json:"kind"`
-	Admin   bool   `json:"admin"`
-	KeyID   string `json:"key_id"`
-	KeyName string `json:"key_name"`
-}
+type whoami signin.Whoami
 
 func (w whoami) who() string {
 	if w.Email != "" {
 		return w.Email
 	}
-	return cmpOr(w.Name, w.UserID)
-}
-
-func cmpOr(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
+	return cmp.Or(w.Name, w.UserID)
 }
 
 func fetchWhoami(ctx context.Context, url, key string) (whoami, error) {
 	var w whoami
-	err := authRequest(ctx, http.MethodGet, url+whoamiPath, key, &w)
+	err := authRequest(ctx, http.MethodGet, url+signin.WhoamiPath, key, &w)
 	return w, err
 }
 

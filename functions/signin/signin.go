@@ -127,8 +127,8 @@ func (s *Service) startSession(w http.ResponseWriter, r *http.Request, userID st
 	return nil
 }
 
-// whoamiAnswer is GET /api/auth/whoami's JSON.
-type whoamiAnswer struct {
+// Whoami is GET /api/auth/whoami's JSON answer.
+type Whoami struct {
 	UserID  string `json:"user_id"`
 	Email   string `json:"email,omitempty"`
 	Name    string `json:"name,omitempty"`
@@ -145,7 +145,7 @@ func (s *Service) whoami(w http.ResponseWriter, r *http.Request) {
 		s.writeAPIError(w, r, err)
 		return
 	}
-	out := whoamiAnswer{UserID: p.UserID, Kind: p.Kind, Admin: p.Admin, KeyID: p.KeyID}
+	out := Whoami{UserID: p.UserID, Kind: p.Kind, Admin: p.Admin, KeyID: p.KeyID}
 	users, err := s.d.Users.GetMany(r.Context(), []string{p.UserID})
 	if err != nil {
 		s.writeAPIError(w, r, err)
