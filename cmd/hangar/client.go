@@ -115,18 +115,18 @@ func (c *apiClient) withoutDeadline() *apiClient {
 // the message and exit code the user sees (see cliError).
 func (f *clientFlags) run(fn func(c *apiClient, cmd *cobra.Command, args []string) error) func(*cobra.Command, []string) error {
 	return func(cmd *cobra.Command, args []string) error {
-		key := f.apiKey
-		if key == "" {
-			key = os.Getenv("HANGAR_API_KEY")
+		server, key, _, err := credentials(cmd, f.url, f.apiKey)
+		if err != nil {
+			return err
 		}
 		if key == "" {
 			return &exitStatus{code: exitUnauthenticated, err: errors.New(
-				"no API key: set HANGAR_API_KEY or pass --api-key " +
+				"no API key: run hangar login, set HANGAR_API_KEY or pass --api-key " +
 					"(`hangar dev` writes an admin key to .data/admin.key: export HANGAR_API_KEY=$(cat .data/admin.key))")}
 		}
 		ctx, cancel := context.WithTimeout(cmd.Context(), f.timeout)
 		defer cancel()
-		base := strings.TrimRight(f.url, "/") + "/rpc"
+		base := server + "/rpc"
 		opts := auth.WithKey(key)
 		c := &apiClient{
 			ctx:            ctx,
@@ -144,7 +144,7 @@ func (f *clientFlags) run(fn func(c *apiClient, cmd *cobra.Command, args []strin
 			json:           f.json,
 			quiet:          f.quiet,
 		}
-		return cliError(fn(c, cmd, args), f.url)
+		return cliError(fn(c, cmd, args), server)
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -91,6 +92,13 @@ func runDev(ctx context.Context, addr, dataDir string, saveEvery time.Duration, 
 	}
 	defer img.Close()
 	log.Info("dev image ready", "ref", img.Ref())
+	// Listen before composing: sign-in needs the address browsers reach.
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", addr, err)
+	}
+	defer ln.Close()
+	devSignIn(&cfg, "http://"+browserAddr(ln.Addr().(*net.TCPAddr)))
 	a, res, err := api.Open(ctx, cfg, api.Options{Log: log, HarnessCacheDir: filepath.Join(dataDir, "host", "wasm-cache")})
 	if err != nil {
 		return err
@@ -127,10 +135,6 @@ func runDev(ctx context.Context, addr, dataDir string, saveEvery time.Duration, 
 		}
 	}()
 
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return fmt.Errorf("listen on %s: %w", addr, err)
-	}
 	srv := api.NewServer(a.Handler())
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
@@ -139,8 +143,8 @@ func runDev(ctx context.Context, addr, dataDir string, saveEvery time.Duration, 
 	if created {
 		fmt.Fprintf(out, "\nCreated the admin API key (also in %s):\n\n  %s\n", filepath.Join(dataDir, "admin.key"), key)
 	}
-	fmt.Fprintf(out, "\nHangar is serving on %s (Firestore %s, Pub/Sub %s, sandbox host %s)\n\n  export HANGAR_URL=%s\n  export HANGAR_API_KEY=$(cat %s)\n  hangar sessions create   # a sandbox of the dev image %s\n\nCtrl-C stops everything.\n\n",
-		url, emu.FirestoreHost(), emu.PubSubHost(), hostRun.addr, url, filepath.Join(dataDir, "admin.key"), img.Ref())
+	fmt.Fprintf(out, "\nHangar is serving on %s (Firestore %s, Pub/Sub %s, sandbox host %s)\n\n  export HANGAR_URL=%s\n  export HANGAR_API_KEY=$(cat %s)\n  hangar sessions create   # a sandbox of the dev image %s\n\nA browser signs in as the local admin at %s/api/auth/login; hangar login signs a CLI in by device code.\n\nCtrl-C stops everything.\n\n",
+		url, emu.FirestoreHost(), emu.PubSubHost(), hostRun.addr, url, filepath.Join(dataDir, "admin.key"), img.Ref(), url)
 
 	select {
 	case err := <-errc:
@@ -165,7 +169,7 @@ func ensureAdminKey(ctx context.Context, a *api.API, path string) (key string, c
 		return "", false, fmt.Errorf("read admin key: %w", err)
 	}
 	now := time.Now().UTC()
-	user, err := a.Users().EnsureHuman(ctx, "admin@hangar.local", "Local admin", now)
+	user, err := a.Users().EnsureHuman(ctx, devAdminEmail, "Local admin", now)
 	if err != nil {
 		return "", false, err
 	}
@@ -198,6 +202,29 @@ func ensureAdminKey(ctx context.Context, a *api.API, path string) (key string, c
 		return "", false, fmt.Errorf("write admin key: %w", err)
 	}
 	return key, true, nil
+}
+
+// devAdminEmail is `hangar dev`'s local admin.
+const devAdminEmail = "admin@hangar.local"
+
+// devSignIn lets a browser on loopback sign in as the local admin without an identity provider
+// (POST /api/auth/dev, functions/signin), at dev's own address unless HANGAR_PUBLIC_URL says
+// otherwise. With HANGAR_OIDC_ISSUER set, sign-in goes through that provider as in production.
+func devSignIn(cfg *config.Config, url string) {
+	if cfg.SignIn.PublicURL == "" {
+		cfg.SignIn.PublicURL = url
+	}
+	cfg.SignIn.DevSignIn = true
+	cfg.SignIn.DevAdminEmail = devAdminEmail
+}
+
+// browserAddr is where a browser on this machine reaches a listener: an unspecified address
+// (--addr :8080) is reached on loopback.
+func browserAddr(a *net.TCPAddr) string {
+	if a.IP.IsUnspecified() {
+		return net.JoinHostPort("127.0.0.1", strconv.Itoa(a.Port))
+	}
+	return a.String()
 }
 
 // devDefaults fills in what sessions need locally and production configures: a file bucket, a

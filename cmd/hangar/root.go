@@ -13,7 +13,7 @@ func newRootCmd() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newDevCmd(), newHostCmd(), newEmulatorsCmd(), newFunctionsCmd())
+	root.AddCommand(newDevCmd(), newHostCmd(), newEmulatorsCmd(), newFunctionsCmd(), newLoginCmd(), newLogoutCmd(), newWhoamiCmd())
 	addClientCommands(root)
 	return root
 }

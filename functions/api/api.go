@@ -25,6 +25,7 @@ import (
 	"github.com/hangar-dev/hangar/functions/orgsecrets"
 	"github.com/hangar-dev/hangar/functions/profiles"
 	"github.com/hangar-dev/hangar/functions/sessions"
+	"github.com/hangar-dev/hangar/functions/signin"
 	"github.com/hangar-dev/hangar/functions/tasks"
 	"github.com/hangar-dev/hangar/functions/webhooks"
 	hostv1 "github.com/hangar-dev/hangar/gen/host/v1"
@@ -183,6 +184,7 @@ func New(d Deps) *API {
 		access.Webhook = hooks.Readable
 	}
 	a.automations(d, opts, add, effects, access)
+	a.signIn(d, secretStore)
 	if hooks != nil {
 		add(appv1connect.NewWebhookRegistrationServiceHandler(hooks, opts))
 		a.routes["POST "+webhooks.InboundPath] = route{appv1connect.WebhookRegistrationServiceName, hooks.Inbound()}
@@ -191,6 +193,26 @@ func New(d Deps) *API {
 			connect.WithInterceptors(unavailable("webhooks are not served here: set HANGAR_SEAL_KEYSET and give the API Pub/Sub"))))
 	}
 	return a
+}
+
+// signIn serves /api/auth (functions/signin) and lets the interceptor take its session cookies.
+// Its routes go with ApiKeyService's function: `hangar login` ends in a new API key. The
+// OAuth callback page of OAuthCredentialService's redirect flows is not among them: that service
+// mounts it as a route of its own, a.routes["GET "+signin.OAuthCallbackPath], and finds the
+// signed-in person with a.authn.AuthenticateRequest(r, false).
+func (a *API) signIn(d Deps, secretStore *secrets.Store) {
+	sessions := auth.NewWebSessions(d.DB, a.authn)
+	a.authn.AcceptSessions(sessions, signin.PublicOrigins(d.Config.SignIn))
+	sd := signin.Deps{
+		DB: d.DB, Authn: a.authn, Sessions: sessions, Users: a.users, Keys: a.keys,
+		Config: d.Config.SignIn, Clock: d.Clock, Log: d.Log,
+	}
+	if secretStore != nil {
+		sd.Secrets = secretStore
+	}
+	for pattern, h := range signin.New(sd).Routes() {
+		a.routes[pattern] = route{appv1connect.ApiKeyServiceName, h}
+	}
 }
 
 // Keys is the API key store (used to bootstrap the first admin key).

@@ -40,3 +40,51 @@ func TestRoutesAreServedByTheirServicesFunction(t *testing.T) {
 		})
 	}
 }
+
+// /api/auth is served by the one server and by ApiKeyService's function, and a session cookie it
+// sets authenticates real RPCs of the composed API.
+func TestSignInRoutesAreServedByApiKeyServicesFunction(t *testing.T) {
+	db, _ := testenv.Firestore(t)
+	cfg := config.Default()
+	cfg.SignIn.PublicURL, cfg.SignIn.DevSignIn, cfg.SignIn.DevAdminEmail = "http://127.0.0.1:8080", true, "admin@hangar.local"
+	a := New(Deps{DB: db, Config: cfg})
+	keysFn, _ := a.ServiceHandler(appv1connect.ApiKeyServiceName)
+	taskFn, _ := a.ServiceHandler(appv1connect.TaskServiceName)
+	for _, tc := range []struct {
+		name   string
+		h      http.Handler
+		served bool
+	}{
+		{"the one server", a.Handler(), true},
+		{"ApiKeyService's function", keysFn, true},
+		{"TaskService's function", taskFn, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rec := httptest.NewRecorder()
+			tc.h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/api/auth/whoami", nil))
+			if served := rec.Code == http.StatusUnauthorized; served != tc.served {
+				t.Errorf("%d %q: served %v, want %v", rec.Code, rec.Body, served, tc.served)
+			}
+		})
+	}
+
+	signIn := httptest.NewRequest(http.MethodPost, "/api/auth/dev", nil)
+	signIn.Header.Set("Origin", cfg.SignIn.PublicURL)
+	signIn.RemoteAddr = "127.0.0.1:50000"
+	rec := httptest.NewRecorder()
+	a.Handler().ServeHTTP(rec, signIn)
+	cookies := rec.Result().Cookies()
+	if rec.Code != http.StatusSeeOther || len(cookies) != 1 {
+		t.Fatalf("dev sign-in: %d %v", rec.Code, cookies)
+	}
+	call := httptest.NewRequest(http.MethodPost, RPCPrefix+appv1connect.ApiKeyServiceListApiKeysProcedure, strings.NewReader("{}"))
+	call.Header.Set("Content-Type", "application/json")
+	call.Header.Set("Connect-Protocol-Version", "1")
+	call.Header.Set("Origin", cfg.SignIn.PublicURL)
+	call.AddCookie(cookies[0])
+	rec = httptest.NewRecorder()
+	a.Handler().ServeHTTP(rec, call)
+	if rec.Code != http.StatusOK {
+		t.Errorf("ListApiKeys with the local admin's cookie: %d %s", rec.Code, rec.Body)
+	}
+}

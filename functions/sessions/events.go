@@ -118,14 +118,19 @@ const EventsPath = "/api/v1/sessions/{id}/events"
 // SSE serves GET EventsPath as text/event-stream: each event as `id: <idx>`, `event: <kind>`
 // and `data: <payload_json>`. A reconnecting EventSource sends Last-Event-ID and gets what
 // came after it. The key comes in the x-api-key header or, for EventSource clients that
-// cannot set headers, the api_key query parameter.
+// cannot set headers, the api_key query parameter; a signed-in dashboard's session cookie
+// serves too.
 func (s *Service) SSE(authn *auth.Authenticator) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		key := r.Header.Get(auth.HeaderName)
-		if key == "" {
-			key = r.URL.Query().Get("api_key")
+		var p auth.Principal
+		var err error
+		if key := r.URL.Query().Get("api_key"); key != "" && r.Header.Get(auth.HeaderName) == "" {
+			p, err = authn.Authenticate(r.Context(), key, authn.ClientAddress(r.RemoteAddr, r.Header))
+		} else {
+			// The header's key, else the dashboard's session cookie: a GET that only reads, and
+			// whose answer no other origin can read (Hangar grants no CORS).
+			p, err = authn.AuthenticateRequest(r, false)
 		}
-		p, err := authn.Authenticate(r.Context(), key, authn.ClientAddress(r.RemoteAddr, r.Header))
 		if err != nil {
 			writeErr(w, r, err)
 			return

@@ -57,6 +57,11 @@ type Authenticator struct {
 
 	failures failures
 	lookups  atomic.Int64
+
+	// sessions and origins are set by AcceptSessions (websessions.go): without them only API
+	// keys authenticate.
+	sessions *WebSessions
+	origins  map[string]bool
 }
 
 type cached struct {
@@ -129,12 +134,7 @@ func (a *Authenticator) Authenticate(ctx context.Context, key, client string) (P
 		return Principal{}, apierr.Unauthenticated()
 	}
 	p := Principal{UserID: k.UserID, KeyID: k.ID, Kind: k.Kind, Admin: k.Admin}
-	a.mu.Lock()
-	if len(a.cache) >= maxCached {
-		a.cache = make(map[string]cached)
-	}
-	a.cache[h] = cached{p: p, expires: now.Add(a.ttl)}
-	a.mu.Unlock()
+	a.remember(h, p, now.Add(a.ttl))
 	if now.Sub(k.LastUsedAt) > lastUsedEvery {
 		a.touch(snap.Ref, now)
 	}
@@ -165,13 +165,14 @@ var AdminServices = map[string]bool{
 	"svc.app.v1.OrgSecretService": true,
 }
 
-// Interceptor authenticates every RPC and enforces AdminServices.
+// Interceptor authenticates every RPC, by API key or (when AcceptSessions was called) by a
+// dashboard session cookie with CheckCSRF's checks, and enforces AdminServices.
 func Interceptor(a *Authenticator) connect.Interceptor { return &interceptor{a: a} }
 
 type interceptor struct{ a *Authenticator }
 
 func (i *interceptor) check(ctx context.Context, procedure string, peer connect.Peer, h http.Header) (context.Context, error) {
-	p, err := i.a.Authenticate(ctx, strings.TrimSpace(h.Get(HeaderName)), i.a.ClientAddress(peer.Addr, h))
+	p, err := i.a.authenticate(ctx, h, i.a.ClientAddress(peer.Addr, h), true, true)
 	if err != nil {
 		return ctx, err
 	}

@@ -139,6 +139,22 @@ func (ks *Keys) Restore(ctx context.Context, whole string, in NewKeyInput, now t
 	return k, nil
 }
 
+// Get returns the record of the key with id.
+func (ks *Keys) Get(ctx context.Context, id string) (Key, error) {
+	snap, err := ks.db.Collection(keysCollection).Doc(id).Get(ctx)
+	if store.IsNotFound(err) {
+		return Key{}, ErrKeyNotFound
+	}
+	if err != nil {
+		return Key{}, fmt.Errorf("get api key %s: %w", id, err)
+	}
+	var k Key
+	if err := snap.DataTo(&k); err != nil {
+		return Key{}, fmt.Errorf("decode api key %s: %w", id, err)
+	}
+	return k, nil
+}
+
 // List returns keys, newest first.
 func (ks *Keys) List(ctx context.Context, includeRevoked bool, limit int) ([]Key, error) {
 	q := ks.db.Collection(keysCollection).OrderBy("created_at", firestore.Desc).Limit(limit)

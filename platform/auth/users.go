@@ -170,3 +170,14 @@ func (u *Users) CreateServiceAccount(ctx context.Context, name string, now time.
 	}
 	return out, nil
 }
+
+// SetName changes a user's display name, as their identity provider now gives it.
+func (u *Users) SetName(ctx context.Context, id, name string) error {
+	if _, err := u.db.Collection(usersCollection).Doc(id).Update(ctx, []firestore.Update{{Path: "name", Value: name}}); err != nil {
+		return fmt.Errorf("rename user %s: %w", id, err)
+	}
+	u.mu.Lock()
+	delete(u.cache, id)
+	u.mu.Unlock()
+	return nil
+}

@@ -52,6 +52,37 @@ type Config struct {
 	// Registries is what image and plugin pulls may reach: Egress and the private registries of
 	// HANGAR_PRIVATE_REGISTRIES (same entry forms).
 	Registries egress.Policy
+	// SignIn is dashboard sign-in and `hangar login` (functions/signin).
+	SignIn SignIn
+}
+
+// SignIn configures /api/auth: OpenID Connect sign-in to the dashboard, its session cookies, and
+// the device authorization grant of `hangar login`.
+type SignIn struct {
+	// PublicURL is where browsers reach Hangar (scheme://host[:port]): the OIDC redirect URI is
+	// PublicURL/api/auth/callback, and cookie-authenticated calls must come from its origin.
+	// `hangar dev` sets its own address.
+	PublicURL string `env:"HANGAR_PUBLIC_URL"`
+	// OIDCIssuer, OIDCClientID and OIDCClientSecret name the OpenID Connect provider; the client
+	// secret is the org secret of that name (never the secret itself). Without an issuer there is
+	// no OIDC sign-in.
+	OIDCIssuer       string `env:"HANGAR_OIDC_ISSUER"`
+	OIDCClientID     string `env:"HANGAR_OIDC_CLIENT_ID"`
+	OIDCClientSecret string `env:"HANGAR_OIDC_CLIENT_SECRET, default=oidc-client-secret"`
+	// AllowedDomains are the email domains that may sign in (none: nobody may).
+	AllowedDomains []string `env:"HANGAR_OIDC_ALLOWED_DOMAINS"`
+	// AdminEmail is the first admin: signing in with it gives an admin session.
+	AdminEmail string `env:"HANGAR_ADMIN_EMAIL"`
+	// SessionTTL is how long a dashboard session lasts.
+	SessionTTL time.Duration `env:"HANGAR_SESSION_TTL, default=12h"`
+	// DeviceCodeTTL is how long a `hangar login` code may wait for approval; DeviceInterval is
+	// the least time between two polls of it (RFC 8628's interval).
+	DeviceCodeTTL  time.Duration `env:"FIXED_DEVICE_CODE_TTL, default=10m"`
+	DeviceInterval time.Duration `env:"FIXED_DEVICE_INTERVAL, default=5s"`
+	// DevSignIn enables POST /api/auth/dev, which signs in DevAdminEmail without a provider from
+	// loopback only; only `hangar dev` sets it.
+	DevSignIn     bool
+	DevAdminEmail string
 }
 
 // Limits are the API's bounds. Each has a default in its tag; those with a HANGAR_ variable can

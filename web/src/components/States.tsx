@@ -26,7 +26,8 @@ export function ErrorView({ error }: { error: unknown }) {
   );
 }
 
-// SignIn asks for an API key when the API refused the call as unauthenticated.
+// SignIn offers the deployment's sign-in (/api/auth/login, which comes back to this page with
+// the session cookie) or an API key, when the API refused the call as unauthenticated.
 function SignIn() {
   const client = useQueryClient();
   const [key, setKey] = useState("");
@@ -38,6 +39,10 @@ function SignIn() {
   return (
     <form className="signin" onSubmit={submit} aria-label="Sign in">
       <p>Sign in to see this page.</p>
+      <p>
+        <a href={"/api/auth/login?return_to=" + encodeURIComponent(location.pathname + location.search)}>Sign in with your account</a>, or
+        use an API key:
+      </p>
       <label>
         API key
         <input type="password" autoComplete="off" value={key} onChange={(e) => setKey(e.target.value)} required />

@@ -56,5 +56,7 @@ describe("tasks page", () => {
       throw new ConnectError("missing credentials", Code.Unauthenticated);
     });
     expect(await screen.findByRole("form", { name: "Sign in" })).toBeTruthy();
+    const signIn = screen.getByRole("link", { name: "Sign in with your account" });
+    expect(signIn.getAttribute("href")).toMatch(/^\/api\/auth\/login\?return_to=%2F/);
   });
 });

@@ -1,0 +1,229 @@
+// Package signin serves /api/auth: dashboard sign-in through an OpenID Connect provider (or, in
+// `hangar dev`, without one), the session cookie it sets and sign-out, and the RFC 8628 device
+// authorization grant by which `hangar login` gets a personal API key. Sessions and keys
+// themselves live in platform/auth, which verifies them on every call.
+package signin
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"cloud.google.com/go/firestore"
+	"connectrpc.com/connect"
+
+	"github.com/hangar-dev/hangar/platform/apierr"
+	"github.com/hangar-dev/hangar/platform/auth"
+	"github.com/hangar-dev/hangar/platform/clock"
+	"github.com/hangar-dev/hangar/platform/config"
+)
+
+// The paths of /api/auth. OAuthCallbackPath is not served here: OAuthCredentialService's
+// redirect flows mount their page there (functions/api).
+const (
+	Prefix            = "/api/auth"
+	LoginPath         = Prefix + "/login"
+	CallbackPath      = Prefix + "/callback"
+	LogoutPath        = Prefix + "/logout"
+	WhoamiPath        = Prefix + "/whoami"
+	DevPath           = Prefix + "/dev"
+	DevicePath        = Prefix + "/device"
+	DeviceCodePath    = Prefix + "/device/code"
+	DeviceTokenPath   = Prefix + "/device/token"
+	OAuthCallbackPath = Prefix + "/oauth/callback"
+)
+
+// CLIClientID is the client_id `hangar login` sends: the only client of the device grant.
+const CLIClientID = "hangar-cli"
+
+// SecretLookup reads an org secret for the operator's own use (records/secrets.Store.Lookup).
+type SecretLookup interface {
+	Lookup(ctx context.Context, name string) (string, bool, error)
+}
+
+// Deps are what the service runs on.
+type Deps struct {
+	DB       *firestore.Client
+	Authn    *auth.Authenticator
+	Sessions *auth.WebSessions
+	Users    *auth.Users
+	Keys     *auth.Keys
+	// Secrets holds the OIDC client secret; nil (no seal keyset) means no OIDC sign-in.
+	Secrets SecretLookup
+	Config  config.SignIn
+	Clock   clock.Clock
+	Log     *slog.Logger
+	// HTTPClient reaches the OIDC provider (nil: http.DefaultClient).
+	HTTPClient *http.Client
+}
+
+// Service serves /api/auth.
+type Service struct {
+	d       Deps
+	secure  bool // cookies are Secure unless PublicURL is http on loopback
+	oidc    oidcClient
+	lookups limiter // failed user-code lookups, per user and per client address
+	starts  limiter // sign-ins and device codes started, per client address (each writes a record)
+}
+
+// New returns the service over d.
+func New(d Deps) *Service {
+	if d.Clock == nil {
+		d.Clock = clock.Real{}
+	}
+	if d.Log == nil {
+		d.Log = slog.Default()
+	}
+	if d.HTTPClient == nil {
+		d.HTTPClient = http.DefaultClient
+	}
+	s := &Service{d: d, secure: !loopbackHTTP(d.Config.PublicURL)}
+	s.lookups = newLimiter(userCodeFailureRate, userCodeFailureBurst)
+	s.starts = newLimiter(startRate, startBurst)
+	return s
+}
+
+// Routes are the service's HTTP routes by ServeMux pattern.
+func (s *Service) Routes() map[string]http.Handler {
+	return map[string]http.Handler{
+		"GET " + LoginPath:        http.HandlerFunc(s.login),
+		"GET " + CallbackPath:     http.HandlerFunc(s.callback),
+		"POST " + LogoutPath:      http.HandlerFunc(s.logout),
+		"GET " + WhoamiPath:       http.HandlerFunc(s.whoami),
+		"GET " + DevPath:          http.HandlerFunc(s.devPage),
+		"POST " + DevPath:         http.HandlerFunc(s.devSignIn),
+		"GET " + DevicePath:       http.HandlerFunc(s.devicePage),
+		"POST " + DevicePath:      http.HandlerFunc(s.deviceDecide),
+		"POST " + DeviceCodePath:  http.HandlerFunc(s.deviceCode),
+		"POST " + DeviceTokenPath: http.HandlerFunc(s.deviceToken),
+	}
+}
+
+// PublicOrigins are the origins cookie-authenticated calls may come from: PublicURL's.
+func PublicOrigins(c config.SignIn) []string {
+	u, err := url.Parse(c.PublicURL)
+	if err != nil || u.Host == "" {
+		return nil
+	}
+	return []string{u.Scheme + "://" + u.Host}
+}
+
+// startSession signs userID in: a new session and its cookie.
+func (s *Service) startSession(w http.ResponseWriter, r *http.Request, userID string, admin bool) error {
+	now := s.d.Clock.Now()
+	token, err := s.d.Sessions.Create(r.Context(), userID, admin, now, s.d.Config.SessionTTL)
+	if err != nil {
+		return err
+	}
+	http.SetCookie(w, &http.Cookie{
+		Name: auth.SessionCookie, Value: token, Path: "/", HttpOnly: true, Secure: s.secure,
+		SameSite: http.SameSiteLaxMode, MaxAge: int(s.d.Config.SessionTTL / time.Second),
+	})
+	return nil
+}
+
+// Whoami is GET /api/auth/whoami's JSON answer.
+type Whoami struct {
+	UserID  string `json:"user_id"`
+	Email   string `json:"email,omitempty"`
+	Name    string `json:"name,omitempty"`
+	Kind    string `json:"kind"`
+	Admin   bool   `json:"admin"`
+	KeyID   string `json:"key_id,omitempty"`
+	KeyName string `json:"key_name,omitempty"`
+}
+
+// whoami answers who the caller (by API key or session cookie) is, and through which key.
+func (s *Service) whoami(w http.ResponseWriter, r *http.Request) {
+	p, err := s.d.Authn.AuthenticateRequest(r, true)
+	if err != nil {
+		s.writeAPIError(w, r, err)
+		return
+	}
+	out := Whoami{UserID: p.UserID, Kind: p.Kind, Admin: p.Admin, KeyID: p.KeyID}
+	users, err := s.d.Users.GetMany(r.Context(), []string{p.UserID})
+	if err != nil {
+		s.writeAPIError(w, r, err)
+		return
+	}
+	out.Email, out.Name = users[p.UserID].Email, users[p.UserID].Name
+	if p.KeyID != "" {
+		k, err := s.d.Keys.Get(r.Context(), p.KeyID)
+		if err != nil {
+			s.writeAPIError(w, r, err)
+			return
+		}
+		out.KeyName = k.Name
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// logout revokes what signed the request in: the session cookie (and clears it), or the API key
+// presented, which is how `hangar logout` revokes its own key without an admin.
+func (s *Service) logout(w http.ResponseWriter, r *http.Request) {
+	p, err := s.d.Authn.AuthenticateRequest(r, true)
+	if err != nil {
+		s.writeAPIError(w, r, err)
+		return
+	}
+	now := s.d.Clock.Now()
+	if p.Kind == auth.KindWebSession {
+		err = s.d.Sessions.Revoke(r.Context(), auth.SessionToken(r.Header), now)
+		http.SetCookie(w, &http.Cookie{Name: auth.SessionCookie, Value: "", Path: "/", HttpOnly: true, Secure: s.secure, SameSite: http.SameSiteLaxMode, MaxAge: -1})
+	} else {
+		_, err = s.d.Keys.Revoke(r.Context(), p.KeyID, now)
+	}
+	if err != nil {
+		s.d.Log.Error("sign out", "user", p.UserID, "err", err)
+		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"error": "sign-out failed; retry"})
+		return
+	}
+	s.d.Log.Info("signed out", "user", p.UserID, "kind", p.Kind, "key", p.KeyID)
+	writeJSON(w, http.StatusOK, map[string]any{"signed_out": true, "key_id": p.KeyID})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+// loopbackHTTP reports whether u is plain http on a loopback host, where browsers do not send
+// Secure cookies (so Hangar sets none).
+func loopbackHTTP(u string) bool {
+	p, err := url.Parse(u)
+	if err != nil || p.Scheme != "http" {
+		return false
+	}
+	return isLoopbackHost(p.Hostname())
+}
+
+func isLoopbackHost(h string) bool {
+	if h == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(h)
+	return ip != nil && ip.IsLoopback()
+}
+
+// safeReturn is where to send the browser after signing in: a path on this server, never an
+// absolute or scheme-relative URL another site could put there.
+func safeReturn(to string) string {
+	if !strings.HasPrefix(to, "/") || strings.HasPrefix(to, "//") || strings.ContainsAny(to, "\\\r\n") {
+		return "/"
+	}
+	return to
+}
+
+// writeAPIError answers err as the RPCs would: a Connect error (JSON body, matching HTTP
+// status), normalized by apierr so that no internal detail leaves.
+func (s *Service) writeAPIError(w http.ResponseWriter, r *http.Request, err error) {
+	w.Header().Set("Cache-Control", "no-store")
+	_ = connect.NewErrorWriter().Write(w, r, apierr.Normalize(r.Context(), s.d.Log, r.URL.Path, err))
+}

@@ -1,0 +1,219 @@
+package auth
+
+import (
+	"context"
+	"crypto/rand"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"cloud.google.com/go/firestore"
+
+	"github.com/hangar-dev/hangar/platform/apierr"
+	"github.com/hangar-dev/hangar/platform/store"
+)
+
+// A browser signed in to the dashboard holds a session cookie instead of an API key. The cookie's
+// value is a random token; its record is kept under the token's SHA-256, so the database never
+// holds a value that signs anyone in.
+const (
+	// SessionCookie is the dashboard session cookie's name.
+	SessionCookie = "hangar_session"
+	// KindWebSession is the Principal.Kind of a caller signed in by SessionCookie.
+	KindWebSession = "web_session"
+	// CSRFHeader is the header a cookie-authenticated RPC must carry besides a matching Origin,
+	// unless it carries Connect-Protocol-Version (Connect clients send it on every call). An
+	// HTML form can send neither, and a cross-site script cannot send either without a CORS
+	// preflight, which the API never grants.
+	CSRFHeader = "X-Hangar-Csrf"
+
+	sessionPrefix      = "hgs_"
+	webSessionsCollect = "webSessions"
+)
+
+// WebSession is a dashboard session's record.
+type WebSession struct {
+	UserID    string    `firestore:"user_id"`
+	Admin     bool      `firestore:"admin"`
+	CreatedAt time.Time `firestore:"created_at"`
+	ExpiresAt time.Time `firestore:"expires_at"`
+	RevokedAt time.Time `firestore:"revoked_at"`
+}
+
+// WebSessions creates, verifies and revokes dashboard sessions.
+type WebSessions struct {
+	db    *firestore.Client
+	authn *Authenticator
+}
+
+// NewWebSessions returns the session store in db; revocations are also forgotten by authn's
+// cache at once.
+func NewWebSessions(db *firestore.Client, authn *Authenticator) *WebSessions {
+	return &WebSessions{db: db, authn: authn}
+}
+
+// Create starts a session for userID lasting ttl and returns the cookie value, which exists only
+// in this return value (and the browser) from now on.
+func (s *WebSessions) Create(ctx context.Context, userID string, admin bool, now time.Time, ttl time.Duration) (string, error) {
+	token := sessionPrefix + rand.Text() + rand.Text()
+	rec := WebSession{UserID: userID, Admin: admin, CreatedAt: now, ExpiresAt: now.Add(ttl)}
+	if _, err := s.db.Collection(webSessionsCollect).Doc(hashKey(token)).Create(ctx, rec); err != nil {
+		return "", fmt.Errorf("create web session for %s: %w", userID, err)
+	}
+	return token, nil
+}
+
+// Revoke ends the session of token; an unknown or already revoked token is no error.
+func (s *WebSessions) Revoke(ctx context.Context, token string, now time.Time) error {
+	if !strings.HasPrefix(token, sessionPrefix) {
+		return nil
+	}
+	h := hashKey(token)
+	_, err := s.db.Collection(webSessionsCollect).Doc(h).Update(ctx, []firestore.Update{{Path: "revoked_at", Value: now}})
+	if err != nil && !store.IsNotFound(err) {
+		return fmt.Errorf("revoke web session: %w", err)
+	}
+	if s.authn != nil {
+		s.authn.forget(h)
+	}
+	return nil
+}
+
+// lookup returns the principal of an unexpired, unrevoked session token.
+func (s *WebSessions) lookup(ctx context.Context, token string, now time.Time) (Principal, time.Time, bool, error) {
+	if !strings.HasPrefix(token, sessionPrefix) || len(token) > 100 {
+		return Principal{}, time.Time{}, false, nil
+	}
+	snap, err := s.db.Collection(webSessionsCollect).Doc(hashKey(token)).Get(ctx)
+	if store.IsNotFound(err) {
+		return Principal{}, time.Time{}, false, nil
+	}
+	if err != nil {
+		return Principal{}, time.Time{}, false, fmt.Errorf("read web session: %w", err)
+	}
+	var rec WebSession
+	if err := snap.DataTo(&rec); err != nil {
+		return Principal{}, time.Time{}, false, fmt.Errorf("decode web session: %w", err)
+	}
+	if !rec.RevokedAt.IsZero() || !now.Before(rec.ExpiresAt) {
+		return Principal{}, time.Time{}, false, nil
+	}
+	return Principal{UserID: rec.UserID, Kind: KindWebSession, Admin: rec.Admin}, rec.ExpiresAt, true, nil
+}
+
+// AcceptSessions makes the authenticator take dashboard session cookies on calls without an API
+// key, from pages served at one of origins (scheme://host[:port]) only.
+func (a *Authenticator) AcceptSessions(s *WebSessions, origins []string) {
+	a.sessions = s
+	a.origins = make(map[string]bool, len(origins))
+	for _, o := range origins {
+		a.origins[strings.TrimRight(o, "/")] = true
+	}
+}
+
+// AuthenticateSession returns the principal of a session cookie value presented from client, or
+// unauthenticated. Failures count against the client as bad keys do.
+func (a *Authenticator) AuthenticateSession(ctx context.Context, token, client string) (Principal, error) {
+	if a.sessions == nil {
+		return Principal{}, apierr.Unauthenticated()
+	}
+	h := hashKey(token)
+	now := a.clock.Now()
+	a.mu.Lock()
+	c, hit := a.cache[h]
+	a.mu.Unlock()
+	if hit && now.Before(c.expires) {
+		return c.p, nil
+	}
+	if a.failures.known(h, now) {
+		return Principal{}, apierr.Unauthenticated()
+	}
+	// The failure limit's "key id" scope is the token's own hash: one shared scope for every
+	// session would let anyone's bad cookies lock every browser out.
+	scope := "session " + h[:16]
+	if err := a.failures.exhausted(client, scope, now); err != nil {
+		return Principal{}, err
+	}
+	p, expires, ok, err := a.sessions.lookup(ctx, token, now)
+	if err != nil {
+		return Principal{}, err
+	}
+	if !ok {
+		a.failures.failed(h, client, scope, now)
+		return Principal{}, apierr.Unauthenticated()
+	}
+	until := now.Add(a.ttl)
+	if expires.Before(until) {
+		until = expires
+	}
+	a.remember(h, p, until)
+	return p, nil
+}
+
+// CheckCSRF refuses a cookie-authenticated request that a page of another origin could have
+// made: its Origin must be one AcceptSessions named, and, when requireHeader, it must carry a
+// header an HTML form cannot send (Connect-Protocol-Version or CSRFHeader). A browser that says
+// the request is cross-site (Sec-Fetch-Site) is refused whatever its Origin.
+func (a *Authenticator) CheckCSRF(h http.Header, requireHeader bool) error {
+	origin := h.Get("Origin")
+	if origin == "" {
+		return apierr.PermissionDenied("a request signed in by cookie must carry an Origin header")
+	}
+	if u, err := url.Parse(origin); err != nil || !a.origins[u.Scheme+"://"+u.Host] || u.Path != "" {
+		return apierr.PermissionDenied("a request signed in by cookie must come from Hangar's own origin, not %q", origin)
+	}
+	if h.Get("Sec-Fetch-Site") == "cross-site" {
+		return apierr.PermissionDenied("a request signed in by cookie must not be cross-site")
+	}
+	if requireHeader && h.Get("Connect-Protocol-Version") == "" && h.Get(CSRFHeader) == "" {
+		return apierr.PermissionDenied("a request signed in by cookie must carry Connect-Protocol-Version or %s", CSRFHeader)
+	}
+	return nil
+}
+
+// AuthenticateRequest is the principal of a plain HTTP request: by its API key (HeaderName),
+// else by its session cookie. A cookie-authenticated request that is not GET or HEAD must pass
+// CheckCSRF's Origin check; requireHeader also asks for its header (for API calls, not forms).
+func (a *Authenticator) AuthenticateRequest(r *http.Request, requireHeader bool) (Principal, error) {
+	return a.authenticate(r.Context(), r.Header, a.ClientAddress(r.RemoteAddr, r.Header), r.Method != http.MethodGet && r.Method != http.MethodHead, requireHeader)
+}
+
+// SessionToken is the session cookie's value in h, "" when there is none.
+func SessionToken(h http.Header) string {
+	r := http.Request{Header: h}
+	c, err := r.Cookie(SessionCookie)
+	if err != nil {
+		return ""
+	}
+	return c.Value
+}
+
+// authenticate is the one rule of who a request is: an API key wins; without one a session
+// cookie counts, after the CSRF check when the request changes something (unsafe).
+func (a *Authenticator) authenticate(ctx context.Context, h http.Header, client string, unsafe, requireHeader bool) (Principal, error) {
+	if key := strings.TrimSpace(h.Get(HeaderName)); key != "" || a.sessions == nil {
+		return a.Authenticate(ctx, key, client)
+	}
+	token := SessionToken(h)
+	if token == "" {
+		return Principal{}, apierr.Unauthenticated()
+	}
+	if unsafe {
+		if err := a.CheckCSRF(h, requireHeader); err != nil {
+			return Principal{}, err
+		}
+	}
+	return a.AuthenticateSession(ctx, token, client)
+}
+
+// remember caches a verified principal until a time.
+func (a *Authenticator) remember(h string, p Principal, until time.Time) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if len(a.cache) >= maxCached {
+		a.cache = make(map[string]cached)
+	}
+	a.cache[h] = cached{p: p, expires: until}
+}
