@@ -180,4 +180,6 @@ func (fs *Flows) DuePolls(ctx context.Context, limit int) ([]Flow, error) {
 	return out, nil
 }
 
-func (fs *Flows) doc(id string) *firestore.DocumentRef { return fs.db.Collection(FlowCollection).Doc(id) }
+func (fs *Flows) doc(id string) *firestore.DocumentRef {
+	return fs.db.Collection(FlowCollection).Doc(id)
+}
