@@ -80,6 +80,16 @@ type Subject struct {
 
 func (s Subject) String() string { return s.Kind + " " + s.ID }
 
+// Proto is the subject as the API gives it.
+func (s Subject) Proto() *appv1.OAuthSubject {
+	for k, v := range kinds {
+		if v == s.Kind {
+			return &appv1.OAuthSubject{Kind: k, Id: s.ID}
+		}
+	}
+	return &appv1.OAuthSubject{Id: s.ID}
+}
+
 // kinds maps the API's subject kinds to the store's.
 var kinds = map[appv1.OauthSubjectKind]string{
 	appv1.OauthSubjectKind_OAUTH_SUBJECT_KIND_USER:           KindUser,
@@ -125,6 +135,9 @@ var (
 	providerRe  = regexp.MustCompile(`^[a-z0-9][a-z0-9_.-]{0,63}$`)
 	subjectIDRe = regexp.MustCompile(`^[A-Za-z0-9_.:@/+-]{1,256}$`)
 )
+
+// ValidProvider reports whether provider is a well-formed provider name.
+func ValidProvider(provider string) bool { return providerRe.MatchString(provider) }
 
 // Validate reports a bad subject id or provider into v, with fields named as a request
 // carries them.

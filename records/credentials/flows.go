@@ -183,3 +183,9 @@ func (fs *Flows) DuePolls(ctx context.Context, limit int) ([]Flow, error) {
 func (fs *Flows) doc(id string) *firestore.DocumentRef {
 	return fs.db.Collection(FlowCollection).Doc(id)
 }
+
+// NewFlowID mints a flow id.
+func NewFlowID() string { return ids.New(FlowPrefix) }
+
+// FlowOwner is what a flow's sealed secret is bound to.
+func FlowOwner(id string) string { return FlowCollection + "/" + id }
