@@ -2,10 +2,7 @@ package oauthcreds
 
 import (
 	"context"
-	"crypto/rand"
-	"crypto/sha256"
 	"crypto/subtle"
-	"encoding/base64"
 	"errors"
 	"strings"
 
@@ -17,41 +14,13 @@ import (
 	"github.com/hangar-dev/hangar/records/sessiondb"
 )
 
-// Broker environment: what a session created with an OAuth credential finds in its sandbox's
-// environment, sealed into the session like its other secrets.
-const (
-	EnvBrokerToken = "HANGAR_OAUTH_BROKER_TOKEN"
-	EnvSessionID   = "HANGAR_SESSION_ID"
-)
-
-// brokerPrefix starts every broker token, so a leaked one is recognisable.
-const brokerPrefix = "hob_"
-
-// NewBroker mints a broker token for a session bound to the credential of sub and provider:
-// the token for the sandbox, and the record binding keeping only its hash.
-func NewBroker(sub credentials.Subject, provider string) (string, *sessiondb.Broker, error) {
-	b := make([]byte, 32)
-	if _, err := rand.Read(b); err != nil {
-		return "", nil, err
-	}
-	token := brokerPrefix + base64.RawURLEncoding.EncodeToString(b)
-	return token, &sessiondb.Broker{
-		TokenHash: brokerHash(token), SubjectKind: sub.Kind, SubjectID: sub.ID, Provider: provider,
-	}, nil
-}
-
-func brokerHash(token string) []byte {
-	h := sha256.Sum256([]byte(token))
-	return h[:]
-}
-
 // brokered is the session a broker token authenticates: it must be the session's, and the
 // session live (the token dies with its sandbox). Every refusal is the same unauthenticated
 // answer, so a caller learns nothing of which sessions exist.
 func (s *Service) brokered(ctx context.Context, sessionID, token string) (*sessiondb.Broker, error) {
 	refused := connect.NewError(connect.CodeUnauthenticated, errors.New("the session id and broker token do not match a live session"))
 	sessionID, token = strings.TrimSpace(sessionID), strings.TrimSpace(token)
-	if sessionID == "" || !strings.HasPrefix(token, brokerPrefix) || s.d.Sessions == nil {
+	if sessionID == "" || !strings.HasPrefix(token, credentials.BrokerPrefix) || s.d.Sessions == nil {
 		return nil, refused
 	}
 	rec, err := s.d.Sessions.Get(ctx, sessionID)
@@ -61,7 +30,7 @@ func (s *Service) brokered(ctx context.Context, sessionID, token string) (*sessi
 	if err != nil {
 		return nil, err
 	}
-	if rec.Broker == nil || subtle.ConstantTimeCompare(rec.Broker.TokenHash, brokerHash(token)) != 1 || !rec.Status.Live() {
+	if rec.Broker == nil || subtle.ConstantTimeCompare(rec.Broker.TokenHash, credentials.BrokerHash(token)) != 1 || !rec.Status.Live() {
 		return nil, refused
 	}
 	return rec.Broker, nil

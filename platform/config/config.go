@@ -52,6 +52,9 @@ type Config struct {
 	// Registries is what image and plugin pulls may reach: Egress and the private registries of
 	// HANGAR_PRIVATE_REGISTRIES (same entry forms).
 	Registries egress.Policy
+	// OAuthProviders is a JSON list of OAuth providers added to (or replacing by id) the
+	// built-in ones OAuthCredentialService signs in to; functions/oauthcreds reads it.
+	OAuthProviders string `env:"HANGAR_OAUTH_PROVIDERS"`
 }
 
 // Limits are the API's bounds. Each has a default in its tag; those with a HANGAR_ variable can
