@@ -32,10 +32,10 @@ import (
 	"github.com/hangar-dev/hangar/platform/auth"
 	"github.com/hangar-dev/hangar/platform/clock"
 	"github.com/hangar-dev/hangar/platform/egress"
+	"github.com/hangar-dev/hangar/platform/seal"
 	"github.com/hangar-dev/hangar/records/credentials"
 	"github.com/hangar-dev/hangar/records/secrets"
 	"github.com/hangar-dev/hangar/records/sessiondb"
-	"github.com/hangar-dev/hangar/platform/seal"
 )
 
 // Deps are what the service runs on.

@@ -36,4 +36,3 @@ func BrokerHash(token string) []byte {
 	h := sha256.Sum256([]byte(token))
 	return h[:]
 }
-
