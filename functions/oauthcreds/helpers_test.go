@@ -87,3 +87,8 @@ func newHarness(t *testing.T) *harness {
 	})
 	return h
 }
+
+// secretPut is an admins-only org secret.
+func secretPut(name, value string) secrets.Put {
+	return secrets.Put{Name: name, Value: value, By: "user_root"}
+}
