@@ -71,7 +71,7 @@ func (s *Service) refresh(ctx context.Context, sub credentials.Subject, provider
 	if err != nil {
 		return mark(credentials.StatusRefreshFailed, "no client")
 	}
-	old.Expiry = now.Add(-time.Second) // have the token source refresh now
+	old.Expiry = time.Unix(1, 0) // long expired: the token source refreshes at once
 	tok, err := conf.TokenSource(s.withClient(ctx), &old).Token()
 	if err != nil {
 		code, _, safe := providerError("refresh", err)
