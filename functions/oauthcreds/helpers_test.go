@@ -2,6 +2,7 @@ package oauthcreds
 
 import (
 	"bytes"
+	"cloud.google.com/go/firestore"
 	"context"
 	"log/slog"
 	"sync"
@@ -22,6 +23,7 @@ import (
 // confidential client whose id and secret are org secrets every user may use).
 type harness struct {
 	svc      *Service
+	db       *firestore.Client
 	provider *fakeProvider
 	clock    *clock.Fake
 	logs     *syncBuffer
@@ -77,7 +79,7 @@ func newHarness(t *testing.T) *harness {
 	}
 	logs := &syncBuffer{}
 	h := &harness{
-		provider: p, clock: clk, logs: logs, sessions: sessiondb.NewStore(db, clk.Now),
+		db: db, provider: p, clock: clk, logs: logs, sessions: sessiondb.NewStore(db, clk.Now),
 		alice: auth.WithPrincipal(context.Background(), alice), bob: auth.WithPrincipal(context.Background(), bob),
 	}
 	h.svc = New(Deps{

@@ -194,7 +194,7 @@ func s256(verifier string) string {
 func oauthError(w http.ResponseWriter, status int, code string) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(map[string]string{"error": code, "error_description": "the fake provider says " + code})
+	_ = json.NewEncoder(w).Encode(map[string]string{"error": code, "error_description": "the fake provider says " + code + " (descriptions-are-not-echoed-SECRET)"})
 }
 
 func writeJSON(w http.ResponseWriter, v any) {
