@@ -86,7 +86,7 @@ func TestBrokerUpdatesAreCompareAndSwap(t *testing.T) {
 
 // A broker token opens only its own session's credential, and only while the session lives;
 // every refusal is the same unauthenticated answer.
-func TestBrokerTokenIsBoundToItsLiveSession(t *testing.T) {
+func TestSecurityBrokerTokenIsBoundToItsLiveSession(t *testing.T) {
 	h := newHarness(t)
 	connectAlice(t, h)
 	a, b := brokeredSession(t, h, "sess_a"), brokeredSession(t, h, "sess_b")

@@ -79,7 +79,7 @@ func TestBeginRedirectFlowBuildsTheAuthorizeURLFromTheSpec(t *testing.T) {
 // A code is exchanged once, with the flow's redirect_uri and PKCE verifier; the credential gets
 // account metadata from the token response and the probe. A replayed code, a wrong redirect_uri,
 // another user's flow and a code the provider refuses all fail, and none stores a credential.
-func TestCompleteRedirectFlowExchangesACodeOnce(t *testing.T) {
+func TestSecurityARedirectCodeIsExchangedOnceForItsOwnSubjectAndRedirect(t *testing.T) {
 	h := newHarness(t)
 	id, authorizeURL := beginRedirect(t, h, nil)
 	code, state := h.provider.authorize(authorizeURL)
@@ -126,7 +126,7 @@ func TestCompleteRedirectFlowExchangesACodeOnce(t *testing.T) {
 // The callback page completes the flow its state names for the signed-in caller, and says what
 // happened, escaped: a state that matches no flow of the caller's (another's, or made up), a
 // provider's error, and a request nobody signed in to are each a page, never a completion.
-func TestCallbackPageSaysWhatHappened(t *testing.T) {
+func TestSecurityCallbackPageCompletesOnlyTheCallersFlowAndEscapes(t *testing.T) {
 	h := newHarness(t)
 	as := func(p *auth.Principal) Authenticate {
 		return func(*http.Request) (auth.Principal, error) {
@@ -180,7 +180,7 @@ func TestCallbackPageSaysWhatHappened(t *testing.T) {
 
 // Provider URLs are https (http only on loopback, and only with LoopbackHTTP), never a
 // metadata server or a private address, and a token endpoint's redirect is checked again.
-func TestSpecURLsAreChecked(t *testing.T) {
+func TestSecuritySpecURLsCannotReachMetadataPrivateOrPlainHTTP(t *testing.T) {
 	h := newHarness(t)
 	for name, u := range map[string]string{
 		"plain http":           "http://oauth.example.com/token",
@@ -221,7 +221,7 @@ func TestSpecURLsAreChecked(t *testing.T) {
 
 // A client secret reference obeys the secret's access policy: a spec naming an admins-only
 // secret is refused for a user, so no user can send an org secret to a token_url of theirs.
-func TestSpecSecretRefsObeyTheAccessPolicy(t *testing.T) {
+func TestSecuritySpecSecretRefsObeyTheAccessPolicy(t *testing.T) {
 	h := newHarness(t)
 	if _, _, err := h.svc.d.Secrets.Put(t.Context(), secretPut("DEPLOY_KEY", "do-not-leak")); err != nil {
 		t.Fatal(err)
