@@ -2,12 +2,13 @@ package oauthcreds
 
 import (
 	"bytes"
-	"cloud.google.com/go/firestore"
 	"context"
 	"log/slog"
 	"sync"
 	"testing"
 	"time"
+
+	"cloud.google.com/go/firestore"
 
 	appv1 "github.com/hangar-dev/hangar/gen/svc/app/v1"
 	"github.com/hangar-dev/hangar/internal/testenv"
