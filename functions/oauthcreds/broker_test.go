@@ -40,6 +40,7 @@ func update(h *harness, id, token string, expected int64, bundle string) (*conne
 // Two sessions racing to save a refreshed bundle over the same version: one wins, the other is
 // aborted with the current version in its message, and fetching then answers the winner's.
 func TestBrokerUpdatesAreCompareAndSwap(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	connectAlice(t, h)
 	tokens := map[string]string{"sess_a": brokeredSession(t, h, "sess_a"), "sess_b": brokeredSession(t, h, "sess_b")}
@@ -87,6 +88,7 @@ func TestBrokerUpdatesAreCompareAndSwap(t *testing.T) {
 // A broker token opens only its own session's credential, and only while the session lives;
 // every refusal is the same unauthenticated answer.
 func TestSecurityBrokerTokenIsBoundToItsLiveSession(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	connectAlice(t, h)
 	a, b := brokeredSession(t, h, "sess_a"), brokeredSession(t, h, "sess_b")

@@ -16,6 +16,7 @@ import (
 // its account), access_denied denies it and expired_token expires it. The sweep polls; polls
 // before the interval has passed do nothing.
 func TestDeviceFlowFollowsTheTokenEndpointsAnswers(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name      string
 		answers   []string
@@ -31,6 +32,7 @@ func TestDeviceFlowFollowsTheTokenEndpointsAnswers(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			h := newHarness(t)
 			begun, err := h.svc.BeginFlow(h.alice, connect.NewRequest(&appv1.BeginFlowRequest{Subject: userSubject, Provider: "acme"}))
 			if err != nil {
@@ -96,6 +98,7 @@ func TestDeviceFlowFollowsTheTokenEndpointsAnswers(t *testing.T) {
 // GetFlow polls a due flow itself, so a caller waiting on it needs no tick; another user's flow
 // is not_found; CancelFlow ends a pending flow and answers an ended one as it is.
 func TestGetFlowPollsAndCancelFlowEnds(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	begun, err := h.svc.BeginFlow(h.alice, connect.NewRequest(&appv1.BeginFlowRequest{Subject: userSubject, Provider: "acme"}))
 	if err != nil {
@@ -136,6 +139,7 @@ func TestGetFlowPollsAndCancelFlowEnds(t *testing.T) {
 
 // The flow table is the one documented: every flow starts pending and ends in one move.
 func TestFlowStatesEndInOneMove(t *testing.T) {
+	t.Parallel()
 	ended := []string{credentials.FlowCompleted, credentials.FlowDenied, credentials.FlowExpired, credentials.FlowCancelled, credentials.FlowFailed}
 	for _, to := range ended {
 		if !credentials.FlowStates.CanMove(credentials.FlowPending, to) {

@@ -22,6 +22,7 @@ const redirectURI = "https://hangar.example.com/api/auth/oauth/callback"
 // RFC 7636 appendix B: the S256 challenge of its verifier, as golang.org/x/oauth2 computes it
 // and as the authorize URL carries it.
 func TestPKCEMatchesTheRFC7636TestVector(t *testing.T) {
+	t.Parallel()
 	if got := oauth2.S256ChallengeFromVerifier("dBjftJeZ4CVP-mB92K27uhbUJU1p1r_wW1gFWFOEjXk"); got != "E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM" {
 		t.Fatalf("challenge %s", got)
 	}
@@ -50,6 +51,7 @@ func complete(h *harness, id, code, redirect string) (*connect.Response[appv1.Co
 // The authorize URL says what the spec says: scopes joined by scope_delimiter into
 // scopes_param, the extra parameters, state (the flow id), redirect_uri and an S256 challenge.
 func TestBeginRedirectFlowBuildsTheAuthorizeURLFromTheSpec(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	spec := h.svc.d.Providers["acme"].spec()
 	spec.Scopes, spec.ScopeDelimiter, spec.ScopesParam = []string{"a", "b"}, ",", "user_scope"
@@ -80,6 +82,7 @@ func TestBeginRedirectFlowBuildsTheAuthorizeURLFromTheSpec(t *testing.T) {
 // account metadata from the token response and the probe. A replayed code, a wrong redirect_uri,
 // another user's flow and a code the provider refuses all fail, and none stores a credential.
 func TestSecurityARedirectCodeIsExchangedOnceForItsOwnSubjectAndRedirect(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	id, authorizeURL := beginRedirect(t, h, nil)
 	code, state := h.provider.authorize(authorizeURL)
@@ -127,6 +130,7 @@ func TestSecurityARedirectCodeIsExchangedOnceForItsOwnSubjectAndRedirect(t *test
 // happened, escaped: a state that matches no flow of the caller's (another's, or made up), a
 // provider's error, and a request nobody signed in to are each a page, never a completion.
 func TestSecurityCallbackPageCompletesOnlyTheCallersFlowAndEscapes(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	as := func(p *auth.Principal) Authenticate {
 		return func(*http.Request) (auth.Principal, error) {
@@ -181,6 +185,7 @@ func TestSecurityCallbackPageCompletesOnlyTheCallersFlowAndEscapes(t *testing.T)
 // Provider URLs are https (http only on loopback, and only with LoopbackHTTP), never a
 // metadata server or a private address, and a token endpoint's redirect is checked again.
 func TestSecuritySpecURLsCannotReachMetadataPrivateOrPlainHTTP(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	for name, u := range map[string]string{
 		"plain http":           "http://oauth.example.com/token",
@@ -222,6 +227,7 @@ func TestSecuritySpecURLsCannotReachMetadataPrivateOrPlainHTTP(t *testing.T) {
 // A client secret reference obeys the secret's access policy: a spec naming an admins-only
 // secret is refused for a user, so no user can send an org secret to a token_url of theirs.
 func TestSecuritySpecSecretRefsObeyTheAccessPolicy(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	if _, _, err := h.svc.d.Secrets.Put(t.Context(), secretPut("DEPLOY_KEY", "do-not-leak")); err != nil {
 		t.Fatal(err)

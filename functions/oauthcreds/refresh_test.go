@@ -38,7 +38,9 @@ func meta(t *testing.T, h *harness) *appv1.OAuthCredentialMeta {
 // A refresh token the provider refuses makes it revoked; another refusal past expiry makes it
 // refresh_failed; a credential with nothing to refresh with expires.
 func TestRefreshRenewsBeforeExpiryAndMarksWhatCannotBe(t *testing.T) {
+	t.Parallel()
 	t.Run("renewed", func(t *testing.T) {
+		t.Parallel()
 		h := newHarness(t)
 		first := connectAlice(t, h)
 		old, _, _ := h.svc.d.Store.Bundle(t.Context(), aliceSub, "acme")
@@ -64,6 +66,7 @@ func TestRefreshRenewsBeforeExpiryAndMarksWhatCannotBe(t *testing.T) {
 		}
 	})
 	t.Run("revoked", func(t *testing.T) {
+		t.Parallel()
 		h := newHarness(t)
 		connectAlice(t, h)
 		h.provider.mu.Lock()
@@ -76,6 +79,7 @@ func TestRefreshRenewsBeforeExpiryAndMarksWhatCannotBe(t *testing.T) {
 		}
 	})
 	t.Run("refresh_failed", func(t *testing.T) {
+		t.Parallel()
 		h := newHarness(t)
 		first := connectAlice(t, h)
 		h.provider.mu.Lock()
@@ -93,6 +97,7 @@ func TestRefreshRenewsBeforeExpiryAndMarksWhatCannotBe(t *testing.T) {
 		}
 	})
 	t.Run("expired", func(t *testing.T) {
+		t.Parallel()
 		h := newHarness(t)
 		_, err := h.svc.d.Store.Save(t.Context(), aliceSub, "acme", credentials.Grant{
 			Bundle: `{"claudeAiOauth":{"accessToken":"at"}}`, ExpiresAt: h.clock.Now().Add(time.Hour),
@@ -115,6 +120,7 @@ func TestRefreshRenewsBeforeExpiryAndMarksWhatCannotBe(t *testing.T) {
 
 // Disconnect honours expected_version, which every change grows.
 func TestDisconnectHonoursExpectedVersion(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	first := connectAlice(t, h)
 	h.clock.Advance(56 * time.Minute)

@@ -26,6 +26,7 @@ import (
 // through every flow: device (pending, denied), redirect (completed, replayed, refused by the
 // provider), the callback, refresh (renewed, revoked) and the broker's refusals.
 func TestSecurityNoTokenSecretOrVerifierLeaks(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	var seen []string
 	answer := func(m proto.Message, err error) {

@@ -99,6 +99,7 @@ func TestBundlesAreSealedAndBoundToSubjectAndProvider(t *testing.T) {
 // (without changing its version), so a second sweep finds nothing to do until the lease ends.
 // Save over a stale version is aborted naming the current one; Mark drops the bundle.
 func TestRefreshScheduleClaimsAndVersions(t *testing.T) {
+	t.Parallel()
 	db, _ := testenv.Firestore(t)
 	_, sealer := testenv.Keyset(t)
 	clk := clock.NewFake(time.Date(2026, 5, 1, 0, 0, 0, 0, time.UTC))
