@@ -86,8 +86,10 @@ type endpoints struct {
 func (s *Service) config(ctx context.Context, sub credentials.Subject, p Provider, spec *appv1.RedirectOauthSpec, e endpoints, redirectURI string) (*oauth2.Config, error) {
 	clientID, idRef, secretRef := p.ClientID, p.ClientIDRef, p.ClientSecretRef
 	if spec != nil {
-		if spec.GetClientIdRef() != "" || spec.GetClientSecretRef() != "" {
-			idRef, secretRef = spec.GetClientIdRef(), spec.GetClientSecretRef()
+		// A spec names its own client; the registry's public id serves only its own token URL.
+		idRef, secretRef = spec.GetClientIdRef(), spec.GetClientSecretRef()
+		if spec.GetTokenUrl() != p.TokenURL {
+			clientID = ""
 		}
 	}
 	user := secretSubject(ctx, sub)

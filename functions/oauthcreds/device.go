@@ -114,7 +114,10 @@ func (s *Service) GetFlow(ctx context.Context, req *connect.Request[appv1.GetFlo
 		return nil, err
 	}
 	if f.Kind == credentials.FlowDevice && !f.Ended() && f.PollAt != nil && !f.PollAt.After(s.d.Clock.Now()) {
-		if polled, err := s.pollDevice(ctx, f.ID); err == nil && polled != nil {
+		polled, err := s.pollDevice(ctx, f.ID)
+		if err != nil {
+			s.d.Log.Warn("oauth device poll", "flow", f.ID, "err", err)
+		} else if polled != nil {
 			f = polled
 		}
 	}

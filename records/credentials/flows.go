@@ -80,7 +80,13 @@ type Flow struct {
 	Spec        string `firestore:"spec"`
 	// Exchanged marks a redirect flow whose code was sent for exchange: a code is sent once.
 	Exchanged bool `firestore:"exchanged"`
+	// ExpireAt is when a Firestore TTL policy on the collection may delete the flow: FlowKept
+	// after it expires, so GetFlow still answers how it ended meanwhile.
+	ExpireAt time.Time `firestore:"expire_at"`
 }
+
+// FlowKept is how long a flow is kept past its expires_at.
+const FlowKept = 7 * 24 * time.Hour
 
 // Subject is whom the flow signs in.
 func (f *Flow) Subject() Subject { return Subject{Kind: f.SubjectKind, ID: f.SubjectID} }
@@ -103,7 +109,7 @@ func (fs *Flows) Create(ctx context.Context, f *Flow) error {
 	if f.ID == "" {
 		f.ID = ids.New(FlowPrefix)
 	}
-	f.Status, f.CreatedAt, f.UpdatedAt = FlowPending, now, now
+	f.Status, f.CreatedAt, f.UpdatedAt, f.ExpireAt = FlowPending, now, now, f.ExpiresAt.Add(FlowKept)
 	if _, err := fs.doc(f.ID).Create(ctx, f); err != nil {
 		return fmt.Errorf("create flow %s: %w", f.ID, err)
 	}
