@@ -85,13 +85,22 @@ func (s *Service) BeginFlow(ctx context.Context, req *connect.Request[appv1.Begi
 	}
 	pollAt := now.Add(time.Duration(interval) * time.Second)
 	f.PollAt = &pollAt
-	if err := s.d.Flows.Create(ctx, f); err != nil {
+	if err := s.createFlow(ctx, f); err != nil {
 		return nil, err
 	}
 	s.d.Log.Info("oauth device flow began", "flow", f.ID, "provider", p.ID, "subject", sub.String())
 	return connect.NewResponse(&appv1.BeginFlowResponse{
 		Flow: flowProto(f), VerificationUrl: verify.String(), UserCode: da.UserCode,
 	}), nil
+}
+
+// createFlow stores a new flow; a subject at maxPendingFlows is resource_exhausted.
+func (s *Service) createFlow(ctx context.Context, f *credentials.Flow) error {
+	err := s.d.Flows.Create(ctx, f, maxPendingFlows)
+	if errors.Is(err, credentials.ErrTooManyFlows) {
+		return apierr.ResourceExhausted("%s has %d sign-in flows pending: finish or cancel one (CancelFlow), or wait for one to expire", f.Subject(), maxPendingFlows)
+	}
+	return err
 }
 
 func (s *Service) deviceEndpoints(p Provider) (endpoints, error) {

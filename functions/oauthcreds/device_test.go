@@ -157,3 +157,28 @@ func polls(h *harness) int {
 	n, _ := h.provider.counts()
 	return n
 }
+
+// A subject has at most maxPendingFlows pending flows: the next is resource_exhausted until one
+// ends (cancelled here) or expires.
+func TestPendingFlowsAreBoundedPerSubject(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	var first string
+	for i := range maxPendingFlows {
+		id, _ := beginRedirect(t, h, nil)
+		if i == 0 {
+			first = id
+		}
+	}
+	_, err := h.svc.BeginFlow(h.alice, connect.NewRequest(&appv1.BeginFlowRequest{Subject: userSubject, Provider: "acme"}))
+	testenv.WantCode(t, err, connect.CodeResourceExhausted)
+	if _, err := h.svc.BeginFlow(h.bob, connect.NewRequest(&appv1.BeginFlowRequest{Subject: userSubject, Provider: "acme"})); err != nil {
+		t.Fatalf("bob is held to alice's flows: %v", err)
+	}
+	if _, err := h.svc.CancelFlow(h.alice, connect.NewRequest(&appv1.CancelFlowRequest{Subject: userSubject, FlowId: first})); err != nil {
+		t.Fatal(err)
+	}
+	beginRedirect(t, h, nil)
+	h.clock.Advance(redirectFlowTTL)
+	beginRedirect(t, h, nil)
+}

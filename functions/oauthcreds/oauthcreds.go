@@ -67,6 +67,8 @@ const (
 	defaultInterval = 5
 	// sweepBatch bounds the items one sweep takes of each kind.
 	sweepBatch = 50
+	// maxPendingFlows bounds a subject's pending (unexpired) flows.
+	maxPendingFlows = 10
 )
 
 // Service implements OAuthCredentialService.

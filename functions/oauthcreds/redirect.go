@@ -75,7 +75,7 @@ func (s *Service) BeginRedirectFlow(ctx context.Context, req *connect.Request[ap
 		opts = append(opts, oauth2.S256ChallengeOption(verifier))
 	}
 	authorizeURL := conf.AuthCodeURL(f.ID, opts...)
-	if err := s.d.Flows.Create(ctx, f); err != nil {
+	if err := s.createFlow(ctx, f); err != nil {
 		return nil, err
 	}
 	s.d.Log.Info("oauth redirect flow began", "flow", f.ID, "provider", p.ID, "subject", sub.String())

@@ -103,18 +103,35 @@ type Flows struct {
 // NewFlows returns the flow store over db.
 func NewFlows(db *firestore.Client, now func() time.Time) *Flows { return &Flows{db: db, now: now} }
 
-// Create stores a new pending flow, giving it its id and times.
-func (fs *Flows) Create(ctx context.Context, f *Flow) error {
+// Create stores a new pending flow, giving it its times, unless its subject has maxPending
+// pending flows that have not expired already (ErrTooManyFlows): each costs a provider request
+// and, for device flows, polls until it ends.
+func (fs *Flows) Create(ctx context.Context, f *Flow, maxPending int) error {
 	now := fs.now()
 	if f.ID == "" {
-		f.ID = ids.New(FlowPrefix)
+		f.ID = NewFlowID()
 	}
 	f.Status, f.CreatedAt, f.UpdatedAt, f.ExpireAt = FlowPending, now, now, f.ExpiresAt.Add(FlowKept)
-	if _, err := fs.doc(f.ID).Create(ctx, f); err != nil {
+	err := fs.db.RunTransaction(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
+		q := fs.db.Collection(FlowCollection).Where("subject_kind", "==", f.SubjectKind).Where("subject_id", "==", f.SubjectID).
+			Where("status", "==", FlowPending).Where("expires_at", ">", now)
+		n, err := store.Count(ctx, q, tx)
+		if err != nil {
+			return fmt.Errorf("count pending flows: %w", err)
+		}
+		if n >= int64(maxPending) {
+			return ErrTooManyFlows
+		}
+		return tx.Create(fs.doc(f.ID), f)
+	})
+	if err != nil {
 		return fmt.Errorf("create flow %s: %w", f.ID, err)
 	}
 	return nil
 }
+
+// ErrTooManyFlows is a subject at its limit of pending flows.
+var ErrTooManyFlows = errors.New("too many pending sign-in flows")
 
 // ErrFlowNotFound is an id with no flow.
 var ErrFlowNotFound = errors.New("no such flow")
