@@ -35,8 +35,8 @@ func meta(t *testing.T, h *harness) *appv1.OAuthCredentialMeta {
 
 // A credential with a refresh token is refreshed a margin before it expires: a new bundle in the
 // same format, a later expires_at, a version one higher. Before the margin nothing happens.
-// A refresh token the provider refuses makes it revoked; another refusal past expiry makes it
-// refresh_failed; a credential with nothing to refresh with expires.
+// Failures are retried until the token expires; then a refresh token the provider refuses
+// makes it revoked, another refusal refresh_failed; one with nothing to refresh with expires.
 func TestRefreshRenewsBeforeExpiryAndMarksWhatCannotBe(t *testing.T) {
 	t.Parallel()
 	t.Run("renewed", func(t *testing.T) {
@@ -74,8 +74,14 @@ func TestRefreshRenewsBeforeExpiryAndMarksWhatCannotBe(t *testing.T) {
 		h.provider.mu.Unlock()
 		h.clock.Advance(56 * time.Minute)
 		_ = h.svc.Sweep(t.Context())
+		// Before expiry a refusal is retried: a session may be saving a newer bundle.
+		if m := meta(t, h); m.GetStatus() != credentials.StatusConnected {
+			t.Fatalf("revoked before expiry: %v", m)
+		}
+		h.clock.Advance(5 * time.Minute)
+		_ = h.svc.Sweep(t.Context())
 		if m := meta(t, h); m.GetStatus() != credentials.StatusRevoked || m.GetConnected() {
-			t.Fatalf("after invalid_grant %v", m)
+			t.Fatalf("after invalid_grant past expiry %v", m)
 		}
 	})
 	t.Run("refresh_failed", func(t *testing.T) {

@@ -34,9 +34,10 @@ func (s *Service) Sweep(ctx context.Context) error {
 
 // refresh renews one due credential with its refresh token (oauth2's TokenSource), keeping the
 // bundle's format, and saves it only if nobody changed the credential meanwhile (a session's
-// update wins: its bundle is as new). A credential without a refresh token is marked expired;
-// a refresh token the provider refuses (invalid_grant) marks it revoked; other failures are
-// retried a lease later until the access token expires, then mark it refresh_failed.
+// update wins: its bundle is as new). A credential without a refresh token is marked expired
+// at expires_at. A failed refresh is retried a lease later until the access token expires;
+// then a refresh token the provider refuses (invalid_grant) marks it revoked, any other failure
+// refresh_failed.
 func (s *Service) refresh(ctx context.Context, sub credentials.Subject, provider string) error {
 	bundle, meta, ok, err := s.d.Store.Claim(ctx, sub, provider, pollLease)
 	if err != nil || !ok {
@@ -75,13 +76,16 @@ func (s *Service) refresh(ctx context.Context, sub credentials.Subject, provider
 	tok, err := conf.TokenSource(s.withClient(ctx), &old).Token()
 	if err != nil {
 		code, _, safe := providerError("refresh", err)
-		switch {
-		case code == "invalid_grant":
-			return mark(credentials.StatusRevoked, code)
-		case meta.ExpiresAt != nil && !now.Before(*meta.ExpiresAt):
-			return mark(credentials.StatusRefreshFailed, safe.Error())
+		// Until the access token expires every failure is retried when the claim's lease ends,
+		// invalid_grant too: a session may have refreshed with the same (rotating) refresh
+		// token a moment ago and be about to save its bundle, which the next claim then reads.
+		if meta.ExpiresAt == nil || now.Before(*meta.ExpiresAt) {
+			return safe
 		}
-		return safe // retried when the claim's lease ends
+		if code == "invalid_grant" {
+			return mark(credentials.StatusRevoked, code)
+		}
+		return mark(credentials.StatusRefreshFailed, safe.Error())
 	}
 	_, err = s.d.Store.Save(ctx, sub, provider, credentials.Grant{
 		Bundle: rewrapBundle(p.Bundle, bundle, tok, p.Scopes, now), ExpiresAt: tok.Expiry, Refreshable: tok.RefreshToken != "",

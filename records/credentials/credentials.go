@@ -58,8 +58,9 @@ const (
 	// StatusRefreshFailed: refreshing kept failing (the provider erred or was unreachable)
 	// until the access token expired.
 	StatusRefreshFailed = "refresh_failed"
-	// StatusRevoked: the provider refused the refresh token (invalid_grant): the grant was
-	// revoked or replaced, and only a new sign-in connects the credential again.
+	// StatusRevoked: the provider refused the refresh token (invalid_grant) once the access
+	// token expired: the grant was revoked or replaced, and only a new sign-in connects the
+	// credential again.
 	StatusRevoked      = "revoked"
 	StatusDisconnected = "disconnected"
 )
