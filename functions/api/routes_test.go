@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/hangar-dev/hangar/functions/oauthcreds"
 	"github.com/hangar-dev/hangar/functions/webhooks"
 	"github.com/hangar-dev/hangar/gen/svc/app/v1/appv1connect"
 	"github.com/hangar-dev/hangar/internal/testenv"
@@ -36,6 +37,24 @@ func TestRoutesAreServedByTheirServicesFunction(t *testing.T) {
 			served := rec.Code == http.StatusNotFound && rec.Header().Get("Content-Type") == "application/json"
 			if served != tc.served {
 				t.Errorf("%d %s %q: served %v, want %v", rec.Code, rec.Header().Get("Content-Type"), rec.Body, served, tc.served)
+			}
+		})
+	}
+}
+
+// The OAuth callback page is served by the one server and by OAuthCredentialService's function,
+// and asks a caller without a key to sign in.
+func TestOAuthCallbackIsServedByItsServicesFunction(t *testing.T) {
+	db, _ := testenv.Firestore(t)
+	_, sealer := testenv.Keyset(t)
+	a := New(Deps{DB: db, Config: config.Default(), Sealer: sealer})
+	oauthFn, _ := a.ServiceHandler(appv1connect.OAuthCredentialServiceName)
+	for name, h := range map[string]http.Handler{"the one server": a.Handler(), "OAuthCredentialService's function": oauthFn} {
+		t.Run(name, func(t *testing.T) {
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, oauthcreds.CallbackPath+"?state=oaf_x&code=c", nil))
+			if rec.Code != http.StatusUnauthorized || !strings.Contains(rec.Body.String(), "Sign in to Hangar") {
+				t.Errorf("%d %q", rec.Code, rec.Body)
 			}
 		})
 	}
