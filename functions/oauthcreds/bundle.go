@@ -71,6 +71,8 @@ func encodeBundle(format string, tok *oauth2.Token, scopes []string, now time.Ti
 		}
 		if acct, ok := tok.Extra("account_id").(string); ok {
 			f.Tokens.AccountID = acct
+		} else {
+			f.Tokens.AccountID = chatGPTAccountID(f.Tokens.IDToken)
 		}
 		out = f
 	default:
@@ -135,19 +137,37 @@ func rewrapBundle(format, old string, tok *oauth2.Token, scopes []string, now ti
 // jwtExpiry is the exp claim of a JWT, unverified: only to schedule a refresh (zero when the
 // token is not a JWT).
 func jwtExpiry(token string) time.Time {
-	parts := strings.Split(token, ".")
-	if len(parts) != 3 {
-		return time.Time{}
-	}
-	payload, err := base64.RawURLEncoding.DecodeString(parts[1])
-	if err != nil {
-		return time.Time{}
-	}
 	var claims struct {
 		Exp int64 `json:"exp"`
 	}
-	if json.Unmarshal(payload, &claims) != nil || claims.Exp <= 0 {
+	if !jwtClaims(token, &claims) || claims.Exp <= 0 {
 		return time.Time{}
 	}
 	return time.Unix(claims.Exp, 0)
+}
+
+// chatGPTAccountID is the ChatGPT account an OpenAI id_token names (its
+// "https://api.openai.com/auth" claim), which Codex's auth.json keeps as account_id; "" when
+// the token does not say.
+func chatGPTAccountID(idToken string) string {
+	var claims struct {
+		Auth struct {
+			AccountID string `json:"chatgpt_account_id"`
+		} `json:"https://api.openai.com/auth"`
+	}
+	if !jwtClaims(idToken, &claims) {
+		return ""
+	}
+	return claims.Auth.AccountID
+}
+
+// jwtClaims decodes a JWT's payload into claims without verifying it: Hangar only reads what
+// the provider just sent it over TLS, to schedule and label, never to authorize.
+func jwtClaims(token string, claims any) bool {
+	parts := strings.Split(token, ".")
+	if len(parts) != 3 {
+		return false
+	}
+	payload, err := base64.RawURLEncoding.DecodeString(parts[1])
+	return err == nil && json.Unmarshal(payload, claims) == nil
 }
