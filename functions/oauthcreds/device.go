@@ -78,7 +78,7 @@ func (s *Service) BeginFlow(ctx context.Context, req *connect.Request[appv1.Begi
 	}
 	f := &credentials.Flow{
 		ID: credentials.NewFlowID(), Kind: credentials.FlowDevice, SubjectKind: sub.Kind, SubjectID: sub.ID, Provider: p.ID,
-		ExpiresAt: expires.UTC(), Interval: interval,
+		ExpiresAt: expires.UTC(), Interval: interval, StartedBy: starter(ctx),
 	}
 	if f.Sealed, err = s.d.Sealer.Seal([]byte(da.DeviceCode), credentials.FlowOwner(f.ID)); err != nil {
 		return nil, err
@@ -92,6 +92,12 @@ func (s *Service) BeginFlow(ctx context.Context, req *connect.Request[appv1.Begi
 	return connect.NewResponse(&appv1.BeginFlowResponse{
 		Flow: flowProto(f), VerificationUrl: verify.String(), UserCode: da.UserCode,
 	}), nil
+}
+
+// starter is the caller beginning a flow.
+func starter(ctx context.Context) credentials.Starter {
+	caller, _ := auth.Caller(ctx)
+	return credentials.Starter{UserID: caller.UserID, KeyID: caller.KeyID, Admin: caller.Admin}
 }
 
 // createFlow stores a new flow; a subject at maxPendingFlows is resource_exhausted.
@@ -216,7 +222,9 @@ func (s *Service) pollDevice(ctx context.Context, id string) (*credentials.Flow,
 	if err != nil {
 		return s.d.Flows.End(ctx, id, credentials.FlowFailed, "endpoint_refused")
 	}
-	conf, err := s.config(ctx, f.Subject(), p, nil, e, "")
+	// The client's secrets are used as the flow's starter, whoever polls.
+	by := f.StartedBy
+	conf, err := s.config(auth.WithPrincipal(ctx, auth.Principal{UserID: by.UserID, KeyID: by.KeyID, Admin: by.Admin}), f.Subject(), p, nil, e, "")
 	if err != nil {
 		s.d.Log.Warn("oauth device poll: no client", "flow", id, "provider", p.ID, "err", err)
 		return s.d.Flows.End(ctx, id, credentials.FlowFailed, "client_unavailable")

@@ -9,6 +9,7 @@ import (
 	appv1 "github.com/hangar-dev/hangar/gen/svc/app/v1"
 	"github.com/hangar-dev/hangar/internal/testenv"
 	"github.com/hangar-dev/hangar/records/credentials"
+	"github.com/hangar-dev/hangar/records/secrets"
 )
 
 // A device flow moves as RFC 8628 3.5 says the token endpoint answers: authorization_pending
@@ -181,4 +182,28 @@ func TestPendingFlowsAreBoundedPerSubject(t *testing.T) {
 	beginRedirect(t, h, nil)
 	h.clock.Advance(redirectFlowTTL)
 	beginRedirect(t, h, nil)
+}
+
+// A device flow's polls use the client secret as the principal that began the flow, so a
+// secret shared with one service key serves the sweep's polls of that key's flow.
+func TestDevicePollsUseSecretsAsTheFlowsStarter(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	only := secrets.Access{Visibility: secrets.Selected, ServiceKeyIDs: []string{alice.KeyID}}
+	if _, err := h.svc.d.Secrets.SetAccess(t.Context(), "ACME_CLIENT_SECRET", only, "user_root"); err != nil {
+		t.Fatal(err)
+	}
+	begun, err := h.svc.BeginFlow(h.alice, connect.NewRequest(&appv1.BeginFlowRequest{Subject: userSubject, Provider: "acme"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.provider.script("token")
+	h.clock.Advance(5 * time.Second)
+	if err := h.svc.Sweep(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	f, err := h.svc.d.Flows.Get(t.Context(), begun.Msg.GetFlow().GetId())
+	if err != nil || f.Status != credentials.FlowCompleted {
+		t.Fatalf("flow %+v, %v", f, err)
+	}
 }

@@ -138,8 +138,8 @@ func subject(ctx context.Context, p *appv1.OAuthSubject) (credentials.Subject, e
 }
 
 // secretSubject is who uses a provider's client id and secret references, for the org secret
-// store's access policy: the caller, or, in a sweep, the credential's user (the organisation's
-// connectors and MCP servers are admins').
+// store's access policy: the caller (a device flow's poll acts as the flow's starter), or, in a
+// refresh, the credential's user (the organisation's connectors and MCP servers are admins').
 func secretSubject(ctx context.Context, sub credentials.Subject) secrets.Subject {
 	if caller, ok := auth.Caller(ctx); ok {
 		return secrets.SubjectOf(caller, "")

@@ -53,7 +53,7 @@ func (s *Service) BeginRedirectFlow(ctx context.Context, req *connect.Request[ap
 	}
 	f := &credentials.Flow{
 		ID: credentials.NewFlowID(), Kind: credentials.FlowRedirect, SubjectKind: sub.Kind, SubjectID: sub.ID, Provider: p.ID,
-		ExpiresAt: s.d.Clock.Now().Add(redirectFlowTTL).UTC(), RedirectURI: redirectURI,
+		ExpiresAt: s.d.Clock.Now().Add(redirectFlowTTL).UTC(), RedirectURI: redirectURI, StartedBy: starter(ctx),
 	}
 	specJSON, err := protojson.Marshal(spec)
 	if err != nil {

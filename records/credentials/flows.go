@@ -80,6 +80,9 @@ type Flow struct {
 	Spec        string `firestore:"spec"`
 	// Exchanged marks a redirect flow whose code was sent for exchange: a code is sent once.
 	Exchanged bool `firestore:"exchanged"`
+	// StartedBy is who began the flow: a device flow's polls use the provider's client secrets
+	// as that principal, so the secrets' access policy decides polls as it decided the start.
+	StartedBy Starter `firestore:"started_by"`
 	// ExpireAt is when a Firestore TTL policy on the collection may delete the flow: FlowKept
 	// after it expires, so GetFlow still answers how it ended meanwhile.
 	ExpireAt time.Time `firestore:"expire_at"`
@@ -87,6 +90,13 @@ type Flow struct {
 
 // FlowKept is how long a flow is kept past its expires_at.
 const FlowKept = 7 * 24 * time.Hour
+
+// Starter is the principal that began a flow.
+type Starter struct {
+	UserID string `firestore:"user_id"`
+	KeyID  string `firestore:"key_id"`
+	Admin  bool   `firestore:"admin"`
+}
 
 // Subject is whom the flow signs in.
 func (f *Flow) Subject() Subject { return Subject{Kind: f.SubjectKind, ID: f.SubjectID} }
