@@ -170,6 +170,41 @@ func TestOAuthCredentialsReachTheHarness(t *testing.T) {
 		}
 	})
 
+	t.Run("the sandbox reaches its credential through the broker with the token in its environment", func(t *testing.T) {
+		resp, err := alice.CreateSession(ctx, connect.NewRequest(&appv1.CreateSessionRequest{Harness: ptr("claude-code"), OauthCredential: bind("anthropic")}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		id := resp.Msg.GetSessionId()
+		sessionID := strings.TrimSpace(s.sh(t, id, `echo "$HANGAR_SESSION_ID"`))
+		token := strings.TrimSpace(s.sh(t, id, `echo "$HANGAR_OAUTH_BROKER_TOKEN"`))
+		if sessionID != id || !strings.HasPrefix(token, "hob_") {
+			t.Fatalf("the sandbox's environment holds session %q and token %q", sessionID, token)
+		}
+		// No API key: the broker token is the credential.
+		broker := appv1connect.NewOAuthCredentialServiceClient(httpClient, s.rpcURL())
+		got, err := broker.FetchSessionCredential(ctx, connect.NewRequest(&appv1.FetchSessionCredentialRequest{SessionId: id, BrokerToken: token}))
+		if err != nil || string(got.Msg.GetOpaqueBundle()) != "sk-ant-oat01-e2e" || got.Msg.GetProvider() != "anthropic" {
+			t.Fatalf("fetch: %v, %v", got, err)
+		}
+		v := got.Msg.GetVersion()
+		upd, err := broker.UpdateSessionCredential(ctx, connect.NewRequest(&appv1.UpdateSessionCredentialRequest{SessionId: id, BrokerToken: token, ExpectedVersion: v, OpaqueBundle: []byte("sk-ant-oat01-refreshed")}))
+		if err != nil || upd.Msg.GetVersion() != v+1 {
+			t.Fatalf("update: %v, %v", upd, err)
+		}
+		_, err = broker.UpdateSessionCredential(ctx, connect.NewRequest(&appv1.UpdateSessionCredentialRequest{SessionId: id, BrokerToken: token, ExpectedVersion: v, OpaqueBundle: []byte("stale")}))
+		testenv.WantCode(t, err, connect.CodeAborted)
+		// Put the bundle the other subtests expect back.
+		if _, err := creds.PutCredential(ctx, connect.NewRequest(&appv1.PutCredentialRequest{Subject: me, Provider: "anthropic", Secret: "sk-ant-oat01-e2e"})); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := alice.DeleteSession(ctx, connect.NewRequest(&appv1.DeleteSessionRequest{SessionId: id})); err != nil {
+			t.Fatal(err)
+		}
+		_, err = broker.FetchSessionCredential(ctx, connect.NewRequest(&appv1.FetchSessionCredentialRequest{SessionId: id, BrokerToken: token}))
+		testenv.WantCode(t, err, connect.CodeUnauthenticated)
+	})
+
 	t.Run("codex gets auth.json as a secret file no snapshot holds", func(t *testing.T) {
 		resp, err := alice.CreateSession(ctx, connect.NewRequest(&appv1.CreateSessionRequest{Harness: ptr("codex"), OauthCredential: bind("openai")}))
 		if err != nil {

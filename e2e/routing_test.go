@@ -23,15 +23,6 @@ var unbuilt = map[string]bool{
 	"svc.app.v1.SessionService.EnsureIde":     true,
 	"svc.app.v1.ImageService":                 true,
 	"svc.app.v1.ReviewService":                true,
-	// OAuthCredentialService's sign-in flows and session broker come later.
-	"svc.app.v1.OAuthCredentialService.BeginFlow":               true,
-	"svc.app.v1.OAuthCredentialService.GetFlow":                 true,
-	"svc.app.v1.OAuthCredentialService.CancelFlow":              true,
-	"svc.app.v1.OAuthCredentialService.LookupRedirectFlow":      true,
-	"svc.app.v1.OAuthCredentialService.BeginRedirectFlow":       true,
-	"svc.app.v1.OAuthCredentialService.CompleteRedirectFlow":    true,
-	"svc.app.v1.OAuthCredentialService.FetchSessionCredential":  true,
-	"svc.app.v1.OAuthCredentialService.UpdateSessionCredential": true,
 }
 
 func allMethods(t *testing.T) []protoreflect.MethodDescriptor {

@@ -119,6 +119,10 @@ func TestOAuthCredentialsBelongToTheirSubject(t *testing.T) {
 	if jsonField(again, "credential.version") != "3" || jsonField(again, "credential.connected") != true {
 		t.Fatalf("reconnected: %v", again)
 	}
-	// The sign-in flows are later work.
-	postSecretJSON(t, s, alice, svc+"BeginFlow", `{"subject":`+me+`,"provider":"anthropic"}`, http.StatusNotImplemented, leak)
+	// anthropic signs in by a redirect flow (PKCE, Claude Code's public client), not a device flow.
+	postSecretJSON(t, s, alice, svc+"BeginFlow", `{"subject":`+me+`,"provider":"anthropic"}`, http.StatusBadRequest, leak)
+	begun := postSecretJSON(t, s, alice, svc+"BeginRedirectFlow", `{"subject":`+me+`,"provider":"anthropic","redirect_uri":"http://127.0.0.1:1455/callback"}`, http.StatusOK, leak)
+	if u, _ := jsonField(begun, "authorize_url").(string); !strings.HasPrefix(u, "https://claude.ai/oauth/authorize?") || !strings.Contains(u, "code_challenge_method=S256") {
+		t.Fatalf("authorize_url %q", u)
+	}
 }

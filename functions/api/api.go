@@ -42,6 +42,7 @@ import (
 	"github.com/hangar-dev/hangar/records/credentials"
 	"github.com/hangar-dev/hangar/records/fleet"
 	"github.com/hangar-dev/hangar/records/secrets"
+	"github.com/hangar-dev/hangar/records/sessiondb"
 	"github.com/hangar-dev/hangar/sandboxhosts/hostclient"
 	"github.com/hangar-dev/hangar/web"
 )
@@ -133,12 +134,13 @@ func New(d Deps) *API {
 	var secretStore *secrets.Store
 	var credStore *credentials.Store
 	var routerCreds modelrouters.Credentials
+	var oauthSvc *oauthcreds.Service
 	if d.Sealer != nil {
 		secretStore = secrets.New(d.DB, d.Sealer, d.Clock.Now, secrets.Limits{MaxValueBytes: d.Config.Limits.MaxSecretBytes, MaxSecrets: d.Config.Limits.MaxOrgSecrets})
 		credStore = credentials.New(d.DB, d.Sealer, d.Clock.Now, d.Config.Limits.MaxSecretBytes)
 		routerCreds = secretStore
 		add(appv1connect.NewOrgSecretServiceHandler(orgsecrets.New(secretStore), opts))
-		add(appv1connect.NewOAuthCredentialServiceHandler(oauthcreds.New(credStore), opts))
+		oauthSvc = a.oauth(d, opts, add, secretStore, credStore)
 	} else {
 		noKeyset := connect.WithInterceptors(unavailable("secrets are not kept here: set HANGAR_SEAL_KEYSET"))
 		add(appv1connect.NewOrgSecretServiceHandler(appv1connect.UnimplementedOrgSecretServiceHandler{}, opts, noKeyset))
@@ -185,6 +187,9 @@ func New(d Deps) *API {
 	}
 	a.automations(d, opts, add, effects, access)
 	a.signIn(d, secretStore)
+	if a.worker != nil && oauthSvc != nil {
+		a.worker.AlsoTick(oauthSvc.Sweep)
+	}
 	if hooks != nil {
 		add(appv1connect.NewWebhookRegistrationServiceHandler(hooks, opts))
 		a.routes["POST "+webhooks.InboundPath] = route{appv1connect.WebhookRegistrationServiceName, hooks.Inbound()}
@@ -213,6 +218,31 @@ func (a *API) signIn(d Deps, secretStore *secrets.Store) {
 	for pattern, h := range signin.New(sd).Routes() {
 		a.routes[pattern] = route{appv1connect.ApiKeyServiceName, h}
 	}
+}
+
+// oauth wires OAuthCredentialService over the credential store and its provider registry, and
+// its callback route; a registry HANGAR_OAUTH_PROVIDERS cannot build leaves the service
+// unavailable, saying why.
+func (a *API) oauth(d Deps, opts connect.HandlerOption, add func(string, http.Handler), secretStore *secrets.Store, credStore *credentials.Store) *oauthcreds.Service {
+	providers, err := oauthcreds.NewRegistry(d.Config.OAuthProviders)
+	if err != nil {
+		d.Log.Error("oauth providers", "err", err)
+		add(appv1connect.NewOAuthCredentialServiceHandler(appv1connect.UnimplementedOAuthCredentialServiceHandler{}, opts,
+			connect.WithInterceptors(unavailable(err.Error()))))
+		return nil
+	}
+	svc := oauthcreds.New(oauthcreds.Deps{
+		Store: credStore, Flows: credentials.NewFlows(d.DB, d.Clock.Now), Secrets: secretStore,
+		Sessions: sessiondb.NewStore(d.DB, d.Clock.Now), Sealer: d.Sealer, Providers: providers,
+		Egress: d.Config.Egress, Clock: d.Clock, Log: d.Log,
+	})
+	add(appv1connect.NewOAuthCredentialServiceHandler(svc, opts))
+	a.routes["GET "+oauthcreds.CallbackPath] = route{appv1connect.OAuthCredentialServiceName, svc.Callback(func(r *http.Request) (auth.Principal, error) {
+		// A browser comes back signed in by its session cookie; the flow's state binds the code
+		// to the subject that began it, which is what stops a forged callback.
+		return a.authn.AuthenticateRequest(r, false)
+	})}
+	return svc
 }
 
 // Keys is the API key store (used to bootstrap the first admin key).

@@ -49,6 +49,7 @@ func Functions() []Function {
 		appv1connect.ModelRouterServiceName,
 		appv1connect.AutomationServiceName,
 		appv1connect.AutomationRunServiceName,
+		// Also serves GET /api/auth/oauth/callback, where redirect flows' providers send browsers.
 		appv1connect.OAuthCredentialServiceName,
 		appv1connect.ApiKeyServiceName,
 		appv1connect.OrgSecretServiceName,

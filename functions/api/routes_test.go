@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/hangar-dev/hangar/functions/oauthcreds"
 	"github.com/hangar-dev/hangar/functions/webhooks"
 	"github.com/hangar-dev/hangar/gen/svc/app/v1/appv1connect"
 	"github.com/hangar-dev/hangar/internal/testenv"
@@ -86,5 +87,23 @@ func TestSignInRoutesAreServedByApiKeyServicesFunction(t *testing.T) {
 	a.Handler().ServeHTTP(rec, call)
 	if rec.Code != http.StatusOK {
 		t.Errorf("ListApiKeys with the local admin's cookie: %d %s", rec.Code, rec.Body)
+	}
+}
+
+// The OAuth callback page is served by the one server and by OAuthCredentialService's function,
+// and asks a caller without a key to sign in.
+func TestOAuthCallbackIsServedByItsServicesFunction(t *testing.T) {
+	db, _ := testenv.Firestore(t)
+	_, sealer := testenv.Keyset(t)
+	a := New(Deps{DB: db, Config: config.Default(), Sealer: sealer})
+	oauthFn, _ := a.ServiceHandler(appv1connect.OAuthCredentialServiceName)
+	for name, h := range map[string]http.Handler{"the one server": a.Handler(), "OAuthCredentialService's function": oauthFn} {
+		t.Run(name, func(t *testing.T) {
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, oauthcreds.CallbackPath+"?state=oaf_x&code=c", nil))
+			if rec.Code != http.StatusUnauthorized || !strings.Contains(rec.Body.String(), "Sign in to Hangar") {
+				t.Errorf("%d %q", rec.Code, rec.Body)
+			}
+		})
 	}
 }

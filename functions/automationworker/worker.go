@@ -35,7 +35,12 @@ type Worker struct {
 	dispatcher *dispatch.Dispatcher
 	runner     *runner.Runner
 	log        *slog.Logger
+	sweeps     []func(context.Context) error
 }
+
+// AlsoTick has every tick also run sweep: durable work of other services (OAuth device polls
+// and refreshes) that rides the same scheduler rather than a second one.
+func (w *Worker) AlsoTick(sweep func(context.Context) error) { w.sweeps = append(w.sweeps, sweep) }
 
 // New returns a Worker.
 func New(d *dispatch.Dispatcher, rn *runner.Runner, log *slog.Logger) *Worker {
@@ -90,14 +95,18 @@ func (w *Worker) HandleRun(ctx context.Context, m pubsub.Message) error {
 	return nil
 }
 
-// Tick fires due schedules and re-queues runs nobody is executing.
+// Tick fires due schedules, re-queues runs nobody is executing and runs the AlsoTick sweeps.
 func (w *Worker) Tick(ctx context.Context) error {
 	started, ferr := w.dispatcher.Fire(ctx)
 	if len(started) > 0 {
 		w.log.Info("automation schedules fired", "runs", started)
 	}
 	_, serr := w.runner.Sweep(ctx)
-	if err := errors.Join(ferr, serr); err != nil {
+	errs := []error{ferr, serr}
+	for _, sweep := range w.sweeps {
+		errs = append(errs, sweep(ctx))
+	}
+	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("automation tick: %w", err)
 	}
 	return nil

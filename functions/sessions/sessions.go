@@ -188,27 +188,38 @@ func routerEnv(r *config.ModelRouter, protocol, model, key string) map[string]st
 }
 
 // oauthBundle opens the OAuth credential a session asks for (nil: none), once the harness is
-// known to take that provider's bundle and the caller to be allowed the subject's credentials.
-func (s *Service) oauthBundle(ctx context.Context, caller auth.Principal, agent agentChoice, b *appv1.OAuthCredentialBinding) (string, error) {
+// known to take that provider's bundle and the caller to be allowed the subject's credentials,
+// and mints the session's broker binding: the broker token goes into env (the sandbox's
+// environment, sealed with the session's other secrets) with the session id, and only its hash
+// into the record, so the token works while the session lives and reaches only its credential.
+func (s *Service) oauthBundle(ctx context.Context, caller auth.Principal, agent agentChoice, b *appv1.OAuthCredentialBinding, id string, env map[string]string) (string, *sessiondb.Broker, error) {
 	if b == nil {
-		return "", nil
+		return "", nil, nil
 	}
 	provider := strings.TrimSpace(b.GetProvider())
 	if agent.oauth == nil {
-		return "", apierr.FailedPrecondition("harness %s takes no OAuth credential (asked for %q)", agent.harness, provider)
+		return "", nil, apierr.FailedPrecondition("harness %s takes no OAuth credential (asked for %q)", agent.harness, provider)
 	}
 	if agent.oauth.Provider != provider {
-		return "", apierr.FailedPrecondition("harness %s takes an OAuth credential of provider %q, not %q", agent.harness, agent.oauth.Provider, provider)
+		return "", nil, apierr.FailedPrecondition("harness %s takes an OAuth credential of provider %q, not %q", agent.harness, agent.oauth.Provider, provider)
 	}
 	if s.d.Credentials == nil {
-		return "", apierr.FailedPrecondition("this deployment keeps no OAuth credentials")
+		return "", nil, apierr.FailedPrecondition("this deployment keeps no OAuth credentials")
 	}
 	sub, err := credentials.SubjectOf(caller, b.GetSubject())
 	if err != nil {
-		return "", err
+		return "", nil, err
 	}
 	bundle, _, err := s.d.Credentials.Bundle(ctx, sub, provider)
-	return bundle, err
+	if err != nil {
+		return "", nil, err
+	}
+	token, broker, err := credentials.NewBroker(sub, provider)
+	if err != nil {
+		return "", nil, err
+	}
+	env[credentials.EnvBrokerToken], env[credentials.EnvSessionID] = token, id
+	return bundle, broker, nil
 }
 
 // Kind is what CreateSessionResponse.kind says: the sandbox technology a session runs on.
@@ -348,7 +359,7 @@ func (s *Service) create(ctx context.Context, m *appv1.CreateSessionRequest, id,
 			return nil, err
 		}
 	}
-	bundle, err := s.oauthBundle(ctx, caller, agent, m.GetOauthCredential())
+	bundle, broker, err := s.oauthBundle(ctx, caller, agent, m.GetOauthCredential(), id, env)
 	if err != nil {
 		return nil, err
 	}
@@ -368,7 +379,7 @@ func (s *Service) create(ctx context.Context, m *appv1.CreateSessionRequest, id,
 	}
 	rec := &sessiondb.Record{
 		ID: id, Owner: caller.UserID, RequestedID: requested, Status: sessiondb.Creating, HostID: host.ID,
-		ImageURI: image, Mode: mode, SealedEnv: sealed, SealedCredential: sealedCred, Harness: agent.harness, HarnessMode: m.GetHarnessMode(),
+		ImageURI: image, Mode: mode, SealedEnv: sealed, SealedCredential: sealedCred, Broker: broker, Harness: agent.harness, HarnessMode: m.GetHarnessMode(),
 		Model: m.GetModel(), Effort: m.GetEffort(), ModelRouter: m.GetModelRouter(),
 	}
 	if agent.router != nil && rec.Model == "" {

@@ -54,6 +54,9 @@ type Config struct {
 	Registries egress.Policy
 	// SignIn is dashboard sign-in and `hangar login` (functions/signin).
 	SignIn SignIn
+	// OAuthProviders is a JSON list of OAuth providers added to (or replacing by id) the
+	// built-in ones OAuthCredentialService signs in to; functions/oauthcreds reads it.
+	OAuthProviders string `env:"HANGAR_OAUTH_PROVIDERS"`
 }
 
 // SignIn configures /api/auth: OpenID Connect sign-in to the dashboard, its session cookies, and

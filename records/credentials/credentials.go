@@ -5,9 +5,16 @@
 // another subject does not open. Bundle, which opens one, is for the services that hand it to a
 // session; no read a caller sees returns it.
 //
-// A credential's version grows by one with every change of its bundle (a put, a disconnect);
-// writes may name the version they expect and a mismatch is aborted. Disconnecting drops the
-// bundle and keeps the record (connected false), so a listing still shows what was connected.
+// A credential's version grows by one with every change of its bundle or status (a put, a
+// sign-in, a refresh, a session's update, a disconnect, an expiry); writes may name the version
+// they expect and a mismatch is aborted. Disconnecting drops the bundle and keeps the record
+// (connected false), so a listing still shows what was connected. Statuses follows the states
+// table: only a connected credential holds a bundle.
+//
+// A credential that expires carries refresh_at, when the refresh sweep (Due, Claim) next looks at
+// it: a margin before expires_at when its bundle holds a refresh token, at expires_at otherwise
+// (to mark it expired). Claiming moves refresh_at forward by a lease, so a refresher that dies
+// leaves the credential due again when the lease ends, and two sweeps never refresh it at once.
 package credentials
 
 import (
@@ -28,6 +35,7 @@ import (
 	"github.com/hangar-dev/hangar/platform/apierr"
 	"github.com/hangar-dev/hangar/platform/auth"
 	"github.com/hangar-dev/hangar/platform/seal"
+	"github.com/hangar-dev/hangar/platform/states"
 	"github.com/hangar-dev/hangar/platform/store"
 )
 
@@ -44,9 +52,27 @@ const (
 
 // Statuses of a credential.
 const (
-	StatusConnected    = "connected"
+	StatusConnected = "connected"
+	// StatusExpired: the access token passed expires_at with no refresh token to renew it.
+	StatusExpired = "expired"
+	// StatusRefreshFailed: refreshing kept failing (the provider erred or was unreachable)
+	// until the access token expired.
+	StatusRefreshFailed = "refresh_failed"
+	// StatusRevoked: the provider refused the refresh token (invalid_grant) once the access
+	// token expired: the grant was revoked or replaced, and only a new sign-in connects the
+	// credential again.
+	StatusRevoked      = "revoked"
 	StatusDisconnected = "disconnected"
 )
+
+// Statuses is the credential state table: a put or a sign-in connects any credential again.
+var Statuses = states.Table[string]{
+	{From: StatusConnected, To: []string{StatusExpired, StatusRefreshFailed, StatusRevoked, StatusDisconnected}},
+	{From: StatusExpired, To: []string{StatusConnected, StatusDisconnected}},
+	{From: StatusRefreshFailed, To: []string{StatusConnected, StatusDisconnected}},
+	{From: StatusRevoked, To: []string{StatusConnected, StatusDisconnected}},
+	{From: StatusDisconnected, To: []string{StatusConnected}},
+}
 
 // Subject is whom a credential belongs to.
 type Subject struct {
@@ -54,6 +80,16 @@ type Subject struct {
 }
 
 func (s Subject) String() string { return s.Kind + " " + s.ID }
+
+// Proto is the subject as the API gives it.
+func (s Subject) Proto() *appv1.OAuthSubject {
+	for k, v := range kinds {
+		if v == s.Kind {
+			return &appv1.OAuthSubject{Kind: k, Id: s.ID}
+		}
+	}
+	return &appv1.OAuthSubject{Id: s.ID}
+}
 
 // kinds maps the API's subject kinds to the store's.
 var kinds = map[appv1.OauthSubjectKind]string{
@@ -101,6 +137,9 @@ var (
 	subjectIDRe = regexp.MustCompile(`^[A-Za-z0-9_.:@/+-]{1,256}$`)
 )
 
+// ValidProvider reports whether provider is a well-formed provider name.
+func ValidProvider(provider string) bool { return providerRe.MatchString(provider) }
+
 // Validate reports a bad subject id or provider into v, with fields named as a request
 // carries them.
 func Validate(v *apierr.Violations, s Subject, provider string) {
@@ -121,6 +160,11 @@ type Meta struct {
 	Status      string    `firestore:"status"`
 	CreatedAt   time.Time `firestore:"created_at"`
 	UpdatedAt   time.Time `firestore:"updated_at"`
+	// ExpiresAt is when the access token expires (nil: unknown or never).
+	ExpiresAt *time.Time `firestore:"expires_at,omitempty"`
+	// Account is what the provider said of the account (display_name, plan_type,
+	// workspace_id, workspace_name); never a token.
+	Account map[string]string `firestore:"account,omitempty"`
 }
 
 // Connected reports whether the credential holds a bundle.
@@ -129,7 +173,24 @@ func (m Meta) Connected() bool { return m.Status == StatusConnected }
 type record struct {
 	Meta
 	Sealed []byte `firestore:"sealed"`
+	// RefreshAt is when the sweep next looks at the credential (nil: never).
+	RefreshAt *time.Time `firestore:"refresh_at,omitempty"`
 }
+
+// Grant is a bundle to store and what Hangar knows of it.
+type Grant struct {
+	Bundle string
+	// ExpiresAt is when its access token expires (zero: unknown or never).
+	ExpiresAt time.Time
+	// Refreshable says the bundle holds a refresh token the sweep can renew it with.
+	Refreshable bool
+	// Account replaces the account metadata; nil keeps what the credential has.
+	Account map[string]string
+}
+
+// RefreshMargin is how long before expires_at a refreshable credential is refreshed (half the
+// remaining lifetime for tokens that live less than twice as long).
+const RefreshMargin = 5 * time.Minute
 
 // Store reads and writes credentials.
 type Store struct {
@@ -145,17 +206,28 @@ func New(db *firestore.Client, sealer *seal.Sealer, now func() time.Time, maxByt
 }
 
 // Put stores bundle as the subject's credential for provider (connecting it again if it was
-// disconnected) and returns its metadata.
+// disconnected), with no expiry and no account known, and returns its metadata.
 func (s *Store) Put(ctx context.Context, sub Subject, provider, bundle string) (Meta, error) {
+	return s.Save(ctx, sub, provider, Grant{Bundle: bundle, Account: map[string]string{}}, 0, "secret")
+}
+
+// Save stores g as the subject's credential for provider, connecting it. expected, when not 0,
+// is the version the writer saw (a session's refreshed bundle): another is aborted, saying the
+// current version. field names the bundle in errors.
+func (s *Store) Save(ctx context.Context, sub Subject, provider string, g Grant, expected int64, field string) (Meta, error) {
 	var v apierr.Violations
 	Validate(&v, sub, provider)
+	bundle := g.Bundle
 	switch {
 	case strings.TrimSpace(bundle) == "":
-		v.Add("secret", "is required")
+		v.Add(field, "is required")
 	case len(bundle) > s.maxBytes:
-		v.Addf("secret", "must be at most %d bytes (is %d)", s.maxBytes, len(bundle))
+		v.Addf(field, "must be at most %d bytes (is %d)", s.maxBytes, len(bundle))
 	case strings.ContainsFunc(bundle, func(r rune) bool { return unicode.IsControl(r) && r != '\n' && r != '\t' && r != '\r' }):
-		v.Add("secret", "must be text")
+		v.Add(field, "must be text")
+	}
+	if expected < 0 {
+		v.Add("expected_version", "must not be negative")
 	}
 	if err := v.Err(); err != nil {
 		return Meta{}, err
@@ -165,12 +237,32 @@ func (s *Store) Put(ctx context.Context, sub Subject, provider, bundle string) (
 		return Meta{}, err
 	}
 	return s.change(ctx, sub, provider, func(cur *record, now time.Time) (bool, error) {
+		if expected != 0 && cur.Version != expected {
+			return false, versionAborted(sub, provider, cur.Version, expected)
+		}
 		if cur.Version == 0 {
 			cur.CreatedAt = now
 		}
 		cur.Sealed, cur.Status = sealed, StatusConnected
+		if g.Account != nil {
+			cur.Account = g.Account
+		}
+		cur.ExpiresAt, cur.RefreshAt = nil, nil
+		if !g.ExpiresAt.IsZero() {
+			exp := g.ExpiresAt.UTC()
+			at := exp
+			if g.Refreshable {
+				at = exp.Add(-min(RefreshMargin, exp.Sub(now)/2))
+			}
+			cur.ExpiresAt, cur.RefreshAt = &exp, &at
+		}
 		return true, nil
 	})
+}
+
+// versionAborted is a write that expected another version; the message says the current one.
+func versionAborted(sub Subject, provider string, current, expected int64) error {
+	return apierr.Aborted("the %s credential of %s is at version %d, not %d", provider, sub, current, expected)
 }
 
 // Disconnect drops the subject's bundle for provider, keeping the record. expected, when not
@@ -190,14 +282,74 @@ func (s *Store) Disconnect(ctx context.Context, sub Subject, provider string, ex
 			return false, apierr.NotFound("OAuth credential", sub.String()+" "+provider)
 		}
 		if expected != 0 && cur.Version != expected {
-			return false, apierr.Aborted("the %s credential of %s is at version %d, not %d", provider, sub, cur.Version, expected)
+			return false, versionAborted(sub, provider, cur.Version, expected)
 		}
-		if !cur.Connected() {
+		if cur.Status == StatusDisconnected {
 			return false, nil
 		}
-		cur.Sealed, cur.Status = nil, StatusDisconnected
+		cur.Sealed, cur.Status, cur.RefreshAt = nil, StatusDisconnected, nil
 		return true, nil
 	})
+}
+
+// Mark moves a connected credential at version expected to status (expired, refresh_failed,
+// revoked), dropping its bundle, which can no longer be used. A credential that changed since
+// (a session saved a newer bundle, the user disconnected it) is left as it is: ok is false.
+func (s *Store) Mark(ctx context.Context, sub Subject, provider string, expected int64, status string) (Meta, bool, error) {
+	marked := false
+	m, err := s.change(ctx, sub, provider, func(cur *record, _ time.Time) (bool, error) {
+		if cur.Version != expected || !Statuses.CanMove(cur.Status, status) {
+			return false, nil
+		}
+		cur.Sealed, cur.Status, cur.RefreshAt = nil, status, nil
+		marked = true
+		return true, nil
+	})
+	return m, marked, err
+}
+
+// Due lists up to limit credentials whose refresh_at has come, for the refresh sweep.
+func (s *Store) Due(ctx context.Context, limit int) ([]Meta, error) {
+	q := s.db.Collection(Collection).Where("refresh_at", "<=", s.now()).OrderBy("refresh_at", firestore.Asc).Limit(limit)
+	recs, err := store.All[record](q.Documents(ctx))
+	if err != nil {
+		return nil, fmt.Errorf("list the credentials due for refresh: %w", err)
+	}
+	out := make([]Meta, len(recs))
+	for i, r := range recs {
+		out[i] = r.Meta
+	}
+	return out, nil
+}
+
+// Claim takes a due credential for refreshing: it moves refresh_at a lease ahead (changing
+// nothing else, so not the version) and opens the bundle. ok is false when the credential is not
+// due any more (another sweep claimed it, or it changed).
+func (s *Store) Claim(ctx context.Context, sub Subject, provider string, lease time.Duration) (string, Meta, bool, error) {
+	var rec *record
+	err := s.db.RunTransaction(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
+		rec = nil
+		cur, err := s.read(ctx, tx, sub, provider)
+		if err != nil || cur == nil || cur.RefreshAt == nil || !cur.Connected() {
+			return err
+		}
+		now := s.now()
+		if cur.RefreshAt.After(now) {
+			return nil
+		}
+		next := now.Add(lease)
+		cur.RefreshAt = &next
+		rec = cur
+		return tx.Update(s.doc(sub, provider), []firestore.Update{{Path: "refresh_at", Value: next}})
+	})
+	if err != nil || rec == nil {
+		return "", Meta{}, false, err
+	}
+	pt, err := s.sealer.Open(rec.Sealed, owner(sub, provider))
+	if err != nil {
+		return "", Meta{}, false, fmt.Errorf("open the %s credential of %s: %w", provider, sub, err)
+	}
+	return string(pt), rec.Meta, true, nil
 }
 
 // change applies edit to the credential in a transaction (a missing one is a zero record at
@@ -290,3 +442,6 @@ func (s *Store) doc(sub Subject, provider string) *firestore.DocumentRef {
 func owner(sub Subject, provider string) string {
 	return sub.Kind + "/" + provider + "/" + sub.ID
 }
+
+// Subject is whom the credential belongs to.
+func (m Meta) Subject() Subject { return Subject{Kind: m.SubjectKind, ID: m.SubjectID} }

@@ -94,3 +94,52 @@ func TestBundlesAreSealedAndBoundToSubjectAndProvider(t *testing.T) {
 	_, _, err = s.Bundle(ctx, alice, "anthropic")
 	testenv.WantCode(t, err, connect.CodeFailedPrecondition)
 }
+
+// A refreshable credential comes due a margin before it expires; one claim takes it for a lease
+// (without changing its version), so a second sweep finds nothing to do until the lease ends.
+// Save over a stale version is aborted naming the current one; Mark drops the bundle.
+func TestRefreshScheduleClaimsAndVersions(t *testing.T) {
+	t.Parallel()
+	db, _ := testenv.Firestore(t)
+	_, sealer := testenv.Keyset(t)
+	clk := clock.NewFake(time.Date(2026, 5, 1, 0, 0, 0, 0, time.UTC))
+	s := New(db, sealer, clk.Now, 1024)
+	ctx := t.Context()
+	alice := Subject{KindUser, "user_alice"}
+	m, err := s.Save(ctx, alice, "acme", Grant{Bundle: "b1", ExpiresAt: clk.Now().Add(time.Hour), Refreshable: true}, 0, "token")
+	if err != nil || m.Version != 1 || m.ExpiresAt == nil {
+		t.Fatalf("save: %+v, %v", m, err)
+	}
+	if due, _ := s.Due(ctx, 10); len(due) != 0 {
+		t.Fatalf("due an hour early: %v", due)
+	}
+	clk.Advance(55 * time.Minute)
+	due, err := s.Due(ctx, 10)
+	if err != nil || len(due) != 1 {
+		t.Fatalf("due: %v, %v", due, err)
+	}
+	bundle, claimed, ok, err := s.Claim(ctx, alice, "acme", time.Minute)
+	if err != nil || !ok || bundle != "b1" || claimed.Version != 1 {
+		t.Fatalf("claim: %q %+v %v %v", bundle, claimed, ok, err)
+	}
+	if _, _, ok, _ := s.Claim(ctx, alice, "acme", time.Minute); ok {
+		t.Fatal("claimed twice within the lease")
+	}
+	if due, _ := s.Due(ctx, 10); len(due) != 0 {
+		t.Fatal("due within the lease")
+	}
+	if _, err := s.Save(ctx, alice, "acme", Grant{Bundle: "b2"}, 1, "token"); err != nil {
+		t.Fatal(err)
+	}
+	_, err = s.Save(ctx, alice, "acme", Grant{Bundle: "b3"}, 1, "token")
+	testenv.WantCode(t, err, connect.CodeAborted)
+	if _, ok, _ := s.Mark(ctx, alice, "acme", 1, StatusExpired); ok {
+		t.Fatal("marked a credential that changed since")
+	}
+	m, ok, err = s.Mark(ctx, alice, "acme", 2, StatusRevoked)
+	if err != nil || !ok || m.Status != StatusRevoked || m.Version != 3 {
+		t.Fatalf("mark: %+v %v %v", m, ok, err)
+	}
+	_, _, err = s.Bundle(ctx, alice, "acme")
+	testenv.WantCode(t, err, connect.CodeFailedPrecondition)
+}

@@ -50,6 +50,9 @@ type Record struct {
 	// oauth_credential), sealed the same way, bound to CredentialOwner; only the host opens it,
 	// to hand it to the harness plugin's plans. Nil without one.
 	SealedCredential []byte `firestore:"sealed_credential"`
+	// Broker is how the session reaches its OAuth credential's current bundle through
+	// OAuthCredentialService's broker methods (nil without an OAuth credential).
+	Broker *Broker `firestore:"broker,omitempty"`
 	// LatestSnapshotID is the checkpoint a resume starts from ("" when none was taken).
 	LatestSnapshotID string `firestore:"latest_snapshot_id"`
 	// Harness runs the prompts of an agent session ("" for a plain sandbox session), in
@@ -317,6 +320,15 @@ func (s *Store) Artifact(ctx context.Context, id, artifactID string) (*Artifact,
 // EnvOwner is what a session's sealed environment is bound to: sealed for one session, it opens
 // for no other.
 func EnvOwner(id string) string { return Collection + "/" + id }
+
+// Broker binds a session to the OAuth credential it was created with: the SHA-256 of the
+// broker token its sandbox holds (never the token) and the credential's subject and provider.
+type Broker struct {
+	TokenHash   []byte `firestore:"token_hash"`
+	SubjectKind string `firestore:"subject_kind"`
+	SubjectID   string `firestore:"subject_id"`
+	Provider    string `firestore:"provider"`
+}
 
 // CredentialOwner is what a session's sealed OAuth credential is bound to.
 func CredentialOwner(id string) string { return Collection + "/" + id + "/oauth_credential" }
