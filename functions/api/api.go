@@ -173,7 +173,7 @@ func New(d Deps) *API {
 
 	// Registry passwords are sealed: without a keyset, ImageService keeps no registries either.
 	if d.Sealer != nil {
-		add(appv1connect.NewImageServiceHandler(imagesvc.New(registries.New(d.DB, d.Sealer, d.Clock.Now)), opts))
+		add(appv1connect.NewImageServiceHandler(imagesvc.New(registries.New(d.DB, d.Sealer, d.Clock.Now), d.Log), opts))
 	} else {
 		add(appv1connect.NewImageServiceHandler(appv1connect.UnimplementedImageServiceHandler{}, opts,
 			connect.WithInterceptors(unavailable("registries are not kept here: set HANGAR_SEAL_KEYSET"))))

@@ -37,6 +37,7 @@ func (s *Service) AddRegistry(ctx context.Context, req *connect.Request[appv1.Ad
 	if err != nil {
 		return nil, err
 	}
+	s.log.Info("registry added", "host", sum.Host, "kind", sum.Kind, "principal", sum.Principal, "by", caller.UserID)
 	return connect.NewResponse(&appv1.AddRegistryResponse{
 		Id: sum.ID, Host: sum.Host, AuthKind: string(sum.Kind), AuthPrincipal: opt.String(sum.Principal),
 	}), nil
@@ -63,12 +64,15 @@ func (s *Service) ListRegistries(ctx context.Context, _ *connect.Request[appv1.L
 // DeleteRegistry removes a registry's credentials (admins only); later pulls from its host go
 // without credentials.
 func (s *Service) DeleteRegistry(ctx context.Context, req *connect.Request[appv1.DeleteRegistryRequest]) (*connect.Response[emptypb.Empty], error) {
-	if _, err := admin(ctx, "deleting a registry"); err != nil {
+	caller, err := admin(ctx, "deleting a registry")
+	if err != nil {
 		return nil, err
 	}
-	if _, err := s.registries.Delete(ctx, req.Msg.GetHost()); err != nil {
+	sum, err := s.registries.Delete(ctx, req.Msg.GetHost())
+	if err != nil {
 		return nil, err
 	}
+	s.log.Info("registry deleted", "host", sum.Host, "kind", sum.Kind, "by", caller.UserID)
 	return connect.NewResponse(&emptypb.Empty{}), nil
 }
 

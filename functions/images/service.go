@@ -4,6 +4,8 @@
 package imagesvc
 
 import (
+	"log/slog"
+
 	"github.com/hangar-dev/hangar/gen/svc/app/v1/appv1connect"
 	"github.com/hangar-dev/hangar/records/registries"
 )
@@ -12,9 +14,12 @@ import (
 type Service struct {
 	appv1connect.UnimplementedImageServiceHandler
 	registries *registries.Store
+	log        *slog.Logger
 }
 
 var _ appv1connect.ImageServiceHandler = (*Service)(nil)
 
-// New returns the service over the registry store.
-func New(regs *registries.Store) *Service { return &Service{registries: regs} }
+// New returns the service over the registry store; log takes the audit lines of registry changes.
+func New(regs *registries.Store, log *slog.Logger) *Service {
+	return &Service{registries: regs, log: log}
+}

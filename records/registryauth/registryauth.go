@@ -22,6 +22,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"regexp"
 	"strings"
@@ -60,6 +61,8 @@ type Options struct {
 	// Recheck is how long a store read is reused (default 30 s).
 	Recheck time.Duration
 	Clock   clock.Clock
+	// Log takes a line per minted token (default slog.Default()).
+	Log *slog.Logger
 }
 
 // Keychain resolves a registry host to the credentials the store says to use there.
@@ -100,6 +103,9 @@ func New(store *registries.Store, opts Options) *Keychain {
 	}
 	if opts.Clock == nil {
 		opts.Clock = clock.Real{}
+	}
+	if opts.Log == nil {
+		opts.Log = slog.Default()
 	}
 	return &Keychain{store: store, opts: opts, records: map[string]cached[found]{}, tokens: map[string]cached[authn.AuthConfig]{}}
 }
@@ -212,6 +218,7 @@ func (k *Keychain) token(ctx context.Context, c registries.Credentials) (authn.A
 		k.mu.Lock()
 		k.tokens[c.ID] = cached[authn.AuthConfig]{v: cfg, until: expiry.Add(-tokenMargin)}
 		k.mu.Unlock()
+		k.opts.Log.Info("registry token minted", "host", c.Host, "kind", c.Kind, "principal", c.Principal, "expires", expiry)
 		return cfg, nil
 	})
 	if err != nil {
