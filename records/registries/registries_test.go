@@ -24,6 +24,7 @@ func newStore(t *testing.T) (*registries.Store, *firestore.Client) {
 }
 
 func TestNormalHostTakesHostsAndRefusesURLs(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name, host, want, wantErr string
 	}{
@@ -62,6 +63,7 @@ func TestNormalHostTakesHostsAndRefusesURLs(t *testing.T) {
 }
 
 func TestAddRefusesBadAuthNamingTheField(t *testing.T) {
+	t.Parallel()
 	s, _ := newStore(t)
 	for _, tc := range []struct {
 		name string
@@ -87,6 +89,7 @@ func TestAddRefusesBadAuthNamingTheField(t *testing.T) {
 }
 
 func TestAddListCredentialsDelete(t *testing.T) {
+	t.Parallel()
 	s, _ := newStore(t)
 	ctx := t.Context()
 	for _, a := range []registries.Add{
@@ -145,6 +148,7 @@ func TestAddListCredentialsDelete(t *testing.T) {
 // keychain sends it there. Neither works: the document holds only the sealed bytes, bound to
 // its host.
 func TestSecurityRegistryPasswordIsSealedAndBoundToItsHost(t *testing.T) {
+	t.Parallel()
 	s, db := newStore(t)
 	ctx := context.Background()
 	const password = "registry-password-in-the-clear"

@@ -73,6 +73,7 @@ func privateImage(t *testing.T, user, password string, refused *atomic.Int32) (h
 }
 
 func TestPullsSignInWithTheStoredCredentials(t *testing.T) {
+	t.Parallel()
 	var refused atomic.Int32
 	privateHost, privateRef := privateImage(t, "robot", "s3cret-registry-pw", &refused)
 	openHost := imagestest.Registry(t)
@@ -122,6 +123,7 @@ func TestPullsSignInWithTheStoredCredentials(t *testing.T) {
 // A registry deleted or added is picked up once the keychain's store read is older than
 // Recheck, by a cache whose puller already holds the repository's transport.
 func TestChangedRegistriesTakeEffectAfterRecheck(t *testing.T) {
+	t.Parallel()
 	host, ref := privateImage(t, "robot", "pw-1", nil)
 	f := newFixture(t, registryauth.Options{Recheck: time.Minute})
 	ctx := t.Context()
@@ -188,6 +190,7 @@ func newIAMFake(t *testing.T) *iamFake {
 }
 
 func TestWorkloadIdentityImpersonatesTheServiceAccountAndKeepsTheToken(t *testing.T) {
+	t.Parallel()
 	const sa = "puller@my-project.iam.gserviceaccount.com"
 	host, ref := privateImage(t, "oauth2accesstoken", "ya29.minted-token", nil)
 	iam := newIAMFake(t)
@@ -292,6 +295,7 @@ func newAWSFake(t *testing.T, ecrKey string) *awsFake {
 }
 
 func TestCloudRegistryAsksECRForATokenAsTheAssumedRole(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name, role, ecrKey string
 		wantAssumes        int32
@@ -320,6 +324,7 @@ func TestCloudRegistryAsksECRForATokenAsTheAssumedRole(t *testing.T) {
 }
 
 func TestCloudRegistryRefusedRoleSaysWhich(t *testing.T) {
+	t.Parallel()
 	host, ref := privateImage(t, "AWS", ecrPassword, nil)
 	fake := newAWSFake(t, assumedKey)
 	f := newFixture(t, registryauth.Options{
