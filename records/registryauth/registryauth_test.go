@@ -2,13 +2,19 @@ package registryauth_test
 
 import (
 	"context"
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/x509"
 	"encoding/base64"
 	"encoding/json"
+	"encoding/pem"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -336,5 +342,55 @@ func TestCloudRegistryRefusedRoleSaysWhich(t *testing.T) {
 	_, err := f.cache.Pull(t.Context(), ref)
 	if err == nil || !strings.Contains(err.Error(), "registry "+host+" (cloud_registry as "+other+")") || !strings.Contains(err.Error(), "AccessDenied") {
 		t.Fatalf("pull with a role STS refuses: %v", err)
+	}
+}
+
+// Without a service account to impersonate, workload_identity signs in with the process's own
+// Application Default Credentials: here a service account key whose token_uri is a loopback
+// fake of Google's OAuth token endpoint.
+func TestWorkloadIdentityWithoutAServiceAccountUsesTheProcesssOwnCredentials(t *testing.T) {
+	var grants atomic.Int32
+	oauth := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.ParseForm() != nil || r.Form.Get("grant_type") != "urn:ietf:params:oauth:grant-type:jwt-bearer" || r.Form.Get("assertion") == "" {
+			http.Error(w, `{"error":"invalid_grant"}`, http.StatusBadRequest)
+			return
+		}
+		grants.Add(1)
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"access_token":"ya29.own-token","expires_in":3600,"token_type":"Bearer"}`)
+	}))
+	t.Cleanup(oauth.Close)
+	key, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	der, err := x509.MarshalPKCS8PrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	adc, err := json.Marshal(map[string]string{
+		"type": "service_account", "project_id": "p", "private_key_id": "k1", "client_id": "1",
+		"private_key":  string(pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der})),
+		"client_email": "host@p.iam.gserviceaccount.com", "token_uri": oauth.URL + "/token",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "adc.json")
+	if err := os.WriteFile(path, adc, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("GOOGLE_APPLICATION_CREDENTIALS", path)
+
+	host, ref := privateImage(t, "oauth2accesstoken", "ya29.own-token", nil)
+	f := newFixture(t, registryauth.Options{})
+	f.add(t, registries.Add{Host: host, Kind: registries.WorkloadIdentity})
+	for range 2 {
+		if _, err := f.cache.Pull(t.Context(), ref); err != nil {
+			t.Fatalf("pull: %v", err)
+		}
+	}
+	if n := grants.Load(); n != 1 {
+		t.Fatalf("%d tokens granted for two pulls, want 1", n)
 	}
 }
