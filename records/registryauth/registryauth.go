@@ -29,6 +29,7 @@ import (
 	"sync"
 	"time"
 
+	"cloud.google.com/go/firestore"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/credentials/stscreds"
@@ -41,6 +42,8 @@ import (
 	"google.golang.org/api/option"
 
 	"github.com/hangar-dev/hangar/platform/clock"
+	"github.com/hangar-dev/hangar/platform/egress"
+	"github.com/hangar-dev/hangar/platform/seal"
 	"github.com/hangar-dev/hangar/records/registries"
 )
 
@@ -108,6 +111,13 @@ func New(store *registries.Store, opts Options) *Keychain {
 		opts.Log = slog.Default()
 	}
 	return &Keychain{store: store, opts: opts, records: map[string]cached[found]{}, tokens: map[string]cached[authn.AuthConfig]{}}
+}
+
+// ForDeployment is the keychain a process of the deployment pulls with: the registry store over
+// db, opened with sealer, its AWS calls dialled through policy (the operator's
+// HANGAR_PRIVATE_REGISTRIES). Sandbox hosts and the image enable jobs both use it.
+func ForDeployment(db *firestore.Client, sealer *seal.Sealer, policy egress.Policy) *Keychain {
+	return New(registries.New(db, sealer, time.Now), Options{HTTP: policy.Client(egress.MaxRedirects, nil)})
 }
 
 var _ authn.ContextKeychain = (*Keychain)(nil)

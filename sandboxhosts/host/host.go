@@ -33,7 +33,6 @@ import (
 	"github.com/hangar-dev/hangar/platform/egress"
 	"github.com/hangar-dev/hangar/platform/seal"
 	"github.com/hangar-dev/hangar/records/fleet"
-	"github.com/hangar-dev/hangar/records/registries"
 	"github.com/hangar-dev/hangar/records/registryauth"
 	"github.com/hangar-dev/hangar/records/sessiondb"
 	"github.com/hangar-dev/hangar/sandboxhosts/container"
@@ -66,8 +65,8 @@ type Options struct {
 	// Registries is what image pulls may reach beyond public addresses (config.Config.Registries):
 	// an image_uri naming a loopback or private registry is refused unless an operator lists it.
 	Registries egress.Policy
-	// Keychain signs image pulls in to their registries; default: the registry store's keychain
-	// (records/registryauth) over DB and Sealer, its AWS calls dialled through Registries. The
+	// Keychain signs image pulls in to their registries; default: registryauth.ForDeployment over
+	// DB, Sealer and Registries, the store an admin fills with ImageService's AddRegistry. The
 	// host resolves credentials itself: no sandbox ever sees them.
 	Keychain authn.Keychain
 	// CgroupParent groups the sandboxes' cgroups; default "hangar".
@@ -157,9 +156,7 @@ func New(ctx context.Context, opts Options) (*Host, error) {
 	}
 	keychain := opts.Keychain
 	if keychain == nil {
-		keychain = registryauth.New(registries.New(opts.DB, opts.Sealer, h.clock.Now), registryauth.Options{
-			HTTP: opts.Registries.Client(egress.MaxRedirects, nil),
-		})
+		keychain = registryauth.ForDeployment(opts.DB, opts.Sealer, opts.Registries)
 	}
 	h.images, err = images.New(filepath.Join(dataDir, "images"), images.WithLogger(h.log), images.WithRegistries(opts.Registries),
 		images.WithKeychain(keychain), images.WithMaxImageBytes(opts.Config.MaxImageBytes))
