@@ -61,7 +61,9 @@ type Options struct {
 	STSEndpoint, ECREndpoint string
 	// HTTP carries the AWS calls when AWS does not set a client (default: the SDK's own).
 	HTTP *http.Client
-	// Recheck is how long a store read is reused (default 30 s).
+	// Recheck is how long a store read is reused (default 5 s): long enough that the many requests
+	// of one pull read the store once, short enough that an admin who adds a registry after a
+	// refused pull can retry at once.
 	Recheck time.Duration
 	Clock   clock.Clock
 	// Log takes a line per minted token (default slog.Default()).
@@ -102,7 +104,7 @@ const tokenMargin = 5 * time.Minute
 // New returns the keychain over store.
 func New(store *registries.Store, opts Options) *Keychain {
 	if opts.Recheck <= 0 {
-		opts.Recheck = 30 * time.Second
+		opts.Recheck = 5 * time.Second
 	}
 	if opts.Clock == nil {
 		opts.Clock = clock.Real{}
