@@ -63,7 +63,7 @@ type Options struct {
 	HTTP *http.Client
 	// Recheck is how long a store read is reused (default 5 s): long enough that the many requests
 	// of one pull read the store once, short enough that an admin who adds a registry after a
-	// refused pull can retry at once.
+	// refused pull can retry within seconds.
 	Recheck time.Duration
 	Clock   clock.Clock
 	// Log takes a line per minted token (default slog.Default()).
