@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"connectrpc.com/connect"
 	"github.com/google/go-containerregistry/pkg/authn"
@@ -18,6 +19,7 @@ import (
 	appv1 "github.com/hangar-dev/hangar/gen/svc/app/v1"
 	"github.com/hangar-dev/hangar/gen/svc/app/v1/appv1connect"
 	"github.com/hangar-dev/hangar/internal/testenv"
+	"github.com/hangar-dev/hangar/internal/testkit"
 	"github.com/hangar-dev/hangar/platform/auth"
 	"github.com/hangar-dev/hangar/sandboxhosts/images/imagestest"
 )
@@ -130,7 +132,8 @@ func captureLogs(t *testing.T) *logCapture {
 // registry. It is not in any answer (AddRegistry's, ListRegistries', a failed session's), in
 // no session event, in no log line of the API or the hosts, and not in the sandbox, whose
 // image the host pulled with it: the sandbox's environment, its PID 1's environment and its
-// files do not hold it.
+// files do not hold it. On the way, a wrong password is refused with what to do, and replacing
+// it fixes pulls on the running host.
 func TestSecurityRegistryPasswordNeverLeaves(t *testing.T) {
 	logs := captureLogs(t)
 	s := newSandboxStack(t, 1, nil)
@@ -177,6 +180,24 @@ func TestSecurityRegistryPasswordNeverLeaves(t *testing.T) {
 		t.Fatalf("a session of an image behind a wrong password: %v", err)
 	}
 
+	refusal := err.Error()
+
+	// An admin who replaces the wrong password fixes pulls on the running host within its
+	// keychain's recheck, without a restart.
+	if _, err := admin.DeleteRegistry(ctx, connect.NewRequest(&appv1.DeleteRegistryRequest{Host: other})); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := admin.AddRegistry(ctx, connect.NewRequest(staticRegistry(other, "robot", password))); err != nil {
+		t.Fatal(err)
+	}
+	testkit.Eventually(t, time.Minute, "a pull with the replaced password", func() (bool, string) {
+		resp, err := s.sessions(userKey).CreateSession(ctx, connect.NewRequest(&appv1.CreateSessionRequest{ImageUri: otherRef}))
+		if err != nil {
+			return false, err.Error()
+		}
+		return true, resp.Msg.GetSessionId()
+	})
+
 	// The right one pulls the image; the session runs.
 	session := s.create(t, &appv1.CreateSessionRequest{ImageUri: privateRef})
 	inside := s.sh(t, session, "env; tr '\\0' '\\n' < /proc/1/environ; P=PRIVATE-REGISTRY; grep -rs \"$P-PASSWORD-7f3a\" /etc /root /tmp /.hangar 2>/dev/null; echo done")
@@ -188,7 +209,7 @@ func TestSecurityRegistryPasswordNeverLeaves(t *testing.T) {
 	for _, m := range answers {
 		seen.WriteString(protojson.Format(m))
 	}
-	seen.WriteString(err.Error())
+	seen.WriteString(refusal)
 	for _, e := range s.listEvents(t, session) {
 		seen.WriteString(protojson.Format(e))
 	}
