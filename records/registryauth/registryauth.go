@@ -97,6 +97,22 @@ type cached[T any] struct {
 	until time.Time
 }
 
+// maxCached is how many entries a cache holds before its expired ones are dropped: image
+// references name any host a user likes, and the hosts with no registry are cached too.
+const maxCached = 1024
+
+// put stores v under key until until, first dropping what expired by now when m is full.
+func put[T any](m map[string]cached[T], key string, v T, until, now time.Time) {
+	if len(m) >= maxCached {
+		for k, c := range m {
+			if !now.Before(c.until) {
+				delete(m, k)
+			}
+		}
+	}
+	m[key] = cached[T]{v: v, until: until}
+}
+
 // tokenMargin is how long before its expiry a minted token is replaced: a pull that starts
 // with it must not see it expire halfway.
 const tokenMargin = 5 * time.Minute
@@ -192,7 +208,7 @@ func (k *Keychain) lookup(ctx context.Context, host string) (found, error) {
 		}
 		l := found{creds: creds, ok: ok}
 		k.mu.Lock()
-		k.records[host] = cached[found]{v: l, until: now.Add(k.opts.Recheck)}
+		put(k.records, host, l, now.Add(k.opts.Recheck), now)
 		k.mu.Unlock()
 		return l, nil
 	})
@@ -228,7 +244,7 @@ func (k *Keychain) token(ctx context.Context, c registries.Credentials) (authn.A
 			return nil, fmt.Errorf("registry %s (%s as %s): %w", c.Host, c.Kind, as, err)
 		}
 		k.mu.Lock()
-		k.tokens[c.ID] = cached[authn.AuthConfig]{v: cfg, until: expiry.Add(-tokenMargin)}
+		put(k.tokens, c.ID, cfg, expiry.Add(-tokenMargin), k.opts.Clock.Now())
 		k.mu.Unlock()
 		k.opts.Log.Info("registry token minted", "host", c.Host, "kind", c.Kind, "principal", c.Principal, "expires", expiry)
 		return cfg, nil
