@@ -20,6 +20,7 @@ import (
 	"github.com/hangar-dev/hangar/functions/automations"
 	"github.com/hangar-dev/hangar/functions/automationworker"
 	"github.com/hangar-dev/hangar/functions/harnesses"
+	imagesvc "github.com/hangar-dev/hangar/functions/images"
 	"github.com/hangar-dev/hangar/functions/modelrouters"
 	"github.com/hangar-dev/hangar/functions/oauthcreds"
 	"github.com/hangar-dev/hangar/functions/orgsecrets"
@@ -41,6 +42,7 @@ import (
 	"github.com/hangar-dev/hangar/platform/seal"
 	"github.com/hangar-dev/hangar/records/credentials"
 	"github.com/hangar-dev/hangar/records/fleet"
+	"github.com/hangar-dev/hangar/records/registries"
 	"github.com/hangar-dev/hangar/records/secrets"
 	"github.com/hangar-dev/hangar/records/sessiondb"
 	"github.com/hangar-dev/hangar/sandboxhosts/hostclient"
@@ -172,8 +174,14 @@ func New(d Deps) *API {
 	taskSvc := tasks.New(d.DB, profileSvc, taskRuns, a.users, d.Clock, d.Config.Limits)
 	add(appv1connect.NewTaskServiceHandler(taskSvc, opts))
 
+	// Registry passwords are sealed: without a keyset, ImageService keeps no registries either.
+	if d.Sealer != nil {
+		add(appv1connect.NewImageServiceHandler(imagesvc.New(registries.New(d.DB, d.Sealer, d.Clock.Now), d.Log), opts))
+	} else {
+		add(appv1connect.NewImageServiceHandler(appv1connect.UnimplementedImageServiceHandler{}, opts,
+			connect.WithInterceptors(unavailable("registries are not kept here: set HANGAR_SEAL_KEYSET"))))
+	}
 	// Services that later work builds answer unimplemented, naming the method, until then.
-	add(appv1connect.NewImageServiceHandler(appv1connect.UnimplementedImageServiceHandler{}, opts))
 	add(appv1connect.NewModelRouterServiceHandler(modelrouters.New(d.DB, d.Clock, d.Config, routerCreds), opts))
 	add(appv1connect.NewReviewServiceHandler(appv1connect.UnimplementedReviewServiceHandler{}, opts))
 	effects := automationEffects{tasks: taskSvc, sessions: sessionSvc, secrets: secretStore, keys: a.keys}

@@ -22,6 +22,7 @@ import (
 
 	"cloud.google.com/go/firestore"
 	"connectrpc.com/connect"
+	"github.com/google/go-containerregistry/pkg/authn"
 	"gocloud.dev/blob"
 
 	"github.com/hangar-dev/hangar/gen/host/v1/hostv1connect"
@@ -32,6 +33,7 @@ import (
 	"github.com/hangar-dev/hangar/platform/egress"
 	"github.com/hangar-dev/hangar/platform/seal"
 	"github.com/hangar-dev/hangar/records/fleet"
+	"github.com/hangar-dev/hangar/records/registryauth"
 	"github.com/hangar-dev/hangar/records/sessiondb"
 	"github.com/hangar-dev/hangar/sandboxhosts/container"
 	"github.com/hangar-dev/hangar/sandboxhosts/hostclient"
@@ -63,6 +65,10 @@ type Options struct {
 	// Registries is what image pulls may reach beyond public addresses (config.Config.Registries):
 	// an image_uri naming a loopback or private registry is refused unless an operator lists it.
 	Registries egress.Policy
+	// Keychain signs image pulls in to their registries; default: registryauth.ForDeployment over
+	// DB, Sealer and Registries, the store an admin fills with ImageService's AddRegistry. The
+	// host resolves credentials itself: no sandbox ever sees them.
+	Keychain authn.Keychain
 	// CgroupParent groups the sandboxes' cgroups; default "hangar".
 	CgroupParent string
 	// WarmImages are images to keep warm sandboxes of from the start (Config.WarmSandboxes
@@ -148,8 +154,12 @@ func New(ctx context.Context, opts Options) (*Host, error) {
 	if err != nil {
 		return nil, fmt.Errorf("host: %w", err)
 	}
+	keychain := opts.Keychain
+	if keychain == nil {
+		keychain = registryauth.ForDeployment(opts.DB, opts.Sealer, opts.Registries)
+	}
 	h.images, err = images.New(filepath.Join(dataDir, "images"), images.WithLogger(h.log), images.WithRegistries(opts.Registries),
-		images.WithMaxImageBytes(opts.Config.MaxImageBytes))
+		images.WithKeychain(keychain), images.WithMaxImageBytes(opts.Config.MaxImageBytes))
 	if err != nil {
 		return nil, fmt.Errorf("host: %w", err)
 	}

@@ -32,6 +32,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -42,6 +43,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
 	"github.com/klauspost/compress/gzip"
 	"github.com/klauspost/compress/zstd"
 	"golang.org/x/sync/errgroup"
@@ -115,6 +117,14 @@ func WithRegistries(p egress.Policy) Option {
 	return func(c *Cache) { c.registries = p }
 }
 
+// WithKeychain sets how pulls sign in to registries (default authn.DefaultKeychain, the
+// machine's docker config). A sandbox host passes the registry store's keychain
+// (records/registryauth), so that every pull of the deployment uses the registries an admin
+// configured.
+func WithKeychain(k authn.Keychain) Option {
+	return func(c *Cache) { c.keychain = k }
+}
+
 // WithLogger sets where skipped layer entries are reported (default slog.Default()).
 func WithLogger(l *slog.Logger) Option {
 	return func(c *Cache) { c.log = l }
@@ -136,6 +146,7 @@ type Cache struct {
 	dir        string
 	log        *slog.Logger
 	registries egress.Policy
+	keychain   authn.Keychain
 	// One puller for all pulls: it keeps each repository's auth token, saving
 	// the ping and token round trips on every pull.
 	puller *remote.Puller
@@ -155,11 +166,11 @@ func New(dir string, opts ...Option) (*Cache, error) {
 	if err != nil {
 		return nil, fmt.Errorf("image cache dir: %w", err)
 	}
-	c := &Cache{dir: abs, log: slog.Default()}
+	c := &Cache{dir: abs, log: slog.Default(), keychain: authn.DefaultKeychain}
 	for _, o := range opts {
 		o(c)
 	}
-	if c.puller, err = remote.NewPuller(append(c.registries.Registry(), remote.WithAuthFromKeychain(authn.DefaultKeychain), remote.WithPlatform(platform))...); err != nil {
+	if c.puller, err = remote.NewPuller(append(c.registries.Registry(), remote.WithAuthFromKeychain(c.keychain), remote.WithPlatform(platform))...); err != nil {
 		return nil, fmt.Errorf("image cache: %w", err)
 	}
 	for _, sub := range []string{"layers", "manifests", "tmp"} {
@@ -227,9 +238,21 @@ func (c *Cache) Pull(ctx context.Context, ref string) (*Image, error) {
 	}
 	img, err := c.fromRemote(ctx, ref, r)
 	if err != nil {
-		return nil, fmt.Errorf("pull %q: %w", ref, egress.RegistryError(err))
+		return nil, fmt.Errorf("pull %q: %w%s", ref, egress.RegistryError(err), signInHint(err, r.Context().RegistryStr()))
 	}
 	return img, nil
+}
+
+// signInHint says what to do about a registry that refused the pull's credentials (or wanted
+// some): the registry's 401 or 403 alone does not tell a user that credentials are per host and
+// an admin's to set.
+func signInHint(err error, registry string) string {
+	var terr *transport.Error
+	if !errors.As(err, &terr) || (terr.StatusCode != http.StatusUnauthorized && terr.StatusCode != http.StatusForbidden) {
+		return ""
+	}
+	return fmt.Sprintf(": the credentials Hangar has for registry %s were refused, or it has none "+
+		"(an admin sees them with `hangar registries list` and sets them with `hangar registries add %s`)", registry, registry)
 }
 
 // fromDisk returns the image a digest was resolved to earlier, or nil when it

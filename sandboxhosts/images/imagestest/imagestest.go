@@ -5,6 +5,7 @@ package imagestest
 
 import (
 	"archive/tar"
+	"crypto/subtle"
 	"io"
 	"log"
 	"net/http"
@@ -77,15 +78,39 @@ func Hostile(redirectTo string, hits *atomic.Int32) func(http.Handler) http.Hand
 	}
 }
 
-// Push pushes img as host/repo:latest and returns that reference.
-func Push(t testing.TB, host, repo string, img v1.Image) string {
+// BasicAuth wraps a registry so that every request must carry HTTP basic auth with user and
+// password, as a private registry's does; others get 401 with a Basic challenge, the answer
+// go-containerregistry's clients sign in after. refused, when not nil, counts the requests it
+// turned away.
+func BasicAuth(user, password string, refused *atomic.Int32) func(http.Handler) http.Handler {
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			u, p, ok := r.BasicAuth()
+			if !ok || subtle.ConstantTimeCompare([]byte(u), []byte(user)) != 1 || subtle.ConstantTimeCompare([]byte(p), []byte(password)) != 1 {
+				if refused != nil {
+					refused.Add(1)
+				}
+				w.Header().Set("WWW-Authenticate", `Basic realm="test registry"`)
+				w.Header().Set("Content-Type", "application/json")
+				w.WriteHeader(http.StatusUnauthorized)
+				_, _ = io.WriteString(w, `{"errors":[{"code":"UNAUTHORIZED","message":"authentication required"}]}`)
+				return
+			}
+			next.ServeHTTP(w, r)
+		})
+	}
+}
+
+// Push pushes img as host/repo:latest and returns that reference; opts add to the push's
+// options (remote.WithAuth for a registry behind BasicAuth).
+func Push(t testing.TB, host, repo string, img v1.Image, opts ...remote.Option) string {
 	t.Helper()
 	ref := host + "/" + repo + ":latest"
 	r, err := name.ParseReference(ref)
 	if err != nil {
 		t.Fatalf("push %s: %v", ref, err)
 	}
-	if err := remote.Write(r, img, remote.WithContext(t.Context())); err != nil {
+	if err := remote.Write(r, img, append([]remote.Option{remote.WithContext(t.Context())}, opts...)...); err != nil {
 		t.Fatalf("push %s: %v", ref, err)
 	}
 	return ref
