@@ -127,6 +127,22 @@ func runDev(ctx context.Context, addr, dataDir string, saveEvery time.Duration, 
 		}
 	}()
 
+	// Image enable jobs run in process too; the dev image is enabled on first start (and after
+	// its address changed), before the API serves, so the first session finds it.
+	if w := a.ImageWorker(); w != nil {
+		imagesDone := make(chan error, 1)
+		go func() { imagesDone <- w.Run(ctx, res.PubSub, time.Second) }()
+		defer func() {
+			if err := <-imagesDone; err != nil {
+				log.Error("image worker", "err", err)
+			}
+		}()
+		log.Info("enabling the dev image", "ref", img.Ref())
+		if err := a.Images().EnsureEnabled(ctx, img.Ref()); err != nil {
+			return fmt.Errorf("dev image: %w", err)
+		}
+	}
+
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", addr, err)

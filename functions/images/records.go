@@ -135,7 +135,7 @@ func (r *records) unfinished(ctx context.Context, limit int) ([]Job, error) {
 
 // startJob writes a new job for img (created or updated by change) in one transaction, and
 // marks the image's previous job superseded when it had not ended.
-func (r *records) startJob(ctx context.Context, imageID string, change func(img *Image, exists bool) (*Job, error)) (*Job, error) {
+func (r *records) startJob(ctx context.Context, imageID string, change func(img *Image, exists bool, prev *Job) (*Job, error)) (*Job, error) {
 	var out *Job
 	err := r.db.RunTransaction(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
 		ref := r.images().Doc(imageID)
@@ -153,7 +153,7 @@ func (r *records) startJob(ctx context.Context, imageID string, change func(img 
 				return err
 			}
 		}
-		job, err := change(img, exists)
+		job, err := change(img, exists, prev)
 		if err != nil || job == nil {
 			out = nil
 			return err

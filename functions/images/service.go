@@ -199,7 +199,10 @@ func (s *Service) EnableImage(ctx context.Context, req *connect.Request[appv1.En
 	if err := v.Err(); err != nil {
 		return nil, err
 	}
-	job, err := s.rec.startJob(ctx, imageID(uri), func(img *Image, exists bool) (*Job, error) {
+	job, err := s.rec.startJob(ctx, imageID(uri), func(img *Image, exists bool, prev *Job) (*Job, error) {
+		if prev != nil && !prev.State.Ended() {
+			return nil, apierr.AlreadyExists("image %s is being enabled by job %s (hangar images job %s)", uri, prev.ID, prev.ID)
+		}
 		if exists && !img.Disabled {
 			return nil, apierr.AlreadyExists("image %s is already enabled: change it with UpdateImage or re-pull it with RefreshImage", uri)
 		}
@@ -259,7 +262,7 @@ func (s *Service) UpdateImage(ctx context.Context, req *connect.Request[appv1.Up
 	if !req.Msg.GetAllowRecapture() {
 		return nil, apierr.FailedPrecondition("the change to image %s's warm command needs its warm layer captured again: set allow_recapture", uri)
 	}
-	job, err := s.rec.startJob(ctx, img.ID, func(i *Image, _ bool) (*Job, error) {
+	job, err := s.rec.startJob(ctx, img.ID, func(i *Image, _ bool, _ *Job) (*Job, error) {
 		j := newJob(i, cfg, true)
 		// The digest stays: the job re-uses what the image was enabled from.
 		j.Digest = i.Digest
@@ -339,7 +342,7 @@ func (s *Service) RefreshImage(ctx context.Context, req *connect.Request[appv1.R
 		}
 		return connect.NewResponse(&appv1.RefreshImageResponse{}), nil
 	}
-	job, err := s.rec.startJob(ctx, img.ID, func(i *Image, _ bool) (*Job, error) {
+	job, err := s.rec.startJob(ctx, img.ID, func(i *Image, _ bool, _ *Job) (*Job, error) {
 		return newJob(i, decodeConfig(i.Config), true), nil
 	})
 	if err != nil {
@@ -491,4 +494,27 @@ func (s *Service) jobProto(j *Job) *appv1.EnableJob {
 		}
 	}
 	return out
+}
+
+// ResolveImage answers the enabled image a session, profile or task names by id (img_...) or
+// by uri: its reference by digest (repository@sha256:...), which hosts stage from chunks, and
+// its warm layer ("" for none). An unknown, disabled or not yet ready image is
+// failed_precondition naming the image and what to do.
+func (s *Service) ResolveImage(ctx context.Context, image string) (ref, warmLayer string, err error) {
+	image = strings.TrimSpace(image)
+	id := image
+	if !strings.HasPrefix(image, "img_") {
+		id = imageID(image)
+	}
+	img, err := s.rec.image(ctx, id)
+	if errors.Is(err, errNoImage) {
+		return "", "", apierr.FailedPrecondition("image %s is not enabled: an admin enables it with EnableImage (hangar images enable %s)", image, image)
+	}
+	if err != nil {
+		return "", "", err
+	}
+	if !img.Usable() {
+		return "", "", notUsable(img)
+	}
+	return img.Ref(), img.WarmLayer, nil
 }
