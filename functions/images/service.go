@@ -419,7 +419,7 @@ func (s *Service) GetEnableJob(ctx context.Context, req *connect.Request[appv1.G
 }
 
 func (s *Service) job(ctx context.Context, id string) (*Job, error) {
-	if !ids.Valid(id, "ejob") {
+	if !ids.Valid("ejob", id) {
 		return nil, apierr.NotFound("enable job", id)
 	}
 	j, err := s.rec.job(ctx, id)
