@@ -177,10 +177,11 @@ func (h *Host) warmImage(ctx context.Context, ref string, m *hostv1.PrepareImage
 	case exit.ExitStatus != 0:
 		return apierr.FailedPrecondition("warm command exited with status %d (signal %d)", exit.ExitStatus, exit.Signal)
 	}
-	// The upper dir holds exactly what the command changed; the sandbox is stopped first so that
-	// nothing changes it while it is chunked.
-	if err := sbx.sb.Stop(ctx); err != nil {
-		return fmt.Errorf("stop warm sandbox: %w", err)
+	// The upper dir holds exactly what the command changed; the sandbox is frozen (as a
+	// checkpoint freezes it) so that nothing a leftover process does changes it while it is
+	// chunked. Removing the sandbox afterwards ends it.
+	if err := sbx.sb.Freeze(ctx); err != nil {
+		return fmt.Errorf("freeze warm sandbox: %w", err)
 	}
 	layer, err := h.imageChunks.SaveWarm(ctx, m.GetWarmKey(), container.UpperDir(sbx.sb.Dir()))
 	if err != nil {
