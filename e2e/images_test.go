@@ -67,7 +67,7 @@ func newImageStack(t testing.TB, nHosts int) *imageStack {
 }
 
 // runWorker runs an enable-job worker until the test ends.
-func (is *imageStack) runWorker(t testing.TB, opts images.WorkerOptions) {
+func (is *imageStack) runWorker(t testing.TB, opts imagesvc.WorkerOptions) {
 	t.Helper()
 	w := is.a.Images().Worker(opts)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -143,7 +143,7 @@ func (is *imageStack) waitJob(t testing.TB, id string, states ...string) *appv1.
 
 func TestAnEnabledImageStartsSessionsOnTwoHostsWithoutItsRegistry(t *testing.T) {
 	is := newImageStack(t, 2)
-	is.runWorker(t, images.WorkerOptions{Name: "w"})
+	is.runWorker(t, imagesvc.WorkerOptions{Name: "w"})
 	uri := is.push(t, "team/layered", testImage(t, nil))
 
 	job := is.enable(t, uri, &appv1.ImageConfig{Name: "layered"})
@@ -186,7 +186,7 @@ func TestAnEnabledImageStartsSessionsOnTwoHostsWithoutItsRegistry(t *testing.T) 
 
 func TestSessionsRefuseImagesThatAreNotEnabledSayingWhatToDo(t *testing.T) {
 	is := newImageStack(t, 1)
-	is.runWorker(t, images.WorkerOptions{Name: "w"})
+	is.runWorker(t, imagesvc.WorkerOptions{Name: "w"})
 	uri := is.push(t, "team/plain", testImage(t, nil))
 
 	_, err := is.svc.CreateSession(t.Context(), connect.NewRequest(&appv1.CreateSessionRequest{ImageUri: uri}))
@@ -220,7 +220,7 @@ func TestSessionsRefuseImagesThatAreNotEnabledSayingWhatToDo(t *testing.T) {
 
 func TestAWarmLayerIsInEveryNewSessionWithoutRunningTheCommandAgain(t *testing.T) {
 	is := newImageStack(t, 1)
-	is.runWorker(t, images.WorkerOptions{Name: "w"})
+	is.runWorker(t, imagesvc.WorkerOptions{Name: "w"})
 	uri := is.push(t, "team/warm", testImage(t, nil))
 	warm := &appv1.ImageWarmConfig{
 		Command: []string{"sh", "-c", "echo warming up; mkdir -p /opt/warm && cat /proc/sys/kernel/random/uuid > /opt/warm/stamp && echo $GREETING"},
@@ -242,7 +242,7 @@ func TestAWarmLayerIsInEveryNewSessionWithoutRunningTheCommandAgain(t *testing.T
 
 func TestAFailingWarmCommandFailsItsStageAndEnablesNothing(t *testing.T) {
 	is := newImageStack(t, 1)
-	is.runWorker(t, images.WorkerOptions{Name: "w"})
+	is.runWorker(t, imagesvc.WorkerOptions{Name: "w"})
 	for _, tc := range []struct {
 		name, repo string
 		warm       *appv1.ImageWarmConfig
@@ -265,7 +265,7 @@ func TestAFailingWarmCommandFailsItsStageAndEnablesNothing(t *testing.T) {
 
 func TestEnableFaultsEndInAnErrorNamingTheStage(t *testing.T) {
 	is := newImageStack(t, 1)
-	is.runWorker(t, images.WorkerOptions{Name: "w"})
+	is.runWorker(t, imagesvc.WorkerOptions{Name: "w"})
 	good := is.push(t, "team/good", testImage(t, nil))
 	// An index without a linux/amd64 image.
 	armImg, err := mutate.ConfigFile(testImage(t, nil), &v1.ConfigFile{OS: "linux", Architecture: "arm64"})
@@ -296,11 +296,11 @@ func TestRetryResumesAFailedJobFromItsStage(t *testing.T) {
 	var failChunking atomic.Bool
 	failChunking.Store(true)
 	var resolves atomic.Int32
-	is.runWorker(t, images.WorkerOptions{Name: "w", BeforeStage: func(_ context.Context, j *images.Job) error {
+	is.runWorker(t, imagesvc.WorkerOptions{Name: "w", BeforeStage: func(_ context.Context, j *imagesvc.Job) error {
 		switch j.State {
-		case images.Resolving:
+		case imagesvc.Resolving:
 			resolves.Add(1)
-		case images.Chunking:
+		case imagesvc.Chunking:
 			if failChunking.Swap(false) {
 				return errInjected
 			}
@@ -334,8 +334,8 @@ func TestAJobWhoseWorkerDiedIsFinishedByAnother(t *testing.T) {
 
 	// Worker A takes the job and dies as it starts chunking, its lease still held.
 	ctxA, kill := context.WithCancel(context.Background())
-	a := is.a.Images().Worker(images.WorkerOptions{Name: "a", Lease: 2 * time.Second, BeforeStage: func(ctx context.Context, j *images.Job) error {
-		if j.State == images.Chunking {
+	a := is.a.Images().Worker(imagesvc.WorkerOptions{Name: "a", Lease: 2 * time.Second, BeforeStage: func(ctx context.Context, j *imagesvc.Job) error {
+		if j.State == imagesvc.Chunking {
 			kill()
 			return ctx.Err()
 		}
@@ -348,7 +348,7 @@ func TestAJobWhoseWorkerDiedIsFinishedByAnother(t *testing.T) {
 		t.Fatalf("the digest resolved before the kill was not kept: %v", got)
 	}
 	// Worker B sweeps the job once A's lease runs out and finishes it from chunking.
-	is.runWorker(t, images.WorkerOptions{Name: "b", Lease: 2 * time.Second})
+	is.runWorker(t, imagesvc.WorkerOptions{Name: "b", Lease: 2 * time.Second})
 	got := is.waitJob(t, job.GetId(), "ready", "failed")
 	if got.GetState() != "ready" || got.GetAttempts() != 1 {
 		t.Fatalf("resumed job: %s %q attempts %d", got.GetState(), got.GetError(), got.GetAttempts())
@@ -357,7 +357,7 @@ func TestAJobWhoseWorkerDiedIsFinishedByAnother(t *testing.T) {
 
 func TestRefreshStartsAJobOnlyForANewDigest(t *testing.T) {
 	is := newImageStack(t, 1)
-	is.runWorker(t, images.WorkerOptions{Name: "w"})
+	is.runWorker(t, imagesvc.WorkerOptions{Name: "w"})
 	uri := is.push(t, "team/moving", testImage(t, map[string]string{"etc/version": "1\n"}))
 	first := is.waitJob(t, is.enable(t, uri, nil).GetId(), "ready", "failed")
 	if first.GetState() != "ready" {

@@ -85,8 +85,8 @@ type Deps struct {
 // API is the assembled set of services.
 type API struct {
 	worker      *automationworker.Worker
-	imageWorker *images.Worker
-	images      *images.Service
+	imageWorker *imagesvc.Worker
+	images      *imagesvc.Service
 	routes      map[string]route
 	authn       *auth.Authenticator
 	keys        *auth.Keys

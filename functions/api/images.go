@@ -16,30 +16,30 @@ import (
 // imagesService wires ImageService and its enable-job worker when the API has what jobs need
 // (hosts through a bucket and sealer, and Pub/Sub to carry the jobs); else it answers
 // unavailable, naming what to configure, and sessions take image_uri as a plain OCI reference.
-func (a *API) imagesService(d Deps, opts connect.HandlerOption, add func(string, http.Handler), hosts *hostclient.Pool, secretStore *secrets.Store) *images.Service {
+func (a *API) imagesService(d Deps, opts connect.HandlerOption, add func(string, http.Handler), hosts *hostclient.Pool, secretStore *secrets.Store) *imagesvc.Service {
 	if hosts == nil || d.PubSub == nil {
 		add(appv1connect.NewImageServiceHandler(appv1connect.UnimplementedImageServiceHandler{}, opts,
 			connect.WithInterceptors(unavailable("images are not enabled here: set HANGAR_BLOB_URL, HANGAR_SEAL_KEYSET, HANGAR_HOST_TOKEN and give the API Pub/Sub"))))
 		return nil
 	}
-	deps := images.Deps{
-		DB: d.DB, Hosts: hosts, Queue: images.PubSubQueue{PubSub: d.PubSub}, Clock: d.Clock,
-		Registries: d.Config.Registries, Keychain: d.Keychain,
+	deps := imagesvc.Deps{
+		DB: d.DB, Hosts: hosts, Queue: imagesvc.PubSubQueue{PubSub: d.PubSub}, Clock: d.Clock,
+		Registries: d.Config.Registries, Keychain: d.Keychain, Log: d.Log,
 	}
 	if secretStore != nil {
 		deps.Secrets = secretStore
 	}
-	svc := images.New(deps)
+	svc := imagesvc.New(deps)
 	a.images = svc
 	host, _ := os.Hostname()
-	a.imageWorker = svc.Worker(images.WorkerOptions{Name: fmt.Sprintf("%s/%d", host, os.Getpid()), Log: d.Log})
+	a.imageWorker = svc.Worker(imagesvc.WorkerOptions{Name: fmt.Sprintf("%s/%d", host, os.Getpid()), Log: d.Log})
 	add(appv1connect.NewImageServiceHandler(svc, opts))
 	return svc
 }
 
 // Images is ImageService, nil when images are not enabled here.
-func (a *API) Images() *images.Service { return a.images }
+func (a *API) Images() *imagesvc.Service { return a.images }
 
 // ImageWorker is the worker that advances image enable jobs: `hangar dev` runs it in process;
 // nil when images are not enabled here.
-func (a *API) ImageWorker() *images.Worker { return a.imageWorker }
+func (a *API) ImageWorker() *imagesvc.Worker { return a.imageWorker }

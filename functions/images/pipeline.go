@@ -1,4 +1,4 @@
-package images
+package imagesvc
 
 import (
 	"context"
@@ -71,7 +71,7 @@ func (s *Service) Worker(opts WorkerOptions) *Worker {
 		opts.Lease = 2 * time.Minute
 	}
 	if opts.Log == nil {
-		opts.Log = slog.Default()
+		opts.Log = s.log
 	}
 	if opts.Name == "" {
 		opts.Name = "images-worker"

@@ -1,4 +1,4 @@
-package images
+package imagesvc
 
 import "github.com/hangar-dev/hangar/platform/states"
 

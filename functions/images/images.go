@@ -1,4 +1,4 @@
-// Package images serves ImageService's images and enable jobs: an admin enables an OCI image,
+// Package imagesvc serves ImageService's images and enable jobs: an admin enables an OCI image,
 // a durable job (pipeline.go) resolves its tag, has a host pull it, cut its layers into the
 // chunk store snapshots use, prestage it onto the live hosts and optionally capture a warm
 // layer, and only then points the image record at the result, so sessions, profiles and tasks
@@ -6,12 +6,13 @@
 //
 // Registries (AddRegistry and friends) live in their own files of this package; everything
 // here pulls with the Keychain the service was built with.
-package images
+package imagesvc
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"regexp"
 	"strings"
 
@@ -60,6 +61,8 @@ type Deps struct {
 	Secrets Secrets
 	// PrestageHosts bounds how many live hosts a job prestages onto (0: all).
 	PrestageHosts int
+	// Log takes the service's own lines (default slog.Default()).
+	Log *slog.Logger
 }
 
 // Service implements ImageService's images and enable jobs.
@@ -67,6 +70,7 @@ type Service struct {
 	appv1connect.UnimplementedImageServiceHandler
 	d   Deps
 	rec *records
+	log *slog.Logger
 }
 
 // New returns the service over d.
@@ -77,7 +81,10 @@ func New(d Deps) *Service {
 	if d.Keychain == nil {
 		d.Keychain = authn.NewMultiKeychain() // no keychain answers: anonymous
 	}
-	return &Service{d: d, rec: &records{db: d.DB, now: d.Clock.Now}}
+	if d.Log == nil {
+		d.Log = slog.Default()
+	}
+	return &Service{d: d, rec: &records{db: d.DB, now: d.Clock.Now}, log: d.Log}
 }
 
 // maxJobsListed bounds ListEnableJobs: the newest first.
