@@ -400,3 +400,57 @@ func pushIndex(t testing.TB, host, repo string, idx v1.ImageIndex) string {
 	}
 	return ref
 }
+
+// TestASecondImageSharingABaseUploadsFewChunks enables an image, then one built from the same
+// files re-layered (the shared bytes sit in a layer of another digest, so only content-defined
+// chunking can find them) plus a file of its own, and checks that the second job uploads at most
+// 10 % of its bytes to the chunk store.
+func TestASecondImageSharingABaseUploadsFewChunks(t *testing.T) {
+	is := newImageStack(t, 1)
+	is.runWorker(t, imagesvc.WorkerOptions{Name: "w"})
+	base, err := hostimages.Busybox(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	shared := make([]byte, 24<<20)
+	_, _ = rand.Read(shared)
+	own := make([]byte, 512<<10)
+	_, _ = rand.Read(own)
+	first, err := mutate.AppendLayers(base,
+		imagestest.Layer(t, imagestest.Dir("opt/", 0o755), imagestest.File("opt/shared.bin", string(shared), 0o644)),
+		imagestest.Layer(t, imagestest.Dir("etc/", 0o755), imagestest.File("etc/first", "first\n", 0o644)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	second, err := mutate.AppendLayers(base,
+		imagestest.Layer(t, imagestest.Dir("opt/", 0o755), imagestest.File("opt/shared.bin", string(shared), 0o644),
+			imagestest.File("opt/own.bin", string(own), 0o644)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	uploaded := func(uri string) (int64, int64) {
+		t.Helper()
+		job := is.waitJob(t, is.enable(t, uri, nil).GetId(), "ready", "failed")
+		if job.GetState() != "ready" {
+			t.Fatalf("job ended %s: %s", job.GetState(), job.GetError())
+		}
+		snap, err := is.sb.DB.Collection("image_enable_jobs").Doc(job.GetId()).Get(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		var rec imagesvc.Job
+		if err := snap.DataTo(&rec); err != nil {
+			t.Fatal(err)
+		}
+		return rec.BytesUploaded, rec.BytesTotal
+	}
+	up1, total1 := uploaded(is.push(t, "team/first", first))
+	up2, total2 := uploaded(is.push(t, "team/second", second))
+	t.Logf("first image uploaded %d of %d bytes; the second %d of %d (%.1f%%)", up1, total1, up2, total2, 100*float64(up2)/float64(total2))
+	if up1 < int64(len(shared)) {
+		t.Fatalf("the first image uploaded %d bytes, less than its own %d", up1, len(shared))
+	}
+	if up2*10 > total2 {
+		t.Fatalf("the second image uploaded %d of its %d bytes: more than 10%%", up2, total2)
+	}
+}

@@ -55,7 +55,7 @@ func TestImagesCommandsEnableWarmAndFollowToSessions(t *testing.T) {
 	}
 
 	out := must("images", "enable", sb.Image, "--warm-cmd", "echo hello from warm; mkdir -p /opt/w && touch /opt/w/done", "--follow")
-	for _, want := range []string{"[▸ resolving]", "[✓ chunking]", "chunks [", "--- warm command output (tail) ---\nhello from warm\n", "ready: " + sb.Image + "@sha256:"} {
+	for _, want := range []string{"[✓ resolving]", "[✓ chunking]", "[✓ warming]", "chunks [", "--- warm command output (tail) ---\nhello from warm\n", "ready: " + sb.Image + "@sha256:"} {
 		if !strings.Contains(out, want) {
 			t.Fatalf("enable --follow printed no %q:\n%s", want, out)
 		}
