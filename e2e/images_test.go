@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"net/http"
+	"os"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -452,5 +453,71 @@ func TestASecondImageSharingABaseUploadsFewChunks(t *testing.T) {
 	}
 	if up2*10 > total2 {
 		t.Fatalf("the second image uploaded %d of its %d bytes: more than 10%%", up2, total2)
+	}
+}
+
+// TestSecurityImageWritesAreAdminsOnlyAndHostileLayersFailThePull: a user who is not an admin
+// cannot enable, update, disable, refresh or retry (permission_denied) but may list; a layer
+// with a tar trick fails the job at pulling, writes nothing outside the layer, and enables
+// nothing sessions could start from.
+func TestSecurityImageWritesAreAdminsOnlyAndHostileLayersFailThePull(t *testing.T) {
+	is := newImageStack(t, 1)
+	is.runWorker(t, imagesvc.WorkerOptions{Name: "w"})
+	user := appv1connect.NewImageServiceClient(httpClient, is.rpcURL(), auth.WithKey(is.mintKey(t, "user@example.com", false)))
+	uri := is.push(t, "team/plain", testImage(t, nil))
+	ctx := t.Context()
+	for name, call := range map[string]func() error{
+		"EnableImage": func() error {
+			_, err := user.EnableImage(ctx, connect.NewRequest(&appv1.EnableImageRequest{ImageUri: uri}))
+			return err
+		},
+		"UpdateImage": func() error {
+			_, err := user.UpdateImage(ctx, connect.NewRequest(&appv1.UpdateImageRequest{ImageUri: uri, Config: &appv1.ImageConfig{}}))
+			return err
+		},
+		"DisableImage": func() error {
+			_, err := user.DisableImage(ctx, connect.NewRequest(&appv1.DisableImageRequest{ImageUri: uri}))
+			return err
+		},
+		"RefreshImage": func() error {
+			_, err := user.RefreshImage(ctx, connect.NewRequest(&appv1.RefreshImageRequest{ImageUri: uri}))
+			return err
+		},
+		"RetryEnableJob": func() error {
+			_, err := user.RetryEnableJob(ctx, connect.NewRequest(&appv1.RetryEnableJobRequest{JobId: "ejob_01m8afx7t98fxmvsg7rkd0c6x3"}))
+			return err
+		},
+	} {
+		t.Run(name, func(t *testing.T) { testenv.WantCode(t, call(), connect.CodePermissionDenied) })
+	}
+	if _, err := user.ListEnabledImages(ctx, connect.NewRequest(&emptyMsg{})); err != nil {
+		t.Fatalf("a user cannot list images: %v", err)
+	}
+
+	target := t.TempDir()
+	for i, tr := range imagestest.Tricks(target) {
+		if !tr.Refused {
+			continue
+		}
+		t.Run(tr.Name, func(t *testing.T) {
+			base, err := hostimages.Busybox(nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			img, err := mutate.AppendLayers(base, imagestest.MaliciousLayer(t, tr))
+			if err != nil {
+				t.Fatal(err)
+			}
+			hostile := is.push(t, "team/hostile"+string(rune('a'+i)), img)
+			job := is.waitJob(t, is.enable(t, hostile, nil).GetId(), "ready", "failed")
+			if job.GetState() != "failed" || !strings.HasPrefix(job.GetError(), "pulling: ") {
+				t.Fatalf("job %s: %q", job.GetState(), job.GetError())
+			}
+			_, err = is.svc.CreateSession(ctx, connect.NewRequest(&appv1.CreateSessionRequest{ImageUri: hostile}))
+			testenv.WantCode(t, err, connect.CodeFailedPrecondition)
+		})
+	}
+	if entries, _ := os.ReadDir(target); len(entries) != 0 {
+		t.Fatalf("a hostile layer wrote outside its layer: %v", entries)
 	}
 }
