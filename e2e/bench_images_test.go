@@ -24,7 +24,9 @@ import (
 const benchImageMiB = 64
 
 // freshImage is a new image of benchImageMiB MiB no earlier iteration pushed.
-func freshImage(b *testing.B) v1.Image {
+func freshImage(b *testing.B) v1.Image { return freshImageT(b) }
+
+func freshImageT(b testing.TB) v1.Image {
 	b.Helper()
 	base, err := hostimages.Busybox(nil)
 	if err != nil {

@@ -199,7 +199,9 @@ func (w *Worker) Advance(ctx context.Context, id string) error {
 	}
 	for !j.State.Ended() {
 		stage := j.State
+		began := time.Now()
 		err := w.runStage(ctx, j)
+		w.opts.Log.Debug("enable job stage", "job", id, "stage", stage, "took", time.Since(began), "err", err)
 		if ctx.Err() != nil || errors.Is(err, errLeaseLost) {
 			return w.stopped(ctx, err)
 		}

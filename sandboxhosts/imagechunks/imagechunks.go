@@ -22,11 +22,14 @@ import (
 	"fmt"
 	"io/fs"
 	"path/filepath"
+	"runtime"
 	"strings"
+	"sync"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"gocloud.dev/blob"
 	"gocloud.dev/gcerrors"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/hangar-dev/hangar/sandboxhosts/images"
 	"github.com/hangar-dev/hangar/sandboxhosts/snapshots"
@@ -89,26 +92,38 @@ func (s *Store) Chunk(ctx context.Context, digest string, progress Progress) (*R
 	for _, dir := range pulled.LayerDirs {
 		total += estimateChunks(dir)
 	}
-	res := &Result{}
-	done := 0
+	// Layers are chunked side by side: a layer is often one big file, which one core chunks.
+	res := &Result{Layers: make([]Layer, len(pulled.Layers))}
+	var mu sync.Mutex
+	done, left := 0, len(pulled.Layers)
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(runtime.GOMAXPROCS(0))
 	for i, l := range pulled.Layers {
-		m, err := s.layerManifest(ctx, l)
-		if errors.Is(err, snapshots.ErrNotFound) {
-			sess, _ := layerSession(l)
+		g.Go(func() error {
+			m, err := s.layerManifest(gctx, l)
 			var st snapshots.Stats
-			m, st, err = s.snaps.Snapshot(ctx, pulled.LayerDirs[i], nil, snapshots.Meta{SessionID: sess})
+			if errors.Is(err, snapshots.ErrNotFound) {
+				sess, _ := layerSession(l)
+				m, st, err = s.snaps.Snapshot(gctx, pulled.LayerDirs[i], nil, snapshots.Meta{SessionID: sess})
+			}
+			if err != nil {
+				return fmt.Errorf("chunk layer %s: %w", l, err)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			res.Layers[i] = Layer{Digest: l, Chunks: m.ChunkCount}
+			res.BytesTotal += m.TotalSize
 			res.BytesUploaded += st.BytesUploaded
-		}
-		if err != nil {
-			return nil, fmt.Errorf("chunk layer %s: %w", l, err)
-		}
-		res.Layers = append(res.Layers, Layer{Digest: l, Chunks: m.ChunkCount})
-		res.BytesTotal += m.TotalSize
-		done += m.ChunkCount
-		if i == len(pulled.Layers)-1 {
-			total = done
-		}
-		progress(done, max(total, done))
+			done += m.ChunkCount
+			if left--; left == 0 {
+				total = done
+			}
+			progress(done, max(total, done))
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return nil, err
 	}
 	key, err := recordKey(pulled.Digest)
 	if err != nil {
