@@ -147,7 +147,7 @@ func TestAnEnabledImageStartsSessionsOnTwoHostsWithoutItsRegistry(t *testing.T) 
 	is.runWorker(t, imagesvc.WorkerOptions{Name: "w"})
 	uri := is.push(t, "team/layered", testImage(t, nil))
 
-	job := is.enable(t, uri, &appv1.ImageConfig{Name: "layered"})
+	job := is.enable(t, uri, &appv1.ImageConfig{Name: "layered", Env: map[string]string{"IMAGE_GREETING": "from config"}})
 	if job.GetState() != "queued" || job.GetAttempts() != 1 {
 		t.Fatalf("new job: %v", job)
 	}
@@ -171,7 +171,7 @@ func TestAnEnabledImageStartsSessionsOnTwoHostsWithoutItsRegistry(t *testing.T) 
 	seen := map[string]bool{}
 	for range 2 {
 		id := is.create(t, &appv1.CreateSessionRequest{ImageUri: uri})
-		if got := is.sh(t, id, "cat /etc/image-release && wc -c < /opt/data/big.bin"); got != "layered test image\n3145728\n" {
+		if got := is.sh(t, id, "cat /etc/image-release && wc -c < /opt/data/big.bin && echo $IMAGE_GREETING"); got != "layered test image\n3145728\nfrom config\n" {
 			t.Fatalf("session of the enabled image sees %q", got)
 		}
 		resp, err := is.svc.GetSession(t.Context(), connect.NewRequest(&appv1.GetSessionRequest{SessionId: id}))

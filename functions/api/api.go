@@ -296,7 +296,7 @@ func (r *refuse) WrapStreamingHandler(connect.StreamingHandlerFunc) connect.Stre
 func imageRepos(hosts *hostclient.Pool, enabled sessions.ImageResolver) profiles.RepoFinder {
 	return func(ctx context.Context, image string) ([]*hostv1.Repo, error) {
 		if enabled != nil { // a profile's image_id names an enabled image
-			ref, _, err := enabled.ResolveImage(ctx, image)
+			ref, _, _, err := enabled.ResolveImage(ctx, image)
 			if err != nil {
 				return nil, err
 			}

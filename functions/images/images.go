@@ -504,10 +504,10 @@ func (s *Service) jobProto(j *Job) *appv1.EnableJob {
 }
 
 // ResolveImage answers the enabled image a session, profile or task names by id (img_...) or
-// by uri: its reference by digest (repository@sha256:...), which hosts stage from chunks, and
-// its warm layer ("" for none). An unknown, disabled or not yet ready image is
-// failed_precondition naming the image and what to do.
-func (s *Service) ResolveImage(ctx context.Context, image string) (ref, warmLayer string, err error) {
+// by uri: its reference by digest (repository@sha256:...), which hosts stage from chunks, its
+// warm layer ("" for none) and the environment its config sets. An unknown, disabled or not yet
+// ready image is failed_precondition naming the image and what to do.
+func (s *Service) ResolveImage(ctx context.Context, image string) (ref, warmLayer string, env map[string]string, err error) {
 	image = strings.TrimSpace(image)
 	id := image
 	if !strings.HasPrefix(image, "img_") {
@@ -515,13 +515,13 @@ func (s *Service) ResolveImage(ctx context.Context, image string) (ref, warmLaye
 	}
 	img, err := s.rec.image(ctx, id)
 	if errors.Is(err, errNoImage) {
-		return "", "", apierr.FailedPrecondition("image %s is not enabled: an admin enables it with EnableImage (hangar images enable %s)", image, image)
+		return "", "", nil, apierr.FailedPrecondition("image %s is not enabled: an admin enables it with EnableImage (hangar images enable %s)", image, image)
 	}
 	if err != nil {
-		return "", "", err
+		return "", "", nil, err
 	}
 	if !img.Usable() {
-		return "", "", notUsable(img)
+		return "", "", nil, notUsable(img)
 	}
-	return img.Ref(), img.WarmLayer, nil
+	return img.Ref(), img.WarmLayer, decodeConfig(img.Config).GetEnv(), nil
 }

@@ -28,9 +28,6 @@ const (
 	Superseded State = "superseded"
 )
 
-// stages are the states that do work, in order.
-var stages = []State{Resolving, Pulling, Chunking, Prestaging, Warming}
-
 // Table is the enable job's state machine: every move a job may make.
 var Table = states.Table[State]{
 	{From: Queued, To: []State{Resolving, Failed, Superseded}},

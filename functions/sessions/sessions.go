@@ -238,10 +238,11 @@ type Deps struct {
 }
 
 // ImageResolver finds the enabled image a session names (by id or uri): the reference by
-// digest its host pulls or stages from chunks, and its warm layer. An image that is not enabled
-// is failed_precondition saying so.
+// digest its host pulls or stages from chunks, its warm layer, and the environment its config
+// sets (under the session's own harness_env and secrets). An image that is not enabled is
+// failed_precondition saying so.
 type ImageResolver interface {
-	ResolveImage(ctx context.Context, image string) (ref, warmLayer string, err error)
+	ResolveImage(ctx context.Context, image string) (ref, warmLayer string, env map[string]string, err error)
 }
 
 // Service implements SessionService. EnsureBrowser and EnsureIde answer unimplemented until
@@ -364,8 +365,14 @@ func (s *Service) create(ctx context.Context, m *appv1.CreateSessionRequest, id,
 	}
 	warmLayer := ""
 	if s.d.Images != nil {
-		if image, warmLayer, err = s.d.Images.ResolveImage(ctx, image); err != nil {
+		var imageEnv map[string]string
+		if image, warmLayer, imageEnv, err = s.d.Images.ResolveImage(ctx, image); err != nil {
 			return nil, err
+		}
+		for k, val := range imageEnv {
+			if _, set := env[k]; !set {
+				env[k] = val
+			}
 		}
 	}
 	host, client, err := s.pick(ctx)
