@@ -13,7 +13,7 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 
-	"github.com/hangar-dev/hangar/functions/images"
+	imagesvc "github.com/hangar-dev/hangar/functions/images"
 	appv1 "github.com/hangar-dev/hangar/gen/svc/app/v1"
 	hostimages "github.com/hangar-dev/hangar/sandboxhosts/images"
 	"github.com/hangar-dev/hangar/sandboxhosts/images/imagestest"

@@ -21,7 +21,7 @@ import (
 	"github.com/hangar-dev/hangar/functions/automations"
 	"github.com/hangar-dev/hangar/functions/automationworker"
 	"github.com/hangar-dev/hangar/functions/harnesses"
-	"github.com/hangar-dev/hangar/functions/images"
+	imagesvc "github.com/hangar-dev/hangar/functions/images"
 	"github.com/hangar-dev/hangar/functions/modelrouters"
 	"github.com/hangar-dev/hangar/functions/oauthcreds"
 	"github.com/hangar-dev/hangar/functions/orgsecrets"

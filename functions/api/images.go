@@ -7,7 +7,7 @@ import (
 
 	"connectrpc.com/connect"
 
-	"github.com/hangar-dev/hangar/functions/images"
+	imagesvc "github.com/hangar-dev/hangar/functions/images"
 	"github.com/hangar-dev/hangar/gen/svc/app/v1/appv1connect"
 	"github.com/hangar-dev/hangar/records/secrets"
 	"github.com/hangar-dev/hangar/sandboxhosts/hostclient"
