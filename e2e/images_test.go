@@ -521,3 +521,36 @@ func TestSecurityImageWritesAreAdminsOnlyAndHostileLayersFailThePull(t *testing.
 		t.Fatalf("a hostile layer wrote outside its layer: %v", entries)
 	}
 }
+
+// TestAHostThatDiesBeforePrestageIsLeftOutAndSessionsStillStart: one of two hosts crashes as
+// the job reaches prestaging; the job is ready with the survivor as its prestaged host, and a
+// session starts there without the registry.
+func TestAHostThatDiesBeforePrestageIsLeftOutAndSessionsStillStart(t *testing.T) {
+	is := newImageStack(t, 2)
+	var killed atomic.Bool
+	is.runWorker(t, imagesvc.WorkerOptions{Name: "w", BeforeStage: func(_ context.Context, j *imagesvc.Job) error {
+		if j.State == imagesvc.Prestaging && !killed.Swap(true) {
+			victim := is.hosts[0]
+			if j.HostID == "host-a" {
+				victim = is.hosts[1]
+			}
+			victim.Kill(t)
+		}
+		return nil
+	}})
+	uri := is.push(t, "team/hostdies", testImage(t, nil))
+	job := is.waitJob(t, is.enable(t, uri, nil).GetId(), "ready", "failed")
+	if job.GetState() != "ready" || strings.Contains(job.GetPrestageHosts(), ",") || job.GetPrestageHosts() != job.GetMaterializeHostId() {
+		t.Fatalf("job %s %q prestaged on %q (materialized on %s)", job.GetState(), job.GetError(), job.GetPrestageHosts(), job.GetMaterializeHostId())
+	}
+	is.offline.Store(true)
+	// The dead host may still look alive for a few seconds: creating retries elsewhere is the
+	// caller's, so wait for the fleet to notice before creating.
+	testkit.Eventually(t, time.Minute, "a session to start on the surviving host", func() (bool, string) {
+		resp, err := is.svc.CreateSession(t.Context(), connect.NewRequest(&appv1.CreateSessionRequest{ImageUri: uri}))
+		if err != nil {
+			return false, err.Error()
+		}
+		return resp.Msg.GetStatus() == "running", resp.Msg.GetStatus()
+	})
+}
