@@ -13,8 +13,10 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 
+	"github.com/hangar-dev/hangar/functions/api"
 	imagesvc "github.com/hangar-dev/hangar/functions/images"
 	appv1 "github.com/hangar-dev/hangar/gen/svc/app/v1"
+	"github.com/hangar-dev/hangar/internal/testenv"
 	hostimages "github.com/hangar-dev/hangar/sandboxhosts/images"
 	"github.com/hangar-dev/hangar/sandboxhosts/images/imagestest"
 )
@@ -143,4 +145,45 @@ func benchFirstOutput(b *testing.B, is *imageStack, uri, command string) {
 		deleteSession(b, is.sandboxStack, id)
 		b.StartTimer()
 	}
+}
+
+// BenchmarkEnabledImageCreateToFirstExec and ...Cold are BenchmarkSessionCreateToFirstExec and
+// its cold twin for sessions of an enabled image, staged from the chunk store: the sessions
+// resolve the image (one Firestore read) and start from its digest.
+func BenchmarkEnabledImageCreateToFirstExec(b *testing.B) {
+	benchEnabledCreateToFirstExec(b, productionPace)
+}
+
+func BenchmarkEnabledImageCreateToFirstExecCold(b *testing.B) {
+	benchEnabledCreateToFirstExec(b, func(sb *testenv.Sandboxes) {
+		productionPace(sb)
+		sb.Config.Host.WarmSandboxes = 0
+	})
+}
+
+func benchEnabledCreateToFirstExec(b *testing.B, tune func(*testenv.Sandboxes)) {
+	db, _ := testenv.Firestore(b)
+	sb := testenv.NewSandboxes(b, db)
+	tune(sb)
+	s := &sandboxStack{sb: sb}
+	s.hosts = append(s.hosts, sb.StartHost(b, "host-a"))
+	ps := testenv.PubSub(b)
+	a := api.New(api.Deps{DB: sb.DB, Config: sb.Config, Bucket: sb.Bucket, Sealer: sb.Sealer, PubSub: ps, DefaultImage: sb.Image})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- a.ImageWorker().Run(ctx, ps, 100*time.Millisecond) }()
+	b.Cleanup(func() {
+		cancel()
+		<-done
+	})
+	if err := a.Images().EnsureEnabled(ctx, sb.Image); err != nil {
+		b.Fatal(err)
+	}
+	ref, _, _, err := a.Images().ResolveImage(ctx, sb.Image)
+	if err != nil {
+		b.Fatal(err)
+	}
+	s.stack = serve(b, a)
+	s.svc = s.sessions(s.admin)
+	loopCreateToFirstExec(b, s, ref)
 }
