@@ -417,10 +417,17 @@ func TestTaskAndPromptBlocksDriveABashAgentThroughAnInstance(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- a.AutomationWorker().Run(ctx, ps, 100*time.Millisecond) }()
+	imagesDone := make(chan error, 1)
+	go func() { imagesDone <- a.ImageWorker().Run(ctx, ps, 100*time.Millisecond) }()
 	t.Cleanup(func() {
 		cancel()
 		<-done
+		<-imagesDone
 	})
+	// With Pub/Sub the API serves ImageService, and sessions start from enabled images only.
+	if err := a.Images().EnsureEnabled(t.Context(), sb.Image); err != nil {
+		t.Fatal(err)
+	}
 	s := serve(t, a)
 	as := &automationStack{stack: s,
 		automations: appv1connect.NewAutomationServiceClient(httpClient, s.rpcURL(), auth.WithKey(s.admin)),

@@ -53,6 +53,10 @@ var pairs = []pair{
 	{name: "WebhookToPublished/parallel", baseline: "RawPublish/parallel", what: "the same from 16 senders, per delivery"},
 	{name: "WebhookToRunStarted", baseline: "PublishToReceive", what: "signed webhook to its run started vs a bare Pub/Sub hop"},
 	{name: "WebhookDeliveriesSustained", what: "sustained deliveries (16 senders, each sent twice), per delivery"},
+	{name: "EnabledImageCreateToFirstExec", baseline: "RawRuncRun", what: "CreateSession of an enabled image to first output (warm pool) vs runc run", target: 0.5},
+	{name: "EnabledImageCreateToFirstExecCold", baseline: "RawRuncRun", what: "the same, cold boot, vs runc run", target: 1.2},
+	{name: "ImageEnable64MiB", baseline: "RawCranePullTarX64MiB", what: "enable a 64 MiB image end to end vs crane pull + tar -x", bytes: 64 * mib, target: 1.5},
+	{name: "WarmImageFirstExec", baseline: "WarmCommandInSession", what: "first exec on a warm-captured image vs running its 2 s warm command", target: 0.1},
 }
 
 var line = regexp.MustCompile(`^Benchmark([\w/]+?)(?:-\d+)?\s+\d+\s+([\d.]+) ns/op`)

@@ -24,7 +24,7 @@ const defaultURL = "http://127.0.0.1:8080"
 
 // addClientCommands adds the API client commands (tasks, profiles, keys, sessions).
 func addClientCommands(root *cobra.Command) {
-	root.AddCommand(newTasksCmd(), newProfilesCmd(), newKeysCmd(), newSessionsCmd(), newHarnessesCmd(), newAutomationsCmd(), newSecretsCmd(), newWebhooksCmd(), newRegistriesCmd())
+	root.AddCommand(newTasksCmd(), newProfilesCmd(), newKeysCmd(), newSessionsCmd(), newHarnessesCmd(), newAutomationsCmd(), newSecretsCmd(), newWebhooksCmd(), newRegistriesCmd(), newImagesCmd())
 }
 
 // clientFlags are the persistent flags every client command group has.

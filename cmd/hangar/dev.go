@@ -135,6 +135,22 @@ func runDev(ctx context.Context, addr, dataDir string, saveEvery time.Duration, 
 		}
 	}()
 
+	// Image enable jobs run in process too; the dev image is enabled on first start (and after
+	// its address changed), before the API serves, so the first session finds it.
+	if w := a.ImageWorker(); w != nil {
+		imagesDone := make(chan error, 1)
+		go func() { imagesDone <- w.Run(ctx, res.PubSub, time.Second) }()
+		defer func() {
+			if err := <-imagesDone; err != nil {
+				log.Error("image worker", "err", err)
+			}
+		}()
+		log.Info("enabling the dev image", "ref", img.Ref())
+		if err := a.Images().EnsureEnabled(ctx, img.Ref()); err != nil {
+			return fmt.Errorf("dev image: %w", err)
+		}
+	}
+
 	srv := api.NewServer(a.Handler())
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()

@@ -20,7 +20,7 @@ import (
 	"github.com/hangar-dev/hangar/functions/automations"
 	"github.com/hangar-dev/hangar/functions/automationworker"
 	"github.com/hangar-dev/hangar/functions/harnesses"
-	imagesvc "github.com/hangar-dev/hangar/functions/images"
+	"github.com/hangar-dev/hangar/functions/imagesvc"
 	"github.com/hangar-dev/hangar/functions/modelrouters"
 	"github.com/hangar-dev/hangar/functions/oauthcreds"
 	"github.com/hangar-dev/hangar/functions/orgsecrets"
@@ -42,7 +42,6 @@ import (
 	"github.com/hangar-dev/hangar/platform/seal"
 	"github.com/hangar-dev/hangar/records/credentials"
 	"github.com/hangar-dev/hangar/records/fleet"
-	"github.com/hangar-dev/hangar/records/registries"
 	"github.com/hangar-dev/hangar/records/secrets"
 	"github.com/hangar-dev/hangar/records/sessiondb"
 	"github.com/hangar-dev/hangar/sandboxhosts/hostclient"
@@ -83,12 +82,14 @@ type Deps struct {
 
 // API is the assembled set of services.
 type API struct {
-	worker   *automationworker.Worker
-	routes   map[string]route
-	authn    *auth.Authenticator
-	keys     *auth.Keys
-	users    *auth.Users
-	services map[string]http.Handler
+	worker      *automationworker.Worker
+	imageWorker *imagesvc.Worker
+	images      *imagesvc.Service
+	routes      map[string]route
+	authn       *auth.Authenticator
+	keys        *auth.Keys
+	users       *auth.Users
+	services    map[string]http.Handler
 }
 
 // New wires every service over d.
@@ -153,17 +154,25 @@ func New(d Deps) *API {
 	var sessionSvc *sessions.Service
 	var taskRuns tasks.Sessions
 	var repos profiles.RepoFinder
+	var hosts *hostclient.Pool
 	if d.Bucket != nil && d.Sealer != nil {
-		hosts := hostclient.New(fleet.New(d.DB, d.Clock.Now, d.Config.Host.HostTimeout), d.Config.HostToken)
+		hosts = hostclient.New(fleet.New(d.DB, d.Clock.Now, d.Config.Host.HostTimeout), d.Config.HostToken)
+	}
+	// Images before sessions: sessions start from enabled images.
+	var imageResolver sessions.ImageResolver
+	if svc := a.imagesService(d, opts, add, hosts, secretStore); svc != nil {
+		imageResolver = svc
+	}
+	if hosts != nil {
 		sessionSvc = sessions.New(sessions.Deps{
 			DB: d.DB, Hosts: hosts, Sealer: d.Sealer, Bucket: d.Bucket, Users: a.users,
 			Clock: d.Clock, Limits: d.Config.Limits, DefaultImage: d.DefaultImage, Harnesses: d.Harnesses,
-			Routers: d.Config.ModelRouters, Secrets: secretStore, Credentials: credStore,
+			Routers: d.Config.ModelRouters, Secrets: secretStore, Credentials: credStore, Images: imageResolver,
 		})
 		// Session streams carry file bytes and command output, which gzip turns into CPU time
 		// rather than savings (ReadFile ran at 44 MiB/s compressed): answers go uncompressed.
 		add(appv1connect.NewSessionServiceHandler(sessionSvc, opts, connect.WithCompression("gzip", nil, nil)))
-		taskRuns, repos = taskSessions{sessionSvc, secretStore}, imageRepos(hosts)
+		taskRuns, repos = taskSessions{sessionSvc, secretStore}, imageRepos(hosts, imageResolver)
 		a.routes["GET "+sessions.EventsPath] = route{appv1connect.SessionServiceName, sessionSvc.SSE(authn)}
 	} else {
 		add(appv1connect.NewSessionServiceHandler(appv1connect.UnimplementedSessionServiceHandler{}, opts,
@@ -174,13 +183,6 @@ func New(d Deps) *API {
 	taskSvc := tasks.New(d.DB, profileSvc, taskRuns, a.users, d.Clock, d.Config.Limits)
 	add(appv1connect.NewTaskServiceHandler(taskSvc, opts))
 
-	// Registry passwords are sealed: without a keyset, ImageService keeps no registries either.
-	if d.Sealer != nil {
-		add(appv1connect.NewImageServiceHandler(imagesvc.New(registries.New(d.DB, d.Sealer, d.Clock.Now), d.Log), opts))
-	} else {
-		add(appv1connect.NewImageServiceHandler(appv1connect.UnimplementedImageServiceHandler{}, opts,
-			connect.WithInterceptors(unavailable("registries are not kept here: set HANGAR_SEAL_KEYSET"))))
-	}
 	// Services that later work builds answer unimplemented, naming the method, until then.
 	add(appv1connect.NewModelRouterServiceHandler(modelrouters.New(d.DB, d.Clock, d.Config, routerCreds), opts))
 	add(appv1connect.NewReviewServiceHandler(appv1connect.UnimplementedReviewServiceHandler{}, opts))
@@ -336,10 +338,18 @@ func (r *refuse) WrapStreamingHandler(connect.StreamingHandlerFunc) connect.Stre
 	return func(context.Context, connect.StreamingHandlerConn) error { return r.err }
 }
 
-// imageRepos has a sandbox host look inside an image for git repositories. An image that cannot
-// be pulled is the profile's problem, not the request's.
-func imageRepos(hosts *hostclient.Pool) profiles.RepoFinder {
+// imageRepos has a sandbox host look inside an image for git repositories (the enabled image,
+// when images are enabled here). An image that cannot be pulled is the profile's problem, not
+// the request's.
+func imageRepos(hosts *hostclient.Pool, enabled sessions.ImageResolver) profiles.RepoFinder {
 	return func(ctx context.Context, image string) ([]*hostv1.Repo, error) {
+		if enabled != nil { // a profile's image_id names an enabled image
+			ref, _, _, err := enabled.ResolveImage(ctx, image)
+			if err != nil {
+				return nil, err
+			}
+			image = ref
+		}
 		_, client, err := hosts.Pick(ctx)
 		if errors.Is(err, fleet.ErrNoHost) {
 			return nil, connect.NewError(connect.CodeUnavailable, errors.New("no sandbox host is up to look inside the image; retry later"))

@@ -143,5 +143,10 @@ func (a *API) FunctionHandler(fn Function) (http.Handler, bool) {
 	for pattern, h := range a.worker.Routes() {
 		mux.Handle(pattern, h)
 	}
+	if a.imageWorker != nil { // image enable jobs ride on the same worker function
+		for pattern, h := range a.imageWorker.Routes() {
+			mux.Handle(pattern, h)
+		}
+	}
 	return mux, true
 }

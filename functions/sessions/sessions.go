@@ -243,6 +243,17 @@ type Deps struct {
 	// Secrets holds the routers' keys; Credentials the OAuth credentials sessions may name.
 	Secrets     *secrets.Store
 	Credentials *credentials.Store
+	// Images resolves image_uri to an enabled image; nil takes image_uri as an OCI reference
+	// the host pulls as it is.
+	Images ImageResolver
+}
+
+// ImageResolver finds the enabled image a session names (by id or uri): the reference by
+// digest its host pulls or stages from chunks, its warm layer, and the environment its config
+// sets (under the session's own harness_env and secrets). An image that is not enabled is
+// failed_precondition saying so.
+type ImageResolver interface {
+	ResolveImage(ctx context.Context, image string) (ref, warmLayer string, env map[string]string, err error)
 }
 
 // Service implements SessionService. EnsureBrowser and EnsureIde answer unimplemented until
@@ -363,6 +374,18 @@ func (s *Service) create(ctx context.Context, m *appv1.CreateSessionRequest, id,
 	if err != nil {
 		return nil, err
 	}
+	warmLayer := ""
+	if s.d.Images != nil {
+		var imageEnv map[string]string
+		if image, warmLayer, imageEnv, err = s.d.Images.ResolveImage(ctx, image); err != nil {
+			return nil, err
+		}
+		for k, val := range imageEnv {
+			if _, set := env[k]; !set {
+				env[k] = val
+			}
+		}
+	}
 	host, client, err := s.pick(ctx)
 	if err != nil {
 		return nil, err
@@ -379,7 +402,7 @@ func (s *Service) create(ctx context.Context, m *appv1.CreateSessionRequest, id,
 	}
 	rec := &sessiondb.Record{
 		ID: id, Owner: caller.UserID, RequestedID: requested, Status: sessiondb.Creating, HostID: host.ID,
-		ImageURI: image, Mode: mode, SealedEnv: sealed, SealedCredential: sealedCred, Broker: broker, Harness: agent.harness, HarnessMode: m.GetHarnessMode(),
+		ImageURI: image, WarmLayer: warmLayer, Mode: mode, SealedEnv: sealed, SealedCredential: sealedCred, Broker: broker, Harness: agent.harness, HarnessMode: m.GetHarnessMode(),
 		Model: m.GetModel(), Effort: m.GetEffort(), ModelRouter: m.GetModelRouter(),
 	}
 	if agent.router != nil && rec.Model == "" {
@@ -397,7 +420,7 @@ func (s *Service) create(ctx context.Context, m *appv1.CreateSessionRequest, id,
 	} else if err != nil {
 		return nil, err
 	}
-	resp, err := client.CreateSandbox(ctx, connect.NewRequest(&hostv1.CreateSandboxRequest{SessionId: id, Env: env, ImageUri: image}))
+	resp, err := client.CreateSandbox(ctx, connect.NewRequest(&hostv1.CreateSandboxRequest{SessionId: id, Env: env, ImageUri: image, WarmLayer: warmLayer}))
 	if err != nil {
 		return nil, err
 	}

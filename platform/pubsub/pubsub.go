@@ -25,6 +25,8 @@ const (
 	TopicAutomationEvents = "hangar-automation-events"
 	// TopicAutomationRuns carries automation run steps to execute.
 	TopicAutomationRuns = "hangar-automation-runs"
+	// TopicImageJobs carries image enable jobs to advance (functions/imagesvc).
+	TopicImageJobs = "hangar-image-jobs"
 )
 
 // WorkerSubscription is the subscription that the workers of topic consume: "<topic>-worker".
@@ -119,7 +121,7 @@ func (c *Client) Close() error {
 // existing ones are left as they are. `hangar dev` runs it at start; a deployment runs it once
 // with an account allowed to administer Pub/Sub.
 func (c *Client) Provision(ctx context.Context) error {
-	for _, topic := range []string{TopicAutomationEvents, TopicAutomationRuns} {
+	for _, topic := range []string{TopicAutomationEvents, TopicAutomationRuns, TopicImageJobs} {
 		dead := DeadLetterTopic(topic)
 		for _, t := range []string{topic, dead} {
 			if err := c.EnsureTopic(ctx, t); err != nil {

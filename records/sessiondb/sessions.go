@@ -42,7 +42,10 @@ type Record struct {
 	// ImageDigest pins the image the session was created from, so a resume on another host
 	// gets the same bytes even if the tag moved.
 	ImageDigest string `firestore:"image_digest"`
-	Mode        string `firestore:"mode"`
+	// WarmLayer is the warm layer of the enabled image the session starts from, stacked over
+	// the image's layers ("" for none); a resume on another host stages the same one.
+	WarmLayer string `firestore:"warm_layer,omitempty"`
+	Mode      string `firestore:"mode"`
 	// SealedEnv is the sandbox's environment (secrets included), encrypted by the deployment's
 	// key, so a resume on any host restores it without anyone reading it from the database.
 	SealedEnv []byte `firestore:"sealed_env"`

@@ -197,19 +197,23 @@ type sandbox struct {
 // booted over its checkpoint's files — and opens its event log. On error nothing is left.
 func (h *Host) start(ctx context.Context, b *box, rec *sessiondb.Record, env map[string]string, manifest *snapshots.Manifest) error {
 	var sbx *sandbox
-	if manifest == nil {
+	// The warm pool holds sandboxes of plain images; one with a warm layer boots.
+	pooled := rec.WarmLayer == ""
+	if manifest == nil && pooled {
 		sbx = h.pool.take(rec.ImageURI)
 	}
 	if sbx == nil {
-		img, err := h.images.Pull(ctx, rec.ImageURI)
+		img, err := h.enabledImage(ctx, rec.ImageURI, rec.WarmLayer)
 		if err != nil {
-			return pullError(rec.ImageURI, err)
+			return err
 		}
 		if sbx, manifest, err = h.boot(ctx, img, manifest); err != nil {
 			return err
 		}
 	}
-	h.pool.refill(rec.ImageURI)
+	if pooled {
+		h.pool.refill(rec.ImageURI)
+	}
 	events, err := eventlog.OpenWriter(ctx, h.opts.DB, rec.ID, eventlog.WriterOptions{Now: h.clock.Now, Empty: rec.Status == sessiondb.Creating})
 	if err != nil {
 		h.remove(context.WithoutCancel(ctx), sbx)

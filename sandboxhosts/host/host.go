@@ -37,6 +37,7 @@ import (
 	"github.com/hangar-dev/hangar/records/sessiondb"
 	"github.com/hangar-dev/hangar/sandboxhosts/container"
 	"github.com/hangar-dev/hangar/sandboxhosts/hostclient"
+	"github.com/hangar-dev/hangar/sandboxhosts/imagechunks"
 	"github.com/hangar-dev/hangar/sandboxhosts/images"
 	"github.com/hangar-dev/hangar/sandboxhosts/snapshots"
 )
@@ -89,9 +90,11 @@ type Host struct {
 	driver *container.Driver
 	images *images.Cache
 	snaps  *snapshots.Store
-	store  *sessiondb.Store
-	fleet  *fleet.Fleet
-	boxDir string
+	// imageChunks keeps enabled images in the snapshot chunk store (PrepareImage).
+	imageChunks *imagechunks.Store
+	store       *sessiondb.Store
+	fleet       *fleet.Fleet
+	boxDir      string
 	// sockDir holds the supervisors' sockets; no sandbox sees it (see listenSupervisor).
 	sockDir string
 
@@ -164,6 +167,7 @@ func New(ctx context.Context, opts Options) (*Host, error) {
 		return nil, fmt.Errorf("host: %w", err)
 	}
 	h.snaps = snapshots.NewStore(opts.Bucket, filepath.Join(dataDir, "chunks"), snapshots.Options{})
+	h.imageChunks = imagechunks.New(h.images, h.snaps, opts.Bucket)
 	h.store = sessiondb.NewStore(opts.DB, h.clock.Now)
 	h.fleet = fleet.New(opts.DB, h.clock.Now, opts.Config.HostTimeout)
 

@@ -49,7 +49,7 @@ func (h *Host) CreateSandbox(ctx context.Context, req *connect.Request[hostv1.Cr
 	if err := v.Err(); err != nil {
 		return nil, err
 	}
-	rec := &sessiondb.Record{ID: req.Msg.GetSessionId(), ImageURI: req.Msg.GetImageUri(), Status: sessiondb.Creating}
+	rec := &sessiondb.Record{ID: req.Msg.GetSessionId(), ImageURI: req.Msg.GetImageUri(), WarmLayer: req.Msg.GetWarmLayer(), Status: sessiondb.Creating}
 	b, err := h.claim(rec.ID)
 	if err != nil {
 		h.fail(ctx, rec, err)

@@ -23,6 +23,327 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// ImageLayer is one layer of an enabled image, kept as a manifest of content-defined chunks in
+// the snapshot chunk store.
+type ImageLayer struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// digest is the layer's compressed blob digest (sha256:...), as in the image manifest.
+	Digest string `protobuf:"bytes,1,opt,name=digest,proto3" json:"digest,omitempty"`
+	// chunks counts the layer's chunk references.
+	Chunks        uint32 `protobuf:"varint,2,opt,name=chunks,proto3" json:"chunks,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ImageLayer) Reset() {
+	*x = ImageLayer{}
+	mi := &file_host_v1_host_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ImageLayer) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ImageLayer) ProtoMessage() {}
+
+func (x *ImageLayer) ProtoReflect() protoreflect.Message {
+	mi := &file_host_v1_host_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ImageLayer.ProtoReflect.Descriptor instead.
+func (*ImageLayer) Descriptor() ([]byte, []int) {
+	return file_host_v1_host_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *ImageLayer) GetDigest() string {
+	if x != nil {
+		return x.Digest
+	}
+	return ""
+}
+
+func (x *ImageLayer) GetChunks() uint32 {
+	if x != nil {
+		return x.Chunks
+	}
+	return 0
+}
+
+// WarmCommand is what the warm stage runs in a sandbox of the image; its upper dir becomes the
+// image's warm layer.
+type WarmCommand struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Command []string               `protobuf:"bytes,1,rep,name=command,proto3" json:"command,omitempty"`
+	Workdir string                 `protobuf:"bytes,2,opt,name=workdir,proto3" json:"workdir,omitempty"`
+	// env holds literal values, secret references already resolved by the caller.
+	Env           map[string]string `protobuf:"bytes,3,rep,name=env,proto3" json:"env,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	TimeoutSecs   uint64            `protobuf:"varint,4,opt,name=timeout_secs,json=timeoutSecs,proto3" json:"timeout_secs,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WarmCommand) Reset() {
+	*x = WarmCommand{}
+	mi := &file_host_v1_host_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WarmCommand) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WarmCommand) ProtoMessage() {}
+
+func (x *WarmCommand) ProtoReflect() protoreflect.Message {
+	mi := &file_host_v1_host_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WarmCommand.ProtoReflect.Descriptor instead.
+func (*WarmCommand) Descriptor() ([]byte, []int) {
+	return file_host_v1_host_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *WarmCommand) GetCommand() []string {
+	if x != nil {
+		return x.Command
+	}
+	return nil
+}
+
+func (x *WarmCommand) GetWorkdir() string {
+	if x != nil {
+		return x.Workdir
+	}
+	return ""
+}
+
+func (x *WarmCommand) GetEnv() map[string]string {
+	if x != nil {
+		return x.Env
+	}
+	return nil
+}
+
+func (x *WarmCommand) GetTimeoutSecs() uint64 {
+	if x != nil {
+		return x.TimeoutSecs
+	}
+	return 0
+}
+
+type PrepareImageRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// stage is "pull", "chunk", "prestage" or "warm".
+	Stage string `protobuf:"bytes,1,opt,name=stage,proto3" json:"stage,omitempty"`
+	// image_ref names the image by digest: repository@sha256:...
+	ImageRef string       `protobuf:"bytes,2,opt,name=image_ref,json=imageRef,proto3" json:"image_ref,omitempty"`
+	Warm     *WarmCommand `protobuf:"bytes,3,opt,name=warm,proto3" json:"warm,omitempty"`
+	// warm_key names the warm layer's manifest (the image id and job id).
+	WarmKey string `protobuf:"bytes,4,opt,name=warm_key,json=warmKey,proto3" json:"warm_key,omitempty"`
+	// warm_layer, for prestage: the warm layer to stage too ("" for none).
+	WarmLayer     string `protobuf:"bytes,5,opt,name=warm_layer,json=warmLayer,proto3" json:"warm_layer,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PrepareImageRequest) Reset() {
+	*x = PrepareImageRequest{}
+	mi := &file_host_v1_host_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PrepareImageRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PrepareImageRequest) ProtoMessage() {}
+
+func (x *PrepareImageRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_host_v1_host_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PrepareImageRequest.ProtoReflect.Descriptor instead.
+func (*PrepareImageRequest) Descriptor() ([]byte, []int) {
+	return file_host_v1_host_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *PrepareImageRequest) GetStage() string {
+	if x != nil {
+		return x.Stage
+	}
+	return ""
+}
+
+func (x *PrepareImageRequest) GetImageRef() string {
+	if x != nil {
+		return x.ImageRef
+	}
+	return ""
+}
+
+func (x *PrepareImageRequest) GetWarm() *WarmCommand {
+	if x != nil {
+		return x.Warm
+	}
+	return nil
+}
+
+func (x *PrepareImageRequest) GetWarmKey() string {
+	if x != nil {
+		return x.WarmKey
+	}
+	return ""
+}
+
+func (x *PrepareImageRequest) GetWarmLayer() string {
+	if x != nil {
+		return x.WarmLayer
+	}
+	return ""
+}
+
+type PrepareImageProgress struct {
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	ChunksDone  uint32                 `protobuf:"varint,1,opt,name=chunks_done,json=chunksDone,proto3" json:"chunks_done,omitempty"`
+	ChunksTotal uint32                 `protobuf:"varint,2,opt,name=chunks_total,json=chunksTotal,proto3" json:"chunks_total,omitempty"`
+	// output is the next bytes of the warm command's output (stdout and stderr interleaved).
+	Output []byte `protobuf:"bytes,3,opt,name=output,proto3" json:"output,omitempty"`
+	// done marks the last message, with the stage's result below.
+	Done   bool          `protobuf:"varint,4,opt,name=done,proto3" json:"done,omitempty"`
+	Layers []*ImageLayer `protobuf:"bytes,5,rep,name=layers,proto3" json:"layers,omitempty"`
+	// warm_layer is the warm stage's result: the key of its manifest in the chunk store.
+	WarmLayer string `protobuf:"bytes,6,opt,name=warm_layer,json=warmLayer,proto3" json:"warm_layer,omitempty"`
+	// exit_code of the warm command.
+	ExitCode int32 `protobuf:"varint,7,opt,name=exit_code,json=exitCode,proto3" json:"exit_code,omitempty"`
+	// bytes_total and bytes_uploaded, for chunk: what the layers hold and what of it was new to
+	// the chunk store.
+	BytesTotal    uint64 `protobuf:"varint,8,opt,name=bytes_total,json=bytesTotal,proto3" json:"bytes_total,omitempty"`
+	BytesUploaded uint64 `protobuf:"varint,9,opt,name=bytes_uploaded,json=bytesUploaded,proto3" json:"bytes_uploaded,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PrepareImageProgress) Reset() {
+	*x = PrepareImageProgress{}
+	mi := &file_host_v1_host_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PrepareImageProgress) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PrepareImageProgress) ProtoMessage() {}
+
+func (x *PrepareImageProgress) ProtoReflect() protoreflect.Message {
+	mi := &file_host_v1_host_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PrepareImageProgress.ProtoReflect.Descriptor instead.
+func (*PrepareImageProgress) Descriptor() ([]byte, []int) {
+	return file_host_v1_host_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *PrepareImageProgress) GetChunksDone() uint32 {
+	if x != nil {
+		return x.ChunksDone
+	}
+	return 0
+}
+
+func (x *PrepareImageProgress) GetChunksTotal() uint32 {
+	if x != nil {
+		return x.ChunksTotal
+	}
+	return 0
+}
+
+func (x *PrepareImageProgress) GetOutput() []byte {
+	if x != nil {
+		return x.Output
+	}
+	return nil
+}
+
+func (x *PrepareImageProgress) GetDone() bool {
+	if x != nil {
+		return x.Done
+	}
+	return false
+}
+
+func (x *PrepareImageProgress) GetLayers() []*ImageLayer {
+	if x != nil {
+		return x.Layers
+	}
+	return nil
+}
+
+func (x *PrepareImageProgress) GetWarmLayer() string {
+	if x != nil {
+		return x.WarmLayer
+	}
+	return ""
+}
+
+func (x *PrepareImageProgress) GetExitCode() int32 {
+	if x != nil {
+		return x.ExitCode
+	}
+	return 0
+}
+
+func (x *PrepareImageProgress) GetBytesTotal() uint64 {
+	if x != nil {
+		return x.BytesTotal
+	}
+	return 0
+}
+
+func (x *PrepareImageProgress) GetBytesUploaded() uint64 {
+	if x != nil {
+		return x.BytesUploaded
+	}
+	return 0
+}
+
 type CreateSandboxRequest struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
 	SessionId string                 `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
@@ -31,14 +352,16 @@ type CreateSandboxRequest struct {
 	Env map[string]string `protobuf:"bytes,2,rep,name=env,proto3" json:"env,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	// image_uri is the session record's image, so the host can start the sandbox without reading
 	// the record first; the move to running checks it against the record.
-	ImageUri      string `protobuf:"bytes,3,opt,name=image_uri,json=imageUri,proto3" json:"image_uri,omitempty"`
+	ImageUri string `protobuf:"bytes,3,opt,name=image_uri,json=imageUri,proto3" json:"image_uri,omitempty"`
+	// warm_layer is the warm layer of the enabled image (from the session record), "" for none.
+	WarmLayer     string `protobuf:"bytes,4,opt,name=warm_layer,json=warmLayer,proto3" json:"warm_layer,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *CreateSandboxRequest) Reset() {
 	*x = CreateSandboxRequest{}
-	mi := &file_host_v1_host_proto_msgTypes[0]
+	mi := &file_host_v1_host_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -50,7 +373,7 @@ func (x *CreateSandboxRequest) String() string {
 func (*CreateSandboxRequest) ProtoMessage() {}
 
 func (x *CreateSandboxRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_host_v1_host_proto_msgTypes[0]
+	mi := &file_host_v1_host_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -63,7 +386,7 @@ func (x *CreateSandboxRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateSandboxRequest.ProtoReflect.Descriptor instead.
 func (*CreateSandboxRequest) Descriptor() ([]byte, []int) {
-	return file_host_v1_host_proto_rawDescGZIP(), []int{0}
+	return file_host_v1_host_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *CreateSandboxRequest) GetSessionId() string {
@@ -87,6 +410,13 @@ func (x *CreateSandboxRequest) GetImageUri() string {
 	return ""
 }
 
+func (x *CreateSandboxRequest) GetWarmLayer() string {
+	if x != nil {
+		return x.WarmLayer
+	}
+	return ""
+}
+
 type CreateSandboxResponse struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
 	SessionId string                 `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
@@ -100,7 +430,7 @@ type CreateSandboxResponse struct {
 
 func (x *CreateSandboxResponse) Reset() {
 	*x = CreateSandboxResponse{}
-	mi := &file_host_v1_host_proto_msgTypes[1]
+	mi := &file_host_v1_host_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -112,7 +442,7 @@ func (x *CreateSandboxResponse) String() string {
 func (*CreateSandboxResponse) ProtoMessage() {}
 
 func (x *CreateSandboxResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_host_v1_host_proto_msgTypes[1]
+	mi := &file_host_v1_host_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -125,7 +455,7 @@ func (x *CreateSandboxResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateSandboxResponse.ProtoReflect.Descriptor instead.
 func (*CreateSandboxResponse) Descriptor() ([]byte, []int) {
-	return file_host_v1_host_proto_rawDescGZIP(), []int{1}
+	return file_host_v1_host_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *CreateSandboxResponse) GetSessionId() string {
@@ -165,7 +495,7 @@ type DeleteSandboxRequest struct {
 
 func (x *DeleteSandboxRequest) Reset() {
 	*x = DeleteSandboxRequest{}
-	mi := &file_host_v1_host_proto_msgTypes[2]
+	mi := &file_host_v1_host_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -177,7 +507,7 @@ func (x *DeleteSandboxRequest) String() string {
 func (*DeleteSandboxRequest) ProtoMessage() {}
 
 func (x *DeleteSandboxRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_host_v1_host_proto_msgTypes[2]
+	mi := &file_host_v1_host_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -190,7 +520,7 @@ func (x *DeleteSandboxRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteSandboxRequest.ProtoReflect.Descriptor instead.
 func (*DeleteSandboxRequest) Descriptor() ([]byte, []int) {
-	return file_host_v1_host_proto_rawDescGZIP(), []int{2}
+	return file_host_v1_host_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *DeleteSandboxRequest) GetSessionId() string {
@@ -211,7 +541,7 @@ type DeleteSandboxResponse struct {
 
 func (x *DeleteSandboxResponse) Reset() {
 	*x = DeleteSandboxResponse{}
-	mi := &file_host_v1_host_proto_msgTypes[3]
+	mi := &file_host_v1_host_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -223,7 +553,7 @@ func (x *DeleteSandboxResponse) String() string {
 func (*DeleteSandboxResponse) ProtoMessage() {}
 
 func (x *DeleteSandboxResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_host_v1_host_proto_msgTypes[3]
+	mi := &file_host_v1_host_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -236,7 +566,7 @@ func (x *DeleteSandboxResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteSandboxResponse.ProtoReflect.Descriptor instead.
 func (*DeleteSandboxResponse) Descriptor() ([]byte, []int) {
-	return file_host_v1_host_proto_rawDescGZIP(), []int{3}
+	return file_host_v1_host_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *DeleteSandboxResponse) GetSessionId() string {
@@ -265,7 +595,7 @@ type EvictRequest struct {
 
 func (x *EvictRequest) Reset() {
 	*x = EvictRequest{}
-	mi := &file_host_v1_host_proto_msgTypes[4]
+	mi := &file_host_v1_host_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -277,7 +607,7 @@ func (x *EvictRequest) String() string {
 func (*EvictRequest) ProtoMessage() {}
 
 func (x *EvictRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_host_v1_host_proto_msgTypes[4]
+	mi := &file_host_v1_host_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -290,7 +620,7 @@ func (x *EvictRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EvictRequest.ProtoReflect.Descriptor instead.
 func (*EvictRequest) Descriptor() ([]byte, []int) {
-	return file_host_v1_host_proto_rawDescGZIP(), []int{4}
+	return file_host_v1_host_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *EvictRequest) GetSessionId() string {
@@ -325,7 +655,7 @@ type EvictResponse struct {
 
 func (x *EvictResponse) Reset() {
 	*x = EvictResponse{}
-	mi := &file_host_v1_host_proto_msgTypes[5]
+	mi := &file_host_v1_host_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -337,7 +667,7 @@ func (x *EvictResponse) String() string {
 func (*EvictResponse) ProtoMessage() {}
 
 func (x *EvictResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_host_v1_host_proto_msgTypes[5]
+	mi := &file_host_v1_host_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -350,7 +680,7 @@ func (x *EvictResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EvictResponse.ProtoReflect.Descriptor instead.
 func (*EvictResponse) Descriptor() ([]byte, []int) {
-	return file_host_v1_host_proto_rawDescGZIP(), []int{5}
+	return file_host_v1_host_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *EvictResponse) GetSessionId() string {
@@ -383,7 +713,7 @@ type FindReposRequest struct {
 
 func (x *FindReposRequest) Reset() {
 	*x = FindReposRequest{}
-	mi := &file_host_v1_host_proto_msgTypes[6]
+	mi := &file_host_v1_host_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -395,7 +725,7 @@ func (x *FindReposRequest) String() string {
 func (*FindReposRequest) ProtoMessage() {}
 
 func (x *FindReposRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_host_v1_host_proto_msgTypes[6]
+	mi := &file_host_v1_host_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -408,7 +738,7 @@ func (x *FindReposRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FindReposRequest.ProtoReflect.Descriptor instead.
 func (*FindReposRequest) Descriptor() ([]byte, []int) {
-	return file_host_v1_host_proto_rawDescGZIP(), []int{6}
+	return file_host_v1_host_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *FindReposRequest) GetImageUri() string {
@@ -427,7 +757,7 @@ type FindReposResponse struct {
 
 func (x *FindReposResponse) Reset() {
 	*x = FindReposResponse{}
-	mi := &file_host_v1_host_proto_msgTypes[7]
+	mi := &file_host_v1_host_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -439,7 +769,7 @@ func (x *FindReposResponse) String() string {
 func (*FindReposResponse) ProtoMessage() {}
 
 func (x *FindReposResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_host_v1_host_proto_msgTypes[7]
+	mi := &file_host_v1_host_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -452,7 +782,7 @@ func (x *FindReposResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FindReposResponse.ProtoReflect.Descriptor instead.
 func (*FindReposResponse) Descriptor() ([]byte, []int) {
-	return file_host_v1_host_proto_rawDescGZIP(), []int{7}
+	return file_host_v1_host_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *FindReposResponse) GetRepos() []*Repo {
@@ -473,7 +803,7 @@ type Repo struct {
 
 func (x *Repo) Reset() {
 	*x = Repo{}
-	mi := &file_host_v1_host_proto_msgTypes[8]
+	mi := &file_host_v1_host_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -485,7 +815,7 @@ func (x *Repo) String() string {
 func (*Repo) ProtoMessage() {}
 
 func (x *Repo) ProtoReflect() protoreflect.Message {
-	mi := &file_host_v1_host_proto_msgTypes[8]
+	mi := &file_host_v1_host_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -498,7 +828,7 @@ func (x *Repo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Repo.ProtoReflect.Descriptor instead.
 func (*Repo) Descriptor() ([]byte, []int) {
-	return file_host_v1_host_proto_rawDescGZIP(), []int{8}
+	return file_host_v1_host_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *Repo) GetPath() string {
@@ -525,7 +855,7 @@ type Remote struct {
 
 func (x *Remote) Reset() {
 	*x = Remote{}
-	mi := &file_host_v1_host_proto_msgTypes[9]
+	mi := &file_host_v1_host_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -537,7 +867,7 @@ func (x *Remote) String() string {
 func (*Remote) ProtoMessage() {}
 
 func (x *Remote) ProtoReflect() protoreflect.Message {
-	mi := &file_host_v1_host_proto_msgTypes[9]
+	mi := &file_host_v1_host_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -550,7 +880,7 @@ func (x *Remote) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Remote.ProtoReflect.Descriptor instead.
 func (*Remote) Descriptor() ([]byte, []int) {
-	return file_host_v1_host_proto_rawDescGZIP(), []int{9}
+	return file_host_v1_host_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *Remote) GetName() string {
@@ -571,12 +901,46 @@ var File_host_v1_host_proto protoreflect.FileDescriptor
 
 const file_host_v1_host_proto_rawDesc = "" +
 	"\n" +
-	"\x12host/v1/host.proto\x12\ahost.v1\x1a\x1bgoogle/protobuf/empty.proto\x1a\x18svc/app/v1/session.proto\"\xc4\x01\n" +
+	"\x12host/v1/host.proto\x12\ahost.v1\x1a\x1bgoogle/protobuf/empty.proto\x1a\x18svc/app/v1/session.proto\"<\n" +
+	"\n" +
+	"ImageLayer\x12\x16\n" +
+	"\x06digest\x18\x01 \x01(\tR\x06digest\x12\x16\n" +
+	"\x06chunks\x18\x02 \x01(\rR\x06chunks\"\xcd\x01\n" +
+	"\vWarmCommand\x12\x18\n" +
+	"\acommand\x18\x01 \x03(\tR\acommand\x12\x18\n" +
+	"\aworkdir\x18\x02 \x01(\tR\aworkdir\x12/\n" +
+	"\x03env\x18\x03 \x03(\v2\x1d.host.v1.WarmCommand.EnvEntryR\x03env\x12!\n" +
+	"\ftimeout_secs\x18\x04 \x01(\x04R\vtimeoutSecs\x1a6\n" +
+	"\bEnvEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xac\x01\n" +
+	"\x13PrepareImageRequest\x12\x14\n" +
+	"\x05stage\x18\x01 \x01(\tR\x05stage\x12\x1b\n" +
+	"\timage_ref\x18\x02 \x01(\tR\bimageRef\x12(\n" +
+	"\x04warm\x18\x03 \x01(\v2\x14.host.v1.WarmCommandR\x04warm\x12\x19\n" +
+	"\bwarm_key\x18\x04 \x01(\tR\awarmKey\x12\x1d\n" +
+	"\n" +
+	"warm_layer\x18\x05 \x01(\tR\twarmLayer\"\xb7\x02\n" +
+	"\x14PrepareImageProgress\x12\x1f\n" +
+	"\vchunks_done\x18\x01 \x01(\rR\n" +
+	"chunksDone\x12!\n" +
+	"\fchunks_total\x18\x02 \x01(\rR\vchunksTotal\x12\x16\n" +
+	"\x06output\x18\x03 \x01(\fR\x06output\x12\x12\n" +
+	"\x04done\x18\x04 \x01(\bR\x04done\x12+\n" +
+	"\x06layers\x18\x05 \x03(\v2\x13.host.v1.ImageLayerR\x06layers\x12\x1d\n" +
+	"\n" +
+	"warm_layer\x18\x06 \x01(\tR\twarmLayer\x12\x1b\n" +
+	"\texit_code\x18\a \x01(\x05R\bexitCode\x12\x1f\n" +
+	"\vbytes_total\x18\b \x01(\x04R\n" +
+	"bytesTotal\x12%\n" +
+	"\x0ebytes_uploaded\x18\t \x01(\x04R\rbytesUploaded\"\xe3\x01\n" +
 	"\x14CreateSandboxRequest\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x128\n" +
 	"\x03env\x18\x02 \x03(\v2&.host.v1.CreateSandboxRequest.EnvEntryR\x03env\x12\x1b\n" +
-	"\timage_uri\x18\x03 \x01(\tR\bimageUri\x1a6\n" +
+	"\timage_uri\x18\x03 \x01(\tR\bimageUri\x12\x1d\n" +
+	"\n" +
+	"warm_layer\x18\x04 \x01(\tR\twarmLayer\x1a6\n" +
 	"\bEnvEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x90\x01\n" +
@@ -615,8 +979,7 @@ const file_host_v1_host_proto_rawDesc = "" +
 	"\aremotes\x18\x02 \x03(\v2\x0f.host.v1.RemoteR\aremotes\".\n" +
 	"\x06Remote\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x10\n" +
-	"\x03url\x18\x02 \x01(\tR\x03url2\xc4\n" +
-	"\n" +
+	"\x03url\x18\x02 \x01(\tR\x03url2\x93\v\n" +
 	"\vHostService\x12N\n" +
 	"\rCreateSandbox\x12\x1d.host.v1.CreateSandboxRequest\x1a\x1e.host.v1.CreateSandboxResponse\x12N\n" +
 	"\rDeleteSandbox\x12\x1d.host.v1.DeleteSandboxRequest\x1a\x1e.host.v1.DeleteSandboxResponse\x129\n" +
@@ -636,7 +999,8 @@ const file_host_v1_host_proto_rawDesc = "" +
 	"\x10EditQueuedPrompt\x12#.svc.app.v1.EditQueuedPromptRequest\x1a$.svc.app.v1.EditQueuedPromptResponse\x12f\n" +
 	"\x13DequeueQueuedPrompt\x12&.svc.app.v1.DequeueQueuedPromptRequest\x1a'.svc.app.v1.DequeueQueuedPromptResponse\x12H\n" +
 	"\tInterrupt\x12\x1c.svc.app.v1.InterruptRequest\x1a\x1d.svc.app.v1.InterruptResponse\x12]\n" +
-	"\x10CompleteToolCall\x12#.svc.app.v1.CompleteToolCallRequest\x1a$.svc.app.v1.CompleteToolCallResponseB1Z/github.com/hangar-dev/hangar/gen/host/v1;hostv1b\x06proto3"
+	"\x10CompleteToolCall\x12#.svc.app.v1.CompleteToolCallRequest\x1a$.svc.app.v1.CompleteToolCallResponse\x12M\n" +
+	"\fPrepareImage\x12\x1c.host.v1.PrepareImageRequest\x1a\x1d.host.v1.PrepareImageProgress0\x01B1Z/github.com/hangar-dev/hangar/gen/host/v1;hostv1b\x06proto3"
 
 var (
 	file_host_v1_host_proto_rawDescOnce sync.Once
@@ -650,89 +1014,99 @@ func file_host_v1_host_proto_rawDescGZIP() []byte {
 	return file_host_v1_host_proto_rawDescData
 }
 
-var file_host_v1_host_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
+var file_host_v1_host_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
 var file_host_v1_host_proto_goTypes = []any{
-	(*CreateSandboxRequest)(nil),              // 0: host.v1.CreateSandboxRequest
-	(*CreateSandboxResponse)(nil),             // 1: host.v1.CreateSandboxResponse
-	(*DeleteSandboxRequest)(nil),              // 2: host.v1.DeleteSandboxRequest
-	(*DeleteSandboxResponse)(nil),             // 3: host.v1.DeleteSandboxResponse
-	(*EvictRequest)(nil),                      // 4: host.v1.EvictRequest
-	(*EvictResponse)(nil),                     // 5: host.v1.EvictResponse
-	(*FindReposRequest)(nil),                  // 6: host.v1.FindReposRequest
-	(*FindReposResponse)(nil),                 // 7: host.v1.FindReposResponse
-	(*Repo)(nil),                              // 8: host.v1.Repo
-	(*Remote)(nil),                            // 9: host.v1.Remote
-	nil,                                       // 10: host.v1.CreateSandboxRequest.EnvEntry
-	(*v1.ExecRequest)(nil),                    // 11: svc.app.v1.ExecRequest
-	(*v1.CancelExecRequest)(nil),              // 12: svc.app.v1.CancelExecRequest
-	(*v1.WriteFileRequest)(nil),               // 13: svc.app.v1.WriteFileRequest
-	(*v1.ReadFileRequest)(nil),                // 14: svc.app.v1.ReadFileRequest
-	(*v1.SnapshotRequest)(nil),                // 15: svc.app.v1.SnapshotRequest
-	(*v1.ResumeRequest)(nil),                  // 16: svc.app.v1.ResumeRequest
-	(*v1.GetCowStateRequest)(nil),             // 17: svc.app.v1.GetCowStateRequest
-	(*v1.CreateArtifactFromPathRequest)(nil),  // 18: svc.app.v1.CreateArtifactFromPathRequest
-	(*v1.SendPromptRequest)(nil),              // 19: svc.app.v1.SendPromptRequest
-	(*v1.EditQueuedPromptRequest)(nil),        // 20: svc.app.v1.EditQueuedPromptRequest
-	(*v1.DequeueQueuedPromptRequest)(nil),     // 21: svc.app.v1.DequeueQueuedPromptRequest
-	(*v1.InterruptRequest)(nil),               // 22: svc.app.v1.InterruptRequest
-	(*v1.CompleteToolCallRequest)(nil),        // 23: svc.app.v1.CompleteToolCallRequest
-	(*v1.ExecOutput)(nil),                     // 24: svc.app.v1.ExecOutput
-	(*emptypb.Empty)(nil),                     // 25: google.protobuf.Empty
-	(*v1.WriteFileResponse)(nil),              // 26: svc.app.v1.WriteFileResponse
-	(*v1.ReadFileResponse)(nil),               // 27: svc.app.v1.ReadFileResponse
-	(*v1.SnapshotResponse)(nil),               // 28: svc.app.v1.SnapshotResponse
-	(*v1.ResumeResponse)(nil),                 // 29: svc.app.v1.ResumeResponse
-	(*v1.GetCowStateResponse)(nil),            // 30: svc.app.v1.GetCowStateResponse
-	(*v1.CreateArtifactFromPathResponse)(nil), // 31: svc.app.v1.CreateArtifactFromPathResponse
-	(*v1.SendPromptResponse)(nil),             // 32: svc.app.v1.SendPromptResponse
-	(*v1.EditQueuedPromptResponse)(nil),       // 33: svc.app.v1.EditQueuedPromptResponse
-	(*v1.DequeueQueuedPromptResponse)(nil),    // 34: svc.app.v1.DequeueQueuedPromptResponse
-	(*v1.InterruptResponse)(nil),              // 35: svc.app.v1.InterruptResponse
-	(*v1.CompleteToolCallResponse)(nil),       // 36: svc.app.v1.CompleteToolCallResponse
+	(*ImageLayer)(nil),                        // 0: host.v1.ImageLayer
+	(*WarmCommand)(nil),                       // 1: host.v1.WarmCommand
+	(*PrepareImageRequest)(nil),               // 2: host.v1.PrepareImageRequest
+	(*PrepareImageProgress)(nil),              // 3: host.v1.PrepareImageProgress
+	(*CreateSandboxRequest)(nil),              // 4: host.v1.CreateSandboxRequest
+	(*CreateSandboxResponse)(nil),             // 5: host.v1.CreateSandboxResponse
+	(*DeleteSandboxRequest)(nil),              // 6: host.v1.DeleteSandboxRequest
+	(*DeleteSandboxResponse)(nil),             // 7: host.v1.DeleteSandboxResponse
+	(*EvictRequest)(nil),                      // 8: host.v1.EvictRequest
+	(*EvictResponse)(nil),                     // 9: host.v1.EvictResponse
+	(*FindReposRequest)(nil),                  // 10: host.v1.FindReposRequest
+	(*FindReposResponse)(nil),                 // 11: host.v1.FindReposResponse
+	(*Repo)(nil),                              // 12: host.v1.Repo
+	(*Remote)(nil),                            // 13: host.v1.Remote
+	nil,                                       // 14: host.v1.WarmCommand.EnvEntry
+	nil,                                       // 15: host.v1.CreateSandboxRequest.EnvEntry
+	(*v1.ExecRequest)(nil),                    // 16: svc.app.v1.ExecRequest
+	(*v1.CancelExecRequest)(nil),              // 17: svc.app.v1.CancelExecRequest
+	(*v1.WriteFileRequest)(nil),               // 18: svc.app.v1.WriteFileRequest
+	(*v1.ReadFileRequest)(nil),                // 19: svc.app.v1.ReadFileRequest
+	(*v1.SnapshotRequest)(nil),                // 20: svc.app.v1.SnapshotRequest
+	(*v1.ResumeRequest)(nil),                  // 21: svc.app.v1.ResumeRequest
+	(*v1.GetCowStateRequest)(nil),             // 22: svc.app.v1.GetCowStateRequest
+	(*v1.CreateArtifactFromPathRequest)(nil),  // 23: svc.app.v1.CreateArtifactFromPathRequest
+	(*v1.SendPromptRequest)(nil),              // 24: svc.app.v1.SendPromptRequest
+	(*v1.EditQueuedPromptRequest)(nil),        // 25: svc.app.v1.EditQueuedPromptRequest
+	(*v1.DequeueQueuedPromptRequest)(nil),     // 26: svc.app.v1.DequeueQueuedPromptRequest
+	(*v1.InterruptRequest)(nil),               // 27: svc.app.v1.InterruptRequest
+	(*v1.CompleteToolCallRequest)(nil),        // 28: svc.app.v1.CompleteToolCallRequest
+	(*v1.ExecOutput)(nil),                     // 29: svc.app.v1.ExecOutput
+	(*emptypb.Empty)(nil),                     // 30: google.protobuf.Empty
+	(*v1.WriteFileResponse)(nil),              // 31: svc.app.v1.WriteFileResponse
+	(*v1.ReadFileResponse)(nil),               // 32: svc.app.v1.ReadFileResponse
+	(*v1.SnapshotResponse)(nil),               // 33: svc.app.v1.SnapshotResponse
+	(*v1.ResumeResponse)(nil),                 // 34: svc.app.v1.ResumeResponse
+	(*v1.GetCowStateResponse)(nil),            // 35: svc.app.v1.GetCowStateResponse
+	(*v1.CreateArtifactFromPathResponse)(nil), // 36: svc.app.v1.CreateArtifactFromPathResponse
+	(*v1.SendPromptResponse)(nil),             // 37: svc.app.v1.SendPromptResponse
+	(*v1.EditQueuedPromptResponse)(nil),       // 38: svc.app.v1.EditQueuedPromptResponse
+	(*v1.DequeueQueuedPromptResponse)(nil),    // 39: svc.app.v1.DequeueQueuedPromptResponse
+	(*v1.InterruptResponse)(nil),              // 40: svc.app.v1.InterruptResponse
+	(*v1.CompleteToolCallResponse)(nil),       // 41: svc.app.v1.CompleteToolCallResponse
 }
 var file_host_v1_host_proto_depIdxs = []int32{
-	10, // 0: host.v1.CreateSandboxRequest.env:type_name -> host.v1.CreateSandboxRequest.EnvEntry
-	8,  // 1: host.v1.FindReposResponse.repos:type_name -> host.v1.Repo
-	9,  // 2: host.v1.Repo.remotes:type_name -> host.v1.Remote
-	0,  // 3: host.v1.HostService.CreateSandbox:input_type -> host.v1.CreateSandboxRequest
-	2,  // 4: host.v1.HostService.DeleteSandbox:input_type -> host.v1.DeleteSandboxRequest
-	11, // 5: host.v1.HostService.Exec:input_type -> svc.app.v1.ExecRequest
-	12, // 6: host.v1.HostService.CancelExec:input_type -> svc.app.v1.CancelExecRequest
-	13, // 7: host.v1.HostService.WriteFile:input_type -> svc.app.v1.WriteFileRequest
-	14, // 8: host.v1.HostService.ReadFile:input_type -> svc.app.v1.ReadFileRequest
-	15, // 9: host.v1.HostService.Snapshot:input_type -> svc.app.v1.SnapshotRequest
-	16, // 10: host.v1.HostService.Resume:input_type -> svc.app.v1.ResumeRequest
-	4,  // 11: host.v1.HostService.Evict:input_type -> host.v1.EvictRequest
-	17, // 12: host.v1.HostService.GetCowState:input_type -> svc.app.v1.GetCowStateRequest
-	18, // 13: host.v1.HostService.CreateArtifactFromPath:input_type -> svc.app.v1.CreateArtifactFromPathRequest
-	6,  // 14: host.v1.HostService.FindRepos:input_type -> host.v1.FindReposRequest
-	19, // 15: host.v1.HostService.SendPrompt:input_type -> svc.app.v1.SendPromptRequest
-	20, // 16: host.v1.HostService.EditQueuedPrompt:input_type -> svc.app.v1.EditQueuedPromptRequest
-	21, // 17: host.v1.HostService.DequeueQueuedPrompt:input_type -> svc.app.v1.DequeueQueuedPromptRequest
-	22, // 18: host.v1.HostService.Interrupt:input_type -> svc.app.v1.InterruptRequest
-	23, // 19: host.v1.HostService.CompleteToolCall:input_type -> svc.app.v1.CompleteToolCallRequest
-	1,  // 20: host.v1.HostService.CreateSandbox:output_type -> host.v1.CreateSandboxResponse
-	3,  // 21: host.v1.HostService.DeleteSandbox:output_type -> host.v1.DeleteSandboxResponse
-	24, // 22: host.v1.HostService.Exec:output_type -> svc.app.v1.ExecOutput
-	25, // 23: host.v1.HostService.CancelExec:output_type -> google.protobuf.Empty
-	26, // 24: host.v1.HostService.WriteFile:output_type -> svc.app.v1.WriteFileResponse
-	27, // 25: host.v1.HostService.ReadFile:output_type -> svc.app.v1.ReadFileResponse
-	28, // 26: host.v1.HostService.Snapshot:output_type -> svc.app.v1.SnapshotResponse
-	29, // 27: host.v1.HostService.Resume:output_type -> svc.app.v1.ResumeResponse
-	5,  // 28: host.v1.HostService.Evict:output_type -> host.v1.EvictResponse
-	30, // 29: host.v1.HostService.GetCowState:output_type -> svc.app.v1.GetCowStateResponse
-	31, // 30: host.v1.HostService.CreateArtifactFromPath:output_type -> svc.app.v1.CreateArtifactFromPathResponse
-	7,  // 31: host.v1.HostService.FindRepos:output_type -> host.v1.FindReposResponse
-	32, // 32: host.v1.HostService.SendPrompt:output_type -> svc.app.v1.SendPromptResponse
-	33, // 33: host.v1.HostService.EditQueuedPrompt:output_type -> svc.app.v1.EditQueuedPromptResponse
-	34, // 34: host.v1.HostService.DequeueQueuedPrompt:output_type -> svc.app.v1.DequeueQueuedPromptResponse
-	35, // 35: host.v1.HostService.Interrupt:output_type -> svc.app.v1.InterruptResponse
-	36, // 36: host.v1.HostService.CompleteToolCall:output_type -> svc.app.v1.CompleteToolCallResponse
-	20, // [20:37] is the sub-list for method output_type
-	3,  // [3:20] is the sub-list for method input_type
-	3,  // [3:3] is the sub-list for extension type_name
-	3,  // [3:3] is the sub-list for extension extendee
-	0,  // [0:3] is the sub-list for field type_name
+	14, // 0: host.v1.WarmCommand.env:type_name -> host.v1.WarmCommand.EnvEntry
+	1,  // 1: host.v1.PrepareImageRequest.warm:type_name -> host.v1.WarmCommand
+	0,  // 2: host.v1.PrepareImageProgress.layers:type_name -> host.v1.ImageLayer
+	15, // 3: host.v1.CreateSandboxRequest.env:type_name -> host.v1.CreateSandboxRequest.EnvEntry
+	12, // 4: host.v1.FindReposResponse.repos:type_name -> host.v1.Repo
+	13, // 5: host.v1.Repo.remotes:type_name -> host.v1.Remote
+	4,  // 6: host.v1.HostService.CreateSandbox:input_type -> host.v1.CreateSandboxRequest
+	6,  // 7: host.v1.HostService.DeleteSandbox:input_type -> host.v1.DeleteSandboxRequest
+	16, // 8: host.v1.HostService.Exec:input_type -> svc.app.v1.ExecRequest
+	17, // 9: host.v1.HostService.CancelExec:input_type -> svc.app.v1.CancelExecRequest
+	18, // 10: host.v1.HostService.WriteFile:input_type -> svc.app.v1.WriteFileRequest
+	19, // 11: host.v1.HostService.ReadFile:input_type -> svc.app.v1.ReadFileRequest
+	20, // 12: host.v1.HostService.Snapshot:input_type -> svc.app.v1.SnapshotRequest
+	21, // 13: host.v1.HostService.Resume:input_type -> svc.app.v1.ResumeRequest
+	8,  // 14: host.v1.HostService.Evict:input_type -> host.v1.EvictRequest
+	22, // 15: host.v1.HostService.GetCowState:input_type -> svc.app.v1.GetCowStateRequest
+	23, // 16: host.v1.HostService.CreateArtifactFromPath:input_type -> svc.app.v1.CreateArtifactFromPathRequest
+	10, // 17: host.v1.HostService.FindRepos:input_type -> host.v1.FindReposRequest
+	24, // 18: host.v1.HostService.SendPrompt:input_type -> svc.app.v1.SendPromptRequest
+	25, // 19: host.v1.HostService.EditQueuedPrompt:input_type -> svc.app.v1.EditQueuedPromptRequest
+	26, // 20: host.v1.HostService.DequeueQueuedPrompt:input_type -> svc.app.v1.DequeueQueuedPromptRequest
+	27, // 21: host.v1.HostService.Interrupt:input_type -> svc.app.v1.InterruptRequest
+	28, // 22: host.v1.HostService.CompleteToolCall:input_type -> svc.app.v1.CompleteToolCallRequest
+	2,  // 23: host.v1.HostService.PrepareImage:input_type -> host.v1.PrepareImageRequest
+	5,  // 24: host.v1.HostService.CreateSandbox:output_type -> host.v1.CreateSandboxResponse
+	7,  // 25: host.v1.HostService.DeleteSandbox:output_type -> host.v1.DeleteSandboxResponse
+	29, // 26: host.v1.HostService.Exec:output_type -> svc.app.v1.ExecOutput
+	30, // 27: host.v1.HostService.CancelExec:output_type -> google.protobuf.Empty
+	31, // 28: host.v1.HostService.WriteFile:output_type -> svc.app.v1.WriteFileResponse
+	32, // 29: host.v1.HostService.ReadFile:output_type -> svc.app.v1.ReadFileResponse
+	33, // 30: host.v1.HostService.Snapshot:output_type -> svc.app.v1.SnapshotResponse
+	34, // 31: host.v1.HostService.Resume:output_type -> svc.app.v1.ResumeResponse
+	9,  // 32: host.v1.HostService.Evict:output_type -> host.v1.EvictResponse
+	35, // 33: host.v1.HostService.GetCowState:output_type -> svc.app.v1.GetCowStateResponse
+	36, // 34: host.v1.HostService.CreateArtifactFromPath:output_type -> svc.app.v1.CreateArtifactFromPathResponse
+	11, // 35: host.v1.HostService.FindRepos:output_type -> host.v1.FindReposResponse
+	37, // 36: host.v1.HostService.SendPrompt:output_type -> svc.app.v1.SendPromptResponse
+	38, // 37: host.v1.HostService.EditQueuedPrompt:output_type -> svc.app.v1.EditQueuedPromptResponse
+	39, // 38: host.v1.HostService.DequeueQueuedPrompt:output_type -> svc.app.v1.DequeueQueuedPromptResponse
+	40, // 39: host.v1.HostService.Interrupt:output_type -> svc.app.v1.InterruptResponse
+	41, // 40: host.v1.HostService.CompleteToolCall:output_type -> svc.app.v1.CompleteToolCallResponse
+	3,  // 41: host.v1.HostService.PrepareImage:output_type -> host.v1.PrepareImageProgress
+	24, // [24:42] is the sub-list for method output_type
+	6,  // [6:24] is the sub-list for method input_type
+	6,  // [6:6] is the sub-list for extension type_name
+	6,  // [6:6] is the sub-list for extension extendee
+	0,  // [0:6] is the sub-list for field type_name
 }
 
 func init() { file_host_v1_host_proto_init() }
@@ -740,14 +1114,14 @@ func file_host_v1_host_proto_init() {
 	if File_host_v1_host_proto != nil {
 		return
 	}
-	file_host_v1_host_proto_msgTypes[5].OneofWrappers = []any{}
+	file_host_v1_host_proto_msgTypes[9].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_host_v1_host_proto_rawDesc), len(file_host_v1_host_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   11,
+			NumMessages:   16,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -75,6 +75,9 @@ const (
 	// HostServiceCompleteToolCallProcedure is the fully-qualified name of the HostService's
 	// CompleteToolCall RPC.
 	HostServiceCompleteToolCallProcedure = "/host.v1.HostService/CompleteToolCall"
+	// HostServicePrepareImageProcedure is the fully-qualified name of the HostService's PrepareImage
+	// RPC.
+	HostServicePrepareImageProcedure = "/host.v1.HostService/PrepareImage"
 )
 
 // HostServiceClient is a client for the host.v1.HostService service.
@@ -105,6 +108,10 @@ type HostServiceClient interface {
 	Interrupt(context.Context, *connect.Request[v11.InterruptRequest]) (*connect.Response[v11.InterruptResponse], error)
 	// CompleteToolCall hands a client's tool result to the harness of the running turn.
 	CompleteToolCall(context.Context, *connect.Request[v11.CompleteToolCallRequest]) (*connect.Response[v11.CompleteToolCallResponse], error)
+	// PrepareImage runs one stage of an image's enable job on this host (pull, chunk, prestage or
+	// warm), streaming progress and ending with the stage's result. Every stage is idempotent: a
+	// job that lost its worker runs it again.
+	PrepareImage(context.Context, *connect.Request[v1.PrepareImageRequest]) (*connect.ServerStreamForClient[v1.PrepareImageProgress], error)
 }
 
 // NewHostServiceClient constructs a client for the host.v1.HostService service. By default, it uses
@@ -220,6 +227,12 @@ func NewHostServiceClient(httpClient connect.HTTPClient, baseURL string, opts ..
 			connect.WithSchema(hostServiceMethods.ByName("CompleteToolCall")),
 			connect.WithClientOptions(opts...),
 		),
+		prepareImage: connect.NewClient[v1.PrepareImageRequest, v1.PrepareImageProgress](
+			httpClient,
+			baseURL+HostServicePrepareImageProcedure,
+			connect.WithSchema(hostServiceMethods.ByName("PrepareImage")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
@@ -242,6 +255,7 @@ type hostServiceClient struct {
 	dequeueQueuedPrompt    *connect.Client[v11.DequeueQueuedPromptRequest, v11.DequeueQueuedPromptResponse]
 	interrupt              *connect.Client[v11.InterruptRequest, v11.InterruptResponse]
 	completeToolCall       *connect.Client[v11.CompleteToolCallRequest, v11.CompleteToolCallResponse]
+	prepareImage           *connect.Client[v1.PrepareImageRequest, v1.PrepareImageProgress]
 }
 
 // CreateSandbox calls host.v1.HostService.CreateSandbox.
@@ -329,6 +343,11 @@ func (c *hostServiceClient) CompleteToolCall(ctx context.Context, req *connect.R
 	return c.completeToolCall.CallUnary(ctx, req)
 }
 
+// PrepareImage calls host.v1.HostService.PrepareImage.
+func (c *hostServiceClient) PrepareImage(ctx context.Context, req *connect.Request[v1.PrepareImageRequest]) (*connect.ServerStreamForClient[v1.PrepareImageProgress], error) {
+	return c.prepareImage.CallServerStream(ctx, req)
+}
+
 // HostServiceHandler is an implementation of the host.v1.HostService service.
 type HostServiceHandler interface {
 	// CreateSandbox starts the session's sandbox on this host; the session record (image, mode,
@@ -357,6 +376,10 @@ type HostServiceHandler interface {
 	Interrupt(context.Context, *connect.Request[v11.InterruptRequest]) (*connect.Response[v11.InterruptResponse], error)
 	// CompleteToolCall hands a client's tool result to the harness of the running turn.
 	CompleteToolCall(context.Context, *connect.Request[v11.CompleteToolCallRequest]) (*connect.Response[v11.CompleteToolCallResponse], error)
+	// PrepareImage runs one stage of an image's enable job on this host (pull, chunk, prestage or
+	// warm), streaming progress and ending with the stage's result. Every stage is idempotent: a
+	// job that lost its worker runs it again.
+	PrepareImage(context.Context, *connect.Request[v1.PrepareImageRequest], *connect.ServerStream[v1.PrepareImageProgress]) error
 }
 
 // NewHostServiceHandler builds an HTTP handler from the service implementation. It returns the path
@@ -468,6 +491,12 @@ func NewHostServiceHandler(svc HostServiceHandler, opts ...connect.HandlerOption
 		connect.WithSchema(hostServiceMethods.ByName("CompleteToolCall")),
 		connect.WithHandlerOptions(opts...),
 	)
+	hostServicePrepareImageHandler := connect.NewServerStreamHandler(
+		HostServicePrepareImageProcedure,
+		svc.PrepareImage,
+		connect.WithSchema(hostServiceMethods.ByName("PrepareImage")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/host.v1.HostService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case HostServiceCreateSandboxProcedure:
@@ -504,6 +533,8 @@ func NewHostServiceHandler(svc HostServiceHandler, opts ...connect.HandlerOption
 			hostServiceInterruptHandler.ServeHTTP(w, r)
 		case HostServiceCompleteToolCallProcedure:
 			hostServiceCompleteToolCallHandler.ServeHTTP(w, r)
+		case HostServicePrepareImageProcedure:
+			hostServicePrepareImageHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -579,4 +610,8 @@ func (UnimplementedHostServiceHandler) Interrupt(context.Context, *connect.Reque
 
 func (UnimplementedHostServiceHandler) CompleteToolCall(context.Context, *connect.Request[v11.CompleteToolCallRequest]) (*connect.Response[v11.CompleteToolCallResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("host.v1.HostService.CompleteToolCall is not implemented"))
+}
+
+func (UnimplementedHostServiceHandler) PrepareImage(context.Context, *connect.Request[v1.PrepareImageRequest], *connect.ServerStream[v1.PrepareImageProgress]) error {
+	return connect.NewError(connect.CodeUnimplemented, errors.New("host.v1.HostService.PrepareImage is not implemented"))
 }

@@ -1,0 +1,189 @@
+package e2e
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"connectrpc.com/connect"
+	"github.com/google/go-containerregistry/pkg/crane"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+
+	"github.com/hangar-dev/hangar/functions/api"
+	"github.com/hangar-dev/hangar/functions/imagesvc"
+	appv1 "github.com/hangar-dev/hangar/gen/svc/app/v1"
+	"github.com/hangar-dev/hangar/internal/testenv"
+	hostimages "github.com/hangar-dev/hangar/sandboxhosts/images"
+	"github.com/hangar-dev/hangar/sandboxhosts/images/imagestest"
+)
+
+// benchImageMiB is the size of the incompressible data in the enable benchmarks' images, in two
+// layers over busybox.
+const benchImageMiB = 64
+
+// freshImage is a new image of benchImageMiB MiB no earlier iteration pushed.
+func freshImage(b *testing.B) v1.Image { return freshImageT(b) }
+
+func freshImageT(b testing.TB) v1.Image {
+	b.Helper()
+	base, err := hostimages.Busybox(nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	half := benchImageMiB << 20 / 2
+	img, err := mutate.AppendLayers(base,
+		imagestest.Layer(b, imagestest.Dir("opt/", 0o755), imagestest.File("opt/a.bin", string(randomBytes(half)), 0o644)),
+		imagestest.Layer(b, imagestest.Dir("srv/", 0o755), imagestest.File("srv/b.bin", string(randomBytes(half)), 0o644)))
+	if err != nil {
+		b.Fatal(err)
+	}
+	return img
+}
+
+// waitReady polls a job (every 20 ms) until it is ready.
+func (is *imageStack) waitReady(b *testing.B, id string) {
+	b.Helper()
+	for {
+		resp, err := is.images.GetEnableJob(context.Background(), connect.NewRequest(&appv1.GetEnableJobRequest{JobId: id}))
+		if err != nil {
+			b.Fatal(err)
+		}
+		switch resp.Msg.GetJob().GetState() {
+		case "ready":
+			return
+		case "failed", "superseded":
+			b.Fatalf("job %s: %s", id, resp.Msg.GetJob().GetError())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// BenchmarkImageEnable64MiB enables a new image end to end: resolve, pull and unpack, chunk
+// into the chunk store, prestage (one host), ready. The push is not timed.
+func BenchmarkImageEnable64MiB(b *testing.B) {
+	is := newImageStack(b, 1)
+	is.runWorker(b, imagesvc.WorkerOptions{Name: "bench"})
+	for i := 0; b.Loop(); i++ {
+		b.StopTimer()
+		uri := is.push(b, "bench/enable"+string(rune('a'+i%26))+time.Now().Format("150405.000000"), freshImage(b))
+		b.StartTimer()
+		is.waitReady(b, is.enable(b, uri, nil).GetId())
+	}
+}
+
+// BenchmarkRawCranePullTarX64MiB is the baseline: crane's pull of the same kind of image and
+// `tar -x` of each layer into one directory.
+func BenchmarkRawCranePullTarX64MiB(b *testing.B) {
+	reg := imagestest.Registry(b)
+	for i := 0; b.Loop(); i++ {
+		b.StopTimer()
+		uri := imagestest.Push(b, reg, "bench/raw"+time.Now().Format("150405.000000"), freshImage(b))
+		dir := b.TempDir()
+		b.StartTimer()
+		img, err := crane.Pull(uri, crane.Insecure)
+		if err != nil {
+			b.Fatal(err)
+		}
+		layers, err := img.Layers()
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, l := range layers {
+			rc, err := l.Uncompressed()
+			if err != nil {
+				b.Fatal(err)
+			}
+			cmd := exec.Command("tar", "-x", "-C", dir)
+			cmd.Stdin = rc
+			if out, err := cmd.CombinedOutput(); err != nil {
+				b.Fatalf("tar -x: %v %s", err, out)
+			}
+			rc.Close()
+		}
+		b.StopTimer()
+		_ = os.RemoveAll(filepath.Join(dir))
+		b.StartTimer()
+	}
+}
+
+// warmBenchCommand takes over 2 s and leaves a file, as installing dependencies would.
+const warmBenchCommand = "sleep 2; mkdir -p /opt/deps && echo installed > /opt/deps/ok"
+
+// BenchmarkWarmImageFirstExec is CreateSession of a warm-captured image to the first output
+// of a command that uses what the warm command made.
+func BenchmarkWarmImageFirstExec(b *testing.B) {
+	is := newImageStack(b, 1)
+	is.runWorker(b, imagesvc.WorkerOptions{Name: "bench"})
+	uri := is.push(b, "bench/warm", freshImage(b))
+	warm := &appv1.ImageWarmConfig{Command: []string{"sh", "-c", warmBenchCommand}}
+	is.waitReady(b, is.enable(b, uri, &appv1.ImageConfig{Warm: warm}).GetId())
+	benchFirstOutput(b, is, uri, "cat /opt/deps/ok")
+}
+
+// BenchmarkWarmCommandInSession is the baseline: CreateSession of the same image without a warm
+// layer, then the warm command itself before the same first output.
+func BenchmarkWarmCommandInSession(b *testing.B) {
+	is := newImageStack(b, 1)
+	is.runWorker(b, imagesvc.WorkerOptions{Name: "bench"})
+	uri := is.push(b, "bench/cold", freshImage(b))
+	is.waitReady(b, is.enable(b, uri, nil).GetId())
+	benchFirstOutput(b, is, uri, warmBenchCommand+" && cat /opt/deps/ok")
+}
+
+func benchFirstOutput(b *testing.B, is *imageStack, uri, command string) {
+	b.Helper()
+	for b.Loop() {
+		id := is.create(b, &appv1.CreateSessionRequest{ImageUri: uri})
+		if got := is.sh(b, id, command); got != "installed\n" {
+			b.Fatalf("%q printed %q", command, got)
+		}
+		b.StopTimer()
+		deleteSession(b, is.sandboxStack, id)
+		b.StartTimer()
+	}
+}
+
+// BenchmarkEnabledImageCreateToFirstExec and ...Cold are BenchmarkSessionCreateToFirstExec and
+// its cold twin for sessions of an enabled image, staged from the chunk store: the sessions
+// resolve the image (one Firestore read) and start from its digest.
+func BenchmarkEnabledImageCreateToFirstExec(b *testing.B) {
+	benchEnabledCreateToFirstExec(b, productionPace)
+}
+
+func BenchmarkEnabledImageCreateToFirstExecCold(b *testing.B) {
+	benchEnabledCreateToFirstExec(b, func(sb *testenv.Sandboxes) {
+		productionPace(sb)
+		sb.Config.Host.WarmSandboxes = 0
+	})
+}
+
+func benchEnabledCreateToFirstExec(b *testing.B, tune func(*testenv.Sandboxes)) {
+	db, _ := testenv.Firestore(b)
+	sb := testenv.NewSandboxes(b, db)
+	tune(sb)
+	s := &sandboxStack{sb: sb}
+	s.hosts = append(s.hosts, sb.StartHost(b, "host-a"))
+	ps := testenv.PubSub(b)
+	a := api.New(api.Deps{DB: sb.DB, Config: sb.Config, Bucket: sb.Bucket, Sealer: sb.Sealer, PubSub: ps, DefaultImage: sb.Image})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- a.ImageWorker().Run(ctx, ps, 100*time.Millisecond) }()
+	b.Cleanup(func() {
+		cancel()
+		<-done
+	})
+	if err := a.Images().EnsureEnabled(ctx, sb.Image); err != nil {
+		b.Fatal(err)
+	}
+	ref, _, _, err := a.Images().ResolveImage(ctx, sb.Image)
+	if err != nil {
+		b.Fatal(err)
+	}
+	s.stack = serve(b, a)
+	s.svc = s.sessions(s.admin)
+	loopCreateToFirstExec(b, s, ref)
+}

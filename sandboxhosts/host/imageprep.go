@@ -1,0 +1,191 @@
+package host
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"connectrpc.com/connect"
+	"github.com/google/go-containerregistry/pkg/name"
+
+	hostv1 "github.com/hangar-dev/hangar/gen/host/v1"
+	"github.com/hangar-dev/hangar/platform/apierr"
+	"github.com/hangar-dev/hangar/sandboxhosts/container"
+	"github.com/hangar-dev/hangar/sandboxhosts/imagechunks"
+	"github.com/hangar-dev/hangar/sandboxhosts/images"
+	"github.com/hangar-dev/hangar/sandboxhosts/supervisor"
+)
+
+// Stages of PrepareImage.
+const (
+	PrepareStagePull     = "pull"
+	PrepareStageChunk    = "chunk"
+	PrepareStagePrestage = "prestage"
+	PrepareStageWarm     = "warm"
+)
+
+// maxWarmTimeout bounds a warm command when the image's config names no timeout.
+const maxWarmTimeout = time.Hour
+
+// PrepareImage runs one stage of an enable job on this host and streams its progress.
+func (h *Host) PrepareImage(ctx context.Context, req *connect.Request[hostv1.PrepareImageRequest], out *connect.ServerStream[hostv1.PrepareImageProgress]) error {
+	m := req.Msg
+	ref, err := name.NewDigest(m.GetImageRef())
+	if err != nil {
+		return apierr.InvalidArgument("image_ref", fmt.Sprintf("must name an image by digest (repository@sha256:...): %v", err))
+	}
+	digest := ref.DigestStr()
+	// Progress messages go out from one goroutine at a time; a slow reader only slows the stage.
+	var mu sync.Mutex
+	send := func(p *hostv1.PrepareImageProgress) error {
+		mu.Lock()
+		defer mu.Unlock()
+		return out.Send(p)
+	}
+	progress := func(done, total int) {
+		_ = send(&hostv1.PrepareImageProgress{ChunksDone: uint32(done), ChunksTotal: uint32(total)})
+	}
+	switch m.GetStage() {
+	case PrepareStagePull:
+		if _, err := h.images.Pull(ctx, ref.String()); err != nil {
+			return pullError(ref.String(), err)
+		}
+		return send(&hostv1.PrepareImageProgress{Done: true})
+	case PrepareStageChunk:
+		res, err := h.imageChunks.Chunk(ctx, digest, progress)
+		if errors.Is(err, images.ErrNotPulled) {
+			return apierr.FailedPrecondition("image %s is not pulled on host %s: run the pull stage here first", ref, h.id)
+		}
+		if err != nil {
+			return err
+		}
+		final := &hostv1.PrepareImageProgress{Done: true, BytesTotal: uint64(res.BytesTotal), BytesUploaded: uint64(res.BytesUploaded)}
+		for _, l := range res.Layers {
+			final.Layers = append(final.Layers, &hostv1.ImageLayer{Digest: l.Digest, Chunks: uint32(l.Chunks)})
+			final.ChunksDone += uint32(l.Chunks)
+		}
+		final.ChunksTotal = final.ChunksDone
+		return send(final)
+	case PrepareStagePrestage:
+		if err := h.stageImage(ctx, digest, m.GetWarmLayer(), progress); err != nil {
+			return err
+		}
+		return send(&hostv1.PrepareImageProgress{Done: true})
+	case PrepareStageWarm:
+		return h.warmImage(ctx, ref.String(), m, send)
+	default:
+		return apierr.InvalidArgument("stage", fmt.Sprintf("must be %s, %s, %s or %s", PrepareStagePull, PrepareStageChunk, PrepareStagePrestage, PrepareStageWarm))
+	}
+}
+
+// stageImage puts image digest (and its warm layer, if any) into this host's cache from the
+// chunk store.
+func (h *Host) stageImage(ctx context.Context, digest, warmLayer string, progress imagechunks.Progress) error {
+	err := h.imageChunks.Stage(ctx, digest, progress)
+	if errors.Is(err, imagechunks.ErrNotChunked) {
+		return apierr.FailedPrecondition("image %s is not in the chunk store: run its chunk stage first", digest)
+	}
+	if err != nil {
+		return err
+	}
+	if warmLayer != "" {
+		if _, err := h.imageChunks.StageWarm(ctx, warmLayer); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// enabledImage returns the image a session starts from: ref pulled (from this host's cache,
+// staged from the chunk store when the image was enabled, else from its registry) with its
+// warm layer, when it has one, as its top layer.
+func (h *Host) enabledImage(ctx context.Context, ref, warmLayer string) (*images.Image, error) {
+	if d, err := name.NewDigest(ref); err == nil {
+		err := h.imageChunks.Stage(ctx, d.DigestStr(), func(int, int) {})
+		if err != nil && !errors.Is(err, imagechunks.ErrNotChunked) {
+			return nil, fmt.Errorf("stage image %s from its chunks: %w", ref, err)
+		}
+	}
+	img, err := h.images.Pull(ctx, ref)
+	if err != nil {
+		return nil, pullError(ref, err)
+	}
+	if warmLayer == "" {
+		return img, nil
+	}
+	dir, err := h.imageChunks.StageWarm(ctx, warmLayer)
+	if err != nil {
+		return nil, err
+	}
+	return img.WithTopLayer(dir), nil
+}
+
+// warmImage boots a sandbox of the image, runs the warm command in it, streams its output, and
+// saves the sandbox's changes as the image's warm layer. A command that fails or times out
+// saves nothing: the stage fails with its exit.
+func (h *Host) warmImage(ctx context.Context, ref string, m *hostv1.PrepareImageRequest, send func(*hostv1.PrepareImageProgress) error) error {
+	w := m.GetWarm()
+	var v apierr.Violations
+	if len(w.GetCommand()) == 0 {
+		v.Add("warm.command", "is required")
+	}
+	if m.GetWarmKey() == "" || strings.ContainsAny(m.GetWarmKey(), "/") {
+		v.Add("warm_key", "is required, without '/'")
+	}
+	if err := v.Err(); err != nil {
+		return err
+	}
+	img, err := h.enabledImage(ctx, ref, "")
+	if err != nil {
+		return err
+	}
+	sbx, _, err := h.boot(ctx, img, nil)
+	if err != nil {
+		return fmt.Errorf("boot a sandbox of %s: %w", ref, err)
+	}
+	defer func() {
+		if err := h.remove(context.WithoutCancel(ctx), sbx); err != nil {
+			h.log.Error("remove warm sandbox", "sandbox", sbx.sb.ID(), "err", err)
+		}
+	}()
+	timeout := maxWarmTimeout
+	if t := w.GetTimeoutSecs(); t > 0 {
+		timeout = min(timeout, time.Duration(t)*time.Second)
+	}
+	var env []string
+	for k, val := range w.GetEnv() {
+		env = append(env, k+"="+val)
+	}
+	exit, err := sbx.sup.Exec(ctx, supervisor.ExecRequest{
+		Argv: w.GetCommand(), Env: env, Workdir: w.GetWorkdir(), Timeout: timeout,
+	}, supervisor.Events{Output: func(o supervisor.Output) error {
+		return send(&hostv1.PrepareImageProgress{Output: append([]byte(nil), o.Data...)})
+	}})
+	var se *supervisor.Error
+	if errors.As(err, &se) && se.Code == supervisor.CodeSpawnFailed {
+		return apierr.FailedPrecondition("warm command %q could not start: %s", w.GetCommand()[0], se.Message)
+	}
+	if err != nil {
+		return fmt.Errorf("warm command: %w", err)
+	}
+	switch {
+	case exit.TimedOut:
+		return apierr.FailedPrecondition("warm command timed out after %s", timeout)
+	case exit.ExitStatus != 0:
+		return apierr.FailedPrecondition("warm command exited with status %d (signal %d)", exit.ExitStatus, exit.Signal)
+	}
+	// The upper dir holds exactly what the command changed; the sandbox is frozen (as a
+	// checkpoint freezes it) so that nothing a leftover process does changes it while it is
+	// chunked. Removing the sandbox afterwards ends it.
+	if err := sbx.sb.Freeze(ctx); err != nil {
+		return fmt.Errorf("freeze warm sandbox: %w", err)
+	}
+	layer, err := h.imageChunks.SaveWarm(ctx, m.GetWarmKey(), container.UpperDir(sbx.sb.Dir()))
+	if err != nil {
+		return err
+	}
+	return send(&hostv1.PrepareImageProgress{Done: true, WarmLayer: layer, ExitCode: int32(exit.ExitStatus)})
+}

@@ -1,0 +1,123 @@
+package imagechunks_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"gocloud.dev/blob"
+	"gocloud.dev/blob/memblob"
+
+	"github.com/hangar-dev/hangar/internal/testkit"
+	"github.com/hangar-dev/hangar/sandboxhosts/imagechunks"
+	"github.com/hangar-dev/hangar/sandboxhosts/images"
+	"github.com/hangar-dev/hangar/sandboxhosts/images/imagestest"
+	"github.com/hangar-dev/hangar/sandboxhosts/snapshots"
+)
+
+// newHost is one host's image cache and chunk store over the shared bucket.
+func newHost(t *testing.T, bucket *blob.Bucket) (*images.Cache, *imagechunks.Store) {
+	t.Helper()
+	dir := t.TempDir()
+	c, err := images.New(filepath.Join(dir, "images"), images.WithRegistries(imagestest.Allow))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, imagechunks.New(c, snapshots.NewStore(bucket, filepath.Join(dir, "chunks"), snapshots.Options{}), bucket)
+}
+
+func noProgress(int, int) {}
+
+func TestAChunkedImageIsStagedOnAnotherHostWithoutItsRegistry(t *testing.T) {
+	testkit.RequireRoot(t, "unpacking layers chowns and makes whiteouts")
+	ctx := context.Background()
+	bucket := memblob.OpenBucket(nil)
+	t.Cleanup(func() { _ = bucket.Close() })
+	reg := imagestest.Registry(t)
+	ref := imagestest.Push(t, reg, "test/two", imagestest.Image(t,
+		imagestest.Layer(t, imagestest.Dir("etc/", 0o755), imagestest.File("etc/a", "first layer\n", 0o644), imagestest.File("etc/gone", "x", 0o644)),
+		imagestest.Layer(t, imagestest.Whiteout("etc", "gone"), imagestest.File("etc/b", "second layer\n", 0o600))))
+
+	cacheA, storeA := newHost(t, bucket)
+	img, err := cacheA.Pull(ctx, ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	calls := 0
+	res, err := storeA.Chunk(ctx, img.Digest, func(int, int) { calls++ })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Layers) != 2 || calls != 2 || res.BytesUploaded == 0 {
+		t.Fatalf("chunk: %+v after %d progress calls", res, calls)
+	}
+	again, err := storeA.Chunk(ctx, img.Digest, noProgress)
+	if err != nil || again.BytesUploaded != 0 {
+		t.Fatalf("chunking again uploaded %d bytes (%v): a chunked layer is reused", again.BytesUploaded, err)
+	}
+
+	cacheB, storeB := newHost(t, bucket)
+	if err := storeB.Stage(ctx, img.Digest, noProgress); err != nil {
+		t.Fatal(err)
+	}
+	want, err := cacheA.Lookup(img.Digest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := cacheB.Lookup(img.Digest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range want.LayerDirs {
+		for _, name := range []string{"etc/a", "etc/b", "etc/gone"} {
+			a, errA := os.Lstat(filepath.Join(want.LayerDirs[i], name))
+			b, errB := os.Lstat(filepath.Join(got.LayerDirs[i], name))
+			if (errA == nil) != (errB == nil) || (errA == nil && (a.Mode() != b.Mode() || a.Size() != b.Size())) {
+				t.Fatalf("layer %d %s differs after staging: %v / %v (%v / %v)", i, name, a, b, errA, errB)
+			}
+		}
+	}
+	// The staged image is pulled from the cache alone.
+	if _, err := cacheB.Pull(ctx, ref[:len(ref)-len(":latest")]+"@"+img.Digest); err != nil {
+		t.Fatalf("pull of the staged digest: %v", err)
+	}
+
+	unknown := "sha256:" + "00000000000000000000000000000000" + "00000000000000000000000000000000"
+	if err := storeB.Stage(ctx, unknown, noProgress); !errors.Is(err, imagechunks.ErrNotChunked) {
+		t.Fatalf("staging an image nobody chunked: %v", err)
+	}
+}
+
+func TestAWarmLayerRoundTripsThroughTheChunkStore(t *testing.T) {
+	testkit.RequireRoot(t, "restoring keeps owners")
+	ctx := context.Background()
+	bucket := memblob.OpenBucket(nil)
+	t.Cleanup(func() { _ = bucket.Close() })
+	_, storeA := newHost(t, bucket)
+	upper := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(upper, "opt", "deps"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(upper, "opt", "deps", "ok"), []byte("installed\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ref, err := storeA.SaveWarm(ctx, "img_x-ejob_y", upper)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, storeB := newHost(t, bucket)
+	dir, err := storeB.StageWarm(ctx, ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, "opt", "deps", "ok")); err != nil || string(b) != "installed\n" {
+		t.Fatalf("staged warm layer holds %q (%v)", b, err)
+	}
+	for _, bad := range []string{"", "manifests/x", "imglayer-abc/snap_1", "imgwarm-a"} {
+		if _, err := storeB.StageWarm(ctx, bad); err == nil {
+			t.Fatalf("warm layer reference %q was accepted", bad)
+		}
+	}
+}
