@@ -22,7 +22,6 @@ var unbuilt = map[string]bool{
 	"svc.app.v1.SessionService.EnsureBrowser": true,
 	"svc.app.v1.SessionService.EnsureIde":     true,
 	"svc.app.v1.ImageService":                 true,
-	"svc.app.v1.ReviewService":                true,
 	// OAuthCredentialService's sign-in flows and session broker come later.
 	"svc.app.v1.OAuthCredentialService.BeginFlow":               true,
 	"svc.app.v1.OAuthCredentialService.GetFlow":                 true,

@@ -173,8 +173,9 @@ func New(d Deps) *API {
 	// Services that later work builds answer unimplemented, naming the method, until then.
 	add(appv1connect.NewImageServiceHandler(appv1connect.UnimplementedImageServiceHandler{}, opts))
 	add(appv1connect.NewModelRouterServiceHandler(modelrouters.New(d.DB, d.Clock, d.Config, routerCreds), opts))
-	add(appv1connect.NewReviewServiceHandler(appv1connect.UnimplementedReviewServiceHandler{}, opts))
 	effects := automationEffects{tasks: taskSvc, sessions: sessionSvc, secrets: secretStore, keys: a.keys}
+	reviewSvc := reviewService(d, effects, secretStore)
+	add(appv1connect.NewReviewServiceHandler(reviewSvc, opts))
 	access := automations.Access{Owner: effects.actor, Secrets: secretStore}
 	var hooks *webhooks.Service
 	if d.Sealer != nil && d.PubSub != nil {
@@ -185,6 +186,10 @@ func New(d Deps) *API {
 	}
 	a.automations(d, opts, add, effects, access)
 	a.signIn(d, secretStore)
+	if a.worker != nil {
+		// Reviews hear GitHub deliveries and ticks through the automation worker.
+		a.worker.Listen(reviewSvc)
+	}
 	if hooks != nil {
 		add(appv1connect.NewWebhookRegistrationServiceHandler(hooks, opts))
 		a.routes["POST "+webhooks.InboundPath] = route{appv1connect.WebhookRegistrationServiceName, hooks.Inbound()}

@@ -35,7 +35,19 @@ type Worker struct {
 	dispatcher *dispatch.Dispatcher
 	runner     *runner.Runner
 	log        *slog.Logger
+	listeners  []Listener
 }
+
+// Listener is another consumer of the deliveries the worker receives and of its ticks (pull
+// request reviews), so that one subscription and one tick serve both. Its HandleDelivery must
+// be safe to call again with the same delivery, as the dispatcher's is.
+type Listener interface {
+	HandleDelivery(ctx context.Context, del triggers.Delivery) error
+	Tick(ctx context.Context) error
+}
+
+// Listen adds l to the deliveries' and ticks' consumers.
+func (w *Worker) Listen(l Listener) { w.listeners = append(w.listeners, l) }
 
 // New returns a Worker.
 func New(d *dispatch.Dispatcher, rn *runner.Runner, log *slog.Logger) *Worker {
@@ -73,6 +85,12 @@ func (w *Worker) HandleDelivery(ctx context.Context, m pubsub.Message) error {
 		return err
 	}
 	w.log.Debug("automation delivery", "delivery", del.DeliveryKey, "event", del.EventKey, "automations", len(outcomes))
+	for _, l := range w.listeners {
+		if err := l.HandleDelivery(ctx, del); err != nil {
+			w.log.Warn("delivery listener failed; the delivery will be redelivered", "delivery", del.DeliveryKey, "err", err)
+			return err
+		}
+	}
 	return nil
 }
 
@@ -97,7 +115,11 @@ func (w *Worker) Tick(ctx context.Context) error {
 		w.log.Info("automation schedules fired", "runs", started)
 	}
 	_, serr := w.runner.Sweep(ctx)
-	if err := errors.Join(ferr, serr); err != nil {
+	errs := []error{ferr, serr}
+	for _, l := range w.listeners {
+		errs = append(errs, l.Tick(ctx))
+	}
+	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("automation tick: %w", err)
 	}
 	return nil
