@@ -178,7 +178,7 @@ func (s *Service) UpsertEnrollment(ctx context.Context, req *connect.Request[app
 	var saved enrollment
 	err := s.d.DB.RunTransaction(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
 		old, err := store.Read[enrollment](ctx, tx, s.enrollmentDoc(repo))
-		if err != nil {
+		if err != nil && !errors.Is(err, store.ErrNotFound) {
 			return err
 		}
 		saved = enrollment{Repo: repo, TriggerMode: mode, Autofix: autofix, ProfileID: profile, Engine: engine, CreatedAt: now, UpdatedAt: now}
