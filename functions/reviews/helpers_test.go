@@ -89,6 +89,12 @@ type rig struct {
 
 func newRig(t *testing.T) *rig {
 	t.Helper()
+	return newRigWith(t, secretMap{reviews.SecretToken: "ghs_test"})
+}
+
+// newRigWith is newRig with the GitHub integration's org secrets.
+func newRigWith(t *testing.T, secrets secretMap) *rig {
+	t.Helper()
 	db, _ := testenv.Firestore(t)
 	gh := fakegithub.New(t, "ghs_test")
 	agents := &scripted{answers: map[string]string{}, hang: map[string]bool{}, prompts: map[string]string{}}
@@ -96,7 +102,7 @@ func newRig(t *testing.T) *rig {
 	lim := config.Default().Limits.Reviews
 	lim.AgentTimeout, lim.Poll, lim.Attempts = 10*time.Minute, 10*time.Second, 3
 	svc := reviews.New(reviews.Deps{
-		DB: db, Agents: agents, GitHub: reviews.NewGitHub(secretMap{reviews.SecretToken: "ghs_test"}, gh.URL, nil),
+		DB: db, Agents: agents, GitHub: reviews.NewGitHub(secrets, gh.URL, nil),
 		Clock: clk, Limits: lim, Worker: "test",
 		Admin: func(_ context.Context, user string) (bool, error) { return user == admin, nil },
 	})

@@ -2,6 +2,10 @@ package reviews_test
 
 import (
 	"context"
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/x509"
+	"encoding/pem"
 	"net/http"
 	"slices"
 	"strings"
@@ -11,6 +15,7 @@ import (
 	"connectrpc.com/connect"
 	"google.golang.org/protobuf/types/known/emptypb"
 
+	"github.com/hangar-dev/hangar/functions/reviews"
 	"github.com/hangar-dev/hangar/functions/reviews/fakegithub"
 	appv1 "github.com/hangar-dev/hangar/gen/svc/app/v1"
 	"github.com/hangar-dev/hangar/internal/testenv"
@@ -348,5 +353,42 @@ func TestListReviewsFiltersPagesAndCountsWithFacets(t *testing.T) {
 	}
 	if got := r.get(t, retry.Msg.GetWorkflowId()).GetReview(); got.GetTrigger() != "retry" || !got.GetActive() {
 		t.Fatalf("retried pass %v", got)
+	}
+}
+
+// With a GitHub App in the org secrets, every call uses an installation token minted for the
+// installation the delivery named, with a JWT signed by the App's key.
+func TestAGitHubAppAuthenticatesWithAnInstallationToken(t *testing.T) {
+	key, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyPEM := pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(key)})
+	r := newRigWith(t, secretMap{reviews.SecretAppID: "42", reviews.SecretPrivateKey: string(keyPEM)})
+	r.gh.App(42, &key.PublicKey)
+	r.enroll(t, "off")
+	r.gh.SetPR(repo, basePR("head111"))
+	r.agents.answers["finder"] = finderAnswer()
+	r.deliver(t, admin, "pull_request", fakegithub.PullRequestEvent("opened", repo, basePR("head111"), 99))
+	r.drive(t, 4)
+	if got := r.only(t, 7).GetReview(); got.GetStatus() != "completed" {
+		t.Fatalf("review %v", got)
+	}
+	if minted := r.gh.Minted(); len(minted) == 0 || minted[0] != "99" {
+		t.Fatalf("tokens minted for %v, want installation 99", minted)
+	}
+	if len(r.gh.Reviews(repo, 7)) != 1 {
+		t.Fatal("no review posted")
+	}
+}
+
+// Without credentials a pass fails at once, saying which secrets to set.
+func TestWithoutGitHubCredentialsAPassFailsNamingTheSecrets(t *testing.T) {
+	r := newRigWith(t, secretMap{})
+	r.enroll(t, "off")
+	r.deliver(t, admin, "pull_request", fakegithub.PullRequestEvent("opened", repo, basePR("head111"), 0))
+	got := r.only(t, 7)
+	if got.GetReview().GetStatus() != "failed" || !strings.Contains(got.GetEvents()[len(got.GetEvents())-1].GetDetail(), reviews.SecretToken) {
+		t.Fatalf("review %v, events %v", got.GetReview(), got.GetEvents())
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"bytes"
 	"crypto/hmac"
 	"crypto/rand"
+	"crypto/rsa"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -20,6 +21,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/golang-jwt/jwt/v4"
 )
 
 // File is a changed file of a pull request: its unified diff patch.
@@ -85,6 +88,42 @@ type GitHub struct {
 	faults  map[string][]Fault   // by "METHOD pathsuffix" (e.g. "POST reviews"): served in order
 	nextID  int64
 	calls   []string
+	// appKey, when set, makes the fake a GitHub App's host too: installation tokens are minted
+	// for JWTs it verifies (see App).
+	appKey *rsa.PublicKey
+	appID  string
+	minted []string
+}
+
+// App makes the fake accept a GitHub App: POST /app/installations/{id}/access_tokens with a JWT
+// signed by key for app id answers an installation token (the fake's Token). Minted lists the
+// installations tokens were minted for.
+func (g *GitHub) App(appID int64, key *rsa.PublicKey) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.appID, g.appKey = strconv.FormatInt(appID, 10), key
+}
+
+// Minted lists the installation ids tokens were minted for.
+func (g *GitHub) Minted() []string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return append([]string(nil), g.minted...)
+}
+
+var tokenRoute = regexp.MustCompile(`^/app/installations/(\d+)/access_tokens$`)
+
+// mint answers an installation token request whose JWT the App's key signed.
+func (g *GitHub) mint(w http.ResponseWriter, r *http.Request, installation string) {
+	raw, _ := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	claims := jwt.RegisteredClaims{}
+	tok, err := jwt.ParseWithClaims(raw, &claims, func(*jwt.Token) (any, error) { return g.appKey, nil }, jwt.WithValidMethods([]string{"RS256"}))
+	if g.appKey == nil || err != nil || !tok.Valid || claims.Issuer != g.appID {
+		writeError(w, http.StatusUnauthorized, "A JSON web token could not be decoded")
+		return
+	}
+	g.minted = append(g.minted, installation)
+	writeJSON(w, http.StatusCreated, map[string]any{"token": g.Token, "expires_at": time.Now().Add(time.Hour).UTC().Format(time.RFC3339)})
 }
 
 // New starts a fake GitHub accepting token.
@@ -145,6 +184,10 @@ func (g *GitHub) serve(w http.ResponseWriter, r *http.Request) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.calls = append(g.calls, r.Method+" "+r.URL.Path)
+	if m := tokenRoute.FindStringSubmatch(r.URL.Path); m != nil && r.Method == http.MethodPost {
+		g.mint(w, r, m[1])
+		return
+	}
 	if auth := r.Header.Get("Authorization"); auth != "Bearer "+g.Token && auth != "token "+g.Token {
 		writeError(w, http.StatusUnauthorized, "Bad credentials")
 		return
