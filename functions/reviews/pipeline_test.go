@@ -392,3 +392,25 @@ func TestWithoutGitHubCredentialsAPassFailsNamingTheSecrets(t *testing.T) {
 		t.Fatalf("review %v, events %v", got.GetReview(), got.GetEvents())
 	}
 }
+
+// A check suite re-run starts a pass even for a manual enrollment; a push does not.
+func TestACheckSuiteRerunStartsAPassOfAManualEnrollment(t *testing.T) {
+	r := newRig(t)
+	if _, err := r.svc.UpsertEnrollment(r.admin, connect.NewRequest(&appv1.UpsertEnrollmentRequest{Repo: repo, TriggerMode: "manual", ProfileId: ptr(profile)})); err != nil {
+		t.Fatal(err)
+	}
+	r.gh.SetPR(repo, basePR("head111"))
+	r.agents.answers["finder"] = finderAnswer()
+	r.deliver(t, admin, "pull_request", fakegithub.PullRequestEvent("opened", repo, basePR("head111"), 0))
+	if n := len(r.list(t, &appv1.ListReviewsRequest{}).GetReviews()); n != 0 {
+		t.Fatalf("a push made %d reviews of a manual enrollment", n)
+	}
+	r.deliver(t, admin, "check_suite", map[string]any{
+		"action": "rerequested", "check_suite": map[string]any{"id": 5, "pull_requests": []map[string]any{{"number": 7}}},
+		"repository": map[string]any{"full_name": repo},
+	})
+	r.drive(t, 3)
+	if got := r.only(t, 7).GetReview(); got.GetTrigger() != "check_suite" || got.GetStatus() != "completed" {
+		t.Fatalf("review %v", got)
+	}
+}

@@ -23,8 +23,8 @@ var trustedAssociations = []string{"OWNER", "MEMBER", "COLLABORATOR"}
 
 // HandleDelivery acts on a verified GitHub delivery the automation worker received: a
 // pull_request opened, reopened, made ready or pushed to starts a pass (trigger_mode
-// automatic); an issue_comment with CommentCommand or a check_suite re-requested starts one on
-// request; a pull_request_review_thread resolved or unresolved resolves or reopens the findings
+// automatic); an issue_comment with CommentCommand starts one (automatic or on_request); a
+// check_suite re-requested, GitHub's "Re-run" button, starts one in every mode; a pull_request_review_thread resolved or unresolved resolves or reopens the findings
 // of its thread; a pull_request closed records the PR's state. Deliveries of repositories not
 // enrolled, of other providers, or through a registration whose owner is not an admin are
 // ignored: a registration's secret is its owner's, and only an admin may make the org's GitHub
@@ -143,7 +143,7 @@ func (s *Service) onCheckSuite(ctx context.Context, t trigger, e *github.CheckSu
 	}
 	for _, pr := range e.GetCheckSuite().PullRequests {
 		id := passID(targetID(t.repo, pr.GetNumber()), "check_suite", strconv.FormatInt(e.GetCheckSuite().GetID(), 10), t.delivery.DeliveryKey)
-		if err := s.start(ctx, t, pr.GetNumber(), "check_suite", true, id, TriggerAutomatic, TriggerOnRequest); err != nil {
+		if err := s.start(ctx, t, pr.GetNumber(), "check_suite", true, id, TriggerAutomatic, TriggerOnRequest, TriggerManual); err != nil {
 			return err
 		}
 	}
