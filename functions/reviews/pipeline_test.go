@@ -277,7 +277,7 @@ func TestARepeatedPostingStepFindsItsReviewAndDoesNotPostTwice(t *testing.T) {
 
 // Who can trigger: only deliveries through an admin's registration; a comment command only
 // from someone with a role in the repository; and only enrolled repositories.
-func TestTriggersComeOnlyFromAdminRegistrationsMembersAndEnrolledRepos(t *testing.T) {
+func TestSecurityReviewTriggersComeOnlyFromAdminRegistrationsMembersAndEnrolledRepos(t *testing.T) {
 	r := newRig(t)
 	r.enroll(t, "off")
 	r.gh.SetPR(repo, basePR("head111"))
@@ -293,6 +293,11 @@ func TestTriggersComeOnlyFromAdminRegistrationsMembersAndEnrolledRepos(t *testin
 	got := r.only(t, 7).GetReview()
 	if got.GetTrigger() != "comment" || !got.GetHumanTrigger() || got.GetStatus() != "completed" {
 		t.Fatalf("comment-triggered review %v", got)
+	}
+	// The same comment's body replayed (under a new delivery id) makes no second pass.
+	r.deliver(t, admin, "issue_comment", fakegithub.CommentEvent(repo, 7, 2, "/hangar review please", "maintainer", "MEMBER"))
+	if n := len(r.only(t, 7).GetPasses()); n != 1 {
+		t.Fatalf("%d passes after a replayed comment", n)
 	}
 }
 

@@ -142,7 +142,9 @@ func (s *Service) onCheckSuite(ctx context.Context, t trigger, e *github.CheckSu
 		return nil
 	}
 	for _, pr := range e.GetCheckSuite().PullRequests {
-		id := passID(targetID(t.repo, pr.GetNumber()), "check_suite", strconv.FormatInt(e.GetCheckSuite().GetID(), 10), t.delivery.DeliveryKey)
+		// Each re-run updates the suite's updated_at; a replayed body (under any delivery id)
+		// names the same re-run and makes no second pass.
+		id := passID(targetID(t.repo, pr.GetNumber()), "check_suite", strconv.FormatInt(e.GetCheckSuite().GetID(), 10), e.GetCheckSuite().GetUpdatedAt().String())
 		if err := s.start(ctx, t, pr.GetNumber(), "check_suite", true, id, TriggerAutomatic, TriggerOnRequest, TriggerManual); err != nil {
 			return err
 		}
