@@ -66,9 +66,7 @@ func parseFilter(m *appv1.ListReviewsRequest) (reviewFilter, error) {
 		statuses:   list("statuses", m.GetStatuses(), oneOf(States())),
 		severities: list("severities", m.GetSeverities(), oneOf(severities)),
 	}
-	for _, w := range strings.Fields(strings.ToLower(m.GetSearch())) {
-		f.terms = append(f.terms, w)
-	}
+	f.terms = strings.Fields(strings.ToLower(m.GetSearch()))
 	if len(f.terms) > 10 {
 		v.Addf("search", "must have at most 10 words (has %d)", len(f.terms))
 	}

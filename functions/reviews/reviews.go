@@ -323,7 +323,5 @@ func (s *Service) kick(ctx context.Context, id string) {
 	}
 }
 
-var errNoReview = errors.New("no such review")
-
 // now is the service's clock, in UTC.
 func (s *Service) now() time.Time { return s.d.Clock.Now() }
