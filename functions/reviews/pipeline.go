@@ -56,7 +56,9 @@ func (s *Service) startPass(ctx context.Context, st passStart) (*review, error) 
 	now := s.now()
 	target := targetID(st.Repo, st.PRNumber)
 	var made review
+	var superseded []review
 	err := s.d.DB.RunTransaction(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
+		superseded = nil
 		existing, err := store.Read[review](ctx, tx, s.reviewDoc(st.ID))
 		if err == nil {
 			made = *existing
@@ -87,6 +89,7 @@ func (s *Service) startPass(ctx context.Context, st passStart) (*review, error) 
 			}
 			old.Active, old.UpdatedAt = false, now
 			if !ended(old.Status) {
+				superseded = append(superseded, old)
 				old.Status = StateSuperseded
 				old.addEvent(now, "superseded", "pass "+strconv.Itoa(made.Pass)+" ("+made.ID+") replaced it")
 			}
@@ -98,6 +101,17 @@ func (s *Service) startPass(ctx context.Context, st passStart) (*review, error) 
 	})
 	if err != nil {
 		return nil, fmt.Errorf("start a review pass of %s: %w", target, err)
+	}
+	// A superseded pass's agents would only spend time on a head nobody will see reviewed.
+	for _, old := range superseded {
+		for _, task := range []string{old.FinderTask, old.VerifierTask} {
+			if task == "" {
+				continue
+			}
+			if err := s.d.Agents.Stop(ctx, old.Actor, task); err != nil {
+				s.d.Log.Warn("stop a superseded review's agent", "review", old.ID, "task", task, "err", err)
+			}
+		}
 	}
 	return &made, nil
 }

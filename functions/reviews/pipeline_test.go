@@ -161,6 +161,9 @@ func TestAPushWhileAPassRunsSupersedesIt(t *testing.T) {
 	if got := r.get(t, first.GetId()).GetReview(); got.GetStatus() != "superseded" || got.GetActive() {
 		t.Fatalf("first pass %s active %v", got.GetStatus(), got.GetActive())
 	}
+	if len(r.agents.stopped) != 1 || r.agents.stopped[0] != first.GetId()+"-finder" {
+		t.Fatalf("stopped %v, want the superseded pass's finder", r.agents.stopped)
+	}
 	r.agents.hang["finder"] = false
 	r.agents.answers["finder"] = finderAnswer()
 	r.drive(t, 4)
