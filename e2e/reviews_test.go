@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -81,6 +82,7 @@ func TestAPullRequestWebhookEndsInAPostedReviewWithInlineComments(t *testing.T) 
 		"find-head111":   "Reading the diff.\n" + fenced(map[string]any{"summary_md": "Adds a cache.", "findings": []any{finding}}),
 		"verify-head111": fenced(map[string]any{"verdicts": []any{map[string]string{"finding_id": "f1", "verdict": "confirmed", "confidence": "high", "reasoning": "cache is never made"}}}),
 		"find-head222":   fenced(map[string]any{"summary_md": "Fixed.", "findings": []any{}}),
+		"find-head333":   "```json\n{\"findings\": [ this is not JSON\n```\n",
 	})
 
 	if _, err := appv1connect.NewOrgSecretServiceClient(httpClient, s.rpcURL(), key).PutOrgSecret(t.Context(), connect.NewRequest(&appv1.PutOrgSecretRequest{Name: "GITHUB_TOKEN", Value: "ghs_e2e"})); err != nil {
@@ -94,7 +96,7 @@ func TestAPullRequestWebhookEndsInAPostedReviewWithInlineComments(t *testing.T) 
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := reviewsClient.UpsertEnrollment(t.Context(), connect.NewRequest(&appv1.UpsertEnrollmentRequest{Repo: repo, TriggerMode: "automatic", Autofix: "off", ProfileId: ptr(p.Msg.GetProfile().GetId())})); err != nil {
+	if _, err := reviewsClient.UpsertEnrollment(t.Context(), connect.NewRequest(&appv1.UpsertEnrollmentRequest{Repo: repo, TriggerMode: "automatic", Autofix: "task", ProfileId: ptr(p.Msg.GetProfile().GetId())})); err != nil {
 		t.Fatal(err)
 	}
 
@@ -116,6 +118,35 @@ func TestAPullRequestWebhookEndsInAPostedReviewWithInlineComments(t *testing.T) 
 	if first.GetFindings()[0].GetScmThreadId() == "" || first.GetReview().GetFinderSessionId() == "" || first.GetReview().GetVerifierSessionId() == "" {
 		t.Fatalf("finding %v, review %v", first.GetFindings()[0], first.GetReview())
 	}
+	// autofix task: the confirmed finding became a review task asked to push a fix.
+	var fixTask string
+	for _, e := range first.GetEvents() {
+		if e.GetKind() == "autofix.task" {
+			fixTask = strings.TrimPrefix(e.GetDetail(), "fix task ")
+		}
+	}
+	task, err := appv1connect.NewTaskServiceClient(httpClient, s.rpcURL(), key).GetTask(t.Context(), connect.NewRequest(&appv1.GetTaskRequest{TaskId: fixTask}))
+	if err != nil || task.Msg.GetTask().GetType() != "review" || !strings.Contains(task.Msg.GetTask().GetSourceJson(), "Fix review findings on acme/widgets#7") {
+		t.Fatalf("fix task %q: %v, %v", fixTask, task, err)
+	}
+
+	// Resolving the finding's thread on GitHub resolves it; unresolving reopens it.
+	thread, _ := strconv.ParseInt(first.GetFindings()[0].GetScmThreadId(), 10, 64)
+	for _, step := range []struct {
+		action string
+		open   int32
+	}{{"resolved", 0}, {"unresolved", 1}} {
+		if code := fakegithub.Deliver(t, hook, []byte(reg.Msg.GetSecret()), "pull_request_review_thread", fakegithub.ThreadEvent(step.action, repo, 7, thread, "octocat")); code != 202 {
+			t.Fatalf("delivery answered %d", code)
+		}
+		testkit.Eventually(t, time.Minute, "the thread's finding "+step.action, func() (bool, string) {
+			r, err := reviewsClient.GetReview(t.Context(), connect.NewRequest(&appv1.GetReviewRequest{Id: first.GetReview().GetId()}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return r.Msg.GetReview().GetFindingCounts().GetTotal() == step.open, r.Msg.GetFindings()[0].GetState()
+		})
+	}
 
 	// A push: the second pass finds nothing, and the first pass's finding on the changed line
 	// is outdated.
@@ -135,6 +166,18 @@ func TestAPullRequestWebhookEndsInAPostedReviewWithInlineComments(t *testing.T) 
 	}
 	if old.Msg.GetFindings()[0].GetState() != "outdated" || old.Msg.GetReview().GetActive() || old.Msg.GetReview().GetFindingCounts().GetTotal() != 0 {
 		t.Fatalf("first pass after the push: %v %v", old.Msg.GetReview(), old.Msg.GetFindings())
+	}
+
+	// A finder that answers broken JSON fails its pass, saying so; nothing is posted.
+	pr.HeadSHA = "head333"
+	gh.SetPR(repo, pr)
+	if code := fakegithub.Deliver(t, hook, []byte(reg.Msg.GetSecret()), "pull_request", fakegithub.PullRequestEvent("synchronize", repo, pr, 0)); code != 202 {
+		t.Fatalf("delivery answered %d", code)
+	}
+	third := waitReview(t, reviewsClient, 3)
+	last := third.GetEvents()[len(third.GetEvents())-1]
+	if third.GetReview().GetStatus() != "failed" || !strings.Contains(last.GetDetail(), "the finder's") || len(gh.Reviews(repo, 7)) != 2 {
+		t.Fatalf("third pass %v; last event %v; %d reviews posted", third.GetReview(), last, len(gh.Reviews(repo, 7)))
 	}
 }
 
