@@ -8,6 +8,7 @@ import (
 // A finder's answer is untrusted: whatever it says, what reaches GitHub notifies nobody, renders
 // no HTML, cannot break out of its suggestion block and sits on the PR's diff.
 func TestSecurityAFindersHostileAnswerIsPostedInertOrRefused(t *testing.T) {
+	t.Parallel()
 	diff := map[string][]lineRange{"a.go": {{10, 14}, {}}, "dir/b.go": {{}}}
 	base := finderFinding{Path: "a.go", StartLine: 11, EndLine: 12, Severity: "high", Confidence: "high", Title: "t", BodyMD: "b"}
 	tests := []struct {
@@ -35,6 +36,7 @@ func TestSecurityAFindersHostileAnswerIsPostedInertOrRefused(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
 			ff := base
 			tt.edit(&ff)
 			f, why := admit(ff, diff)
@@ -63,6 +65,7 @@ func TestSecurityAFindersHostileAnswerIsPostedInertOrRefused(t *testing.T) {
 }
 
 func TestDecodeAnswerTakesTheLastJSONBlockOrTheWholeAnswer(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name, answer string
 		wantErr      string
@@ -77,6 +80,7 @@ func TestDecodeAnswerTakesTheLastJSONBlockOrTheWholeAnswer(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
 			var out finderOutput
 			err := decodeAnswer(tt.answer, &out)
 			if tt.wantErr != "" {
@@ -93,6 +97,7 @@ func TestDecodeAnswerTakesTheLastJSONBlockOrTheWholeAnswer(t *testing.T) {
 }
 
 func TestChangedLinesAreTheOldSidesRemovedAndReplacedLines(t *testing.T) {
+	t.Parallel()
 	patch := "@@ -10,4 +10,4 @@\n ctx\n-old\n+new\n ctx\n ctx"
 	got := changedLines(patch)
 	if !overlaps(got, 11, 11) || overlaps(got, 13, 14) || overlaps(got, 1, 9) {

@@ -27,6 +27,7 @@ import (
 // review with inline comments (suggestion blocks under autofix suggest), with their thread ids
 // recorded, mentions and HTML neutralized and counts true.
 func TestAPullRequestDeliveryEndsInOneReviewWithInlineCommentsOfConfirmedFindingsOnly(t *testing.T) {
+	t.Parallel()
 	r := newRig(t)
 	r.enroll(t, "suggest")
 	pr := basePR("head111")
@@ -92,6 +93,7 @@ func TestAPullRequestDeliveryEndsInOneReviewWithInlineCommentsOfConfirmedFinding
 // push changed become outdated (no longer counted). Resolving a thread resolves its finding;
 // unresolving it reopens it.
 func TestASecondPushMakesASecondPassAndOutdatesFindingsOnChangedLines(t *testing.T) {
+	t.Parallel()
 	r := newRig(t)
 	r.enroll(t, "off")
 	pr := basePR("head111")
@@ -149,6 +151,7 @@ func TestASecondPushMakesASecondPassAndOutdatesFindingsOnChangedLines(t *testing
 
 // A push while a pass still runs supersedes it: it never posts.
 func TestAPushWhileAPassRunsSupersedesIt(t *testing.T) {
+	t.Parallel()
 	r := newRig(t)
 	r.enroll(t, "off")
 	r.gh.SetPR(repo, basePR("head111"))
@@ -174,6 +177,7 @@ func TestAPushWhileAPassRunsSupersedesIt(t *testing.T) {
 
 // With autofix task, a pass with confirmed findings starts a fix task after posting.
 func TestAutofixTaskStartsAFixTaskForConfirmedFindings(t *testing.T) {
+	t.Parallel()
 	r := newRig(t)
 	r.enroll(t, "task")
 	r.gh.SetPR(repo, basePR("head111"))
@@ -193,6 +197,7 @@ func TestAutofixTaskStartsAFixTaskForConfirmedFindings(t *testing.T) {
 // Every fault ends the pass failed with its reason in the events, or retried and then
 // completed; none hangs and none posts twice.
 func TestFaultsFailOrRetryWithTheReasonInTheEvents(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name       string
 		setup      func(r *rig)
@@ -228,6 +233,7 @@ func TestFaultsFailOrRetryWithTheReasonInTheEvents(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
 			r := newRig(t)
 			r.enroll(t, "off")
 			r.gh.SetPR(repo, basePR("head111"))
@@ -257,6 +263,7 @@ func TestFaultsFailOrRetryWithTheReasonInTheEvents(t *testing.T) {
 // A posting step whose result was lost (the worker died after GitHub answered) finds its review
 // by the pass's marker and does not post again.
 func TestARepeatedPostingStepFindsItsReviewAndDoesNotPostTwice(t *testing.T) {
+	t.Parallel()
 	r := newRig(t)
 	r.enroll(t, "off")
 	r.gh.SetPR(repo, basePR("head111"))
@@ -281,6 +288,7 @@ func TestARepeatedPostingStepFindsItsReviewAndDoesNotPostTwice(t *testing.T) {
 // Who can trigger: only deliveries through an admin's registration; a comment command only
 // from someone with a role in the repository; and only enrolled repositories.
 func TestSecurityReviewTriggersComeOnlyFromAdminRegistrationsMembersAndEnrolledRepos(t *testing.T) {
+	t.Parallel()
 	r := newRig(t)
 	r.enroll(t, "off")
 	r.gh.SetPR(repo, basePR("head111"))
@@ -305,6 +313,7 @@ func TestSecurityReviewTriggersComeOnlyFromAdminRegistrationsMembersAndEnrolledR
 }
 
 func TestEnrollmentsAreValidatedAndOnlyAdminsChangeThem(t *testing.T) {
+	t.Parallel()
 	r := newRig(t)
 	user := auth.WithPrincipal(context.Background(), auth.Principal{UserID: "user_bob"})
 	_, err := r.svc.UpsertEnrollment(user, connect.NewRequest(&appv1.UpsertEnrollmentRequest{Repo: repo, ProfileId: ptr(profile)}))
@@ -327,6 +336,7 @@ func TestEnrollmentsAreValidatedAndOnlyAdminsChangeThem(t *testing.T) {
 }
 
 func TestListReviewsFiltersPagesAndCountsWithFacets(t *testing.T) {
+	t.Parallel()
 	r := newRig(t)
 	r.enroll(t, "off")
 	r.agents.answers["finder"] = finderAnswer(aFinding("a.go", 11, 11, "high", "x"))
@@ -367,6 +377,7 @@ func TestListReviewsFiltersPagesAndCountsWithFacets(t *testing.T) {
 // With a GitHub App in the org secrets, every call uses an installation token minted for the
 // installation the delivery named, with a JWT signed by the App's key.
 func TestAGitHubAppAuthenticatesWithAnInstallationToken(t *testing.T) {
+	t.Parallel()
 	key, err := rsa.GenerateKey(rand.Reader, 2048)
 	if err != nil {
 		t.Fatal(err)
@@ -392,6 +403,7 @@ func TestAGitHubAppAuthenticatesWithAnInstallationToken(t *testing.T) {
 
 // Without credentials a pass fails at once, saying which secrets to set.
 func TestWithoutGitHubCredentialsAPassFailsNamingTheSecrets(t *testing.T) {
+	t.Parallel()
 	r := newRigWith(t, secretMap{})
 	r.enroll(t, "off")
 	r.deliver(t, admin, "pull_request", fakegithub.PullRequestEvent("opened", repo, basePR("head111"), 0))
@@ -403,6 +415,7 @@ func TestWithoutGitHubCredentialsAPassFailsNamingTheSecrets(t *testing.T) {
 
 // A check suite re-run starts a pass even for a manual enrollment; a push does not.
 func TestACheckSuiteRerunStartsAPassOfAManualEnrollment(t *testing.T) {
+	t.Parallel()
 	r := newRig(t)
 	if _, err := r.svc.UpsertEnrollment(r.admin, connect.NewRequest(&appv1.UpsertEnrollmentRequest{Repo: repo, TriggerMode: "manual", ProfileId: ptr(profile)})); err != nil {
 		t.Fatal(err)

@@ -11,6 +11,7 @@ import (
 // The README's review state table is this package's: the same states, in order, with the same
 // moves.
 func TestTheReadmeStateTableIsTheCodes(t *testing.T) {
+	t.Parallel()
 	b, err := os.ReadFile("../../README.md")
 	if err != nil {
 		t.Fatal(err)
@@ -43,6 +44,7 @@ func TestTheReadmeStateTableIsTheCodes(t *testing.T) {
 }
 
 func TestStateTableEndsOnlyInFinalStates(t *testing.T) {
+	t.Parallel()
 	for _, s := range States() {
 		moves := slices.ContainsFunc(States(), func(to string) bool { return CanMove(s, to) })
 		if ended(s) == moves {
