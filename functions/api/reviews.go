@@ -120,6 +120,6 @@ func reviewService(d Deps, effects automationEffects, secretStore *secrets.Store
 	host, _ := os.Hostname()
 	return reviews.New(reviews.Deps{
 		DB: d.DB, Agents: reviewAgents{effects}, GitHub: gh, Clock: d.Clock, Limits: d.Config.Limits.Reviews, Log: d.Log,
-		Admin: effects.isAdmin, Worker: fmt.Sprintf("%s/%d", host, os.Getpid()),
+		Admin: effects.isAdmin, Worker: fmt.Sprintf("%s/%d", host, os.Getpid()), Undriven: d.PubSub == nil,
 	})
 }

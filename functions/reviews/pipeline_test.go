@@ -435,3 +435,23 @@ func TestACheckSuiteRerunStartsAPassOfAManualEnrollment(t *testing.T) {
 		t.Fatalf("review %v", got)
 	}
 }
+
+// Closing or merging a PR records its state on every pass, which ListReviews filters on.
+func TestAClosedOrMergedPullRequestIsRecordedOnItsPasses(t *testing.T) {
+	t.Parallel()
+	r := newRig(t)
+	r.enroll(t, "off")
+	r.gh.SetPR(repo, basePR("head111"))
+	r.agents.answers["finder"] = finderAnswer()
+	r.deliver(t, admin, "pull_request", fakegithub.PullRequestEvent("opened", repo, basePR("head111"), 0))
+	r.drive(t, 3)
+	merged := basePR("head111")
+	merged.State, merged.Merged = "closed", true
+	r.deliver(t, admin, "pull_request", fakegithub.PullRequestEvent("closed", repo, merged, 0))
+	if got := r.list(t, &appv1.ListReviewsRequest{PrStates: []string{"merged"}}); got.GetTotalCount() != 1 || got.GetReviews()[0].GetPrState() != "merged" {
+		t.Fatalf("merged reviews %v", got)
+	}
+	if got := r.list(t, &appv1.ListReviewsRequest{PrStates: []string{"open"}}); got.GetTotalCount() != 0 {
+		t.Fatalf("open reviews %v", got)
+	}
+}

@@ -67,6 +67,9 @@ type Deps struct {
 	Admin func(ctx context.Context, userID string) (bool, error)
 	// Worker names this process in leases.
 	Worker string
+	// Undriven says no worker ticks passes here (no Pub/Sub): RetryReview answers unavailable
+	// rather than start a pass nothing would advance past its first step.
+	Undriven bool
 }
 
 // Service implements ReviewService and runs reviews.
@@ -292,6 +295,9 @@ func (s *Service) passes(ctx context.Context, target string) ([]review, error) {
 func (s *Service) RetryReview(ctx context.Context, req *connect.Request[appv1.RetryReviewRequest]) (*connect.Response[appv1.RetryReviewResponse], error) {
 	if err := requireAdmin(ctx); err != nil {
 		return nil, err
+	}
+	if s.d.Undriven {
+		return nil, connect.NewError(connect.CodeUnavailable, errors.New("reviews are not run here: their passes advance on the automation worker, which needs Pub/Sub"))
 	}
 	old, err := s.load(ctx, req.Msg.GetId())
 	if err != nil {
