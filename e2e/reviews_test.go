@@ -96,6 +96,8 @@ func TestAPullRequestWebhookEndsInAPostedReviewWithInlineComments(t *testing.T) 
 	if err != nil {
 		t.Fatal(err)
 	}
+	_, err = reviewsClient.UpsertEnrollment(t.Context(), connect.NewRequest(&appv1.UpsertEnrollmentRequest{Repo: repo, ProfileId: ptr("prof_01jd3aaaaaaaaaaaaaaaaaaaaa")}))
+	testenv.WantCode(t, err, connect.CodeNotFound)
 	if _, err := reviewsClient.UpsertEnrollment(t.Context(), connect.NewRequest(&appv1.UpsertEnrollmentRequest{Repo: repo, TriggerMode: "automatic", Autofix: "task", ProfileId: ptr(p.Msg.GetProfile().GetId())})); err != nil {
 		t.Fatal(err)
 	}
@@ -199,7 +201,8 @@ func waitReview(t *testing.T, c appv1connect.ReviewServiceClient, pass int) *app
 		}
 		got = r.Msg
 		st := got.GetReview().GetStatus()
-		return len(got.GetPasses()) == pass && (st == "completed" || st == "failed"), st
+		newest := len(got.GetPasses()) == pass && got.GetPasses()[pass-1].GetId() == got.GetReview().GetId()
+		return newest && (st == "completed" || st == "failed"), st
 	})
 	return got
 }

@@ -174,7 +174,7 @@ func New(d Deps) *API {
 	add(appv1connect.NewImageServiceHandler(appv1connect.UnimplementedImageServiceHandler{}, opts))
 	add(appv1connect.NewModelRouterServiceHandler(modelrouters.New(d.DB, d.Clock, d.Config, routerCreds), opts))
 	effects := automationEffects{tasks: taskSvc, sessions: sessionSvc, secrets: secretStore, keys: a.keys}
-	reviewSvc := reviewService(d, effects, secretStore)
+	reviewSvc := reviewService(d, effects, secretStore, profileSvc)
 	add(appv1connect.NewReviewServiceHandler(reviewSvc, opts))
 	access := automations.Access{Owner: effects.actor, Secrets: secretStore}
 	var hooks *webhooks.Service

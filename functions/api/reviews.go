@@ -12,6 +12,7 @@ import (
 
 	"connectrpc.com/connect"
 
+	"github.com/hangar-dev/hangar/functions/profiles"
 	"github.com/hangar-dev/hangar/functions/reviews"
 	appv1 "github.com/hangar-dev/hangar/gen/svc/app/v1"
 	"github.com/hangar-dev/hangar/platform/opt"
@@ -112,7 +113,7 @@ func reviewRefused(err error) error {
 
 // reviewService is ReviewService over d: its GitHub integration reads the org secret store
 // (nil: reviews that reach GitHub fail, saying which secrets to set).
-func reviewService(d Deps, effects automationEffects, secretStore *secrets.Store) *reviews.Service {
+func reviewService(d Deps, effects automationEffects, secretStore *secrets.Store, profileSvc *profiles.Service) *reviews.Service {
 	var gh *reviews.GitHub
 	if secretStore != nil {
 		gh = reviews.NewGitHub(secretStore, d.Config.Limits.Reviews.GitHubAPI, &http.Client{Transport: d.Config.Egress.Transport(), Timeout: 30 * time.Second})
@@ -120,6 +121,10 @@ func reviewService(d Deps, effects automationEffects, secretStore *secrets.Store
 	host, _ := os.Hostname()
 	return reviews.New(reviews.Deps{
 		DB: d.DB, Agents: reviewAgents{effects}, GitHub: gh, Clock: d.Clock, Limits: d.Config.Limits.Reviews, Log: d.Log,
+		Profile: func(ctx context.Context, id string) error {
+			_, _, _, err := profileSvc.Launch(ctx, id)
+			return err
+		},
 		Admin: effects.isAdmin, Worker: fmt.Sprintf("%s/%d", host, os.Getpid()), Undriven: d.PubSub == nil,
 	})
 }

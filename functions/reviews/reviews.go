@@ -67,6 +67,9 @@ type Deps struct {
 	Admin func(ctx context.Context, userID string) (bool, error)
 	// Worker names this process in leases.
 	Worker string
+	// Profile checks that an enrollment's profile can start agents (nil: not checked): not_found
+	// for an unknown one, failed_precondition for an archived one.
+	Profile func(ctx context.Context, id string) error
 	// Undriven says no worker ticks passes here (no Pub/Sub): RetryReview answers unavailable
 	// rather than start a pass nothing would advance past its first step.
 	Undriven bool
@@ -176,6 +179,11 @@ func (s *Service) UpsertEnrollment(ctx context.Context, req *connect.Request[app
 	}
 	if err := v.Err(); err != nil {
 		return nil, err
+	}
+	if s.d.Profile != nil {
+		if err := s.d.Profile(ctx, profile); err != nil {
+			return nil, err
+		}
 	}
 	now := s.d.Clock.Now()
 	var saved enrollment
