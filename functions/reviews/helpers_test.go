@@ -38,18 +38,25 @@ type scripted struct {
 	started []string
 	prompts map[string]string
 	stopped []string
+	// onStart runs after a task of role starts: what happens meanwhile elsewhere.
+	onStart func(role string)
 }
 
 func (a *scripted) role(taskID string) string { return taskID[strings.LastIndex(taskID, "-")+1:] }
 
 func (a *scripted) Start(_ context.Context, actor, requestID string, spec reviews.AgentSpec) (reviews.AgentRun, error) {
 	a.mu.Lock()
-	defer a.mu.Unlock()
 	if actor == "" || spec.ProfileID == "" {
+		a.mu.Unlock()
 		return reviews.AgentRun{}, fmt.Errorf("%w: no actor or profile", reviews.ErrRefused)
 	}
 	a.started = append(a.started, requestID)
 	a.prompts[a.role(requestID)] = spec.Prompt
+	hook := a.onStart
+	a.mu.Unlock()
+	if hook != nil {
+		hook(a.role(requestID))
+	}
 	return reviews.AgentRun{TaskID: requestID, SessionID: "sess-" + requestID}, nil
 }
 

@@ -192,18 +192,31 @@ func (s *Service) claim(ctx context.Context, id string) (*review, error) {
 // pass was superseded meanwhile (then the newer pass matters, and this step's result does not).
 func (s *Service) release(ctx context.Context, r *review) error {
 	r.LeaseOwner, r.LeaseUntil = "", time.Time{}
+	var dropped *review
 	err := s.d.DB.RunTransaction(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
 		cur, err := store.Read[review](ctx, tx, s.reviewDoc(r.ID))
 		if err != nil {
 			return err
 		}
 		if cur.LeaseOwner != s.d.Worker || cur.Status == StateSuperseded {
+			dropped = cur
 			return nil
 		}
+		dropped = nil
 		return tx.Set(s.reviewDoc(r.ID), r)
 	})
 	if err != nil {
 		return fmt.Errorf("save review %s: %w", r.ID, err)
+	}
+	// An agent this step started for a pass superseded meanwhile is nobody's: stop it.
+	if dropped != nil && dropped.Status == StateSuperseded {
+		for _, task := range []string{r.FinderTask, r.VerifierTask} {
+			if task != "" && task != dropped.FinderTask && task != dropped.VerifierTask {
+				if err := s.d.Agents.Stop(ctx, r.Actor, task); err != nil {
+					s.d.Log.Warn("stop a superseded review's agent", "review", r.ID, "task", task, "err", err)
+				}
+			}
+		}
 	}
 	return nil
 }

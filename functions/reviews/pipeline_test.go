@@ -455,3 +455,32 @@ func TestAClosedOrMergedPullRequestIsRecordedOnItsPasses(t *testing.T) {
 		t.Fatalf("open reviews %v", got)
 	}
 }
+
+// A push that supersedes a pass while its step is starting the verifier: the step's result is
+// dropped, and the verifier it started is stopped rather than left working for nobody.
+func TestAPassSupersededDuringAStepStopsTheAgentThatStepStarted(t *testing.T) {
+	t.Parallel()
+	r := newRig(t)
+	r.enroll(t, "off")
+	r.gh.SetPR(repo, basePR("head111"))
+	r.agents.answers["finder"] = finderAnswer(aFinding("a.go", 11, 11, "high", "x"))
+	r.agents.answers["verifier"] = verdicts(map[string]string{"f1": "confirmed"})
+	r.deliver(t, admin, "pull_request", fakegithub.PullRequestEvent("opened", repo, basePR("head111"), 0))
+	first := r.only(t, 7).GetReview().GetId()
+	r.agents.onStart = func(role string) {
+		if role == "verifier" {
+			r.agents.mu.Lock()
+			r.agents.onStart = nil
+			r.agents.mu.Unlock()
+			r.gh.SetPR(repo, basePR("head222"))
+			r.deliver(t, admin, "pull_request", fakegithub.PullRequestEvent("synchronize", repo, basePR("head222"), 0))
+		}
+	}
+	r.drive(t, 2)
+	if got := r.get(t, first).GetReview(); got.GetStatus() != "superseded" {
+		t.Fatalf("first pass %s", got.GetStatus())
+	}
+	if !slices.Contains(r.agents.stopped, first+"-verifier") {
+		t.Fatalf("stopped %v, want the first pass's verifier", r.agents.stopped)
+	}
+}
