@@ -628,12 +628,20 @@ func (s *Service) outdate(ctx context.Context, gh *github.Client, r *review) err
 	return nil
 }
 
+// errLeased is a change to a pass a worker holds: its step's write would overwrite the change,
+// so the change waits (a delivery is redelivered) until the worker releases the pass.
+var errLeased = errors.New("a worker holds the review now; try again")
+
 // updateReview changes a review in a transaction; change reports whether it changed anything.
+// A pass a worker holds (and whose step result will be saved) answers errLeased.
 func (s *Service) updateReview(ctx context.Context, id string, change func(*review) bool) error {
 	err := s.d.DB.RunTransaction(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
 		r, err := store.Read[review](ctx, tx, s.reviewDoc(id))
 		if err != nil {
 			return err
+		}
+		if r.LeaseOwner != "" && r.LeaseUntil.After(s.now()) && r.Status != StateSuperseded {
+			return errLeased
 		}
 		if !change(r) {
 			return nil

@@ -5,16 +5,20 @@ import (
 	"crypto/rand"
 	"crypto/rsa"
 	"crypto/x509"
+	"encoding/json"
 	"encoding/pem"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"cloud.google.com/go/firestore"
 	"connectrpc.com/connect"
 	"google.golang.org/protobuf/types/known/emptypb"
 
+	"github.com/hangar-dev/hangar/automation/triggers"
 	"github.com/hangar-dev/hangar/functions/reviews"
 	"github.com/hangar-dev/hangar/functions/reviews/fakegithub"
 	appv1 "github.com/hangar-dev/hangar/gen/svc/app/v1"
@@ -482,5 +486,40 @@ func TestAPassSupersededDuringAStepStopsTheAgentThatStepStarted(t *testing.T) {
 	}
 	if !slices.Contains(r.agents.stopped, first+"-verifier") {
 		t.Fatalf("stopped %v, want the first pass's verifier", r.agents.stopped)
+	}
+}
+
+// A thread resolved while a worker holds the pass is not lost to the step's write: the delivery
+// fails (Pub/Sub redelivers it) until the pass is released, and then applies.
+func TestAThreadResolvedWhileAWorkerHoldsThePassWaitsForIt(t *testing.T) {
+	t.Parallel()
+	r := newRig(t)
+	r.enroll(t, "off")
+	r.gh.SetPR(repo, basePR("head111"))
+	r.agents.answers["finder"] = finderAnswer(aFinding("a.go", 11, 11, "high", "x"))
+	r.agents.answers["verifier"] = verdicts(map[string]string{"f1": "confirmed"})
+	r.deliver(t, admin, "pull_request", fakegithub.PullRequestEvent("opened", repo, basePR("head111"), 0))
+	r.drive(t, 4)
+	got := r.only(t, 7)
+	doc := r.db.Collection("reviews").Doc(got.GetReview().GetId())
+	hold := func(owner string, until time.Time) {
+		if _, err := doc.Update(context.Background(), []firestore.Update{{Path: "lease_owner", Value: owner}, {Path: "lease_until", Value: until}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	hold("another-worker", r.clock.Now().Add(time.Minute))
+	thread, _ := strconv.ParseInt(got.GetFindings()[0].GetScmThreadId(), 10, 64)
+	body, _ := json.Marshal(fakegithub.ThreadEvent("resolved", repo, 7, thread, "octocat"))
+	del := triggers.Delivery{RegistrationOwner: admin, Provider: triggers.ProviderGitHub, EventKey: "github.pull_request_review_thread.resolved",
+		DeliveryKey: "d1", Payload: body, Headers: map[string]string{"x-github-event": "pull_request_review_thread"}}
+	if err := r.svc.HandleDelivery(context.Background(), del); err == nil {
+		t.Fatal("the delivery was taken while a worker held the pass")
+	}
+	hold("", time.Time{})
+	if err := r.svc.HandleDelivery(context.Background(), del); err != nil {
+		t.Fatal(err)
+	}
+	if n := r.get(t, got.GetReview().GetId()).GetReview().GetFindingCounts().GetTotal(); n != 0 {
+		t.Fatalf("%d open findings after the redelivery", n)
 	}
 }
