@@ -21,8 +21,6 @@ var unbuilt = map[string]bool{
 	// SessionService's browser / IDE apps come later.
 	"svc.app.v1.SessionService.EnsureBrowser": true,
 	"svc.app.v1.SessionService.EnsureIde":     true,
-	"svc.app.v1.ImageService":                 true,
-	"svc.app.v1.ReviewService":                true,
 }
 
 func allMethods(t *testing.T) []protoreflect.MethodDescriptor {

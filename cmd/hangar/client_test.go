@@ -85,6 +85,9 @@ func newFakeAPI(t *testing.T) *fakeAPI {
 		func() (string, http.Handler) {
 			return appv1connect.NewImageServiceHandler(appv1connect.UnimplementedImageServiceHandler{}, opt)
 		},
+		func() (string, http.Handler) {
+			return appv1connect.NewReviewServiceHandler(appv1connect.UnimplementedReviewServiceHandler{}, opt)
+		},
 	} {
 		path, h := mount()
 		mux.Handle("/rpc"+path, http.StripPrefix("/rpc", h))

@@ -185,8 +185,9 @@ func New(d Deps) *API {
 
 	// Services that later work builds answer unimplemented, naming the method, until then.
 	add(appv1connect.NewModelRouterServiceHandler(modelrouters.New(d.DB, d.Clock, d.Config, routerCreds), opts))
-	add(appv1connect.NewReviewServiceHandler(appv1connect.UnimplementedReviewServiceHandler{}, opts))
 	effects := automationEffects{tasks: taskSvc, sessions: sessionSvc, secrets: secretStore, keys: a.keys}
+	reviewSvc := reviewService(d, effects, secretStore, profileSvc)
+	add(appv1connect.NewReviewServiceHandler(reviewSvc, opts))
 	access := automations.Access{Owner: effects.actor, Secrets: secretStore}
 	var hooks *webhooks.Service
 	if d.Sealer != nil && d.PubSub != nil {
@@ -199,6 +200,10 @@ func New(d Deps) *API {
 	a.signIn(d, secretStore)
 	if a.worker != nil && oauthSvc != nil {
 		a.worker.AlsoTick(oauthSvc.Sweep)
+	}
+	if a.worker != nil {
+		// Reviews hear GitHub deliveries and ticks through the automation worker.
+		a.worker.Listen(reviewSvc)
 	}
 	if hooks != nil {
 		add(appv1connect.NewWebhookRegistrationServiceHandler(hooks, opts))

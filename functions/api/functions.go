@@ -34,8 +34,9 @@ var wordBoundary = regexp.MustCompile(`([a-z])([A-Z])`)
 
 // NotBuilt are the public services whose every method still answers unimplemented: routed by
 // `hangar dev` so clients learn so, but not deployed, since a function that can only refuse
-// costs a deployment and promises an API that is not there.
-var NotBuilt = []string{appv1connect.ReviewServiceName}
+// costs a deployment and promises an API that is not there. Every service is built now; a new
+// one added to proto/ goes here until it does something.
+var NotBuilt []string
 
 // Functions lists every Cloud Run function: one per built public service, and the automation
 // worker. It is the one list: functions.go registers it, `hangar functions` prints it for
@@ -54,6 +55,7 @@ func Functions() []Function {
 		appv1connect.ApiKeyServiceName,
 		appv1connect.OrgSecretServiceName,
 		appv1connect.ImageServiceName,
+		appv1connect.ReviewServiceName,
 		// Also serves POST /api/v1/webhooks/{id}, the inbound route its registrations' senders use.
 		appv1connect.WebhookRegistrationServiceName,
 	}

@@ -36,11 +36,26 @@ type Worker struct {
 	runner     *runner.Runner
 	log        *slog.Logger
 	sweeps     []func(context.Context) error
+	listeners  []Listener
 }
 
 // AlsoTick has every tick also run sweep: durable work of other services (OAuth device polls
 // and refreshes) that rides the same scheduler rather than a second one.
 func (w *Worker) AlsoTick(sweep func(context.Context) error) { w.sweeps = append(w.sweeps, sweep) }
+
+// Listener is another consumer of the deliveries the worker receives and of its ticks (pull
+// request reviews), so that one subscription and one tick serve both. Its HandleDelivery must
+// be safe to call again with the same delivery, as the dispatcher's is.
+type Listener interface {
+	HandleDelivery(ctx context.Context, del triggers.Delivery) error
+	Tick(ctx context.Context) error
+}
+
+// Listen adds l to the deliveries' consumers and its Tick to every tick.
+func (w *Worker) Listen(l Listener) {
+	w.listeners = append(w.listeners, l)
+	w.AlsoTick(l.Tick)
+}
 
 // New returns a Worker.
 func New(d *dispatch.Dispatcher, rn *runner.Runner, log *slog.Logger) *Worker {
@@ -78,6 +93,12 @@ func (w *Worker) HandleDelivery(ctx context.Context, m pubsub.Message) error {
 		return err
 	}
 	w.log.Debug("automation delivery", "delivery", del.DeliveryKey, "event", del.EventKey, "automations", len(outcomes))
+	for _, l := range w.listeners {
+		if err := l.HandleDelivery(ctx, del); err != nil {
+			w.log.Warn("delivery listener failed; the delivery will be redelivered", "delivery", del.DeliveryKey, "err", err)
+			return err
+		}
+	}
 	return nil
 }
 

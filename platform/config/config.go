@@ -147,6 +147,27 @@ type Limits struct {
 	Automations AutomationLimits
 	// Webhooks bounds inbound webhook registrations and deliveries.
 	Webhooks WebhookLimits
+	// Reviews bounds pull-request reviews.
+	Reviews ReviewLimits
+}
+
+// ReviewLimits bound pull-request reviews and say where GitHub's API is.
+type ReviewLimits struct {
+	// Page bounds ListReviews pages; ListScan is how many of the newest active passes it
+	// filters (older ones are not listed).
+	Page     paging.Bounds `env:"FIXED_REVIEWS_PAGE_SIZE, default=50/200"`
+	ListScan int           `env:"FIXED_REVIEWS_LIST_SCAN, default=2000"`
+	// AgentTimeout is how long a finder or verifier may take before its pass fails; Poll is how
+	// often a pass waiting on an agent checks on it.
+	AgentTimeout time.Duration `env:"HANGAR_REVIEW_AGENT_TIMEOUT, default=30m"`
+	Poll         time.Duration `env:"FIXED_REVIEW_POLL, default=10s"`
+	// Lease is how long a worker holds a pass between writes; Attempts is how many times a step
+	// that failed transiently (GitHub 5xx, a rate limit, a lost connection) is tried before its
+	// pass fails.
+	Lease    time.Duration `env:"FIXED_REVIEW_LEASE, default=2m"`
+	Attempts int           `env:"FIXED_REVIEW_ATTEMPTS, default=5"`
+	// GitHubAPI is the base URL of GitHub's REST API (GitHub Enterprise Server: https://HOST/api/v3/).
+	GitHubAPI string `env:"HANGAR_GITHUB_API_URL, default=https://api.github.com/"`
 }
 
 // WebhookLimits bound inbound webhooks.

@@ -1,0 +1,130 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"slices"
+	"strings"
+	"time"
+
+	"connectrpc.com/connect"
+
+	"github.com/hangar-dev/hangar/functions/profiles"
+	"github.com/hangar-dev/hangar/functions/reviews"
+	appv1 "github.com/hangar-dev/hangar/gen/svc/app/v1"
+	"github.com/hangar-dev/hangar/platform/opt"
+	"github.com/hangar-dev/hangar/records/secrets"
+)
+
+// reviewAgents runs a review's agents as tasks of type review, in process, acting as the pass's
+// actor (as automation runs act as their owner), and reads a finished agent's answer from its
+// session's log.
+type reviewAgents struct{ automationEffects }
+
+var _ reviews.Agents = reviewAgents{}
+
+func (a reviewAgents) Start(ctx context.Context, actor, requestID string, spec reviews.AgentSpec) (reviews.AgentRun, error) {
+	if a.tasks == nil {
+		return reviews.AgentRun{}, fmt.Errorf("%w: tasks are not configured here", reviews.ErrRefused)
+	}
+	ctx, err := a.as(ctx, actor)
+	if err != nil {
+		return reviews.AgentRun{}, err
+	}
+	resp, err := a.tasks.CreateTask(ctx, connect.NewRequest(&appv1.CreateTaskRequest{
+		Type: "review", ProfileId: spec.ProfileID, Prompt: &spec.Prompt, RequestId: &requestID,
+		Title: opt.String(spec.Title), Harness: opt.String(spec.Harness),
+	}))
+	if err != nil {
+		return reviews.AgentRun{}, reviewRefused(err)
+	}
+	st := taskState(resp.Msg.GetTask())
+	return reviews.AgentRun{TaskID: st.TaskID, SessionID: st.SessionID}, nil
+}
+
+func (a reviewAgents) Poll(ctx context.Context, actor, taskID string) (reviews.AgentRun, error) {
+	if a.tasks == nil || a.sessions == nil {
+		return reviews.AgentRun{}, fmt.Errorf("%w: tasks are not configured here", reviews.ErrRefused)
+	}
+	ctx, err := a.as(ctx, actor)
+	if err != nil {
+		return reviews.AgentRun{}, err
+	}
+	resp, err := a.tasks.GetTask(ctx, connect.NewRequest(&appv1.GetTaskRequest{TaskId: taskID}))
+	if err != nil {
+		return reviews.AgentRun{}, reviewRefused(err)
+	}
+	st := taskState(resp.Msg.GetTask())
+	run := reviews.AgentRun{TaskID: st.TaskID, SessionID: st.SessionID, Done: st.Done, Failed: st.Failed}
+	if !run.Done || run.SessionID == "" {
+		return run, nil
+	}
+	// The task is done once its turn ended; its last messages are its answer.
+	kind, limit, tail := "assistant.message", int64(1000), true
+	log, err := a.sessions.GetLog(ctx, connect.NewRequest(&appv1.GetLogRequest{SessionId: run.SessionID, Kind: &kind, Limit: &limit, Tail: &tail}))
+	if err != nil {
+		return run, reviewRefused(err)
+	}
+	entries := log.Msg.GetEvents()
+	slices.SortFunc(entries, func(x, y *appv1.ConversationEntry) int { return int(x.GetIdx() - y.GetIdx()) })
+	var out strings.Builder
+	for _, e := range entries {
+		var m struct {
+			Text string `json:"text"`
+		}
+		if json.Unmarshal([]byte(e.GetPayloadJson()), &m) == nil && m.Text != "" {
+			out.WriteString(m.Text + "\n")
+		}
+	}
+	run.Output = out.String()
+	return run, nil
+}
+
+func (a reviewAgents) Stop(ctx context.Context, actor, taskID string) error {
+	if a.tasks == nil {
+		return nil
+	}
+	ctx, err := a.as(ctx, actor)
+	if err != nil {
+		return err
+	}
+	resp, err := a.tasks.GetTask(ctx, connect.NewRequest(&appv1.GetTaskRequest{TaskId: taskID}))
+	if err != nil {
+		return reviewRefused(err)
+	}
+	for _, s := range resp.Msg.GetTask().GetSessions() {
+		if _, err := a.sessions.DeleteSession(ctx, connect.NewRequest(&appv1.DeleteSessionRequest{SessionId: s.GetSessionId()})); err != nil && connect.CodeOf(err) != connect.CodeNotFound {
+			return err
+		}
+	}
+	return nil
+}
+
+// reviewRefused marks the API's refusals as reviews.ErrRefused, so the pass fails at once.
+func reviewRefused(err error) error {
+	if r := refusedOr(err); r != err {
+		return fmt.Errorf("%w: %v", reviews.ErrRefused, err)
+	}
+	return err
+}
+
+// reviewService is ReviewService over d: its GitHub integration reads the org secret store
+// (nil: reviews that reach GitHub fail, saying which secrets to set).
+func reviewService(d Deps, effects automationEffects, secretStore *secrets.Store, profileSvc *profiles.Service) *reviews.Service {
+	var gh *reviews.GitHub
+	if secretStore != nil {
+		gh = reviews.NewGitHub(secretStore, d.Config.Limits.Reviews.GitHubAPI, &http.Client{Transport: d.Config.Egress.Transport(), Timeout: 30 * time.Second})
+	}
+	host, _ := os.Hostname()
+	return reviews.New(reviews.Deps{
+		DB: d.DB, Agents: reviewAgents{effects}, GitHub: gh, Clock: d.Clock, Limits: d.Config.Limits.Reviews, Log: d.Log,
+		Profile: func(ctx context.Context, id string) error {
+			_, _, _, err := profileSvc.Launch(ctx, id)
+			return err
+		},
+		Admin: effects.isAdmin, Worker: fmt.Sprintf("%s/%d", host, os.Getpid()), Undriven: d.PubSub == nil,
+	})
+}
