@@ -1,7 +1,9 @@
 package hangar
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -21,12 +23,14 @@ import (
 	"google.golang.org/protobuf/types/known/emptypb"
 
 	"github.com/hangar-dev/hangar/functions/api"
+	"github.com/hangar-dev/hangar/functions/imagesvc"
 	appv1 "github.com/hangar-dev/hangar/gen/svc/app/v1"
 	"github.com/hangar-dev/hangar/gen/svc/app/v1/appv1connect"
 	"github.com/hangar-dev/hangar/internal/testenv"
 	"github.com/hangar-dev/hangar/platform/auth"
 	"github.com/hangar-dev/hangar/platform/bucket"
 	"github.com/hangar-dev/hangar/platform/config"
+	"github.com/hangar-dev/hangar/platform/pubsub"
 )
 
 // publicServices are the services of the public API, from the registry of generated code.
@@ -147,9 +151,20 @@ func TestProductionParity(t *testing.T) {
 	ks, sealer := testenv.Keyset(t)
 	sb.Sealer = sealer
 	sb.StartHost(t, "parity-host")
+	// A deployment provisions its topics and subscriptions once (README "Deploy").
+	ps, err := pubsub.Open(ctx, project)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ps.Close() })
+	if err := ps.Provision(ctx); err != nil {
+		t.Fatal(err)
+	}
 	env := []string{
 		"GOOGLE_CLOUD_PROJECT=" + project, "HANGAR_BLOB_URL=file://" + blobDir, "HANGAR_SEAL_KEYSET=" + string(ks),
 		"HANGAR_HOST_TOKEN=" + sb.Config.HostToken, "HANGAR_DEFAULT_IMAGE=" + sb.Image,
+		// The test registry is on loopback, which an operator lists for pulls.
+		"HANGAR_PRIVATE_REGISTRIES=127.0.0.1",
 	}
 
 	urls := map[string]string{}
@@ -189,6 +204,23 @@ func TestProductionParity(t *testing.T) {
 		}
 	})
 
+	// Sessions start only from enabled images: enable the test image through ImageService, and
+	// deliver its job to the worker function the way the push subscription does.
+	images := appv1connect.NewImageServiceClient(http.DefaultClient, urls["ImageService"], opts)
+	enabled, err := images.EnableImage(ctx, connect.NewRequest(&appv1.EnableImageRequest{ImageUri: sb.Image}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	job := enabled.Msg.GetJob().GetId()
+	push(t, urls["AutomationWorker"]+imagesvc.JobsPushPath, fmt.Sprintf(`{"job_id":%q}`, job))
+	got, err := images.GetEnableJob(ctx, connect.NewRequest(&appv1.GetEnableJobRequest{JobId: job}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if state := got.Msg.GetJob().GetState(); state != "ready" {
+		t.Fatalf("enable job %s is %s (%s), want ready", job, state, got.Msg.GetJob().GetError())
+	}
+
 	profiles := appv1connect.NewProfileServiceClient(http.DefaultClient, urls["ProfileService"], opts)
 	p, err := profiles.CreateProfile(ctx, connect.NewRequest(&appv1.CreateProfileRequest{Name: "parity", ImageId: sb.Image}))
 	if err != nil {
@@ -227,6 +259,22 @@ func TestProductionParity(t *testing.T) {
 	}
 	if snap.Msg.GetSnapshotId() == "" {
 		t.Fatalf("snapshot %v has no id", snap.Msg)
+	}
+}
+
+// push delivers one message to a push endpoint in Pub/Sub's push format, as a push subscription
+// does, and fails t unless it is acknowledged.
+func push(t *testing.T, url, data string) {
+	t.Helper()
+	body, _ := json.Marshal(map[string]any{"message": map[string]any{"data": []byte(data), "messageId": "parity-1"}, "subscription": "parity"})
+	resp, err := http.Post(url, "application/json", bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusNoContent {
+		b, _ := io.ReadAll(resp.Body)
+		t.Fatalf("push to %s: %d %s", url, resp.StatusCode, b)
 	}
 }
 

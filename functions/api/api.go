@@ -205,6 +205,14 @@ func New(d Deps) *API {
 		// Reviews hear GitHub deliveries and ticks through the automation worker.
 		a.worker.Listen(reviewSvc)
 	}
+	if a.worker != nil && a.imageWorker != nil {
+		// The tick re-queues enable jobs whose worker died, as `hangar dev`'s image worker does
+		// on its own ticker.
+		a.worker.AlsoTick(func(ctx context.Context) error {
+			_, err := a.imageWorker.Sweep(ctx)
+			return err
+		})
+	}
 	if hooks != nil {
 		add(appv1connect.NewWebhookRegistrationServiceHandler(hooks, opts))
 		a.routes["POST "+webhooks.InboundPath] = route{appv1connect.WebhookRegistrationServiceName, hooks.Inbound()}
