@@ -55,6 +55,12 @@
 // carrying a credential are never logged. Credential and Secret were added to version 1 without
 // changing it, as the client-side tool fields were.
 //
+// # Subagents and commands
+//
+// Event.ParentToolCallID ties a subagent's events to the tool call that started the subagent,
+// and Event.ExitCode keeps a command's exit status on its tool.result. Both were added to
+// version 1 without changing it, as the fields above were.
+//
 // JSON field names follow the API's (svc.app.v1.HarnessDescriptor for Descriptor), so a
 // descriptor is read by the host as the API message itself.
 package abi
@@ -216,6 +222,12 @@ type Event struct {
 	// Client marks a tool.call the harness now waits for the API's client to answer
 	// (CompleteToolCall with its ToolCallID); see "Client-side tools".
 	Client bool `json:"client,omitempty"`
+	// ParentToolCallID links an event of a subagent to the tool call of its parent agent that
+	// started it ("" for the main agent's events).
+	ParentToolCallID string `json:"parent_tool_call_id,omitempty"`
+	// ExitCode is a command's exit status, on the tool.result of a tool that runs one and
+	// reports it (nil when unknown).
+	ExitCode *int `json:"exit_code,omitempty"`
 }
 
 // ToolResultRequest hands the plugin a client's result for a tool call it reported with Client.
