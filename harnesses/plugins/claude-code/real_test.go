@@ -1,18 +1,11 @@
 package claudecode
 
 import (
-	"flag"
-	"os"
-	"path/filepath"
-	"slices"
 	"testing"
 
 	"github.com/hangar-dev/hangar/harnesses/abi"
-	"github.com/hangar-dev/hangar/harnesses/sdk"
 	"github.com/hangar-dev/hangar/internal/modelfake"
 )
-
-var updateCaptures = flag.Bool("update-captures", false, "rewrite testdata/real-*.jsonl from the real CLI's output")
 
 // The real Claude Code CLI, run with the plan's argv and environment against the loopback fake
 // of the Messages API, does what the scripted model asks (the file edited, the commit pushed),
@@ -21,7 +14,7 @@ var updateCaptures = flag.Bool("update-captures", false, "rewrite testdata/real-
 func TestRealClaudeCodeAgainstTheFakeAPI(t *testing.T) {
 	cases := []struct {
 		name    string
-		file    string
+		capture string
 		scripts func(dir string) []modelfake.Script
 		tools   []string // the tools called, in order
 	}{
@@ -41,42 +34,8 @@ func TestRealClaudeCodeAgainstTheFakeAPI(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			run := modelfake.RunCLI(t, bin, plan.Argv, plan.Env, plan.Stdin, repo.Dir)
-			if run.ExitStatus != 0 {
-				t.Fatalf("claude exited %d; stderr:\n%s", run.ExitStatus, run.Stderr)
-			}
-			if subject, content := repo.Pushed(t); subject != modelfake.CommitMessage || content != modelfake.After {
-				t.Errorf("pushed %q with %q, want %q with %q", subject, content, modelfake.CommitMessage, modelfake.After)
-			}
-			if creds := fake.Credentials(); !slices.Equal(creds, []string{key}) {
-				t.Errorf("the fake was sent credentials %q, want only the key", creds)
-			}
-			events, err := sdk.Replay(Harness{}, append(sdk.Chunked("stdout", run.Stdout, 4096), sdk.Exited(run.ExitStatus))...)
-			if err != nil {
-				t.Fatal(err)
-			}
-			var tools []string
-			for _, e := range events {
-				switch {
-				case e.Kind == abi.KindError:
-					t.Errorf("error event %q", e.Text)
-				case e.Kind == abi.KindToolCall:
-					tools = append(tools, e.ToolName)
-				case e.Kind == abi.KindToolResult && e.IsError:
-					t.Errorf("tool result of %s is an error: %s", e.ToolCallID, e.Text)
-				}
-			}
-			if !slices.Equal(tools, tc.tools) {
-				t.Errorf("tools called %q, want %q", tools, tc.tools)
-			}
-			if last := events[len(events)-1]; last.Kind != abi.KindTurnDone || last.Resume == "" {
-				t.Errorf("the last event is %+v, want turn.done with a session to resume", last)
-			}
-			if *updateCaptures {
-				if err := os.WriteFile(filepath.Join("testdata", tc.file), []byte(run.Stdout), 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
+			run := modelfake.RunCLI(t, bin, plan.Argv, plan.Env, plan.Stdin, repo.Dir, "")
+			modelfake.CheckRun(t, Harness{}, run, repo, fake, key, tc.tools, tc.capture)
 		})
 	}
 }
