@@ -21,7 +21,7 @@ import (
 )
 
 // CLIDir is where `make agent-clis` installs the pinned real CLIs (relative to the module root).
-const CLIDir = ".tools/agent-clis/node_modules/.bin"
+const CLIDir = ".data/agent-clis/node_modules/.bin"
 
 // CLI is the path of a real agent CLI (claude, codex): the one `make agent-clis` installed, else
 // the one on PATH; a test stops (testkit.Missing) when there is neither.
