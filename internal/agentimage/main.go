@@ -54,6 +54,7 @@ func main() {
 	out := flag.String("o", ".data/image/images/agent", "directory of the OCI image layout to write (hangar dev serves <data>/image/images/<name>)")
 	force := flag.Bool("force", false, "rebuild even when the layout holds this recipe's image")
 	clis := flag.String("clis", "", "only install the image's CLIs with npm into this directory (make agent-clis), for tests that run them on this machine")
+	rootfs := flag.String("rootfs", "", "a tar of the Debian root filesystem mmdebstrap made before, instead of making it again")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -61,7 +62,7 @@ func main() {
 	if *clis != "" {
 		err = installCLIs(ctx, *clis)
 	} else {
-		err = run(ctx, *out, *force)
+		err = run(ctx, *out, *rootfs, *force)
 	}
 	if err != nil {
 		log.Fatalf("agentimage: %v", err)
@@ -69,19 +70,19 @@ func main() {
 }
 
 // installCLIs installs the pinned CLIs with npm under dir (node_modules/.bin holds their
-// commands). --ignore-scripts: claude-code's postinstall only copies the native binary its
-// package already links as its command.
+// commands). Scripts must run: claude-code's postinstall puts its platform's native binary in
+// place of its command's placeholder.
 func installCLIs(ctx context.Context, dir string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
-	if err := command(ctx, "npm", "install", "--prefix", dir, "--no-audit", "--no-fund", "--ignore-scripts", "--omit=dev", Claude, Codex); err != nil {
+	if err := command(ctx, "npm", "install", "--prefix", dir, "--no-audit", "--no-fund", "--omit=dev", Claude, Codex); err != nil {
 		return fmt.Errorf("npm install: %w", err)
 	}
 	return nil
 }
 
-func run(ctx context.Context, out string, force bool) error {
+func run(ctx context.Context, out, rootfs string, force bool) error {
 	if !force && cached(out) {
 		log.Printf("%s already holds the agent image of this recipe", out)
 		return nil
@@ -93,16 +94,13 @@ func run(ctx context.Context, out string, force bool) error {
 	defer os.RemoveAll(work)
 
 	start := time.Now()
-	rootfs := filepath.Join(work, "rootfs.tar")
-	if err := command(ctx, "mmdebstrap", "--variant=minbase", "--include="+Packages,
-		`--customize-hook=chroot "$1" useradd --create-home --uid 1000 --shell /bin/bash agent`,
-		// No apt lists or caches: the image is for running agents, not for installing.
-		"--aptopt=Acquire::Languages \"none\"", "--dpkgopt=path-exclude=/usr/share/doc/*",
-		"--dpkgopt=path-exclude=/usr/share/man/*", "--dpkgopt=path-exclude=/usr/share/locale/*",
-		Suite, rootfs); err != nil {
-		return fmt.Errorf("debian root filesystem: %w", err)
+	if rootfs == "" {
+		rootfs = filepath.Join(work, "rootfs.tar")
+		if err := debian(ctx, rootfs); err != nil {
+			return err
+		}
+		log.Printf("debian root filesystem in %s", time.Since(start).Round(time.Second))
 	}
-	log.Printf("debian root filesystem in %s", time.Since(start).Round(time.Second))
 
 	start = time.Now()
 	npmDir := filepath.Join(work, "agents")
@@ -142,6 +140,20 @@ func run(ctx context.Context, out string, force bool) error {
 		return err
 	}
 	log.Printf("image written to %s in %s", out, time.Since(start).Round(time.Second))
+	return nil
+}
+
+// debian makes Debian's root filesystem, with the user agent, as a tar at path.
+func debian(ctx context.Context, path string) error {
+	err := command(ctx, "mmdebstrap", "--variant=minbase", "--include="+Packages,
+		`--customize-hook=chroot "$1" useradd --create-home --uid 1000 --shell /bin/bash agent`,
+		// No translations, documentation or locales: the image is for running agents.
+		"--aptopt=Acquire::Languages \"none\"", "--dpkgopt=path-exclude=/usr/share/doc/*",
+		"--dpkgopt=path-exclude=/usr/share/man/*", "--dpkgopt=path-exclude=/usr/share/locale/*",
+		Suite, path)
+	if err != nil {
+		return fmt.Errorf("debian root filesystem: %w", err)
+	}
 	return nil
 }
 

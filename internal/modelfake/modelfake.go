@@ -12,6 +12,10 @@
 //
 // Every request is recorded with its headers, so a test can assert which credential reached the
 // API.
+//
+// Beside the fake, the package holds what tests of the real CLIs share: the scenarios they play
+// (scenarios.go), and finding the CLIs (`make agent-clis`) and the agent image (`make
+// agent-image`), running a CLI and checking its run (realcli.go).
 package modelfake
 
 import (

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"flag"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,6 +15,9 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/layout"
 
 	"github.com/hangar-dev/hangar/harnesses/abi"
 	"github.com/hangar-dev/hangar/harnesses/sdk"
@@ -216,4 +220,31 @@ func CheckRun(t *testing.T, h sdk.Harness, run Run, repo Repo, fake *Server, key
 		}
 	}
 	return events
+}
+
+// AgentImageDir is where `make agent-image` writes the agent image's OCI layout (relative to the
+// module root).
+const AgentImageDir = ".data/image/images/agent"
+
+// AgentImage is the agent image `make agent-image` built; a test stops (testkit.Missing)
+// without it.
+func AgentImage(tb testing.TB) v1.Image {
+	tb.Helper()
+	_, file, _, _ := runtime.Caller(0)
+	dir := filepath.Join(filepath.Dir(file), "..", "..", AgentImageDir)
+	p, err := layout.FromPath(dir)
+	if err == nil {
+		var idx v1.ImageIndex
+		if idx, err = p.ImageIndex(); err == nil {
+			var im *v1.IndexManifest
+			if im, err = idx.IndexManifest(); err == nil && len(im.Manifests) == 1 {
+				img, err := p.Image(im.Manifests[0].Digest)
+				if err == nil {
+					return img
+				}
+			}
+		}
+	}
+	testkit.Missing(tb, fmt.Sprintf("the agent image is needed in %s: run `make agent-image` (%v)", AgentImageDir, err))
+	return nil
 }
