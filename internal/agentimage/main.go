@@ -42,7 +42,7 @@ const (
 	Packages = "git,ca-certificates,nodejs,bash,openssh-client,less,procps"
 	Claude   = "@anthropic-ai/claude-code@2.1.328"
 	Codex    = "@openai/codex@0.169.0"
-	Recipe   = "1 " + Suite + " " + Packages + " " + Claude + " " + Codex
+	Recipe   = "2 " + Suite + " " + Packages + " " + Claude + " " + Codex
 
 	// RecipeAnnotation marks the layout's image with its Recipe.
 	RecipeAnnotation = "dev.hangar.agentimage.recipe"
@@ -150,6 +150,8 @@ func debian(ctx context.Context, path string) error {
 		// No translations, documentation or locales: the image is for running agents.
 		"--aptopt=Acquire::Languages \"none\"", "--dpkgopt=path-exclude=/usr/share/doc/*",
 		"--dpkgopt=path-exclude=/usr/share/man/*", "--dpkgopt=path-exclude=/usr/share/locale/*",
+		// No device nodes: a sandbox gets its own /dev, and unpacking skips them anyway.
+		"--skip=output/dev",
 		Suite, path)
 	if err != nil {
 		return fmt.Errorf("debian root filesystem: %w", err)
