@@ -9,8 +9,8 @@ import (
 )
 
 // MaxCarry bounds the unfinished line a Carry holds: past it, the line is handed on in pieces,
-// as output without newlines must still reach the plugin. It is above the longest line the
-// SDK's LineBuffer keeps (sdk.MaxLine), so the plugin sees every line it can use whole.
+// as output without newlines must still reach the plugin. Lines up to it reach the plugin
+// whole and clipped, however long their strings were.
 const MaxCarry = 32 << 20
 
 // Carry cuts one stream of a harness's output into the chunks the host hands a plugin's Parse

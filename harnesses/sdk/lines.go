@@ -7,7 +7,7 @@ import (
 
 // MaxLine bounds a line a LineBuffer holds: the rest of a longer line is dropped (at a character
 // boundary), so a harness printing without newlines cannot grow a parser's State without limit.
-const MaxLine = 16 << 20
+const MaxLine = 4 << 20
 
 // LineBuffer splits output that arrives in chunks into lines, carrying the unfinished last line
 // of a chunk to the next one. It is meant to be part of a parser's State.
