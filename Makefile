@@ -153,6 +153,7 @@ agent-clis:
 ## archive and the npm registry into .data/image/images/agent, which `hangar dev` serves as
 ## hangar/agent:latest; rebuilt only when its recipe changes (internal/agentimage)
 agent-image:
+	@scripts/system-deps --agent-image
 	go run ./internal/agentimage -o .data/image/images/agent
 
 ## bench: benchmarks through the full stack against raw baselines, with ratios (BENCH=regexp for some)
