@@ -15,7 +15,7 @@ REGION ?= europe-west1
 DEPLOY_FLAGS ?=
 PROJECT ?= $(shell gcloud config get-value project 2>/dev/null)
 
-.PHONY: dev test security fuzz fresh-machine check system-deps plugins web web-test generate check-gen lint vet fmt-check tidy-check bench deploy tools clean
+.PHONY: dev test security fuzz fresh-machine check system-deps plugins web web-test generate check-gen lint vet fmt-check tidy-check bench deploy tools clean agent-clis agent-image
 
 ## dev: run the whole system locally (emulators, every function, one server on 127.0.0.1:8080);
 ## the sandbox host needs runc and busybox-static, so it installs them first like `make test`
@@ -143,6 +143,18 @@ tidy-check:
 
 vet:
 	go vet ./...
+
+## agent-clis: the real Claude Code and Codex CLIs at the agent image's pinned versions, into
+## .data/agent-clis (npm registry only), for the tests that run them against the fake model APIs
+agent-clis:
+	go run ./internal/agentimage -clis .data/agent-clis
+
+## agent-image: the agent image (Debian, git, Node.js and the real CLIs) built offline from Debian's
+## archive and the npm registry into .data/image/images/agent, which `hangar dev` serves as
+## hangar/agent:latest; rebuilt only when its recipe changes (internal/agentimage)
+agent-image:
+	@scripts/system-deps --agent-image
+	go run ./internal/agentimage -o .data/image/images/agent
 
 ## bench: benchmarks through the full stack against raw baselines, with ratios (BENCH=regexp for some)
 BENCH ?= .

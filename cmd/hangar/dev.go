@@ -92,6 +92,10 @@ func runDev(ctx context.Context, addr, dataDir string, saveEvery time.Duration, 
 	}
 	defer img.Close()
 	log.Info("dev image ready", "ref", img.Ref())
+	for name, ref := range img.More() {
+		// `make agent-image` writes hangar/agent: a session takes it as image_uri.
+		log.Info("image ready", "name", name, "ref", ref)
+	}
 	// Listen before composing: sign-in needs the address browsers reach.
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {

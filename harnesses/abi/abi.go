@@ -15,9 +15,10 @@
 //	hangar_plan(ptr i32, len i32) -> i64  PlanRequest -> Plan
 //	hangar_parse(ptr i32, len i32) -> i64 ParseRequest -> ParseResult
 //
-// and may export (optional; a module without it still speaks version 1):
+// and may export (optional; a module without them still speaks version 1):
 //
 //	hangar_tool_result(ptr i32, len i32) -> i64  ToolResultRequest -> ToolResult
+//	hangar_parse_raw(ptr i32, len i32) -> i64    ParseRequest -> ParseResult, the chunk raw
 //
 // Requests are JSON written by the host into a buffer from hangar_alloc; an answer is JSON in
 // the module's memory, returned as (ptr << 32 | len), and is a Reply: exactly one of "ok" (the
@@ -31,6 +32,16 @@
 // Plugins are pure: the same request gives the same answer, and parse carries what it needs
 // between chunks of output in ParseResult.State, which the host hands back with the next chunk.
 // So the host may run any call on any instance of the module.
+//
+// # Output in whole lines, and raw
+//
+// The host hands a run's output to parse in whole lines: a chunk ends with a newline, but for
+// the last of a stream and the pieces of a line longer than the host carries (32 MiB). A module
+// that exports hangar_parse_raw is handed chunks through it instead of hangar_parse: its request
+// is the ParseRequest as JSON without Chunk, a newline, then the chunk's bytes as they are, so
+// that neither side encodes output as a JSON string. Its answer is hangar_parse's. Chunks are
+// never cut inside a UTF-8 character, but output that is not UTF-8 reaches a raw parser as it
+// is. hangar_parse_raw was added to version 1 without changing it.
 //
 // # Client-side tools
 //
@@ -55,6 +66,12 @@
 // carrying a credential are never logged. Credential and Secret were added to version 1 without
 // changing it, as the client-side tool fields were.
 //
+// # Subagents and commands
+//
+// Event.ParentToolCallID ties a subagent's events to the tool call that started the subagent,
+// and Event.ExitCode keeps a command's exit status on its tool.result. Both were added to
+// version 1 without changing it, as the fields above were.
+//
 // JSON field names follow the API's (svc.app.v1.HarnessDescriptor for Descriptor), so a
 // descriptor is read by the host as the API message itself.
 package abi
@@ -73,6 +90,8 @@ const (
 	ExportParse    = "hangar_parse"
 	// ExportToolResult is optional; see "Client-side tools".
 	ExportToolResult = "hangar_tool_result"
+	// ExportParseRaw is optional; see "Output in whole lines, and raw".
+	ExportParseRaw = "hangar_parse_raw"
 )
 
 // Reply is every answer of a plugin: exactly one of OK and Error.
@@ -216,6 +235,12 @@ type Event struct {
 	// Client marks a tool.call the harness now waits for the API's client to answer
 	// (CompleteToolCall with its ToolCallID); see "Client-side tools".
 	Client bool `json:"client,omitempty"`
+	// ParentToolCallID links an event of a subagent to the tool call of its parent agent that
+	// started it ("" for the main agent's events).
+	ParentToolCallID string `json:"parent_tool_call_id,omitempty"`
+	// ExitCode is a command's exit status, on the tool.result of a tool that runs one and
+	// reports it (nil when unknown).
+	ExitCode *int `json:"exit_code,omitempty"`
 }
 
 // ToolResultRequest hands the plugin a client's result for a tool call it reported with Client.

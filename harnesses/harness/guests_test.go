@@ -22,6 +22,8 @@ var guestBuilds = map[string]struct{ pkg, tags string }{
 	"toolresult":    {"./testdata/good", "toolresult"},
 	"badtoolresult": {"./testdata/good", "badtoolresult"},
 	"hostile":       {"./testdata/hostile", ""},
+	// The real Claude Code harness, for the benchmark of a turn of its output.
+	"claude-code": {"../plugins/claude-code/plugin", ""},
 }
 
 var (

@@ -6,6 +6,8 @@ package harness
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 
 	"github.com/tetratelabs/wazero/api"
 
@@ -25,7 +27,7 @@ var (
 		abi.ExportPlan:     wasm.RequestAnswer,
 		abi.ExportParse:    wasm.RequestAnswer,
 	}
-	optional = map[string]wasm.Signature{abi.ExportToolResult: wasm.RequestAnswer}
+	optional = map[string]wasm.Signature{abi.ExportToolResult: wasm.RequestAnswer, abi.ExportParseRaw: wasm.RequestAnswer}
 )
 
 // Plugin is a loaded harness plugin. Calls may come from any number of goroutines; each runs
@@ -80,9 +82,22 @@ func (p *Plugin) Plan(ctx context.Context, req abi.PlanRequest) (abi.Plan, error
 	return wasm.Ask(ctx, p.m, abi.ExportPlan, &req, checkPlan)
 }
 
-// Parse hands the plugin the next chunk of the harness's output.
+// Parse hands the plugin the next chunk of the harness's output: raw through hangar_parse_raw
+// when the plugin exports it, as JSON through hangar_parse otherwise. Callers hand it whole
+// lines (see Carry).
 func (p *Plugin) Parse(ctx context.Context, req abi.ParseRequest) (abi.ParseResult, error) {
-	return wasm.Ask(ctx, p.m, abi.ExportParse, &req, checkParseResult)
+	if !p.m.Exports(abi.ExportParseRaw) {
+		return wasm.Ask(ctx, p.m, abi.ExportParse, &req, checkParseResult)
+	}
+	chunk := req.Chunk
+	req.Chunk = ""
+	header, err := json.Marshal(req)
+	if err != nil {
+		return abi.ParseResult{}, fmt.Errorf("%s %s: encode parse request: %w", Kind, p.desc.Name, err)
+	}
+	raw := make(wasm.Raw, 0, len(header)+1+len(chunk))
+	raw = append(append(append(raw, header...), '\n'), chunk...)
+	return wasm.Ask(ctx, p.m, abi.ExportParseRaw, raw, checkParseResult)
 }
 
 // TakesToolResults reports whether the plugin exports hangar_tool_result: whether its harness

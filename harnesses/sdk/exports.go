@@ -41,6 +41,9 @@ func exportPlan(ptr, size int32) uint64 { return serve(ptr, size, plan) }
 //go:wasmexport hangar_parse
 func exportParse(ptr, size int32) uint64 { return serve(ptr, size, parse) }
 
+//go:wasmexport hangar_parse_raw
+func exportParseRaw(ptr, size int32) uint64 { return serve(ptr, size, parseRaw) }
+
 // ServeToolResult answers hangar_tool_result for the request the host wrote at (ptr, size). It
 // is for package toolresults, whose import is what makes a module export hangar_tool_result.
 func ServeToolResult(ptr, size int32) uint64 { return serve(ptr, size, toolResult) }

@@ -26,6 +26,7 @@ type LineReader interface {
 
 // ParseLines is Harness.Parse for a parser whose State is S: it decodes S from req.State, hands
 // Read each stdout line req completes (and the unfinished last one once the process exited),
+// its JSON strings clipped to abi.MaxString (abi.ClipStrings) as a host does,
 // keeps stderr lines as diagnostics of the Turn, ends the Turn with the exit status when the run
 // is over, and encodes S again.
 func ParseLines[S any, P interface {
@@ -51,7 +52,7 @@ func (o *Output) parse(req abi.ParseRequest, read func(line string) []abi.Event)
 	switch req.Stream {
 	case "stdout":
 		for _, line := range o.Stdout.Feed(req.Chunk) {
-			events = append(events, read(line)...)
+			events = append(events, read(abi.ClipStrings(line, abi.MaxString))...)
 		}
 	case "stderr":
 		for _, line := range o.Stderr.Feed(req.Chunk) {
@@ -64,7 +65,7 @@ func (o *Output) parse(req abi.ParseRequest, read func(line string) []abi.Event)
 	}
 	if req.Final {
 		if line, ok := o.Stdout.Flush(); ok {
-			events = append(events, read(line)...)
+			events = append(events, read(abi.ClipStrings(line, abi.MaxString))...)
 		}
 		if line, ok := o.Stderr.Flush(); ok {
 			o.Turn.Note(line)

@@ -28,6 +28,7 @@
 package sdk
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -90,6 +91,21 @@ func plan(h Harness, req []byte) []byte {
 func parse(h Harness, req []byte) []byte {
 	return answer("Parse", func() (any, error) {
 		return call(h, req, Harness.Parse)
+	})
+}
+
+// parseRaw answers hangar_parse_raw for req: the JSON of a ParseRequest without its chunk, a
+// newline, then the chunk's bytes.
+func parseRaw(h Harness, req []byte) []byte {
+	return answer("Parse", func() (any, error) {
+		header, chunk, ok := bytes.Cut(req, []byte{'\n'})
+		if !ok {
+			return nil, errors.New("a raw parse request without the newline after its header")
+		}
+		return call(h, header, func(h Harness, r abi.ParseRequest) (abi.ParseResult, error) {
+			r.Chunk = string(chunk)
+			return h.Parse(r)
+		})
 	})
 }
 

@@ -207,3 +207,29 @@ func TestChunkedKeepsCharactersWhole(t *testing.T) {
 		}
 	}
 }
+
+func TestRawParseReplies(t *testing.T) {
+	tests := []struct {
+		name, request, wantText, wantErr string
+	}{
+		{name: "the chunk after the header is handed over as it is", request: "{\"stream\":\"stdout\",\"state\":\"a\"}\n\"b\\\"\n", wantText: "a\"b\\\"\n"},
+		{name: "an empty chunk is fine", request: "{\"stream\":\"stdout\",\"state\":\"a\"}\n", wantText: "a"},
+		{name: "a request without the newline is refused", request: `{"stream":"stdout"}`, wantErr: "without the newline"},
+		{name: "a bad header is refused", request: "{\n", wantErr: "decode request"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := decodeReply(t, parseRaw(echo{}, []byte(tt.request)))
+			if tt.wantErr != "" {
+				if !strings.Contains(r.Error, tt.wantErr) {
+					t.Fatalf("error %q, want it to contain %q", r.Error, tt.wantErr)
+				}
+				return
+			}
+			var got abi.ParseResult
+			if err := json.Unmarshal(r.OK, &got); err != nil || len(got.Events) != 1 || got.Events[0].Text != tt.wantText {
+				t.Fatalf("parse result %+v (%v), want one event of %q", got, err, tt.wantText)
+			}
+		})
+	}
+}

@@ -60,6 +60,7 @@ var layers = []struct {
 var allowed = map[[2]string]string{
 	{"sandboxhosts/host", "harnesses/abi"}:            "a host runs agent turns through harness plugins",
 	{"sandboxhosts/host", "harnesses/harnesscatalog"}: "a host runs agent turns through harness plugins",
+	{"sandboxhosts/host", "harnesses/harness"}:        "a host hands harness output to plugins in whole lines",
 	{"cmd/hangar", "emulators"}:                       "`hangar dev` and `hangar emulators` start the emulators",
 }
 

@@ -238,7 +238,7 @@ func answer[T any](ctx context.Context, m *Module, inst *instance, export string
 	inst.stderr.reset()
 	var params []uint64
 	if req != nil {
-		body, err := json.Marshal(req)
+		body, err := encode(req)
 		if err != nil {
 			return res, fmt.Errorf("%s: encode request: %w", where(m.kind, m.Name(), export), err)
 		}
@@ -272,6 +272,17 @@ func answer[T any](ctx context.Context, m *Module, inst *instance, export string
 		return res, m.Errorf(ErrBadAnswer, export, "answered %s", err)
 	}
 	return res, nil
+}
+
+// Raw is a request written into the module's buffer as it is, not encoded as JSON.
+type Raw []byte
+
+// encode is a request's bytes: Raw as it is, anything else as JSON.
+func encode(req any) ([]byte, error) {
+	if raw, ok := req.(Raw); ok {
+		return raw, nil
+	}
+	return json.Marshal(req)
 }
 
 // write puts a request into a buffer the module allocates for it.

@@ -11,7 +11,8 @@
 // (func(size i32) -> ptr i32); an export taking it is func(ptr i32, len i32) -> i64
 // (RequestAnswer), one taking none func() -> i64 (Answer). The answer lies in the module's memory,
 // returned as (ptr << 32 | len), and is JSON with exactly one of "ok" (the result) and "error"
-// (a refusal): harnesses/abi's Reply.
+// (a refusal): harnesses/abi's Reply. A request of type Raw is written as it is, for an export
+// that takes bytes rather than JSON.
 package wasm
 
 import (

@@ -8,6 +8,9 @@
 //
 //	oci/           the image, an OCI image layout; also the registry's blob store
 //	oci-build-*/   a build in progress, renamed to oci/ when complete
+//	images/<name>/ more images made elsewhere (`make agent-image` writes images/agent), each an
+//	               OCI image layout of one image, served as hangar/<name>:latest: Serve links
+//	               their blobs into oci/'s blob store
 //
 // A data directory belongs to one Registry at a time.
 package devimage
@@ -17,12 +20,15 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log"
+	"maps"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/google/go-containerregistry/pkg/name"
@@ -46,6 +52,7 @@ const (
 	recipeAnnotation = "dev.hangar.devimage.recipe"
 
 	layoutDir   = "oci"
+	moreDir     = "images"
 	buildPrefix = "oci-build-"
 
 	// shutdownGrace is how long Close lets pulls in flight finish before it
@@ -61,6 +68,7 @@ It is meant for trying hangar out; point your profile at a real image for work.
 // Registry serves the dev image on loopback until Close.
 type Registry struct {
 	ref    string
+	more   map[string]string // the images of images/, by name
 	digest string
 	srv    *http.Server
 	done   chan struct{} // closed when srv.Serve has returned
@@ -133,8 +141,13 @@ func start(ctx context.Context, dir string, ln net.Listener) (*Registry, error) 
 	if err := remote.Write(ref, img, remote.WithContext(ctx), remote.WithTransport(inProcess{reg})); err != nil {
 		return nil, fmt.Errorf("push %s: %w", ref, err)
 	}
+	more, err := serveMore(ctx, dir, ln.Addr().String(), reg)
+	if err != nil {
+		return nil, err
+	}
 	r := &Registry{
 		ref:    ref.String(),
+		more:   more,
 		digest: digest.String(),
 		srv:    &http.Server{Handler: readOnly(reg), ReadHeaderTimeout: 10 * time.Second},
 		done:   make(chan struct{}),
@@ -149,6 +162,83 @@ func start(ctx context.Context, dir string, ln net.Listener) (*Registry, error) 
 // Ref is the image's tag reference, such as
 // "127.0.0.1:45123/hangar/dev:latest".
 func (r *Registry) Ref() string { return r.ref }
+
+// More is the reference of each image of the data directory's images/, by name, such as
+// "agent": "127.0.0.1:45123/hangar/agent:latest".
+func (r *Registry) More() map[string]string { return maps.Clone(r.more) }
+
+// serveMore puts the images of dir's images/ into reg, its blobs linked into the blob store; a
+// directory there that is not a layout of one image is skipped with a log line, as a build of
+// it may be under way.
+func serveMore(ctx context.Context, dir, host string, reg http.Handler) (map[string]string, error) {
+	entries, err := os.ReadDir(filepath.Join(dir, moreDir))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	more := map[string]string{}
+	for _, e := range entries {
+		if !e.IsDir() || strings.Contains(e.Name(), ".") {
+			continue // builds in progress are <name>.build-*
+		}
+		src := filepath.Join(dir, moreDir, e.Name())
+		img, err := onlyImage(src)
+		if err != nil {
+			log.Printf("dev image registry: skipping %s: %v", src, err)
+			continue
+		}
+		if err := linkBlobs(filepath.Join(src, "blobs", "sha256"), filepath.Join(dir, layoutDir, "blobs", "sha256")); err != nil {
+			return nil, fmt.Errorf("image %s: %w", e.Name(), err)
+		}
+		ref, err := name.NewTag(host + "/hangar/" + e.Name() + ":" + tag)
+		if err != nil {
+			return nil, fmt.Errorf("image %s: %w", e.Name(), err)
+		}
+		if err := remote.Write(ref, img, remote.WithContext(ctx), remote.WithTransport(inProcess{reg})); err != nil {
+			return nil, fmt.Errorf("push %s: %w", ref, err)
+		}
+		more[e.Name()] = ref.String()
+	}
+	return more, nil
+}
+
+// onlyImage is the one image of the layout at dir.
+func onlyImage(dir string) (v1.Image, error) {
+	p, err := layout.FromPath(dir)
+	if err != nil {
+		return nil, err
+	}
+	idx, err := p.ImageIndex()
+	if err != nil {
+		return nil, err
+	}
+	im, err := idx.IndexManifest()
+	if err != nil {
+		return nil, err
+	}
+	if len(im.Manifests) != 1 {
+		return nil, fmt.Errorf("the layout has %d manifests, want 1", len(im.Manifests))
+	}
+	return p.Image(im.Manifests[0].Digest)
+}
+
+// linkBlobs hard-links every blob of from into to (the images are big: no copies), leaving the
+// blobs to has already.
+func linkBlobs(from, to string) error {
+	entries, err := os.ReadDir(from)
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		err := os.Link(filepath.Join(from, e.Name()), filepath.Join(to, e.Name()))
+		if err != nil && !errors.Is(err, fs.ErrExist) {
+			return fmt.Errorf("link blob %s: %w", e.Name(), err)
+		}
+	}
+	return nil
+}
 
 // Digest is the image manifest digest, the same for every Serve of a data
 // directory.

@@ -17,6 +17,7 @@ import (
 
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/empty"
 	"github.com/google/go-containerregistry/pkg/v1/layout"
 	"github.com/google/go-containerregistry/pkg/v1/random"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
@@ -383,5 +384,44 @@ func TestServeRefusesAddressesOffLoopback(t *testing.T) {
 				t.Fatalf("Serve on %s succeeded", addr)
 			}
 		})
+	}
+}
+
+// An image layout that `make agent-image` (or anything else) put under images/<name> is served
+// as hangar/<name>:latest beside the dev image, blob for blob; a directory there that is no
+// layout (a build cut short) is skipped, and a restart serves the image again.
+func TestServeServesTheImagesOfImagesDir(t *testing.T) {
+	dir := t.TempDir()
+	img, err := random.Image(4096, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := layout.Write(filepath.Join(dir, "images", "agent"), empty.Index)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.AppendImage(img); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(dir, "images", "broken"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	want, err := img.Digest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		r := serve(t, dir, "")
+		more := r.More()
+		if len(more) != 1 || !strings.HasSuffix(more["agent"], "/hangar/agent:latest") {
+			t.Fatalf("More() = %v, want the agent image alone", more)
+		}
+		if got := fetch(t, more["agent"]); got != want.String() {
+			t.Errorf("served %s, want %s", got, want)
+		}
+		if got := fetch(t, r.Ref()); got != r.Digest() {
+			t.Errorf("the dev image is served as %s, want %s", got, r.Digest())
+		}
+		closeRegistry(t, r)
 	}
 }

@@ -10,12 +10,12 @@ import (
 	"path"
 	"slices"
 	"sync"
-	"unicode/utf8"
 
 	"connectrpc.com/connect"
 
 	appv1 "github.com/hangar-dev/hangar/gen/svc/app/v1"
 	"github.com/hangar-dev/hangar/harnesses/abi"
+	"github.com/hangar-dev/hangar/harnesses/harness"
 	"github.com/hangar-dev/hangar/platform/apierr"
 	"github.com/hangar-dev/hangar/platform/ids"
 	"github.com/hangar-dev/hangar/records/eventlog"
@@ -527,7 +527,7 @@ type parser struct {
 	plugin interface {
 		Parse(context.Context, abi.ParseRequest) (abi.ParseResult, error)
 	}
-	carry [2][]byte // the unfinished UTF-8 character at the end of each stream
+	carry [2]harness.Carry // each stream's unfinished last line
 
 	// mu orders parsing against CompleteToolCall, which reads and may replace the state and
 	// logs in the same log; it guards what follows, and the answered of the turn's tool calls.
@@ -542,21 +542,17 @@ func (ps *parser) output(o supervisor.Output) error {
 	if o.Stream == supervisor.Stderr {
 		i, stream = 1, "stderr"
 	}
-	data := append(ps.carry[i], o.Data...)
-	n := completeRunes(data)
-	ps.carry[i] = slices.Clone(data[n:])
-	if n > 0 {
-		ps.parse(ps.b.ctx, abi.ParseRequest{Stream: stream, Chunk: string(data[:n])})
+	if chunk := ps.carry[i].Next(o.Data); len(chunk) > 0 {
+		ps.parse(ps.b.ctx, abi.ParseRequest{Stream: stream, Chunk: string(chunk)})
 	}
 	return nil
 }
 
-// flush hands over whatever bytes a stream ended with.
+// flush hands over whatever each stream ended with.
 func (ps *parser) flush() {
 	for i, stream := range []string{"stdout", "stderr"} {
-		if len(ps.carry[i]) > 0 {
-			ps.parse(ps.b.ctx, abi.ParseRequest{Stream: stream, Chunk: string(ps.carry[i])})
-			ps.carry[i] = nil
+		if rest := ps.carry[i].Rest(); len(rest) > 0 {
+			ps.parse(ps.b.ctx, abi.ParseRequest{Stream: stream, Chunk: string(rest)})
 		}
 	}
 }
@@ -625,20 +621,6 @@ func (ps *parser) record(e abi.Event, source string) {
 			ps.h.log.Warn("record harness resume", "session", ps.b.session, "err", err)
 		}
 	}
-}
-
-// completeRunes is the length of the longest prefix of b that does not end inside a UTF-8
-// character, so that a chunk passed on as a JSON string never splits one.
-func completeRunes(b []byte) int {
-	for i := len(b) - 1; i >= 0 && i >= len(b)-utf8.UTFMax; i-- {
-		if utf8.RuneStart(b[i]) {
-			if utf8.FullRune(b[i:]) {
-				return len(b)
-			}
-			return i
-		}
-	}
-	return len(b)
 }
 
 // placeFile writes a file a plan asks for into the sandbox.

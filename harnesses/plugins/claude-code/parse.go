@@ -21,12 +21,24 @@ import (
 // are not reported. A line that is not a JSON object of a known shape is not an error event
 // either: a stray line (a wrapper's notice, a truncated line) must not fail a turn. It is kept,
 // like stderr, as a diagnostic, reported when the process fails without a result line saying
-// why. A subagent's messages and tool calls are reported like the main agent's.
+// why.
 //
-// Usage counts all input tokens, cache reads and writes included, as the other harnesses do.
+// A subagent's messages and tool calls are reported like the main agent's, with
+// ParentToolCallID set to the Task tool call that started it (the line's parent_tool_use_id).
+// A subagent's prompt arrives as a user line of text and is not reported: its Task call's input
+// holds it.
+//
+// Usage counts all input tokens, cache reads and writes included, as the other harnesses do,
+// of every model in the result's modelUsage: the result's own usage is the main model's only,
+// while subagents may run on others. A run whose background subagent finishes after the first
+// result prints a second one, whose modelUsage and total_cost_usd count the whole run again: so
+// each result reports what its totals add to what was reported before, and the state keeps
+// those totals.
 
 type state struct {
 	sdk.Output
+	// Reported is the usage reported so far in this run.
+	Reported abi.Usage `json:"reported,omitzero"`
 }
 
 func (Harness) Parse(req abi.ParseRequest) (abi.ParseResult, error) {
@@ -42,6 +54,7 @@ type line struct {
 	Message struct {
 		Content json.RawMessage `json:"content"`
 	} `json:"message"`
+	ParentToolUseID string `json:"parent_tool_use_id"`
 	// result
 	IsError      bool            `json:"is_error"`
 	Result       json.RawMessage `json:"result"`
@@ -53,6 +66,13 @@ type line struct {
 		CacheReadInputTokens     int64 `json:"cache_read_input_tokens"`
 		OutputTokens             int64 `json:"output_tokens"`
 	} `json:"usage"`
+	ModelUsage map[string]struct {
+		InputTokens              int64   `json:"inputTokens"`
+		CacheCreationInputTokens int64   `json:"cacheCreationInputTokens"`
+		CacheReadInputTokens     int64   `json:"cacheReadInputTokens"`
+		OutputTokens             int64   `json:"outputTokens"`
+		CostUSD                  float64 `json:"costUSD"`
+	} `json:"modelUsage"`
 }
 
 // block is one content block of a message.
@@ -86,13 +106,22 @@ func (st *state) Read(text string) []abi.Event {
 			st.Turn.Resume = l.SessionID
 		}
 	case "assistant":
-		return assistant(blocks(l.Message.Content))
+		return underParent(assistant(blocks(l.Message.Content)), l.ParentToolUseID)
 	case "user":
-		return toolResults(blocks(l.Message.Content))
+		return underParent(toolResults(blocks(l.Message.Content)), l.ParentToolUseID)
 	case "result":
 		return st.result(l)
 	}
 	return nil
+}
+
+// underParent marks events as a subagent's, started by the tool call parent ("" for the main
+// agent).
+func underParent(events []abi.Event, parent string) []abi.Event {
+	for i := range events {
+		events[i].ParentToolCallID = parent
+	}
+	return events
 }
 
 // blocks decodes message content; content that is a plain string (a user's prompt) has none.
@@ -147,12 +176,18 @@ func resultText(content json.RawMessage) string {
 
 func (st *state) result(l line) []abi.Event {
 	var events []abi.Event
-	usage := abi.Usage{CostUSD: l.TotalCostUSD}
-	if u := l.Usage; u != nil {
-		usage.InputTokens = u.InputTokens + u.CacheCreationInputTokens + u.CacheReadInputTokens
-		usage.OutputTokens = u.OutputTokens
+	total := runTotal(l)
+	usage := abi.Usage{
+		InputTokens:  max(total.InputTokens-st.Reported.InputTokens, 0),
+		OutputTokens: max(total.OutputTokens-st.Reported.OutputTokens, 0),
+		CostUSD:      max(total.CostUSD-st.Reported.CostUSD, 0),
 	}
 	if usage != (abi.Usage{}) {
+		st.Reported = abi.Usage{
+			InputTokens:  st.Reported.InputTokens + usage.InputTokens,
+			OutputTokens: st.Reported.OutputTokens + usage.OutputTokens,
+			CostUSD:      st.Reported.CostUSD + usage.CostUSD,
+		}
 		events = append(events, abi.Event{Kind: abi.KindUsage, Usage: &usage})
 	}
 	if l.IsError || strings.HasPrefix(l.Subtype, "error") {
@@ -162,6 +197,23 @@ func (st *state) result(l line) []abi.Event {
 		st.Turn.Resume = l.SessionID
 	}
 	return append(events, st.Turn.Finish()...)
+}
+
+// runTotal is the usage of the run so far as a result line counts it: the sum over the models
+// of its modelUsage, or its usage when it has none (as Claude Code before modelUsage printed).
+// The cost is total_cost_usd, which counts every model.
+func runTotal(l line) abi.Usage {
+	total := abi.Usage{CostUSD: l.TotalCostUSD}
+	if len(l.ModelUsage) > 0 {
+		for _, m := range l.ModelUsage {
+			total.InputTokens += m.InputTokens + m.CacheCreationInputTokens + m.CacheReadInputTokens
+			total.OutputTokens += m.OutputTokens
+		}
+	} else if u := l.Usage; u != nil {
+		total.InputTokens = u.InputTokens + u.CacheCreationInputTokens + u.CacheReadInputTokens
+		total.OutputTokens = u.OutputTokens
+	}
+	return total
 }
 
 // failure says why a run failed: its result text, else its errors, else its subtype (such as

@@ -17,7 +17,7 @@ import (
 //	                 (after its tool.call when it did not start first); error -> error
 //	turn.completed   usage, then turn.done with Resume = thread_id
 //	turn.failed      error, then turn.done
-//	error            error
+//	error            error, but for a reconnect notice
 //
 // Tool items are command_execution (tool "shell"), mcp_tool_call ("<server>/<tool>"),
 // file_change ("apply_patch") and web_search ("web_search"); the last two are reported when they
@@ -25,7 +25,12 @@ import (
 // types added later are not reported. An "error" item is a warning (a deprecation, a model
 // rerouted) and is reported as an error event without failing the turn, which turn.failed does.
 // A line that is not an event is kept as a diagnostic, as stderr is, and reported only when the
-// process fails without saying why.
+// process fails without saying why. So is a reconnect notice (an "error" event whose message
+// starts "Reconnecting..."), which Codex prints while it retries a dropped stream: a turn that
+// then succeeds had no error, one that fails says why in turn.failed, and a process that dies
+// meanwhile (killed, crashed) ends with its exit status and the notice among its last output.
+//
+// A command's result keeps its exit code (ExitCode) beside its output.
 //
 // Usage counts all input tokens, cached ones included, as Codex reports them.
 
@@ -117,10 +122,17 @@ func (st *state) Read(line string) []abi.Event {
 	case "turn.failed":
 		return append(st.Turn.Error(e.Error.Message), st.Turn.Finish()...)
 	case "error":
+		if strings.HasPrefix(e.Message, reconnecting) {
+			st.Turn.Note(e.Message)
+			return nil
+		}
 		return st.Turn.Error(e.Message)
 	}
 	return nil
 }
+
+// reconnecting starts Codex's notices of a stream it retries.
+const reconnecting = "Reconnecting..."
 
 // callsAtStart are the tool items whose arguments are known when they start.
 var callsAtStart = map[string]bool{"command_execution": true, "mcp_tool_call": true}
@@ -175,7 +187,7 @@ func toolResult(it item) abi.Event {
 	e := abi.Event{Kind: abi.KindToolResult, ToolCallID: it.ID}
 	switch it.Type {
 	case "command_execution":
-		e.Text = it.AggregatedOutput
+		e.Text, e.ExitCode = it.AggregatedOutput, it.ExitCode
 		e.IsError = it.Status != "completed" || it.ExitCode != nil && *it.ExitCode != 0
 		if e.Text == "" && it.Status == "declined" {
 			e.Text = "declined"

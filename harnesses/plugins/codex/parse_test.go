@@ -7,21 +7,49 @@ import (
 	"github.com/hangar-dev/hangar/harnesses/sdk/sdktest"
 )
 
-// Recorded runs tell the same story however their output is cut into chunks.
+// Recorded runs tell the same story however their output is cut into chunks. The real-*
+// recordings are the real CLI's, written by TestRealCodexAgainstTheFakeAPI and
+// TestRealCodexKilledWhileReconnecting: in real-edit a failed command keeps its exit code and a
+// reconnect notice is no error of the turn; real-killed ends, killed, after a reconnect notice
+// and reports its exit status with its last output.
 func TestParseRecordedRuns(t *testing.T) {
 	const unauthorized = "unexpected status 401 Unauthorized: Incorrect API key provided: sk-proj-****. You can find your API key at https://platform.openai.com/account/api-keys."
 	sdktest.CheckRecordings(t, Harness{}, []sdktest.Recording{
 		{
+			File: "real-edit.jsonl",
+			Want: []abi.Event{
+				sdktest.Message("Let me look for notes first."),
+				sdktest.ToolCall("item_1", "shell", `{"command":"/bin/bash -lc 'cat NOTES.md'"}`),
+				sdktest.CommandResult("item_1", "cat: NOTES.md: No such file or directory\n", true, 1),
+				sdktest.ToolCall("item_2", "apply_patch", `{"changes":[{"path":"/tmp/TestRealCodexAgainstTheFakeAPI3682161747/001/work/greeting.txt","kind":"update"}]}`),
+				sdktest.ToolResult("item_2", "update /tmp/TestRealCodexAgainstTheFakeAPI3682161747/001/work/greeting.txt", false),
+				sdktest.ToolCall("item_3", "shell", `{"command":"/bin/bash -lc \"git commit -qam 'Fix the greeting' \u0026\u0026 git push -q origin HEAD\""}`),
+				sdktest.CommandResult("item_3", "", false, 0),
+				sdktest.Message("Fixed the greeting and pushed the commit."),
+				sdktest.Usage(5400, 112, 0),
+				sdktest.Done("01a214f8-ff90-7a02-8be9-632b0cddd32a"),
+			},
+		},
+		{
+			File:   "real-killed.jsonl",
+			Stderr: "real-killed.stderr",
+			Status: 137,
+			Want: []abi.Event{
+				sdktest.Error("exit status 137\nReconnecting... 1/5 (stream disconnected before completion: Transport error: network error: error decoding response body)\n2026-11-25T23:09:54.395660Z ERROR codex_api::endpoint::responses_websocket: failed to connect to Responses WebSocket stage=Unknown"),
+				sdktest.Done("01a214f9-071a-7480-8474-fc8e3b36bcac"),
+			},
+		},
+		{
 			File: "fix-test.jsonl",
 			Want: []abi.Event{
 				sdktest.ToolCall("item_1", "shell", `{"command":"/bin/bash -lc 'go test ./...'"}`),
-				sdktest.ToolResult("item_1", "--- FAIL: TestAdd (0.00s)\n    add_test.go:9: Add(2, 2) = 5, want 4\nFAIL\nFAIL\texample.com/add\t0.003s\nFAIL\n", true),
+				sdktest.CommandResult("item_1", "--- FAIL: TestAdd (0.00s)\n    add_test.go:9: Add(2, 2) = 5, want 4\nFAIL\nFAIL\texample.com/add\t0.003s\nFAIL\n", true, 1),
 				sdktest.ToolCall("item_3", "apply_patch", `{"changes":[{"path":"/workspace/add.go","kind":"update"}]}`),
 				sdktest.ToolResult("item_3", "update /workspace/add.go", false),
 				sdktest.ToolCall("item_4", "docs/search", `{"query":"table-driven tests"}`),
 				sdktest.ToolResult("item_4", "Prefer table-driven tests.", false),
 				sdktest.ToolCall("item_5", "shell", `{"command":"/bin/bash -lc 'go test ./...'"}`),
-				sdktest.ToolResult("item_5", "ok  \texample.com/add\t0.002s\n", false),
+				sdktest.CommandResult("item_5", "ok  \texample.com/add\t0.002s\n", false, 0),
 				sdktest.Message("Fixed `Add` in `add.go`: it returned `a + b + 1`. The tests pass now."),
 				{Kind: abi.KindUsage, Usage: &abi.Usage{InputTokens: 24763, OutputTokens: 422}},
 				sdktest.Done("019a7c3e-5b21-7d40-9e8f-3c2a1b0d4e5f"),

@@ -34,6 +34,19 @@ func ToolResult(id, text string, isError bool) abi.Event {
 	return abi.Event{Kind: abi.KindToolResult, ToolCallID: id, Text: text, IsError: isError}
 }
 
+// Under is e as a subagent's event, started by the tool call parent.
+func Under(parent string, e abi.Event) abi.Event {
+	e.ParentToolCallID = parent
+	return e
+}
+
+// CommandResult is what tool call id, a command, gave, with its exit code.
+func CommandResult(id, text string, isError bool, exitCode int) abi.Event {
+	e := ToolResult(id, text, isError)
+	e.ExitCode = &exitCode
+	return e
+}
+
 // Usage is a turn's cost.
 func Usage(in, out int64, cost float64) abi.Event {
 	return abi.Event{Kind: abi.KindUsage, Usage: &abi.Usage{InputTokens: in, OutputTokens: out, CostUSD: cost}}
@@ -99,7 +112,10 @@ func CheckToolResults(t *testing.T, h sdk.ToolResulter, cases []ToolResultCase) 
 // Recording is a run of a harness recorded in a file of stdout, with its exit status, and the
 // events it must give.
 type Recording struct {
-	File   string // under testdata/
+	File string // under testdata/
+	// Stderr is a file of what the run printed on stderr, under testdata/ ("" for none); it is
+	// replayed after stdout.
+	Stderr string
 	Status int
 	Want   []abi.Event
 }
@@ -114,8 +130,15 @@ func CheckRecordings(t *testing.T, h sdk.Harness, recs []Recording) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			for _, size := range []int{1, 7, 100, len(stdout)} {
-				got, err := sdk.Replay(h, append(sdk.Chunked("stdout", string(stdout), size), sdk.Exited(rec.Status))...)
+			var stderr []byte
+			if rec.Stderr != "" {
+				if stderr, err = os.ReadFile(filepath.Join("testdata", rec.Stderr)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for _, size := range []int{1, 7, 100, max(len(stdout), len(stderr))} {
+				reqs := append(sdk.Chunked("stdout", string(stdout), size), sdk.Chunked("stderr", string(stderr), size)...)
+				got, err := sdk.Replay(h, append(reqs, sdk.Exited(rec.Status))...)
 				if err != nil {
 					t.Fatal(err)
 				}
