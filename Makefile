@@ -60,7 +60,7 @@ bin/hangar: plugins web
 RACE_PKGS := ./sandboxhosts/host ./records/eventlog ./sandboxhosts/supervisor ./automation/dispatch ./automation/runner ./e2e
 
 ## test: every check and test (fuzz targets run their seed corpora), RACE_PKGS under -race, with one Firestore + Pub/Sub emulator pair for the whole run
-test: check system-deps-browser plugins web web-test
+test: check system-deps-browser plugins web web-test agent-clis agent-image
 	go run ./cmd/hangar emulators -- bash -c 'set -eu; \
 		race=$$(go list $(RACE_PKGS)); \
 		go test $(GO_TEST_FLAGS) $$(go list ./... | grep -vxF "$$race"); \
