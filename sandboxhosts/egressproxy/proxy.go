@@ -1,0 +1,688 @@
+// Package egressproxy is the sandbox host's egress proxy: every TCP connection a sandbox makes
+// (captured in its network namespace by package sandboxnet, or sent to HTTP(S)_PROXY) and every
+// DNS query it asks reaches this proxy, which decides it by the session's Rules, dials the
+// destination through platform/egress's guarded dialer (loopback, private, link-local and
+// metadata addresses are never reached, whatever the rules say), injects secrets the sandbox
+// only holds placeholders of, and reports each connection for the session's audit.
+//
+// Names decide, not addresses: DNS inside the sandbox answers every name with a synthetic
+// address that maps back to it, and a captured connection's host is its TLS SNI, its HTTP Host,
+// or the name its address was handed out for, in that order. The proxy resolves names itself.
+//
+// A connection to a host one of the session's secrets may go to is intercepted: the proxy
+// terminates TLS with a leaf of the deployment's CA (which the sandbox trusts), swaps each
+// secret's placeholder for its value in the request's headers and URL, and speaks TLS to the
+// real host. A request that carries a placeholder to a host its secret may not go to is
+// refused and reported. Any other TLS connection is passed through untouched, so a placeholder
+// inside one is not seen; plain HTTP is always read.
+package egressproxy
+
+import (
+	"bufio"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/netip"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hangar-dev/hangar/platform/egress"
+	"github.com/hangar-dev/hangar/sandboxhosts/sandboxnet"
+)
+
+// Secret is a value a sandbox sees only as Placeholder; the proxy puts Value in its place in
+// requests to AllowHosts / AllowHostPatterns (entries as in Rules).
+type Secret struct {
+	// Name is how audit events and refusals name the secret (its ref); never the value.
+	Name              string
+	Placeholder       string
+	Value             string
+	AllowHosts        []string
+	AllowHostPatterns []string
+}
+
+// Session is what the proxy knows of one sandbox's session.
+type Session struct {
+	ID      string
+	Rules   Rules
+	Secrets []Secret
+}
+
+// Decision words of an audit event.
+const (
+	Allowed = "allow"
+	Denied  = "deny"
+)
+
+// Connection is one audited connection (or, through an explicit HTTP proxy, one request).
+type Connection struct {
+	Host     string `json:"host"`
+	Port     int    `json:"port"`
+	Decision string `json:"decision"`
+	Rule     string `json:"rule"`
+	// Mode is "proxy" (HTTP(S)_PROXY), "transparent" (captured) or "intercepted" (TLS
+	// terminated for an injection).
+	Mode     string   `json:"mode"`
+	BytesOut int64    `json:"bytes_out"`
+	BytesIn  int64    `json:"bytes_in"`
+	Duration float64  `json:"duration_seconds"`
+	Injected []string `json:"secrets_injected,omitempty"`
+	// Refused names a secret whose placeholder was sent where it may not go.
+	Refused string `json:"placeholder_refused,omitempty"`
+	Error   string `json:"error,omitempty"`
+}
+
+// Options configure a Proxy.
+type Options struct {
+	// CA signs the leaves of intercepted hosts; without one no secret can be injected and
+	// Serve refuses sessions that have secrets.
+	CA *CA
+	// Resolve maps "host:port" to a loopback "ip:port" the proxy dials instead, like curl's
+	// --resolve: the only way a test upstream on this machine is reached, under its real name.
+	Resolve map[string]string
+	// RootCAs are the upstream TLS roots; nil is the system's.
+	RootCAs *x509.CertPool
+	// Audit receives every connection of a session; it must not block for long.
+	Audit func(sessionID string, c Connection)
+	Log   *slog.Logger
+}
+
+// Proxy serves the sandboxes of one host.
+type Proxy struct {
+	opts      Options
+	transport *http.Transport
+	dialer    egress.Policy
+}
+
+// New returns a proxy.
+func New(opts Options) *Proxy {
+	if opts.Log == nil {
+		opts.Log = slog.Default()
+	}
+	if opts.Audit == nil {
+		opts.Audit = func(string, Connection) {}
+	}
+	p := &Proxy{opts: opts}
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.Proxy = nil
+	t.DialContext = p.dial
+	t.TLSClientConfig = &tls.Config{RootCAs: opts.RootCAs}
+	t.MaxIdleConnsPerHost = 16
+	p.transport = t
+	return p
+}
+
+// dial connects to addr through the guarded dialer, or to its test override.
+func (p *Proxy) dial(ctx context.Context, network, addr string) (net.Conn, error) {
+	if to, ok := p.opts.Resolve[strings.ToLower(addr)]; ok {
+		var d net.Dialer
+		return d.DialContext(ctx, network, to)
+	}
+	return p.dialer.DialContext(ctx, network, addr)
+}
+
+// Counters are a session's bytes through the proxy.
+type Counters struct {
+	BytesOut, BytesIn, Connections, Denied atomic.Int64
+}
+
+// Sandbox is one session's sandbox being served.
+type Sandbox struct {
+	p     *Proxy
+	sess  Session
+	names *names
+	// Counters are the session's totals.
+	Counters Counters
+	context  context.Context
+	cancel   context.CancelFunc
+	wg       sync.WaitGroup
+}
+
+// Serve answers the DNS queries and captured connections of ns for sess until Close.
+func (p *Proxy) Serve(sess Session, ns *sandboxnet.Namespace) (*Sandbox, error) {
+	sb, err := p.Listen(sess, ns.Capture)
+	if err != nil {
+		return nil, err
+	}
+	sb.serveDNS(ns.DNS, ns.DNSStream)
+	return sb, nil
+}
+
+// Listen serves sess's connections accepted from ln: captured ones (their original destination
+// known) and explicit proxy ones.
+func (p *Proxy) Listen(sess Session, ln *net.TCPListener) (*Sandbox, error) {
+	if len(sess.Secrets) > 0 && p.opts.CA == nil {
+		return nil, errors.New("egress proxy: the session has secrets to inject and the proxy has no CA")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	sb := &Sandbox{p: p, sess: sess, names: newNames(), context: ctx, cancel: cancel}
+	sb.wg.Add(1)
+	go func() {
+		defer sb.wg.Done()
+		for {
+			c, err := ln.AcceptTCP()
+			if err != nil {
+				return
+			}
+			go sb.handle(ctx, c)
+		}
+	}()
+	go func() { <-ctx.Done(); ln.Close() }()
+	return sb, nil
+}
+
+func (sb *Sandbox) ctx() context.Context { return sb.context }
+
+// Close stops serving; connections in flight end with the sandbox's namespace.
+func (sb *Sandbox) Close() {
+	sb.cancel()
+	sb.wg.Wait()
+}
+
+// audit reports c and adds it to the counters.
+func (sb *Sandbox) audit(c Connection, start time.Time) {
+	c.Duration = time.Since(start).Seconds()
+	sb.Counters.Connections.Add(1)
+	sb.Counters.BytesOut.Add(c.BytesOut)
+	sb.Counters.BytesIn.Add(c.BytesIn)
+	if c.Decision == Denied {
+		sb.Counters.Denied.Add(1)
+	}
+	sb.p.opts.Audit(sb.sess.ID, c)
+}
+
+// handle serves one connection from the sandbox.
+func (sb *Sandbox) handle(ctx context.Context, c *net.TCPConn) {
+	defer c.Close()
+	dst, captured, err := sandboxnet.OriginalDst(c)
+	if err != nil {
+		sb.p.opts.Log.Warn("egress: original destination", "session", sb.sess.ID, "err", err)
+		return
+	}
+	if !captured {
+		sb.serveHTTP(ctx, c, bufio.NewReader(c), nil)
+		return
+	}
+	host := dst.Addr().String()
+	if name, ok := sb.names.name(dst.Addr()); ok {
+		host = name
+	}
+	sb.tunnel(ctx, c, bufio.NewReader(c), host, int(dst.Port()), "transparent")
+}
+
+// tunnel serves a connection bound for host:port (from the capture or a CONNECT): TLS is read
+// for its SNI and intercepted when a secret may go to it; plain HTTP is read as HTTP; anything
+// else is passed through.
+func (sb *Sandbox) tunnel(ctx context.Context, c net.Conn, br *bufio.Reader, host string, port int, mode string) {
+	start := time.Now()
+	first, err := br.Peek(1)
+	if err != nil {
+		return
+	}
+	switch {
+	case first[0] == 0x16: // a TLS handshake record
+		sni, _ := peekSNI(br)
+		if sni != "" {
+			host = sni
+		}
+		if sb.intercepts(host, port) {
+			sb.intercept(ctx, c, br, host, port)
+			return
+		}
+	case looksLikeHTTP(br):
+		fixed := &target{host: host, port: port, scheme: "http", mode: mode}
+		sb.serveHTTP(ctx, c, br, fixed)
+		return
+	}
+	ok, rule := sb.sess.Rules.decide(host, port)
+	ev := Connection{Host: host, Port: port, Mode: mode, Rule: rule, Decision: Allowed}
+	if !ok {
+		// Not HTTP: a reset is the readable refusal.
+		ev.Decision = Denied
+		reset(c)
+		sb.audit(ev, start)
+		return
+	}
+	up, err := sb.p.dial(ctx, "tcp", net.JoinHostPort(host, strconv.Itoa(port)))
+	if err != nil {
+		ev.Decision, ev.Error = Denied, err.Error()
+		if errors.Is(err, egress.ErrRefused) {
+			ev.Rule = "guarded dialer: " + err.Error()
+		}
+		reset(c)
+		sb.audit(ev, start)
+		return
+	}
+	defer up.Close()
+	ev.BytesOut, ev.BytesIn = splice(c, br, up)
+	sb.audit(ev, start)
+}
+
+// splice copies both ways until both sides are done, and returns the bytes each way. The
+// peeked bytes go first; then, between two TCP sockets, the kernel copies (splice).
+func splice(c net.Conn, br *bufio.Reader, up net.Conn) (out, in int64) {
+	done := make(chan int64, 1)
+	go func() {
+		n, _ := io.Copy(c, up)
+		closeWrite(c)
+		done <- n
+	}()
+	n, _ := br.WriteTo(up)
+	out = n
+	if n2, err := io.Copy(up, c); err == nil || n2 > 0 {
+		out += n2
+	}
+	closeWrite(up)
+	in = <-done
+	return out, in
+}
+
+func closeWrite(c net.Conn) {
+	if cw, ok := c.(interface{ CloseWrite() error }); ok {
+		_ = cw.CloseWrite()
+	}
+}
+
+// reset closes c with a TCP RST: a refusal that is immediate and never a hang.
+func reset(c net.Conn) {
+	if tc, ok := c.(*net.TCPConn); ok {
+		_ = tc.SetLinger(0)
+	}
+	_ = c.Close()
+}
+
+// looksLikeHTTP reports whether the first bytes are an HTTP/1 request line's method.
+func looksLikeHTTP(br *bufio.Reader) bool {
+	b, _ := br.Peek(8)
+	s := string(b)
+	for _, m := range []string{"GET ", "POST ", "PUT ", "HEAD ", "DELETE ", "PATCH ", "OPTIONS "} {
+		if strings.HasPrefix(s, m) || strings.HasPrefix(m, s) && len(s) > 0 && len(s) < len(m) {
+			return strings.HasPrefix(s, m)
+		}
+	}
+	return false
+}
+
+// intercepts reports whether some secret may be injected into requests to host:port.
+func (sb *Sandbox) intercepts(host string, port int) bool {
+	for _, s := range sb.sess.Secrets {
+		if _, ok := matchHost(host, port, s.AllowHosts, s.AllowHostPatterns); ok {
+			return true
+		}
+	}
+	return false
+}
+
+// intercept terminates the sandbox's TLS with a leaf for host and serves its requests.
+func (sb *Sandbox) intercept(ctx context.Context, c net.Conn, br *bufio.Reader, host string, port int) {
+	leaf, err := sb.p.opts.CA.leaf(host)
+	if err != nil {
+		sb.p.opts.Log.Error("egress: leaf certificate", "host", host, "err", err)
+		return
+	}
+	tc := tls.Server(&bufferedConn{Conn: c, r: br}, &tls.Config{
+		Certificates: []tls.Certificate{*leaf},
+		NextProtos:   []string{"http/1.1"},
+		MinVersion:   tls.VersionTLS12,
+	})
+	if err := tc.HandshakeContext(ctx); err != nil {
+		return
+	}
+	sb.serveHTTP(ctx, tc, bufio.NewReader(tc), &target{host: host, port: port, scheme: "https", mode: "intercepted"})
+}
+
+// peekSNI reads the server name of the TLS ClientHello at the front of br without consuming it.
+func peekSNI(br *bufio.Reader) (string, error) {
+	var sni string
+	errGot := errors.New("got the hello")
+	// Writes go nowhere: the aborted handshake must not answer the client.
+	tc := tls.Server(&peekConn{r: br}, &tls.Config{GetConfigForClient: func(h *tls.ClientHelloInfo) (*tls.Config, error) {
+		sni = h.ServerName
+		return nil, errGot
+	}})
+	err := tc.Handshake()
+	if errors.Is(err, errGot) {
+		return sni, nil
+	}
+	return sni, err
+}
+
+// peekConn reads a bufio.Reader's buffered bytes without consuming them, and drops writes.
+type peekConn struct {
+	net.Conn
+	r   *bufio.Reader
+	off int
+}
+
+func (p *peekConn) Read(b []byte) (int, error) {
+	// Ask for one byte more than was handed out: Peek blocks only until it has that many, so a
+	// hello shorter than b never waits for bytes the client will not send before an answer.
+	if p.r.Buffered() <= p.off {
+		if _, err := p.r.Peek(p.off + 1); err != nil {
+			return 0, err
+		}
+	}
+	buf, _ := p.r.Peek(p.r.Buffered())
+	n := copy(b, buf[p.off:])
+	p.off += n
+	return n, nil
+}
+func (p *peekConn) Write(b []byte) (int, error)      { return len(b), nil }
+func (p *peekConn) Close() error                     { return nil }
+func (p *peekConn) SetDeadline(time.Time) error      { return nil }
+func (p *peekConn) SetReadDeadline(time.Time) error  { return nil }
+func (p *peekConn) SetWriteDeadline(time.Time) error { return nil }
+func (p *peekConn) LocalAddr() net.Addr              { return &net.TCPAddr{} }
+func (p *peekConn) RemoteAddr() net.Addr             { return &net.TCPAddr{} }
+
+// bufferedConn is a net.Conn whose reads come through r first.
+type bufferedConn struct {
+	net.Conn
+	r *bufio.Reader
+}
+
+func (b *bufferedConn) Read(p []byte) (int, error) { return b.r.Read(p) }
+
+// countingConn counts bytes each way.
+type countingConn struct {
+	net.Conn
+	r       io.Reader
+	in, out atomic.Int64
+}
+
+func (c *countingConn) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.out.Add(int64(n))
+	return n, err
+}
+
+func (c *countingConn) Write(p []byte) (int, error) {
+	n, err := c.Conn.Write(p)
+	c.in.Add(int64(n))
+	return n, err
+}
+
+// target is where the requests of an HTTP connection go when the connection itself says
+// (captured, CONNECTed, intercepted); nil for an explicit proxy connection, whose requests name
+// their own.
+type target struct {
+	host   string
+	port   int
+	scheme string
+	mode   string
+}
+
+// oneConn is a listener that yields one connection, then waits for it to be done.
+type oneConn struct {
+	c    net.Conn
+	once sync.Once
+	done chan struct{}
+}
+
+func (l *oneConn) Accept() (net.Conn, error) {
+	var c net.Conn
+	l.once.Do(func() { c = l.c })
+	if c != nil {
+		return c, nil
+	}
+	<-l.done
+	return nil, net.ErrClosed
+}
+func (l *oneConn) Close() error   { return nil }
+func (l *oneConn) Addr() net.Addr { return l.c.LocalAddr() }
+
+// connState is what the requests of one HTTP connection share.
+type connState struct {
+	cc       *countingConn
+	start    time.Time
+	injected map[string]bool
+	mu       sync.Mutex
+}
+
+type stateKey struct{}
+
+// serveHTTP serves the HTTP/1 requests of c: forwarded to fixed, or, without it, to what each
+// request names (an explicit proxy, which may also CONNECT).
+func (sb *Sandbox) serveHTTP(ctx context.Context, c net.Conn, br *bufio.Reader, fixed *target) {
+	cs := &connState{cc: &countingConn{Conn: c, r: br}, start: time.Now(), injected: map[string]bool{}}
+	l := &oneConn{c: cs.cc, done: make(chan struct{})}
+	var closeOnce sync.Once
+	// A hijacked connection (a CONNECT tunnel) ends Serve while its handler still runs.
+	var handlers sync.WaitGroup
+	srv := &http.Server{
+		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			handlers.Add(1)
+			defer handlers.Done()
+			sb.serveRequest(w, r, fixed)
+		}),
+		ReadHeaderTimeout: time.Minute,
+		BaseContext:       func(net.Listener) context.Context { return context.WithValue(ctx, stateKey{}, cs) },
+		ConnState: func(_ net.Conn, s http.ConnState) {
+			if s == http.StateClosed || s == http.StateHijacked {
+				closeOnce.Do(func() { close(l.done) })
+			}
+		},
+		ErrorLog: slog.NewLogLogger(sb.p.opts.Log.Handler(), slog.LevelDebug),
+	}
+	_ = srv.Serve(l)
+	handlers.Wait()
+	if fixed != nil && fixed.mode != "" {
+		// One event for the connection, once its requests are done.
+		cs.mu.Lock()
+		var injected []string
+		for n := range cs.injected {
+			injected = append(injected, n)
+		}
+		cs.mu.Unlock()
+		ok, rule := sb.sess.Rules.decide(fixed.host, fixed.port)
+		ev := Connection{Host: fixed.host, Port: fixed.port, Mode: fixed.mode, Rule: rule, Decision: Allowed,
+			BytesOut: cs.cc.out.Load(), BytesIn: cs.cc.in.Load(), Injected: injected}
+		if !ok {
+			ev.Decision = Denied
+		}
+		sb.audit(ev, cs.start)
+	}
+}
+
+// refuse answers 403 with a message that says which rule refused the request.
+func refuse(w http.ResponseWriter, msg string) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Header().Set("X-Hangar-Egress", "denied")
+	w.WriteHeader(http.StatusForbidden)
+	fmt.Fprintf(w, "hangar egress proxy: %s\n", msg)
+}
+
+// serveRequest decides, injects and forwards one request.
+func (sb *Sandbox) serveRequest(w http.ResponseWriter, r *http.Request, fixed *target) {
+	cs := r.Context().Value(stateKey{}).(*connState)
+	start := time.Now()
+	in0, out0 := cs.cc.in.Load(), cs.cc.out.Load()
+	t := fixed
+	if t == nil {
+		host, port, err := requestTarget(r)
+		if err != nil {
+			http.Error(w, "hangar egress proxy: "+err.Error(), http.StatusBadRequest)
+			return
+		}
+		if r.Method == http.MethodConnect {
+			sb.connect(w, r, host, port)
+			return
+		}
+		t = &target{host: host, port: port, scheme: "http"}
+		// An explicit proxy connection may carry requests for many hosts: each is an event.
+		defer func() {
+			ok, rule := sb.sess.Rules.decide(host, port)
+			ev := Connection{Host: host, Port: port, Mode: "proxy", Rule: rule, Decision: Allowed,
+				BytesOut: cs.cc.out.Load() - out0, BytesIn: cs.cc.in.Load() - in0}
+			if !ok {
+				ev.Decision = Denied
+			}
+			sb.audit(ev, start)
+		}()
+	}
+	if t.scheme == "http" && fixed != nil {
+		// A captured plain HTTP request says where it goes in its Host header.
+		if h, _, err := net.SplitHostPort(r.Host); err == nil {
+			t = &target{host: strings.ToLower(h), port: t.port, scheme: t.scheme, mode: t.mode}
+		} else if r.Host != "" {
+			t = &target{host: strings.ToLower(r.Host), port: t.port, scheme: t.scheme, mode: t.mode}
+		}
+	}
+	if ok, rule := sb.sess.Rules.decide(t.host, t.port); !ok {
+		refuse(w, fmt.Sprintf("%s:%d refused (%s)", t.host, t.port, rule))
+		return
+	}
+	injected, refused := sb.inject(r, t.host, t.port)
+	if refused != "" {
+		sb.audit(Connection{Host: t.host, Port: t.port, Mode: t.mode, Decision: Denied, Refused: refused,
+			Rule: "placeholder of secret " + refused + " sent to a host it may not go to"}, start)
+		refuse(w, fmt.Sprintf("the request to %s carries the placeholder of secret %q, which may not go to this host", t.host, refused))
+		return
+	}
+	cs.mu.Lock()
+	for _, n := range injected {
+		cs.injected[n] = true
+	}
+	cs.mu.Unlock()
+	rp := &httputil.ReverseProxy{
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			pr.Out.URL.Scheme = t.scheme
+			pr.Out.URL.Host = net.JoinHostPort(t.host, strconv.Itoa(t.port))
+			if def := map[string]int{"http": 80, "https": 443}[t.scheme]; def == t.port {
+				pr.Out.URL.Host = t.host
+			}
+			pr.Out.Host = pr.In.Host
+			pr.Out.Header["X-Forwarded-For"] = nil
+		},
+		Transport:     sb.p.transport,
+		FlushInterval: -1,
+		ErrorHandler: func(w http.ResponseWriter, _ *http.Request, err error) {
+			msg := fmt.Sprintf("cannot reach %s:%d: %v", t.host, t.port, err)
+			if errors.Is(err, egress.ErrRefused) {
+				refuse(w, msg)
+				return
+			}
+			http.Error(w, "hangar egress proxy: "+msg, http.StatusBadGateway)
+		},
+	}
+	rp.ServeHTTP(w, r)
+}
+
+// requestTarget is the host and port an explicit proxy request names.
+func requestTarget(r *http.Request) (string, int, error) {
+	hostport := r.Host
+	if r.Method != http.MethodConnect {
+		if !r.URL.IsAbs() || r.URL.Scheme != "http" {
+			return "", 0, errors.New("an HTTP proxy request needs an absolute http:// URL (use CONNECT for https)")
+		}
+		hostport = r.URL.Host
+	}
+	host, p, err := net.SplitHostPort(hostport)
+	if err != nil {
+		host, p = hostport, "80"
+	}
+	port, err := strconv.Atoi(p)
+	if err != nil || port < 1 || port > 65535 || host == "" {
+		return "", 0, fmt.Errorf("bad target %q", hostport)
+	}
+	return strings.ToLower(strings.Trim(host, "[]")), port, nil
+}
+
+// connect answers an explicit proxy's CONNECT: 403 naming the rule, or a tunnel.
+func (sb *Sandbox) connect(w http.ResponseWriter, r *http.Request, host string, port int) {
+	if ok, rule := sb.sess.Rules.decide(host, port); !ok {
+		refuse(w, fmt.Sprintf("CONNECT %s:%d refused (%s)", host, port, rule))
+		sb.audit(Connection{Host: host, Port: port, Mode: "proxy", Decision: Denied, Rule: rule}, time.Now())
+		return
+	}
+	if egressRefused(host) != nil {
+		refuse(w, egressRefused(host).Error())
+		sb.audit(Connection{Host: host, Port: port, Mode: "proxy", Decision: Denied, Rule: "guarded dialer: " + egressRefused(host).Error()}, time.Now())
+		return
+	}
+	hj, ok := w.(http.Hijacker)
+	if !ok {
+		http.Error(w, "hangar egress proxy: cannot tunnel", http.StatusInternalServerError)
+		return
+	}
+	c, brw, err := hj.Hijack()
+	if err != nil {
+		return
+	}
+	defer c.Close()
+	if _, err := io.WriteString(c, "HTTP/1.1 200 Connection established\r\n\r\n"); err != nil {
+		return
+	}
+	sb.tunnel(r.Context(), c, brw.Reader, host, port, "proxy")
+}
+
+// egressRefused refuses a CONNECT to a literal or metadata name the guarded dialer would refuse,
+// with a 403 rather than a tunnel that resets.
+func egressRefused(host string) error {
+	var p egress.Policy
+	return p.CheckHost(host)
+}
+
+// inject swaps, in r's headers and URL, each secret's placeholder for its value when the secret
+// may go to host:port, and names the secrets injected; it names the first secret whose
+// placeholder r carries to a host the secret may not go to, and then changes nothing.
+func (sb *Sandbox) inject(r *http.Request, host string, port int) (injected []string, refused string) {
+	for _, s := range sb.sess.Secrets {
+		if s.Placeholder == "" || !carries(r, s.Placeholder) {
+			continue
+		}
+		if _, ok := matchHost(host, port, s.AllowHosts, s.AllowHostPatterns); !ok {
+			return nil, s.Name
+		}
+		injected = append(injected, s.Name)
+	}
+	for _, s := range sb.sess.Secrets {
+		if !contains(injected, s.Name) {
+			continue
+		}
+		for k, vs := range r.Header {
+			for i, v := range vs {
+				r.Header[k][i] = strings.ReplaceAll(v, s.Placeholder, s.Value)
+			}
+		}
+		r.URL.RawQuery = strings.ReplaceAll(r.URL.RawQuery, s.Placeholder, s.Value)
+	}
+	return injected, ""
+}
+
+// carries reports whether r's headers or URL hold the placeholder.
+func carries(r *http.Request, placeholder string) bool {
+	if strings.Contains(r.URL.String(), placeholder) {
+		return true
+	}
+	for _, vs := range r.Header {
+		for _, v := range vs {
+			if strings.Contains(v, placeholder) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func contains(xs []string, x string) bool {
+	for _, y := range xs {
+		if y == x {
+			return true
+		}
+	}
+	return false
+}
+
+// SyntheticPrefix is where the sandbox's DNS hands out addresses: each stands for one name.
+var SyntheticPrefix = netip.MustParsePrefix("198.18.0.0/15")

@@ -1,0 +1,222 @@
+package egressproxy
+
+import (
+	"crypto/x509"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/miekg/dns"
+	"golang.org/x/sys/unix"
+
+	"github.com/hangar-dev/hangar/sandboxhosts/sandboxnet"
+)
+
+const (
+	placeholder = "hangar-placeholder-0123456789abcdef"
+	realKey     = "sk-real-key-never-in-the-sandbox"
+)
+
+// upstream is a loopback HTTPS server standing for a real host; it records the Authorization
+// headers it gets.
+type upstream struct {
+	*httptest.Server
+	mu    sync.Mutex
+	auths []string
+}
+
+func newUpstream(t *testing.T, tlsOn bool) *upstream {
+	u := &upstream{}
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		u.mu.Lock()
+		u.auths = append(u.auths, r.Header.Get("Authorization"))
+		u.mu.Unlock()
+		io.WriteString(w, "hello from "+r.Host)
+	})
+	if tlsOn {
+		u.Server = httptest.NewTLSServer(h)
+	} else {
+		u.Server = httptest.NewServer(h)
+	}
+	t.Cleanup(u.Close)
+	return u
+}
+
+func (u *upstream) lastAuth() string {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if len(u.auths) == 0 {
+		return ""
+	}
+	return u.auths[len(u.auths)-1]
+}
+
+// fixture is a proxy serving one session in a real network namespace, with loopback upstreams
+// for api.example.com (https, gets the secret), other.example.com (https) and
+// plain.example.com (http).
+type fixture struct {
+	ns                *sandboxnet.Namespace
+	sb                *Sandbox
+	api, other, plain *upstream
+	caFile            string
+	mu                sync.Mutex
+	events            []Connection
+}
+
+func newFixture(t *testing.T, rules Rules) *fixture {
+	t.Helper()
+	if unix.Geteuid() != 0 {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("needs root")
+		}
+		t.Skip("needs root")
+	}
+	f := &fixture{api: newUpstream(t, true), other: newUpstream(t, true), plain: newUpstream(t, false)}
+	ca, err := NewCA()
+	if err != nil {
+		t.Fatal(err)
+	}
+	roots := x509.NewCertPool()
+	roots.AddCert(f.api.Certificate())
+	roots.AddCert(f.other.Certificate())
+	p := New(Options{
+		CA: ca,
+		Resolve: map[string]string{
+			"api.example.com:443":   f.api.Listener.Addr().String(),
+			"other.example.com:443": f.other.Listener.Addr().String(),
+			"plain.example.com:80":  f.plain.Listener.Addr().String(),
+		},
+		RootCAs: roots,
+		Audit: func(_ string, c Connection) {
+			f.mu.Lock()
+			f.events = append(f.events, c)
+			f.mu.Unlock()
+		},
+	})
+	dir := t.TempDir()
+	f.caFile = filepath.Join(dir, "ca.pem")
+	if err := os.WriteFile(f.caFile, ca.CertPEM(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if f.ns, err = sandboxnet.Create(filepath.Join(dir, "netns")); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.ns.Close() })
+	f.sb, err = p.Serve(Session{ID: "sess-1", Rules: rules, Secrets: []Secret{{
+		Name: "anthropic-key", Placeholder: placeholder, Value: realKey, AllowHosts: []string{"api.example.com"},
+	}}}, f.ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(f.sb.Close)
+	return f
+}
+
+// curl runs curl in the namespace, as a sandbox's process would, and returns its output
+// (body, then the status code on the last line) or its error.
+func (f *fixture) curl(t *testing.T, args ...string) (string, error) {
+	t.Helper()
+	args = append([]string{"--net=" + f.ns.Path, "curl", "-sS", "-m", "10", "--cacert", f.caFile, "-w", "\n%{http_code}"}, args...)
+	out, err := exec.Command("nsenter", args...).CombinedOutput()
+	return string(out), err
+}
+
+func TestProxyDecidesAndInjects(t *testing.T) {
+	f := newFixture(t, Rules{AllowHosts: []string{"api.example.com", "other.example.com", "plain.example.com"}})
+	// A public address stands for the name; SNI and Host decide.
+	resolve := func(host string, port int) string { return host + ":" + itoa(port) + ":93.184.216.34" }
+	for _, tc := range []struct {
+		name     string
+		args     []string
+		wantOut  string
+		wantAuth string
+		up       *upstream
+	}{
+		{"captured https to a secret's host gets the real value", []string{"--resolve", resolve("api.example.com", 443), "-H", "Authorization: Bearer " + placeholder, "https://api.example.com/v1"}, "hello from api.example.com", "Bearer " + realKey, nil},
+		{"https_proxy to a secret's host gets the real value", []string{"-x", sandboxnet.ProxyURL, "-H", "Authorization: Bearer " + placeholder, "https://api.example.com/v1"}, "hello from api.example.com", "Bearer " + realKey, nil},
+		{"captured plain http passes", []string{"--resolve", resolve("plain.example.com", 80), "http://plain.example.com/"}, "hello from plain.example.com", "", nil},
+		{"http_proxy plain http passes", []string{"-x", sandboxnet.ProxyURL, "http://plain.example.com/"}, "hello from plain.example.com", "", nil},
+		{"the placeholder sent over plain http elsewhere is refused", []string{"-x", sandboxnet.ProxyURL, "-H", "Authorization: Bearer " + placeholder, "http://plain.example.com/"}, "secret \"anthropic-key\", which may not go to this host", "", nil},
+		{"a host no rule names gets a readable 403", []string{"-x", sandboxnet.ProxyURL, "http://denied.example.com/"}, "denied.example.com:80 refused (default deny", "", nil},
+		{"a CONNECT no rule names gets a readable 403", []string{"-x", sandboxnet.ProxyURL, "https://denied.example.com/"}, "CONNECT tunnel failed, response 403", "", nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			out, _ := f.curl(t, tc.args...)
+			if !strings.Contains(out, tc.wantOut) {
+				t.Fatalf("curl said %q, want it to contain %q", out, tc.wantOut)
+			}
+			if tc.wantAuth != "" && f.api.lastAuth() != tc.wantAuth {
+				t.Fatalf("upstream got Authorization %q, want %q", f.api.lastAuth(), tc.wantAuth)
+			}
+		})
+	}
+	if strings.Contains(strings.Join(f.plain.auths, ","), realKey) || strings.Contains(strings.Join(f.other.auths, ","), realKey) {
+		t.Fatal("the real key reached a host it may not go to")
+	}
+}
+
+func TestProxyNeverReachesPrivateAddresses(t *testing.T) {
+	f := newFixture(t, Rules{DefaultAllow: true, AllowHosts: []string{"169.254.169.254", "10.0.0.1", "127.0.0.1"}})
+	for _, tc := range []struct {
+		name string
+		args []string
+	}{
+		{"metadata by address", []string{"-x", sandboxnet.ProxyURL, "http://169.254.169.254/computeMetadata/v1/"}},
+		{"metadata by name", []string{"-x", sandboxnet.ProxyURL, "http://metadata.google.internal/"}},
+		{"metadata captured", []string{"http://169.254.169.254/"}},
+		{"a private address", []string{"-x", sandboxnet.ProxyURL, "http://10.0.0.1/"}},
+		{"the host's loopback", []string{"-x", sandboxnet.ProxyURL, "http://127.0.0.1:" + itoa(f.plain.Listener.Addr().(*net.TCPAddr).Port) + "/"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			out, _ := f.curl(t, tc.args...)
+			if strings.Contains(out, "hello") || strings.HasSuffix(out, "\n200") {
+				t.Fatalf("reached: %q", out)
+			}
+		})
+	}
+}
+
+func TestProxyDNSAnswersSyntheticAddresses(t *testing.T) {
+	f := newFixture(t, Rules{})
+	var answer string
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		runtime.LockOSThread()
+		fd, err := unix.Open(f.ns.Path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		defer unix.Close(fd)
+		if err := unix.Setns(fd, unix.CLONE_NEWNET); err != nil {
+			t.Error(err)
+			return
+		}
+		m := new(dns.Msg)
+		m.SetQuestion("api.example.com.", dns.TypeA)
+		r, err := dns.Exchange(m, "127.0.0.1:53")
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		if len(r.Answer) == 1 {
+			answer = r.Answer[0].(*dns.A).A.String()
+		}
+	}()
+	<-done
+	if !strings.HasPrefix(answer, "198.18.") {
+		t.Fatalf("answer %q, want a synthetic 198.18.x.y address", answer)
+	}
+}
+
+func itoa(n int) string { return strconv.Itoa(n) }
