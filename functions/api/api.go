@@ -414,7 +414,7 @@ func (t taskSessions) Start(ctx context.Context, spec tasks.SessionSpec) (string
 			*f.dst = &f.val
 		}
 	}
-	resp, err := t.svc.CreateForTask(ctx, req, spec.Key)
+	resp, err := t.svc.CreateForTask(ctx, req, spec.Key, nil)
 	if err != nil {
 		return "", profileImageErr(spec.Image, err)
 	}

@@ -60,6 +60,9 @@ type agentChoice struct {
 	env     map[string]string // the router's variables for the harness
 	// oauth is the OAuth provider whose bundle the harness takes (nil: none).
 	oauth *abi.OAuth
+	// network is what the harness and its router need to reach, and the router's key, which
+	// the sandbox holds only as a placeholder.
+	network *hostv1.SandboxNetwork
 }
 
 // chooseAgent checks the harness fields of m against the harness's descriptor, reporting bad
@@ -92,6 +95,9 @@ func (s *Service) chooseAgent(ctx context.Context, m *appv1.CreateSessionRequest
 		return c, nil
 	}
 	d := e.Descriptor
+	c.network = &hostv1.SandboxNetwork{}
+	addEgress(c.network, d.Egress)
+	addEgress(c.network, d.NativeEgress)
 	if d.Auth != nil {
 		c.oauth = d.Auth.UserOAuth
 	}
@@ -116,6 +122,16 @@ func (s *Service) chooseAgent(ctx context.Context, m *appv1.CreateSessionRequest
 	key, err := s.routerKey(ctx, c.router)
 	if err != nil {
 		return c, err
+	}
+	hosts := routerHosts(c.router)
+	c.network.AllowHosts = append(c.network.AllowHosts, hosts...)
+	if key != "" {
+		// The harness sees a placeholder; the egress proxy swaps in the key on the way to the router.
+		placeholder := NewPlaceholder()
+		c.network.Secrets = append(c.network.Secrets, &hostv1.ProxySecret{
+			Name: c.router.CredentialSecret, Placeholder: placeholder, Value: key, AllowHosts: hosts,
+		})
+		key = placeholder
 	}
 	c.env = routerEnv(c.router, proto, cmp.Or(m.GetModel(), c.router.DefaultModel), key)
 	return c, nil
@@ -289,32 +305,33 @@ var (
 func (s *Service) CreateSession(ctx context.Context, req *connect.Request[appv1.CreateSessionRequest]) (*connect.Response[appv1.CreateSessionResponse], error) {
 	requested := req.Msg.GetRequestedSessionId()
 	if requested == "" {
-		return s.create(ctx, req.Msg, ids.New("sess"), "", nil)
+		return s.create(ctx, req.Msg, ids.New("sess"), "", nil, nil)
 	}
 	caller, _ := auth.Caller(ctx)
 	id := s.derivedID(caller.UserID, spaceRequested, requested)
 	// A session created before requested ids were scoped has the id it requested as its record
 	// id: its owner's retry finds it too.
-	return s.create(ctx, req.Msg, id, requested, []string{id, requested})
+	return s.create(ctx, req.Msg, id, requested, []string{id, requested}, nil)
 }
 
 // CreateForTask creates the session a task runs in, for the caller; m's requested_session_id is
 // not used. With a key (the task's id) the session's id derives from the caller and key, so a
 // retried start finds the session the first made; the answer's session_id is the record id
-// either way.
-func (s *Service) CreateForTask(ctx context.Context, m *appv1.CreateSessionRequest, key string) (*connect.Response[appv1.CreateSessionResponse], error) {
+// either way. network is the task's profile's egress (its network section, its repos' hosts and
+// its proxy-mode secrets), added to what the harness and router need.
+func (s *Service) CreateForTask(ctx context.Context, m *appv1.CreateSessionRequest, key string, network *hostv1.SandboxNetwork) (*connect.Response[appv1.CreateSessionResponse], error) {
 	caller, _ := auth.Caller(ctx)
 	if key == "" {
-		return s.create(ctx, m, ids.New("sess"), "", nil)
+		return s.create(ctx, m, ids.New("sess"), "", nil, network)
 	}
 	id := s.derivedID(caller.UserID, spaceTask, key)
-	return s.create(ctx, m, id, "", []string{id})
+	return s.create(ctx, m, id, "", []string{id}, network)
 }
 
 // create is CreateSession of a session whose record id is id, requested by its owner as
-// requested ("" when not). A retry answers the caller's session at the first of prior (record
-// ids) that exists, without placing a sandbox.
-func (s *Service) create(ctx context.Context, m *appv1.CreateSessionRequest, id, requested string, prior []string) (*connect.Response[appv1.CreateSessionResponse], error) {
+// requested ("" when not), whose egress adds extra to what its harness needs. A retry answers
+// the caller's session at the first of prior (record ids) that exists, without placing a sandbox.
+func (s *Service) create(ctx context.Context, m *appv1.CreateSessionRequest, id, requested string, prior []string, extra *hostv1.SandboxNetwork) (*connect.Response[appv1.CreateSessionResponse], error) {
 	caller, _ := auth.Caller(ctx)
 	var v apierr.Violations
 	image := strings.TrimSpace(cmp.Or(m.GetImageUri(), s.d.DefaultImage))
@@ -394,6 +411,11 @@ func (s *Service) create(ctx context.Context, m *appv1.CreateSessionRequest, id,
 	if err != nil {
 		return nil, err
 	}
+	network := MergeNetwork(agent.network, extra)
+	sealedNet, err := sealNetwork(s.d.Sealer, id, network)
+	if err != nil {
+		return nil, err
+	}
 	var sealedCred []byte
 	if bundle != "" {
 		if sealedCred, err = s.d.Sealer.Seal([]byte(bundle), sessiondb.CredentialOwner(id)); err != nil {
@@ -402,7 +424,7 @@ func (s *Service) create(ctx context.Context, m *appv1.CreateSessionRequest, id,
 	}
 	rec := &sessiondb.Record{
 		ID: id, Owner: caller.UserID, RequestedID: requested, Status: sessiondb.Creating, HostID: host.ID,
-		ImageURI: image, WarmLayer: warmLayer, Mode: mode, SealedEnv: sealed, SealedCredential: sealedCred, Broker: broker, Harness: agent.harness, HarnessMode: m.GetHarnessMode(),
+		ImageURI: image, WarmLayer: warmLayer, Mode: mode, SealedEnv: sealed, SealedCredential: sealedCred, SealedNetwork: sealedNet, Broker: broker, Harness: agent.harness, HarnessMode: m.GetHarnessMode(),
 		Model: m.GetModel(), Effort: m.GetEffort(), ModelRouter: m.GetModelRouter(),
 	}
 	if agent.router != nil && rec.Model == "" {
@@ -420,7 +442,7 @@ func (s *Service) create(ctx context.Context, m *appv1.CreateSessionRequest, id,
 	} else if err != nil {
 		return nil, err
 	}
-	resp, err := client.CreateSandbox(ctx, connect.NewRequest(&hostv1.CreateSandboxRequest{SessionId: id, Env: env, ImageUri: image, WarmLayer: warmLayer}))
+	resp, err := client.CreateSandbox(ctx, connect.NewRequest(&hostv1.CreateSandboxRequest{SessionId: id, Env: env, ImageUri: image, WarmLayer: warmLayer, Network: network}))
 	if err != nil {
 		return nil, err
 	}

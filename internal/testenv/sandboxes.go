@@ -2,6 +2,7 @@ package testenv
 
 import (
 	"context"
+	"crypto/x509"
 	"net"
 	"net/http"
 	"os"
@@ -84,6 +85,10 @@ type Sandboxes struct {
 	// Image is a busybox image with a few files, in a registry on 127.0.0.1.
 	Image    string
 	Registry string
+	// EgressResolve and EgressRootCAs are the hosts' egress proxy test overrides (host.Options):
+	// real host names mapped to loopback upstreams, and those upstreams' roots.
+	EgressResolve map[string]string
+	EgressRootCAs *x509.CertPool
 }
 
 // NewSandboxes prepares the parts; hosts come from StartHost.
@@ -162,6 +167,7 @@ func (s *Sandboxes) StartHost(t testing.TB, id string) *TestHost {
 		ID:        id, Address: "http://" + ln.Addr().String(), DataDir: dir, DB: s.DB, Bucket: s.Bucket,
 		Sealer: s.Sealer, Supervisor: supervisortest.Binary(t), Token: s.Config.HostToken,
 		Config: s.Config.Host, Limits: s.Config.Limits, Registries: s.Config.Registries, CgroupParent: "hangar-test",
+		EgressResolve: s.EgressResolve, EgressRootCAs: s.EgressRootCAs,
 	})
 	if err != nil {
 		ln.Close()

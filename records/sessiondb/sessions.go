@@ -56,6 +56,9 @@ type Record struct {
 	// Broker is how the session reaches its OAuth credential's current bundle through
 	// OAuthCredentialService's broker methods (nil without an OAuth credential).
 	Broker *Broker `firestore:"broker,omitempty"`
+	// SealedNetwork is the session's egress (host.v1.SandboxNetwork, secret values included),
+	// sealed to NetworkOwner; empty lets nothing out.
+	SealedNetwork []byte `firestore:"sealed_network,omitempty"`
 	// LatestSnapshotID is the checkpoint a resume starts from ("" when none was taken).
 	LatestSnapshotID string `firestore:"latest_snapshot_id"`
 	// Harness runs the prompts of an agent session ("" for a plain sandbox session), in
@@ -332,6 +335,9 @@ type Broker struct {
 	SubjectID   string `firestore:"subject_id"`
 	Provider    string `firestore:"provider"`
 }
+
+// NetworkOwner is what a session's sealed egress is bound to.
+func NetworkOwner(id string) string { return Collection + "/" + id + "/network" }
 
 // CredentialOwner is what a session's sealed OAuth credential is bound to.
 func CredentialOwner(id string) string { return Collection + "/" + id + "/oauth_credential" }

@@ -28,6 +28,10 @@ const MinDiskBytes = 32 << 20
 // and whatever else of the sandbox's is to count against its quota.
 func DiskDir(dir string) string { return filepath.Join(dir, "disk") }
 
+// NetNSPath is where a sandbox Dir's network namespace is bind-mounted when the host made one
+// (Spec.NetNS); RemoveDir unbinds it.
+func NetNSPath(dir string) string { return filepath.Join(dir, "netns") }
+
 // UpperDir is the overlay upper dir of the sandbox whose Dir is dir, on its disk.
 func UpperDir(dir string) string { return filepath.Join(DiskDir(dir), "upper") }
 
@@ -90,7 +94,7 @@ func (d *Driver) makeDisk(img string, size int64) error {
 // RemoveDir unmounts everything of a sandbox's Dir (its overlay, then its disk) and deletes it.
 // The sandbox must be stopped; a Dir that is not there is fine.
 func (d *Driver) RemoveDir(dir string) error {
-	for _, target := range []string{filepath.Join(dir, "rootfs"), DiskDir(dir)} {
+	for _, target := range []string{filepath.Join(dir, "rootfs"), DiskDir(dir), NetNSPath(dir)} {
 		if err := unmountAll(target); err != nil {
 			return fmt.Errorf("remove sandbox dir: %w", err)
 		}

@@ -33,6 +33,10 @@ type Spec struct {
 	Mounts []Mount
 	// Resources are the cgroup limits; zero fields take the driver's defaults.
 	Resources Resources
+	// NetNS is a network namespace (a bind-mounted namespace file, see package sandboxnet) the
+	// sandbox joins, prepared by the host before init runs; empty gives it a namespace of its
+	// own with only loopback, down.
+	NetNS string
 	// ExtraFiles are open files init inherits as descriptors 3, 4, … (runc --preserve-fds),
 	// e.g. a listening socket the host made where the sandbox cannot reach it. Create does not
 	// close them.
@@ -102,6 +106,9 @@ func (s Spec) validate() error {
 	}
 	if len(s.Init) == 0 {
 		return fmt.Errorf("sandbox %s: empty init argv", s.ID)
+	}
+	if s.NetNS != "" && !filepath.IsAbs(s.NetNS) {
+		return fmt.Errorf("sandbox %s: network namespace %q is not absolute", s.ID, s.NetNS)
 	}
 	if s.Cwd != "" && !filepath.IsAbs(s.Cwd) {
 		return fmt.Errorf("sandbox %s: cwd %q is not absolute", s.ID, s.Cwd)
@@ -213,7 +220,7 @@ func ociConfig(s Spec, rootfs, cgroupsPath string, res Resources, maxOpenFiles u
 				{Type: specs.MountNamespace},
 				{Type: specs.UTSNamespace},
 				{Type: specs.IPCNamespace},
-				{Type: specs.NetworkNamespace},
+				{Type: specs.NetworkNamespace, Path: s.NetNS},
 			},
 			CgroupsPath: cgroupsPath,
 			Resources:   res.linux(),

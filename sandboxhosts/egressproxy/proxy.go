@@ -336,6 +336,7 @@ func (sb *Sandbox) intercept(ctx context.Context, c net.Conn, br *bufio.Reader, 
 		MinVersion:   tls.VersionTLS12,
 	})
 	if err := tc.HandshakeContext(ctx); err != nil {
+		sb.p.opts.Log.Debug("egress: intercepted handshake", "session", sb.sess.ID, "host", host, "err", err)
 		return
 	}
 	sb.serveHTTP(ctx, tc, bufio.NewReader(tc), &target{host: host, port: port, scheme: "https", mode: "intercepted"})
@@ -443,7 +444,9 @@ func (l *oneConn) Addr() net.Addr { return l.c.LocalAddr() }
 
 // connState is what the requests of one HTTP connection share.
 type connState struct {
-	cc       *countingConn
+	cc *countingConn
+	// outMark and inMark are the counts at the end of the last request an event reported.
+	outMark, inMark atomic.Int64
 	start    time.Time
 	injected map[string]bool
 	mu       sync.Mutex
@@ -506,24 +509,25 @@ func refuse(w http.ResponseWriter, msg string) {
 func (sb *Sandbox) serveRequest(w http.ResponseWriter, r *http.Request, fixed *target) {
 	cs := r.Context().Value(stateKey{}).(*connState)
 	start := time.Now()
-	in0, out0 := cs.cc.in.Load(), cs.cc.out.Load()
+	var injected []string
 	t := fixed
 	if t == nil {
-		host, port, err := requestTarget(r)
-		if err != nil {
+		var err error
+		if t, err = requestTarget(r); err != nil {
 			http.Error(w, "hangar egress proxy: "+err.Error(), http.StatusBadRequest)
 			return
 		}
+		host, port := t.host, t.port
 		if r.Method == http.MethodConnect {
 			sb.connect(w, r, host, port)
 			return
 		}
-		t = &target{host: host, port: port, scheme: "http"}
 		// An explicit proxy connection may carry requests for many hosts: each is an event.
 		defer func() {
 			ok, rule := sb.sess.Rules.decide(host, port)
-			ev := Connection{Host: host, Port: port, Mode: "proxy", Rule: rule, Decision: Allowed,
-				BytesOut: cs.cc.out.Load() - out0, BytesIn: cs.cc.in.Load() - in0}
+			out, in := cs.cc.out.Load(), cs.cc.in.Load()
+			ev := Connection{Host: host, Port: port, Mode: "proxy", Rule: rule, Decision: Allowed, Injected: injected,
+				BytesOut: out - cs.outMark.Swap(out), BytesIn: in - cs.inMark.Swap(in)}
 			if !ok {
 				ev.Decision = Denied
 			}
@@ -543,6 +547,9 @@ func (sb *Sandbox) serveRequest(w http.ResponseWriter, r *http.Request, fixed *t
 		return
 	}
 	injected, refused := sb.inject(r, t.host, t.port)
+	if refused != "" {
+		injected = nil
+	}
 	if refused != "" {
 		sb.audit(Connection{Host: t.host, Port: t.port, Mode: t.mode, Decision: Denied, Refused: refused,
 			Rule: "placeholder of secret " + refused + " sent to a host it may not go to"}, start)
@@ -575,27 +582,30 @@ func (sb *Sandbox) serveRequest(w http.ResponseWriter, r *http.Request, fixed *t
 			http.Error(w, "hangar egress proxy: "+msg, http.StatusBadGateway)
 		},
 	}
-	rp.ServeHTTP(w, r)
+	// The upstream request lives as long as the sandbox, not as the client's read side: clients
+	// such as busybox wget shut their write side after the request, which would cancel it.
+	rp.ServeHTTP(w, r.WithContext(sb.ctx()))
 }
 
-// requestTarget is the host and port an explicit proxy request names.
-func requestTarget(r *http.Request) (string, int, error) {
-	hostport := r.Host
+// requestTarget is the scheme, host and port an explicit proxy request names. An absolute
+// https:// URL (what busybox wget sends) is fetched over TLS by the proxy itself.
+func requestTarget(r *http.Request) (*target, error) {
+	hostport, scheme := r.Host, "https"
 	if r.Method != http.MethodConnect {
-		if !r.URL.IsAbs() || r.URL.Scheme != "http" {
-			return "", 0, errors.New("an HTTP proxy request needs an absolute http:// URL (use CONNECT for https)")
+		if !r.URL.IsAbs() || (r.URL.Scheme != "http" && r.URL.Scheme != "https") {
+			return nil, errors.New("an HTTP proxy request needs an absolute http:// or https:// URL, or CONNECT")
 		}
-		hostport = r.URL.Host
+		hostport, scheme = r.URL.Host, r.URL.Scheme
 	}
 	host, p, err := net.SplitHostPort(hostport)
 	if err != nil {
-		host, p = hostport, "80"
+		host, p = hostport, map[string]string{"http": "80", "https": "443"}[scheme]
 	}
 	port, err := strconv.Atoi(p)
 	if err != nil || port < 1 || port > 65535 || host == "" {
-		return "", 0, fmt.Errorf("bad target %q", hostport)
+		return nil, fmt.Errorf("bad target %q", hostport)
 	}
-	return strings.ToLower(strings.Trim(host, "[]")), port, nil
+	return &target{host: strings.ToLower(strings.Trim(host, "[]")), port: port, scheme: scheme, mode: "proxy"}, nil
 }
 
 // connect answers an explicit proxy's CONNECT: 403 naming the rule, or a tunnel.

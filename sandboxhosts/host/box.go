@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"os"
 	"path/filepath"
@@ -16,12 +17,15 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	hostv1 "github.com/hangar-dev/hangar/gen/host/v1"
 	"github.com/hangar-dev/hangar/platform/apierr"
 	"github.com/hangar-dev/hangar/records/eventlog"
 	"github.com/hangar-dev/hangar/records/sessiondb"
 	"github.com/hangar-dev/hangar/sandboxhosts/container"
+	"github.com/hangar-dev/hangar/sandboxhosts/egressproxy"
 	"github.com/hangar-dev/hangar/sandboxhosts/images"
 	"github.com/hangar-dev/hangar/sandboxhosts/sandboxfs"
+	"github.com/hangar-dev/hangar/sandboxhosts/sandboxnet"
 	"github.com/hangar-dev/hangar/sandboxhosts/snapshots"
 	"github.com/hangar-dev/hangar/sandboxhosts/supervisor"
 )
@@ -51,6 +55,8 @@ type box struct {
 	ready atomic.Bool
 	// agent is the prompt queue's side of an agent session.
 	agent agent
+	// net serves the sandbox's connections and DNS for the session; nil until start.
+	net *egressproxy.Sandbox
 	// logMu guards logClosed: teardown closes the log while late work may still emit.
 	logMu     sync.RWMutex
 	logClosed bool
@@ -182,9 +188,11 @@ func (h *Host) move(ctx context.Context, b *box, to sessiondb.Status, reason str
 // sandbox is a running sandbox and the handles the host keeps on it; sessions get one at start,
 // freshly booted or from the warm pool.
 type sandbox struct {
-	sb     *container.Sandbox
-	sup    *supervisor.Client
-	root   *sandboxfs.Root
+	sb   *container.Sandbox
+	sup  *supervisor.Client
+	root *sandboxfs.Root
+	// ns is the sandbox's network namespace, whose listeners the egress proxy serves.
+	ns     *sandboxnet.Namespace
 	runDir string
 	socket string
 	digest string
@@ -195,7 +203,7 @@ type sandbox struct {
 
 // start gives the session a sandbox — from the warm pool when it starts from its image, else
 // booted over its checkpoint's files — and opens its event log. On error nothing is left.
-func (h *Host) start(ctx context.Context, b *box, rec *sessiondb.Record, env map[string]string, manifest *snapshots.Manifest) error {
+func (h *Host) start(ctx context.Context, b *box, rec *sessiondb.Record, env map[string]string, network *hostv1.SandboxNetwork, manifest *snapshots.Manifest) error {
 	var sbx *sandbox
 	// The warm pool holds sandboxes of plain images; one with a warm layer boots.
 	pooled := rec.WarmLayer == ""
@@ -219,7 +227,16 @@ func (h *Host) start(ctx context.Context, b *box, rec *sessiondb.Record, env map
 		h.remove(context.WithoutCancel(ctx), sbx)
 		return err
 	}
-	b.sandbox, b.events, b.env = sbx, events, envEntries(env)
+	b.net, err = h.proxy.Serve(proxySession(rec.ID, network), sbx.ns)
+	if err != nil {
+		_ = events.Close(ctx)
+		h.remove(context.WithoutCancel(ctx), sbx)
+		return err
+	}
+	// The session's own variables win over the network's, as an image's ENV loses to both.
+	withNet := networkEnv()
+	maps.Copy(withNet, env)
+	b.sandbox, b.events, b.env = sbx, events, envEntries(withNet)
 	b.manifest, b.status = manifest, rec.Status
 	b.ctx, b.cancel = context.WithCancel(context.WithoutCancel(ctx))
 	b.lastActive.Store(h.clock.Now().UnixNano())
@@ -262,6 +279,15 @@ func (h *Host) boot(ctx context.Context, img *images.Image, manifest *snapshots.
 		return nil, nil, err
 	}
 	defer listener.Close()
+	ns, netMounts, err := h.prepareNetwork(dir, img.LowerDirs)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer func() {
+		if err != nil {
+			_ = ns.Close()
+		}
+	}()
 	if manifest != nil {
 		upper := container.UpperDir(dir)
 		if err := os.MkdirAll(upper, 0o755); err != nil {
@@ -282,10 +308,11 @@ func (h *Host) boot(ctx context.Context, img *images.Image, manifest *snapshots.
 		Env:       img.Config.Env,
 		Cwd:       img.Config.WorkingDir,
 		Hostname:  id,
-		Mounts: []container.Mount{
+		Mounts: append([]container.Mount{
 			{Source: h.opts.Supervisor, Destination: supervisorPath, ReadOnly: true},
 			{Source: runDir, Destination: runMount},
-		},
+		}, netMounts...),
+		NetNS:      ns.Path,
 		Resources:  res,
 		ExtraFiles: []*os.File{listener},
 	})
@@ -309,7 +336,7 @@ func (h *Host) boot(ctx context.Context, img *images.Image, manifest *snapshots.
 	if err != nil {
 		return nil, nil, err
 	}
-	return &sandbox{sb: sb, sup: sup, root: root, runDir: runDir, socket: socket, digest: img.Digest, booted: h.clock.Now(), memoryBytes: res.MemoryBytes}, manifest, nil
+	return &sandbox{sb: sb, sup: sup, root: root, ns: ns, runDir: runDir, socket: socket, digest: img.Digest, booted: h.clock.Now(), memoryBytes: res.MemoryBytes}, manifest, nil
 }
 
 // listenSupervisor binds a sandbox's supervisor socket at path, in the host's socket dir, and
@@ -339,7 +366,7 @@ func listenSupervisor(path string) (*os.File, error) {
 
 // remove stops and deletes a sandbox and its files, and gives its memory back.
 func (h *Host) remove(ctx context.Context, sbx *sandbox) error {
-	err := errors.Join(sbx.root.Close(), sbx.sb.Remove(ctx))
+	err := errors.Join(sbx.root.Close(), sbx.ns.Close(), sbx.sb.Remove(ctx))
 	if rerr := os.Remove(sbx.socket); rerr != nil && !errors.Is(rerr, os.ErrNotExist) {
 		err = errors.Join(err, rerr)
 	}
@@ -353,6 +380,9 @@ func (h *Host) teardown(ctx context.Context, b *box) error {
 	h.drop(b)
 	if b.cancel != nil {
 		b.cancel()
+	}
+	if b.net != nil {
+		b.net.Close()
 	}
 	var errs []error
 	if b.events != nil {

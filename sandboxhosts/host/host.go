@@ -9,6 +9,7 @@ import (
 	"cmp"
 	"context"
 	"crypto/rand"
+	"crypto/x509"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -36,6 +37,7 @@ import (
 	"github.com/hangar-dev/hangar/records/registryauth"
 	"github.com/hangar-dev/hangar/records/sessiondb"
 	"github.com/hangar-dev/hangar/sandboxhosts/container"
+	"github.com/hangar-dev/hangar/sandboxhosts/egressproxy"
 	"github.com/hangar-dev/hangar/sandboxhosts/hostclient"
 	"github.com/hangar-dev/hangar/sandboxhosts/imagechunks"
 	"github.com/hangar-dev/hangar/sandboxhosts/images"
@@ -79,6 +81,12 @@ type Options struct {
 	Harnesses *harnesscatalog.Catalog
 	Clock     clock.Clock
 	Log       *slog.Logger
+	// EgressResolve maps "host:port" to a loopback "ip:port" the egress proxy dials instead,
+	// like curl --resolve: how tests reach loopback upstreams under real names. Nothing else
+	// reaches loopback or private addresses from a sandbox.
+	EgressResolve map[string]string
+	// EgressRootCAs are the roots the proxy trusts upstream; nil is the system's.
+	EgressRootCAs *x509.CertPool
 }
 
 // Host is one running sandbox host.
@@ -99,6 +107,9 @@ type Host struct {
 	sockDir string
 
 	pool *pool
+	// proxy is every sandbox's only way out; ca is its interception authority.
+	proxy *egressproxy.Proxy
+	ca    *egressproxy.CA
 
 	mu     sync.Mutex
 	boxes  map[string]*box
@@ -165,6 +176,9 @@ func New(ctx context.Context, opts Options) (*Host, error) {
 		images.WithKeychain(keychain), images.WithMaxImageBytes(opts.Config.MaxImageBytes))
 	if err != nil {
 		return nil, fmt.Errorf("host: %w", err)
+	}
+	if err := h.newProxy(dataDir); err != nil {
+		return nil, err
 	}
 	h.snaps = snapshots.NewStore(opts.Bucket, filepath.Join(dataDir, "chunks"), snapshots.Options{})
 	h.imageChunks = imagechunks.New(h.images, h.snaps, opts.Bucket)

@@ -57,7 +57,7 @@ func (h *Host) CreateSandbox(ctx context.Context, req *connect.Request[hostv1.Cr
 	}
 	defer b.mu.Unlock()
 	if !b.ready.Load() {
-		if err := h.launch(ctx, b, rec, req.Msg.GetEnv(), nil); err != nil {
+		if err := h.launch(ctx, b, rec, req.Msg.GetEnv(), req.Msg.GetNetwork(), nil); err != nil {
 			return nil, err
 		}
 	}
@@ -70,8 +70,8 @@ func (h *Host) CreateSandbox(ctx context.Context, req *connect.Request[hostv1.Cr
 // it to failed with the reason, so nobody waits on a sandbox that never came. Both moves happen
 // only while the record is as rec says: placed on this host, in rec.Status, of rec's image.
 // b.mu must be held.
-func (h *Host) launch(ctx context.Context, b *box, rec *sessiondb.Record, env map[string]string, manifest *snapshots.Manifest) error {
-	if err := h.start(ctx, b, rec, env, manifest); err != nil {
+func (h *Host) launch(ctx context.Context, b *box, rec *sessiondb.Record, env map[string]string, network *hostv1.SandboxNetwork, manifest *snapshots.Manifest) error {
+	if err := h.start(ctx, b, rec, env, network, manifest); err != nil {
 		h.drop(b)
 		h.fail(ctx, rec, err)
 		return err
@@ -317,6 +317,11 @@ func (h *Host) Resume(ctx context.Context, req *connect.Request[appv1.ResumeRequ
 		h.drop(b)
 		return nil, fmt.Errorf("open the environment of %s: %w", rec.ID, err)
 	}
+	network, err := openNetwork(h.opts.Sealer, rec)
+	if err != nil {
+		h.drop(b)
+		return nil, err
+	}
 	var m *snapshots.Manifest
 	if rec.LatestSnapshotID != "" {
 		if m, err = h.snaps.Load(ctx, rec.ID, rec.LatestSnapshotID); err != nil {
@@ -324,7 +329,7 @@ func (h *Host) Resume(ctx context.Context, req *connect.Request[appv1.ResumeRequ
 			return nil, fmt.Errorf("load checkpoint %s: %w", rec.LatestSnapshotID, err)
 		}
 	}
-	if err := h.launch(ctx, b, rec, env, m); err != nil {
+	if err := h.launch(ctx, b, rec, env, network, m); err != nil {
 		return nil, err
 	}
 	resp := &appv1.ResumeResponse{SessionId: rec.ID, Note: "started from the image: the session had no checkpoint"}

@@ -354,7 +354,10 @@ type CreateSandboxRequest struct {
 	// the record first; the move to running checks it against the record.
 	ImageUri string `protobuf:"bytes,3,opt,name=image_uri,json=imageUri,proto3" json:"image_uri,omitempty"`
 	// warm_layer is the warm layer of the enabled image (from the session record), "" for none.
-	WarmLayer     string `protobuf:"bytes,4,opt,name=warm_layer,json=warmLayer,proto3" json:"warm_layer,omitempty"`
+	WarmLayer string `protobuf:"bytes,4,opt,name=warm_layer,json=warmLayer,proto3" json:"warm_layer,omitempty"`
+	// network is what the sandbox's egress proxy lets through and injects; absent, nothing goes
+	// out. It holds secret values and is never stored in clear.
+	Network       *SandboxNetwork `protobuf:"bytes,5,opt,name=network,proto3" json:"network,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -417,6 +420,164 @@ func (x *CreateSandboxRequest) GetWarmLayer() string {
 	return ""
 }
 
+func (x *CreateSandboxRequest) GetNetwork() *SandboxNetwork {
+	if x != nil {
+		return x.Network
+	}
+	return nil
+}
+
+// SandboxNetwork is one session's egress: the union of its profile's network section, its
+// harness's egress, its model router's egress_hosts and its repos' hosts, and the secrets the
+// proxy injects. Entries are host names or IP literals with an optional ":port"; patterns are
+// names whose leftmost labels may each be "*" (one label each).
+type SandboxNetwork struct {
+	state             protoimpl.MessageState `protogen:"open.v1"`
+	DefaultAllow      bool                   `protobuf:"varint,1,opt,name=default_allow,json=defaultAllow,proto3" json:"default_allow,omitempty"`
+	AllowHosts        []string               `protobuf:"bytes,2,rep,name=allow_hosts,json=allowHosts,proto3" json:"allow_hosts,omitempty"`
+	AllowHostPatterns []string               `protobuf:"bytes,3,rep,name=allow_host_patterns,json=allowHostPatterns,proto3" json:"allow_host_patterns,omitempty"`
+	Secrets           []*ProxySecret         `protobuf:"bytes,4,rep,name=secrets,proto3" json:"secrets,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
+}
+
+func (x *SandboxNetwork) Reset() {
+	*x = SandboxNetwork{}
+	mi := &file_host_v1_host_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SandboxNetwork) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SandboxNetwork) ProtoMessage() {}
+
+func (x *SandboxNetwork) ProtoReflect() protoreflect.Message {
+	mi := &file_host_v1_host_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SandboxNetwork.ProtoReflect.Descriptor instead.
+func (*SandboxNetwork) Descriptor() ([]byte, []int) {
+	return file_host_v1_host_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *SandboxNetwork) GetDefaultAllow() bool {
+	if x != nil {
+		return x.DefaultAllow
+	}
+	return false
+}
+
+func (x *SandboxNetwork) GetAllowHosts() []string {
+	if x != nil {
+		return x.AllowHosts
+	}
+	return nil
+}
+
+func (x *SandboxNetwork) GetAllowHostPatterns() []string {
+	if x != nil {
+		return x.AllowHostPatterns
+	}
+	return nil
+}
+
+func (x *SandboxNetwork) GetSecrets() []*ProxySecret {
+	if x != nil {
+		return x.Secrets
+	}
+	return nil
+}
+
+// ProxySecret is a value the sandbox sees only as placeholder; the proxy puts value in its place
+// in requests to the secret's hosts, and refuses requests that carry it anywhere else.
+type ProxySecret struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// name is how audit events name the secret (its ref), never its value.
+	Name              string   `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Placeholder       string   `protobuf:"bytes,2,opt,name=placeholder,proto3" json:"placeholder,omitempty"`
+	Value             string   `protobuf:"bytes,3,opt,name=value,proto3" json:"value,omitempty"`
+	AllowHosts        []string `protobuf:"bytes,4,rep,name=allow_hosts,json=allowHosts,proto3" json:"allow_hosts,omitempty"`
+	AllowHostPatterns []string `protobuf:"bytes,5,rep,name=allow_host_patterns,json=allowHostPatterns,proto3" json:"allow_host_patterns,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
+}
+
+func (x *ProxySecret) Reset() {
+	*x = ProxySecret{}
+	mi := &file_host_v1_host_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ProxySecret) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ProxySecret) ProtoMessage() {}
+
+func (x *ProxySecret) ProtoReflect() protoreflect.Message {
+	mi := &file_host_v1_host_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ProxySecret.ProtoReflect.Descriptor instead.
+func (*ProxySecret) Descriptor() ([]byte, []int) {
+	return file_host_v1_host_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *ProxySecret) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *ProxySecret) GetPlaceholder() string {
+	if x != nil {
+		return x.Placeholder
+	}
+	return ""
+}
+
+func (x *ProxySecret) GetValue() string {
+	if x != nil {
+		return x.Value
+	}
+	return ""
+}
+
+func (x *ProxySecret) GetAllowHosts() []string {
+	if x != nil {
+		return x.AllowHosts
+	}
+	return nil
+}
+
+func (x *ProxySecret) GetAllowHostPatterns() []string {
+	if x != nil {
+		return x.AllowHostPatterns
+	}
+	return nil
+}
+
 type CreateSandboxResponse struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
 	SessionId string                 `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
@@ -430,7 +591,7 @@ type CreateSandboxResponse struct {
 
 func (x *CreateSandboxResponse) Reset() {
 	*x = CreateSandboxResponse{}
-	mi := &file_host_v1_host_proto_msgTypes[5]
+	mi := &file_host_v1_host_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -442,7 +603,7 @@ func (x *CreateSandboxResponse) String() string {
 func (*CreateSandboxResponse) ProtoMessage() {}
 
 func (x *CreateSandboxResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_host_v1_host_proto_msgTypes[5]
+	mi := &file_host_v1_host_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -455,7 +616,7 @@ func (x *CreateSandboxResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateSandboxResponse.ProtoReflect.Descriptor instead.
 func (*CreateSandboxResponse) Descriptor() ([]byte, []int) {
-	return file_host_v1_host_proto_rawDescGZIP(), []int{5}
+	return file_host_v1_host_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *CreateSandboxResponse) GetSessionId() string {
@@ -495,7 +656,7 @@ type DeleteSandboxRequest struct {
 
 func (x *DeleteSandboxRequest) Reset() {
 	*x = DeleteSandboxRequest{}
-	mi := &file_host_v1_host_proto_msgTypes[6]
+	mi := &file_host_v1_host_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -507,7 +668,7 @@ func (x *DeleteSandboxRequest) String() string {
 func (*DeleteSandboxRequest) ProtoMessage() {}
 
 func (x *DeleteSandboxRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_host_v1_host_proto_msgTypes[6]
+	mi := &file_host_v1_host_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -520,7 +681,7 @@ func (x *DeleteSandboxRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteSandboxRequest.ProtoReflect.Descriptor instead.
 func (*DeleteSandboxRequest) Descriptor() ([]byte, []int) {
-	return file_host_v1_host_proto_rawDescGZIP(), []int{6}
+	return file_host_v1_host_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *DeleteSandboxRequest) GetSessionId() string {
@@ -541,7 +702,7 @@ type DeleteSandboxResponse struct {
 
 func (x *DeleteSandboxResponse) Reset() {
 	*x = DeleteSandboxResponse{}
-	mi := &file_host_v1_host_proto_msgTypes[7]
+	mi := &file_host_v1_host_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -553,7 +714,7 @@ func (x *DeleteSandboxResponse) String() string {
 func (*DeleteSandboxResponse) ProtoMessage() {}
 
 func (x *DeleteSandboxResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_host_v1_host_proto_msgTypes[7]
+	mi := &file_host_v1_host_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -566,7 +727,7 @@ func (x *DeleteSandboxResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteSandboxResponse.ProtoReflect.Descriptor instead.
 func (*DeleteSandboxResponse) Descriptor() ([]byte, []int) {
-	return file_host_v1_host_proto_rawDescGZIP(), []int{7}
+	return file_host_v1_host_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *DeleteSandboxResponse) GetSessionId() string {
@@ -595,7 +756,7 @@ type EvictRequest struct {
 
 func (x *EvictRequest) Reset() {
 	*x = EvictRequest{}
-	mi := &file_host_v1_host_proto_msgTypes[8]
+	mi := &file_host_v1_host_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -607,7 +768,7 @@ func (x *EvictRequest) String() string {
 func (*EvictRequest) ProtoMessage() {}
 
 func (x *EvictRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_host_v1_host_proto_msgTypes[8]
+	mi := &file_host_v1_host_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -620,7 +781,7 @@ func (x *EvictRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EvictRequest.ProtoReflect.Descriptor instead.
 func (*EvictRequest) Descriptor() ([]byte, []int) {
-	return file_host_v1_host_proto_rawDescGZIP(), []int{8}
+	return file_host_v1_host_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *EvictRequest) GetSessionId() string {
@@ -655,7 +816,7 @@ type EvictResponse struct {
 
 func (x *EvictResponse) Reset() {
 	*x = EvictResponse{}
-	mi := &file_host_v1_host_proto_msgTypes[9]
+	mi := &file_host_v1_host_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -667,7 +828,7 @@ func (x *EvictResponse) String() string {
 func (*EvictResponse) ProtoMessage() {}
 
 func (x *EvictResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_host_v1_host_proto_msgTypes[9]
+	mi := &file_host_v1_host_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -680,7 +841,7 @@ func (x *EvictResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EvictResponse.ProtoReflect.Descriptor instead.
 func (*EvictResponse) Descriptor() ([]byte, []int) {
-	return file_host_v1_host_proto_rawDescGZIP(), []int{9}
+	return file_host_v1_host_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *EvictResponse) GetSessionId() string {
@@ -713,7 +874,7 @@ type FindReposRequest struct {
 
 func (x *FindReposRequest) Reset() {
 	*x = FindReposRequest{}
-	mi := &file_host_v1_host_proto_msgTypes[10]
+	mi := &file_host_v1_host_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -725,7 +886,7 @@ func (x *FindReposRequest) String() string {
 func (*FindReposRequest) ProtoMessage() {}
 
 func (x *FindReposRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_host_v1_host_proto_msgTypes[10]
+	mi := &file_host_v1_host_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -738,7 +899,7 @@ func (x *FindReposRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FindReposRequest.ProtoReflect.Descriptor instead.
 func (*FindReposRequest) Descriptor() ([]byte, []int) {
-	return file_host_v1_host_proto_rawDescGZIP(), []int{10}
+	return file_host_v1_host_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *FindReposRequest) GetImageUri() string {
@@ -757,7 +918,7 @@ type FindReposResponse struct {
 
 func (x *FindReposResponse) Reset() {
 	*x = FindReposResponse{}
-	mi := &file_host_v1_host_proto_msgTypes[11]
+	mi := &file_host_v1_host_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -769,7 +930,7 @@ func (x *FindReposResponse) String() string {
 func (*FindReposResponse) ProtoMessage() {}
 
 func (x *FindReposResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_host_v1_host_proto_msgTypes[11]
+	mi := &file_host_v1_host_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -782,7 +943,7 @@ func (x *FindReposResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FindReposResponse.ProtoReflect.Descriptor instead.
 func (*FindReposResponse) Descriptor() ([]byte, []int) {
-	return file_host_v1_host_proto_rawDescGZIP(), []int{11}
+	return file_host_v1_host_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *FindReposResponse) GetRepos() []*Repo {
@@ -803,7 +964,7 @@ type Repo struct {
 
 func (x *Repo) Reset() {
 	*x = Repo{}
-	mi := &file_host_v1_host_proto_msgTypes[12]
+	mi := &file_host_v1_host_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -815,7 +976,7 @@ func (x *Repo) String() string {
 func (*Repo) ProtoMessage() {}
 
 func (x *Repo) ProtoReflect() protoreflect.Message {
-	mi := &file_host_v1_host_proto_msgTypes[12]
+	mi := &file_host_v1_host_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -828,7 +989,7 @@ func (x *Repo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Repo.ProtoReflect.Descriptor instead.
 func (*Repo) Descriptor() ([]byte, []int) {
-	return file_host_v1_host_proto_rawDescGZIP(), []int{12}
+	return file_host_v1_host_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *Repo) GetPath() string {
@@ -855,7 +1016,7 @@ type Remote struct {
 
 func (x *Remote) Reset() {
 	*x = Remote{}
-	mi := &file_host_v1_host_proto_msgTypes[13]
+	mi := &file_host_v1_host_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -867,7 +1028,7 @@ func (x *Remote) String() string {
 func (*Remote) ProtoMessage() {}
 
 func (x *Remote) ProtoReflect() protoreflect.Message {
-	mi := &file_host_v1_host_proto_msgTypes[13]
+	mi := &file_host_v1_host_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -880,7 +1041,7 @@ func (x *Remote) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Remote.ProtoReflect.Descriptor instead.
 func (*Remote) Descriptor() ([]byte, []int) {
-	return file_host_v1_host_proto_rawDescGZIP(), []int{13}
+	return file_host_v1_host_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *Remote) GetName() string {
@@ -933,17 +1094,31 @@ const file_host_v1_host_proto_rawDesc = "" +
 	"\texit_code\x18\a \x01(\x05R\bexitCode\x12\x1f\n" +
 	"\vbytes_total\x18\b \x01(\x04R\n" +
 	"bytesTotal\x12%\n" +
-	"\x0ebytes_uploaded\x18\t \x01(\x04R\rbytesUploaded\"\xe3\x01\n" +
+	"\x0ebytes_uploaded\x18\t \x01(\x04R\rbytesUploaded\"\x96\x02\n" +
 	"\x14CreateSandboxRequest\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x128\n" +
 	"\x03env\x18\x02 \x03(\v2&.host.v1.CreateSandboxRequest.EnvEntryR\x03env\x12\x1b\n" +
 	"\timage_uri\x18\x03 \x01(\tR\bimageUri\x12\x1d\n" +
 	"\n" +
-	"warm_layer\x18\x04 \x01(\tR\twarmLayer\x1a6\n" +
+	"warm_layer\x18\x04 \x01(\tR\twarmLayer\x121\n" +
+	"\anetwork\x18\x05 \x01(\v2\x17.host.v1.SandboxNetworkR\anetwork\x1a6\n" +
 	"\bEnvEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x90\x01\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xb6\x01\n" +
+	"\x0eSandboxNetwork\x12#\n" +
+	"\rdefault_allow\x18\x01 \x01(\bR\fdefaultAllow\x12\x1f\n" +
+	"\vallow_hosts\x18\x02 \x03(\tR\n" +
+	"allowHosts\x12.\n" +
+	"\x13allow_host_patterns\x18\x03 \x03(\tR\x11allowHostPatterns\x12.\n" +
+	"\asecrets\x18\x04 \x03(\v2\x14.host.v1.ProxySecretR\asecrets\"\xaa\x01\n" +
+	"\vProxySecret\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12 \n" +
+	"\vplaceholder\x18\x02 \x01(\tR\vplaceholder\x12\x14\n" +
+	"\x05value\x18\x03 \x01(\tR\x05value\x12\x1f\n" +
+	"\vallow_hosts\x18\x04 \x03(\tR\n" +
+	"allowHosts\x12.\n" +
+	"\x13allow_host_patterns\x18\x05 \x03(\tR\x11allowHostPatterns\"\x90\x01\n" +
 	"\x15CreateSandboxResponse\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x1d\n" +
@@ -1014,99 +1189,103 @@ func file_host_v1_host_proto_rawDescGZIP() []byte {
 	return file_host_v1_host_proto_rawDescData
 }
 
-var file_host_v1_host_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
+var file_host_v1_host_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
 var file_host_v1_host_proto_goTypes = []any{
 	(*ImageLayer)(nil),                        // 0: host.v1.ImageLayer
 	(*WarmCommand)(nil),                       // 1: host.v1.WarmCommand
 	(*PrepareImageRequest)(nil),               // 2: host.v1.PrepareImageRequest
 	(*PrepareImageProgress)(nil),              // 3: host.v1.PrepareImageProgress
 	(*CreateSandboxRequest)(nil),              // 4: host.v1.CreateSandboxRequest
-	(*CreateSandboxResponse)(nil),             // 5: host.v1.CreateSandboxResponse
-	(*DeleteSandboxRequest)(nil),              // 6: host.v1.DeleteSandboxRequest
-	(*DeleteSandboxResponse)(nil),             // 7: host.v1.DeleteSandboxResponse
-	(*EvictRequest)(nil),                      // 8: host.v1.EvictRequest
-	(*EvictResponse)(nil),                     // 9: host.v1.EvictResponse
-	(*FindReposRequest)(nil),                  // 10: host.v1.FindReposRequest
-	(*FindReposResponse)(nil),                 // 11: host.v1.FindReposResponse
-	(*Repo)(nil),                              // 12: host.v1.Repo
-	(*Remote)(nil),                            // 13: host.v1.Remote
-	nil,                                       // 14: host.v1.WarmCommand.EnvEntry
-	nil,                                       // 15: host.v1.CreateSandboxRequest.EnvEntry
-	(*v1.ExecRequest)(nil),                    // 16: svc.app.v1.ExecRequest
-	(*v1.CancelExecRequest)(nil),              // 17: svc.app.v1.CancelExecRequest
-	(*v1.WriteFileRequest)(nil),               // 18: svc.app.v1.WriteFileRequest
-	(*v1.ReadFileRequest)(nil),                // 19: svc.app.v1.ReadFileRequest
-	(*v1.SnapshotRequest)(nil),                // 20: svc.app.v1.SnapshotRequest
-	(*v1.ResumeRequest)(nil),                  // 21: svc.app.v1.ResumeRequest
-	(*v1.GetCowStateRequest)(nil),             // 22: svc.app.v1.GetCowStateRequest
-	(*v1.CreateArtifactFromPathRequest)(nil),  // 23: svc.app.v1.CreateArtifactFromPathRequest
-	(*v1.SendPromptRequest)(nil),              // 24: svc.app.v1.SendPromptRequest
-	(*v1.EditQueuedPromptRequest)(nil),        // 25: svc.app.v1.EditQueuedPromptRequest
-	(*v1.DequeueQueuedPromptRequest)(nil),     // 26: svc.app.v1.DequeueQueuedPromptRequest
-	(*v1.InterruptRequest)(nil),               // 27: svc.app.v1.InterruptRequest
-	(*v1.CompleteToolCallRequest)(nil),        // 28: svc.app.v1.CompleteToolCallRequest
-	(*v1.ExecOutput)(nil),                     // 29: svc.app.v1.ExecOutput
-	(*emptypb.Empty)(nil),                     // 30: google.protobuf.Empty
-	(*v1.WriteFileResponse)(nil),              // 31: svc.app.v1.WriteFileResponse
-	(*v1.ReadFileResponse)(nil),               // 32: svc.app.v1.ReadFileResponse
-	(*v1.SnapshotResponse)(nil),               // 33: svc.app.v1.SnapshotResponse
-	(*v1.ResumeResponse)(nil),                 // 34: svc.app.v1.ResumeResponse
-	(*v1.GetCowStateResponse)(nil),            // 35: svc.app.v1.GetCowStateResponse
-	(*v1.CreateArtifactFromPathResponse)(nil), // 36: svc.app.v1.CreateArtifactFromPathResponse
-	(*v1.SendPromptResponse)(nil),             // 37: svc.app.v1.SendPromptResponse
-	(*v1.EditQueuedPromptResponse)(nil),       // 38: svc.app.v1.EditQueuedPromptResponse
-	(*v1.DequeueQueuedPromptResponse)(nil),    // 39: svc.app.v1.DequeueQueuedPromptResponse
-	(*v1.InterruptResponse)(nil),              // 40: svc.app.v1.InterruptResponse
-	(*v1.CompleteToolCallResponse)(nil),       // 41: svc.app.v1.CompleteToolCallResponse
+	(*SandboxNetwork)(nil),                    // 5: host.v1.SandboxNetwork
+	(*ProxySecret)(nil),                       // 6: host.v1.ProxySecret
+	(*CreateSandboxResponse)(nil),             // 7: host.v1.CreateSandboxResponse
+	(*DeleteSandboxRequest)(nil),              // 8: host.v1.DeleteSandboxRequest
+	(*DeleteSandboxResponse)(nil),             // 9: host.v1.DeleteSandboxResponse
+	(*EvictRequest)(nil),                      // 10: host.v1.EvictRequest
+	(*EvictResponse)(nil),                     // 11: host.v1.EvictResponse
+	(*FindReposRequest)(nil),                  // 12: host.v1.FindReposRequest
+	(*FindReposResponse)(nil),                 // 13: host.v1.FindReposResponse
+	(*Repo)(nil),                              // 14: host.v1.Repo
+	(*Remote)(nil),                            // 15: host.v1.Remote
+	nil,                                       // 16: host.v1.WarmCommand.EnvEntry
+	nil,                                       // 17: host.v1.CreateSandboxRequest.EnvEntry
+	(*v1.ExecRequest)(nil),                    // 18: svc.app.v1.ExecRequest
+	(*v1.CancelExecRequest)(nil),              // 19: svc.app.v1.CancelExecRequest
+	(*v1.WriteFileRequest)(nil),               // 20: svc.app.v1.WriteFileRequest
+	(*v1.ReadFileRequest)(nil),                // 21: svc.app.v1.ReadFileRequest
+	(*v1.SnapshotRequest)(nil),                // 22: svc.app.v1.SnapshotRequest
+	(*v1.ResumeRequest)(nil),                  // 23: svc.app.v1.ResumeRequest
+	(*v1.GetCowStateRequest)(nil),             // 24: svc.app.v1.GetCowStateRequest
+	(*v1.CreateArtifactFromPathRequest)(nil),  // 25: svc.app.v1.CreateArtifactFromPathRequest
+	(*v1.SendPromptRequest)(nil),              // 26: svc.app.v1.SendPromptRequest
+	(*v1.EditQueuedPromptRequest)(nil),        // 27: svc.app.v1.EditQueuedPromptRequest
+	(*v1.DequeueQueuedPromptRequest)(nil),     // 28: svc.app.v1.DequeueQueuedPromptRequest
+	(*v1.InterruptRequest)(nil),               // 29: svc.app.v1.InterruptRequest
+	(*v1.CompleteToolCallRequest)(nil),        // 30: svc.app.v1.CompleteToolCallRequest
+	(*v1.ExecOutput)(nil),                     // 31: svc.app.v1.ExecOutput
+	(*emptypb.Empty)(nil),                     // 32: google.protobuf.Empty
+	(*v1.WriteFileResponse)(nil),              // 33: svc.app.v1.WriteFileResponse
+	(*v1.ReadFileResponse)(nil),               // 34: svc.app.v1.ReadFileResponse
+	(*v1.SnapshotResponse)(nil),               // 35: svc.app.v1.SnapshotResponse
+	(*v1.ResumeResponse)(nil),                 // 36: svc.app.v1.ResumeResponse
+	(*v1.GetCowStateResponse)(nil),            // 37: svc.app.v1.GetCowStateResponse
+	(*v1.CreateArtifactFromPathResponse)(nil), // 38: svc.app.v1.CreateArtifactFromPathResponse
+	(*v1.SendPromptResponse)(nil),             // 39: svc.app.v1.SendPromptResponse
+	(*v1.EditQueuedPromptResponse)(nil),       // 40: svc.app.v1.EditQueuedPromptResponse
+	(*v1.DequeueQueuedPromptResponse)(nil),    // 41: svc.app.v1.DequeueQueuedPromptResponse
+	(*v1.InterruptResponse)(nil),              // 42: svc.app.v1.InterruptResponse
+	(*v1.CompleteToolCallResponse)(nil),       // 43: svc.app.v1.CompleteToolCallResponse
 }
 var file_host_v1_host_proto_depIdxs = []int32{
-	14, // 0: host.v1.WarmCommand.env:type_name -> host.v1.WarmCommand.EnvEntry
+	16, // 0: host.v1.WarmCommand.env:type_name -> host.v1.WarmCommand.EnvEntry
 	1,  // 1: host.v1.PrepareImageRequest.warm:type_name -> host.v1.WarmCommand
 	0,  // 2: host.v1.PrepareImageProgress.layers:type_name -> host.v1.ImageLayer
-	15, // 3: host.v1.CreateSandboxRequest.env:type_name -> host.v1.CreateSandboxRequest.EnvEntry
-	12, // 4: host.v1.FindReposResponse.repos:type_name -> host.v1.Repo
-	13, // 5: host.v1.Repo.remotes:type_name -> host.v1.Remote
-	4,  // 6: host.v1.HostService.CreateSandbox:input_type -> host.v1.CreateSandboxRequest
-	6,  // 7: host.v1.HostService.DeleteSandbox:input_type -> host.v1.DeleteSandboxRequest
-	16, // 8: host.v1.HostService.Exec:input_type -> svc.app.v1.ExecRequest
-	17, // 9: host.v1.HostService.CancelExec:input_type -> svc.app.v1.CancelExecRequest
-	18, // 10: host.v1.HostService.WriteFile:input_type -> svc.app.v1.WriteFileRequest
-	19, // 11: host.v1.HostService.ReadFile:input_type -> svc.app.v1.ReadFileRequest
-	20, // 12: host.v1.HostService.Snapshot:input_type -> svc.app.v1.SnapshotRequest
-	21, // 13: host.v1.HostService.Resume:input_type -> svc.app.v1.ResumeRequest
-	8,  // 14: host.v1.HostService.Evict:input_type -> host.v1.EvictRequest
-	22, // 15: host.v1.HostService.GetCowState:input_type -> svc.app.v1.GetCowStateRequest
-	23, // 16: host.v1.HostService.CreateArtifactFromPath:input_type -> svc.app.v1.CreateArtifactFromPathRequest
-	10, // 17: host.v1.HostService.FindRepos:input_type -> host.v1.FindReposRequest
-	24, // 18: host.v1.HostService.SendPrompt:input_type -> svc.app.v1.SendPromptRequest
-	25, // 19: host.v1.HostService.EditQueuedPrompt:input_type -> svc.app.v1.EditQueuedPromptRequest
-	26, // 20: host.v1.HostService.DequeueQueuedPrompt:input_type -> svc.app.v1.DequeueQueuedPromptRequest
-	27, // 21: host.v1.HostService.Interrupt:input_type -> svc.app.v1.InterruptRequest
-	28, // 22: host.v1.HostService.CompleteToolCall:input_type -> svc.app.v1.CompleteToolCallRequest
-	2,  // 23: host.v1.HostService.PrepareImage:input_type -> host.v1.PrepareImageRequest
-	5,  // 24: host.v1.HostService.CreateSandbox:output_type -> host.v1.CreateSandboxResponse
-	7,  // 25: host.v1.HostService.DeleteSandbox:output_type -> host.v1.DeleteSandboxResponse
-	29, // 26: host.v1.HostService.Exec:output_type -> svc.app.v1.ExecOutput
-	30, // 27: host.v1.HostService.CancelExec:output_type -> google.protobuf.Empty
-	31, // 28: host.v1.HostService.WriteFile:output_type -> svc.app.v1.WriteFileResponse
-	32, // 29: host.v1.HostService.ReadFile:output_type -> svc.app.v1.ReadFileResponse
-	33, // 30: host.v1.HostService.Snapshot:output_type -> svc.app.v1.SnapshotResponse
-	34, // 31: host.v1.HostService.Resume:output_type -> svc.app.v1.ResumeResponse
-	9,  // 32: host.v1.HostService.Evict:output_type -> host.v1.EvictResponse
-	35, // 33: host.v1.HostService.GetCowState:output_type -> svc.app.v1.GetCowStateResponse
-	36, // 34: host.v1.HostService.CreateArtifactFromPath:output_type -> svc.app.v1.CreateArtifactFromPathResponse
-	11, // 35: host.v1.HostService.FindRepos:output_type -> host.v1.FindReposResponse
-	37, // 36: host.v1.HostService.SendPrompt:output_type -> svc.app.v1.SendPromptResponse
-	38, // 37: host.v1.HostService.EditQueuedPrompt:output_type -> svc.app.v1.EditQueuedPromptResponse
-	39, // 38: host.v1.HostService.DequeueQueuedPrompt:output_type -> svc.app.v1.DequeueQueuedPromptResponse
-	40, // 39: host.v1.HostService.Interrupt:output_type -> svc.app.v1.InterruptResponse
-	41, // 40: host.v1.HostService.CompleteToolCall:output_type -> svc.app.v1.CompleteToolCallResponse
-	3,  // 41: host.v1.HostService.PrepareImage:output_type -> host.v1.PrepareImageProgress
-	24, // [24:42] is the sub-list for method output_type
-	6,  // [6:24] is the sub-list for method input_type
-	6,  // [6:6] is the sub-list for extension type_name
-	6,  // [6:6] is the sub-list for extension extendee
-	0,  // [0:6] is the sub-list for field type_name
+	17, // 3: host.v1.CreateSandboxRequest.env:type_name -> host.v1.CreateSandboxRequest.EnvEntry
+	5,  // 4: host.v1.CreateSandboxRequest.network:type_name -> host.v1.SandboxNetwork
+	6,  // 5: host.v1.SandboxNetwork.secrets:type_name -> host.v1.ProxySecret
+	14, // 6: host.v1.FindReposResponse.repos:type_name -> host.v1.Repo
+	15, // 7: host.v1.Repo.remotes:type_name -> host.v1.Remote
+	4,  // 8: host.v1.HostService.CreateSandbox:input_type -> host.v1.CreateSandboxRequest
+	8,  // 9: host.v1.HostService.DeleteSandbox:input_type -> host.v1.DeleteSandboxRequest
+	18, // 10: host.v1.HostService.Exec:input_type -> svc.app.v1.ExecRequest
+	19, // 11: host.v1.HostService.CancelExec:input_type -> svc.app.v1.CancelExecRequest
+	20, // 12: host.v1.HostService.WriteFile:input_type -> svc.app.v1.WriteFileRequest
+	21, // 13: host.v1.HostService.ReadFile:input_type -> svc.app.v1.ReadFileRequest
+	22, // 14: host.v1.HostService.Snapshot:input_type -> svc.app.v1.SnapshotRequest
+	23, // 15: host.v1.HostService.Resume:input_type -> svc.app.v1.ResumeRequest
+	10, // 16: host.v1.HostService.Evict:input_type -> host.v1.EvictRequest
+	24, // 17: host.v1.HostService.GetCowState:input_type -> svc.app.v1.GetCowStateRequest
+	25, // 18: host.v1.HostService.CreateArtifactFromPath:input_type -> svc.app.v1.CreateArtifactFromPathRequest
+	12, // 19: host.v1.HostService.FindRepos:input_type -> host.v1.FindReposRequest
+	26, // 20: host.v1.HostService.SendPrompt:input_type -> svc.app.v1.SendPromptRequest
+	27, // 21: host.v1.HostService.EditQueuedPrompt:input_type -> svc.app.v1.EditQueuedPromptRequest
+	28, // 22: host.v1.HostService.DequeueQueuedPrompt:input_type -> svc.app.v1.DequeueQueuedPromptRequest
+	29, // 23: host.v1.HostService.Interrupt:input_type -> svc.app.v1.InterruptRequest
+	30, // 24: host.v1.HostService.CompleteToolCall:input_type -> svc.app.v1.CompleteToolCallRequest
+	2,  // 25: host.v1.HostService.PrepareImage:input_type -> host.v1.PrepareImageRequest
+	7,  // 26: host.v1.HostService.CreateSandbox:output_type -> host.v1.CreateSandboxResponse
+	9,  // 27: host.v1.HostService.DeleteSandbox:output_type -> host.v1.DeleteSandboxResponse
+	31, // 28: host.v1.HostService.Exec:output_type -> svc.app.v1.ExecOutput
+	32, // 29: host.v1.HostService.CancelExec:output_type -> google.protobuf.Empty
+	33, // 30: host.v1.HostService.WriteFile:output_type -> svc.app.v1.WriteFileResponse
+	34, // 31: host.v1.HostService.ReadFile:output_type -> svc.app.v1.ReadFileResponse
+	35, // 32: host.v1.HostService.Snapshot:output_type -> svc.app.v1.SnapshotResponse
+	36, // 33: host.v1.HostService.Resume:output_type -> svc.app.v1.ResumeResponse
+	11, // 34: host.v1.HostService.Evict:output_type -> host.v1.EvictResponse
+	37, // 35: host.v1.HostService.GetCowState:output_type -> svc.app.v1.GetCowStateResponse
+	38, // 36: host.v1.HostService.CreateArtifactFromPath:output_type -> svc.app.v1.CreateArtifactFromPathResponse
+	13, // 37: host.v1.HostService.FindRepos:output_type -> host.v1.FindReposResponse
+	39, // 38: host.v1.HostService.SendPrompt:output_type -> svc.app.v1.SendPromptResponse
+	40, // 39: host.v1.HostService.EditQueuedPrompt:output_type -> svc.app.v1.EditQueuedPromptResponse
+	41, // 40: host.v1.HostService.DequeueQueuedPrompt:output_type -> svc.app.v1.DequeueQueuedPromptResponse
+	42, // 41: host.v1.HostService.Interrupt:output_type -> svc.app.v1.InterruptResponse
+	43, // 42: host.v1.HostService.CompleteToolCall:output_type -> svc.app.v1.CompleteToolCallResponse
+	3,  // 43: host.v1.HostService.PrepareImage:output_type -> host.v1.PrepareImageProgress
+	26, // [26:44] is the sub-list for method output_type
+	8,  // [8:26] is the sub-list for method input_type
+	8,  // [8:8] is the sub-list for extension type_name
+	8,  // [8:8] is the sub-list for extension extendee
+	0,  // [0:8] is the sub-list for field type_name
 }
 
 func init() { file_host_v1_host_proto_init() }
@@ -1114,14 +1293,14 @@ func file_host_v1_host_proto_init() {
 	if File_host_v1_host_proto != nil {
 		return
 	}
-	file_host_v1_host_proto_msgTypes[9].OneofWrappers = []any{}
+	file_host_v1_host_proto_msgTypes[11].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_host_v1_host_proto_rawDesc), len(file_host_v1_host_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   16,
+			NumMessages:   18,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -1,0 +1,74 @@
+package sessions
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"net"
+	"net/url"
+
+	"google.golang.org/protobuf/proto"
+
+	hostv1 "github.com/hangar-dev/hangar/gen/host/v1"
+	"github.com/hangar-dev/hangar/harnesses/abi"
+	"github.com/hangar-dev/hangar/platform/config"
+	"github.com/hangar-dev/hangar/platform/seal"
+	"github.com/hangar-dev/hangar/records/sessiondb"
+)
+
+// PlaceholderPrefix starts every placeholder a sandbox holds in place of a secret the egress
+// proxy injects.
+const PlaceholderPrefix = "hangar-placeholder-"
+
+// NewPlaceholder is a fresh placeholder: random, so that it names one secret of one session and
+// nothing can be learned from it.
+func NewPlaceholder() string {
+	b := make([]byte, 16)
+	_, _ = rand.Read(b)
+	return PlaceholderPrefix + hex.EncodeToString(b)
+}
+
+// addEgress opens a harness's egress in n.
+func addEgress(n *hostv1.SandboxNetwork, e *abi.Egress) {
+	if e == nil {
+		return
+	}
+	n.AllowHosts = append(n.AllowHosts, e.AllowHosts...)
+	n.AllowHostPatterns = append(n.AllowHostPatterns, e.AllowHostPatterns...)
+}
+
+// routerHosts are the hosts a model router is reached at: its base URL's and its egress_hosts.
+func routerHosts(r *config.ModelRouter) []string {
+	var hosts []string
+	if u, err := url.Parse(r.BaseURL); err == nil && u.Hostname() != "" {
+		h := u.Hostname()
+		if p := u.Port(); p != "" {
+			h = net.JoinHostPort(h, p)
+		}
+		hosts = append(hosts, h)
+	}
+	return append(hosts, r.EgressHosts...)
+}
+
+// MergeNetwork adds what extra allows and injects to n (nil n makes a new one).
+func MergeNetwork(n, extra *hostv1.SandboxNetwork) *hostv1.SandboxNetwork {
+	if n == nil {
+		n = &hostv1.SandboxNetwork{}
+	}
+	if extra == nil {
+		return n
+	}
+	n.DefaultAllow = n.DefaultAllow || extra.DefaultAllow
+	n.AllowHosts = append(n.AllowHosts, extra.AllowHosts...)
+	n.AllowHostPatterns = append(n.AllowHostPatterns, extra.AllowHostPatterns...)
+	n.Secrets = append(n.Secrets, extra.Secrets...)
+	return n
+}
+
+// sealNetwork seals a session's egress for its record: Resume on any host opens it.
+func sealNetwork(s *seal.Sealer, id string, n *hostv1.SandboxNetwork) ([]byte, error) {
+	b, err := proto.Marshal(n)
+	if err != nil {
+		return nil, err
+	}
+	return s.Seal(b, sessiondb.NetworkOwner(id))
+}
