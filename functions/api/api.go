@@ -7,6 +7,7 @@ package api
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"sort"
@@ -402,6 +403,25 @@ func (t taskSessions) Start(ctx context.Context, spec tasks.SessionSpec) (string
 	if err != nil {
 		return "", err
 	}
+	network := &hostv1.SandboxNetwork{
+		DefaultAllow: spec.Network.DefaultAllow, AllowHosts: spec.Network.AllowHosts, AllowHostPatterns: spec.Network.AllowHostPatterns,
+	}
+	// A proxy-mode secret's value goes to the egress proxy; the session sees a placeholder.
+	for _, ps := range spec.ProxySecrets {
+		value, err := t.secrets.Use(ctx, secrets.SubjectOf(caller, spec.ProfileID), ps.GetRef())
+		if err != nil {
+			return "", fmt.Errorf("secret for %s: %w", ps.GetEnvVar(), err)
+		}
+		placeholder := sessions.NewPlaceholder()
+		if secretEnv == nil {
+			secretEnv = map[string]string{}
+		}
+		secretEnv[ps.GetEnvVar()] = placeholder
+		network.Secrets = append(network.Secrets, &hostv1.ProxySecret{
+			Name: ps.GetRef(), Placeholder: placeholder, Value: value,
+			AllowHosts: ps.GetAllowHosts(), AllowHostPatterns: ps.GetAllowHostPatterns(),
+		})
+	}
 	req := &appv1.CreateSessionRequest{ImageUri: spec.Image, Mode: sessions.ModeAgent, HarnessEnv: spec.Env, Secrets: secretEnv}
 	for _, f := range []struct {
 		dst **string
@@ -414,7 +434,7 @@ func (t taskSessions) Start(ctx context.Context, spec tasks.SessionSpec) (string
 			*f.dst = &f.val
 		}
 	}
-	resp, err := t.svc.CreateForTask(ctx, req, spec.Key, nil)
+	resp, err := t.svc.CreateForTask(ctx, req, spec.Key, network)
 	if err != nil {
 		return "", profileImageErr(spec.Image, err)
 	}

@@ -269,6 +269,17 @@ func (s *Service) Launch(ctx context.Context, id string) (*appv1.ProfileSnapshot
 	return rec.snapshot(), rec.EnvVars, rec.proto().GetSecrets(), nil
 }
 
+// Egress returns the profile's network section and repos, which the sessions of its tasks may
+// reach.
+func (s *Service) Egress(ctx context.Context, id string) (*appv1.ProfileNetwork, []*appv1.ProfileRepo, error) {
+	rec, err := s.read(ctx, nil, id)
+	if err != nil {
+		return nil, nil, err
+	}
+	p := rec.proto()
+	return p.GetNetwork(), p.GetRepos(), nil
+}
+
 // mayChange says whether the caller may update or delete rec: profiles are shared for reading,
 // but only their creator or an admin changes them.
 func mayChange(ctx context.Context, rec record) error {

@@ -5,13 +5,16 @@ import (
 	"encoding/json"
 	"errors"
 
+	"net/url"
+	"slices"
+	"strings"
+
 	"github.com/hangar-dev/hangar/platform/opt"
 
 	"cloud.google.com/go/firestore"
 	"google.golang.org/protobuf/encoding/protojson"
 
 	appv1 "github.com/hangar-dev/hangar/gen/svc/app/v1"
-	"github.com/hangar-dev/hangar/platform/apierr"
 )
 
 // Sessions is what tasks need of SessionService; the api package wires the real one in.
@@ -38,20 +41,61 @@ type SessionSpec struct {
 	// secret's access policy checked then, whatever it was when the profile was saved.
 	SecretRefs map[string]string
 	ProfileID  string
+	// Network is the profile's egress: its network section and its repos' hosts.
+	Network Network
+	// ProxySecrets are the profile's secrets in mode "proxy": the session holds a placeholder
+	// in EnvVar, and the egress proxy puts the secret in requests to its hosts.
+	ProxySecrets []*appv1.ProfileSecret
 }
 
-// secretRefs are the profile's secrets a session gets in its environment. Mode "proxy" (the
-// egress proxy adds the secret to requests for its hosts) is not built: such a profile cannot
-// start a session yet, rather than start one that silently lacks the secret.
-func secretRefs(profileSecrets []*appv1.ProfileSecret) (map[string]string, error) {
+// Network is what a profile lets its sessions reach.
+type Network struct {
+	DefaultAllow      bool
+	AllowHosts        []string
+	AllowHostPatterns []string
+}
+
+// networkOf is a profile's egress: its network section and the hosts of its repos.
+func networkOf(n *appv1.ProfileNetwork, repos []*appv1.ProfileRepo) Network {
+	out := Network{DefaultAllow: n.GetDefault() == "allow", AllowHosts: slices.Clone(n.GetAllowHosts()), AllowHostPatterns: slices.Clone(n.GetAllowHostPatterns())}
+	for _, r := range repos {
+		if h := repoHost(r); h != "" {
+			out.AllowHosts = append(out.AllowHosts, h)
+		}
+	}
+	return out
+}
+
+// repoHost is the host a repo is cloned from: its remote's, or its remote_url's (an https URL
+// or scp-like git@host:path).
+func repoHost(r *appv1.ProfileRepo) string {
+	if h := r.GetRemote().GetHost(); h != "" {
+		return strings.ToLower(h)
+	}
+	raw := r.GetRemoteUrl()
+	if u, err := url.Parse(raw); err == nil && u.Hostname() != "" {
+		return strings.ToLower(u.Hostname())
+	}
+	if _, rest, ok := strings.Cut(raw, "@"); ok {
+		host, _, _ := strings.Cut(rest, ":")
+		return strings.ToLower(host)
+	}
+	return ""
+}
+
+// secretRefs splits the profile's secrets: those in mode "env" as environment variable → org
+// secret, and those in mode "proxy", which reach the session only as placeholders.
+func secretRefs(profileSecrets []*appv1.ProfileSecret) (map[string]string, []*appv1.ProfileSecret) {
 	refs := make(map[string]string, len(profileSecrets))
+	var proxied []*appv1.ProfileSecret
 	for _, ps := range profileSecrets {
 		if ps.GetMode() == "proxy" {
-			return nil, apierr.FailedPrecondition("the profile's secret %q is in mode \"proxy\", which needs the egress proxy, not available yet: use mode \"env\"", ps.GetRef())
+			proxied = append(proxied, ps)
+			continue
 		}
 		refs[ps.GetEnvVar()] = ps.GetRef()
 	}
-	return refs, nil
+	return refs, proxied
 }
 
 // SessionState is a session as a task follows it.

@@ -60,6 +60,8 @@ type Profiles interface {
 	// Launch returns the profile's snapshot, env vars and secrets, apierr NotFound for an
 	// unknown profile and FailedPrecondition for an archived one.
 	Launch(ctx context.Context, id string) (*appv1.ProfileSnapshot, map[string]string, []*appv1.ProfileSecret, error)
+	// Egress returns the profile's network section and repos, which its sessions may reach.
+	Egress(ctx context.Context, id string) (*appv1.ProfileNetwork, []*appv1.ProfileRepo, error)
 }
 
 // Service implements TaskService. A task is its creator's: other non-admins get not_found for
@@ -120,14 +122,15 @@ func (s *Service) CreateTask(ctx context.Context, req *connect.Request[appv1.Cre
 		if in.DeferInitialPrompt {
 			prompt = ""
 		}
-		refs, err := secretRefs(profileSecrets)
+		refs, proxied := secretRefs(profileSecrets)
+		network, repos, err := s.profiles.Egress(ctx, in.ProfileID)
 		if err != nil {
 			return nil, err
 		}
 		sid, err := s.sessions.Start(ctx, SessionSpec{
 			Key: sessionKey, Image: profile.GetImageId(), Harness: base.Harness, HarnessMode: in.HarnessMode, Prompt: prompt,
 			Model: base.Model, Effort: base.Effort, ModelRouter: base.ModelRouter, Env: profileEnv, SecretRefs: refs,
-			ProfileID: in.ProfileID,
+			ProfileID: in.ProfileID, Network: networkOf(network, repos), ProxySecrets: proxied,
 		})
 		if err != nil {
 			return nil, fmt.Errorf("start the task's session: %w", err)
