@@ -61,6 +61,8 @@ func networkStack(t *testing.T) (*sandboxStack, *fakeAPI, *fakeAPI) {
 		sb.EgressResolve = map[string]string{
 			"llm.example.com:443":  router.Listener.Addr().String(),
 			"plain.example.com:80": plain.Listener.Addr().String(),
+			// A host the harness may reach, but the router key's placeholder may not.
+			"api.anthropic.com:80": plain.Listener.Addr().String(),
 		}
 		sb.EgressRootCAs = roots
 	})
