@@ -447,9 +447,9 @@ type connState struct {
 	cc *countingConn
 	// outMark and inMark are the counts at the end of the last request an event reported.
 	outMark, inMark atomic.Int64
-	start    time.Time
-	injected map[string]bool
-	mu       sync.Mutex
+	start           time.Time
+	injected        map[string]bool
+	mu              sync.Mutex
 }
 
 type stateKey struct{}

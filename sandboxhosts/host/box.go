@@ -191,6 +191,8 @@ type sandbox struct {
 	sb   *container.Sandbox
 	sup  *supervisor.Client
 	root *sandboxfs.Root
+	// user is who commands run as (the image's User); nil for root.
+	user *runAs
 	// ns is the sandbox's network namespace, whose listeners the egress proxy serves.
 	ns     *sandboxnet.Namespace
 	runDir string
@@ -235,6 +237,7 @@ func (h *Host) start(ctx context.Context, b *box, rec *sessiondb.Record, env map
 	}
 	// The session's own variables win over the network's, as an image's ENV loses to both.
 	withNet := networkEnv()
+	maps.Copy(withNet, sbx.user.env())
 	maps.Copy(withNet, env)
 	b.sandbox, b.events, b.env = sbx, events, envEntries(withNet)
 	b.manifest, b.status = manifest, rec.Status
@@ -247,6 +250,10 @@ func (h *Host) start(ctx context.Context, b *box, rec *sessiondb.Record, env map
 // its supervisor. It returns manifest adopted to the restored files. On error nothing is left.
 func (h *Host) boot(ctx context.Context, img *images.Image, manifest *snapshots.Manifest) (_ *sandbox, _ *snapshots.Manifest, err error) {
 	res, err := h.sandboxResources(img)
+	if err != nil {
+		return nil, nil, err
+	}
+	user, err := imageUser(img.Config.User, img.LowerDirs)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -336,7 +343,13 @@ func (h *Host) boot(ctx context.Context, img *images.Image, manifest *snapshots.
 	if err != nil {
 		return nil, nil, err
 	}
-	return &sandbox{sb: sb, sup: sup, root: root, ns: ns, runDir: runDir, socket: socket, digest: img.Digest, booted: h.clock.Now(), memoryBytes: res.MemoryBytes}, manifest, nil
+	if user != nil {
+		if err := user.prepareHome(root); err != nil {
+			root.Close()
+			return nil, nil, err
+		}
+	}
+	return &sandbox{sb: sb, sup: sup, root: root, user: user, ns: ns, runDir: runDir, socket: socket, digest: img.Digest, booted: h.clock.Now(), memoryBytes: res.MemoryBytes}, manifest, nil
 }
 
 // listenSupervisor binds a sandbox's supervisor socket at path, in the host's socket dir, and

@@ -85,6 +85,7 @@ func (h *Host) Exec(ctx context.Context, req *connect.Request[appv1.ExecRequest]
 		if sreq, err = h.execRequest(m, b.env); err != nil {
 			return err
 		}
+		sreq.User = b.user.identity()
 		id = sreq.ExecID
 		exit, err = b.sup.Exec(ctx, sreq, ev)
 	}

@@ -509,6 +509,7 @@ func (h *Host) turn(ctx context.Context, b *box, a *agent, t *turn, p *sessiondb
 	exit, err := b.sup.Exec(ctx, supervisor.ExecRequest{
 		ExecID: t.execID, Argv: plan.Argv, Env: append(slices.Clone(b.env), envEntries(plan.Env)...),
 		Workdir: plan.Workdir, Stdin: []byte(plan.Stdin), KeepStdin: plan.KeepStdin, Timeout: h.opts.Limits.ExecTimeout.Max,
+		User: b.user.identity(),
 	}, supervisor.Events{Output: ps.output})
 	if err != nil {
 		return fmt.Errorf("launch %s: %w", plan.Argv[0], err)
@@ -631,7 +632,11 @@ func placeFile(b *box, f abi.File) error {
 	if err := b.root.MkdirAll(path.Dir(f.Path), 0o755); err != nil {
 		return err
 	}
-	return writeFile(b.root, f.Path, fileMode(f, 0o644), f.Content)
+	if err := writeFile(b.root, f.Path, fileMode(f, 0o644), f.Content); err != nil {
+		return err
+	}
+	// Commands run as the image's user, who must own what the harness reads and writes.
+	return errors.Join(b.user.chownDirs(b.root, path.Dir(f.Path)), b.user.chown(b.root, f.Path))
 }
 
 // fileMode is the permission bits a plan's file asks for, or def when it names none.

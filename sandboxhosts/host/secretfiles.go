@@ -3,6 +3,7 @@ package host
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"path"
 
@@ -34,7 +35,13 @@ func placeSecretFile(b *box, f abi.File) error {
 	if err := writeFile(run, secretSub+"/"+name, fileMode(f, 0o600), f.Content); err != nil {
 		return err
 	}
+	if err := errors.Join(b.user.chown(run, secretSub), b.user.chown(run, secretSub+"/"+name)); err != nil {
+		return err
+	}
 	if err := b.root.MkdirAll(path.Dir(f.Path), 0o755); err != nil {
+		return err
+	}
+	if err := b.user.chownDirs(b.root, path.Dir(f.Path)); err != nil {
 		return err
 	}
 	if err := b.root.Symlink(abi.SecretDir+"/"+name, f.Path); err != nil {

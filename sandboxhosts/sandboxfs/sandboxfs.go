@@ -160,6 +160,19 @@ func (r *Root) MkdirAll(p string, perm os.FileMode) error {
 	return nil
 }
 
+// Lchown gives the sandbox path p (not a final symlink's target) to uid and gid.
+func (r *Root) Lchown(p string, uid, gid int) error {
+	dir, name, err := r.parentOf(p)
+	if err != nil {
+		return err
+	}
+	defer dir.Close()
+	if err := unix.Fchownat(int(dir.Fd()), name, uid, gid, unix.AT_SYMLINK_NOFOLLOW|unix.AT_EMPTY_PATH); err != nil {
+		return fmt.Errorf("chown %s: %w", p, err)
+	}
+	return nil
+}
+
 // parentOf opens the directory holding the sandbox path p and returns it with p's last name.
 func (r *Root) parentOf(p string) (*os.File, string, error) {
 	rel, err := Clean(p)

@@ -43,6 +43,8 @@ type ExecRequest struct {
 	Stdin []byte
 	// KeepStdin leaves stdin open after Stdin, for WriteStdin; it closes when the process exits.
 	KeepStdin bool
+	// User runs the process as another user than root; nil runs it as root.
+	User *User
 }
 
 // StdinRequest writes to the stdin of a running exec started with KeepStdin.
@@ -84,6 +86,7 @@ func (c *Client) Exec(ctx context.Context, req ExecRequest, ev Events) (Exit, er
 		TimeoutMS: req.Timeout.Milliseconds(),
 		Stdin:     req.Stdin,
 		KeepStdin: req.KeepStdin,
+		User:      req.User,
 	}, ev)
 }
 

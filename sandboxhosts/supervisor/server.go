@@ -453,7 +453,7 @@ func (s *server) spawnLocked(req Request) (*execution, error) {
 		Dir:   workdir,
 		Env:   env,
 		Files: []uintptr{stdin.Fd(), stdoutW.Fd(), stderrW.Fd()},
-		Sys:   &syscall.SysProcAttr{Setpgid: true},
+		Sys:   sysProcAttr(req.User),
 	})
 	stdoutW.Close()
 	stderrW.Close()
@@ -604,4 +604,14 @@ func (s *server) follow(fw frameWriter, e *execution, offsets [2]int64, gone <-c
 			}
 		}
 	}
+}
+
+// sysProcAttr puts an exec in its own process group, as user when one is given (setgroups to
+// none, so root's groups are not kept).
+func sysProcAttr(user *User) *syscall.SysProcAttr {
+	attr := &syscall.SysProcAttr{Setpgid: true}
+	if user != nil {
+		attr.Credential = &syscall.Credential{Uid: user.UID, Gid: user.GID, Groups: []uint32{}}
+	}
+	return attr
 }
