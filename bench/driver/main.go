@@ -66,6 +66,9 @@ var pairs = []pair{
 	{name: "EnabledImageCreateToFirstExecCold", baseline: "RawRuncRun", what: "the same, cold boot, vs runc run", target: 1.2},
 	{name: "ImageEnable64MiB", baseline: "RawCranePullTarX64MiB", what: "enable a 64 MiB image end to end vs crane pull + tar -x", bytes: 64 * mib, target: 1.5},
 	{name: "WarmImageFirstExec", baseline: "WarmCommandInSession", what: "first exec on a warm-captured image vs running its 2 s warm command", target: 0.1},
+	{name: "ProxyHTTPSInjected", baseline: "RawHTTPSDirect", what: "HTTPS request from a sandbox, captured, intercepted, key injected vs direct", target: 1.5},
+	{name: "ProxyDownload100MiB", baseline: "RawDownload100MiB", what: "100 MiB HTTPS download through the intercepting proxy vs direct (target: ≥ 0.7× throughput)", bytes: 100 * mib, target: 1 / 0.7},
+	{name: "NetworkSetup", what: "what networking adds to a sandbox create: namespace, rules, listeners (target: ≤ 5 ms)"},
 }
 
 var line = regexp.MustCompile(`^Benchmark([\w/]+?)(?:-\d+)?\s+\d+\s+([\d.]+) ns/op`)
@@ -77,7 +80,7 @@ func main() {
 	flag.Parse()
 
 	args := []string{"test", "-run", "^$", "-bench", *only, "-count", strconv.Itoa(*count), "-benchtime", *benchtime, "./e2e/", "./harnesses/harness/",
-		"./automation/expr/", "./automation/jsbox/", "./automation/render/", "./functions/webhooks/", "./platform/pubsub/"}
+		"./automation/expr/", "./automation/jsbox/", "./automation/render/", "./functions/webhooks/", "./platform/pubsub/", "./sandboxhosts/egressproxy/"}
 	cmd := exec.Command("go", args...)
 	cmd.Stderr = os.Stderr
 	out, err := cmd.Output()

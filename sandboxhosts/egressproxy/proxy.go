@@ -572,7 +572,8 @@ func (sb *Sandbox) serveRequest(w http.ResponseWriter, r *http.Request, fixed *t
 			pr.Out.Header["X-Forwarded-For"] = nil
 		},
 		Transport:     sb.p.transport,
-		FlushInterval: -1,
+		// Streamed answers (text/event-stream, unknown length) are flushed at once regardless.
+		FlushInterval: 0,
 		ErrorHandler: func(w http.ResponseWriter, _ *http.Request, err error) {
 			msg := fmt.Sprintf("cannot reach %s:%d: %v", t.host, t.port, err)
 			if errors.Is(err, egress.ErrRefused) {
