@@ -434,11 +434,25 @@ func (t taskSessions) Start(ctx context.Context, spec tasks.SessionSpec) (string
 			*f.dst = &f.val
 		}
 	}
-	resp, err := t.svc.CreateForTask(ctx, req, spec.Key, network)
+	resp, err := t.svc.CreateForTask(ctx, req, spec.Key, sessions.TaskStart{Network: network, Repos: checkouts(spec.Repos)})
 	if err != nil {
 		return "", profileImageErr(spec.Image, err)
 	}
 	return resp.Msg.GetSessionId(), nil
+}
+
+// checkouts are a profile's repos as the host clones them: over https, at an https remote_url,
+// else from the remote's host, owner and name (a scp-like remote_url's).
+func checkouts(repos []*appv1.ProfileRepo) []*hostv1.RepoCheckout {
+	var out []*hostv1.RepoCheckout
+	for _, r := range repos {
+		u := r.GetRemoteUrl()
+		if rm := r.GetRemote(); !strings.HasPrefix(u, "https://") && rm.GetHost() != "" && rm.GetOwner() != "" && rm.GetName() != "" {
+			u = "https://" + rm.GetHost() + "/" + rm.GetOwner() + "/" + strings.TrimSuffix(rm.GetName(), ".git") + ".git"
+		}
+		out = append(out, &hostv1.RepoCheckout{Path: r.GetPath(), Url: u})
+	}
+	return out
 }
 
 func (t taskSessions) States(ctx context.Context, ids []string) (map[string]tasks.SessionState, error) {

@@ -49,6 +49,12 @@ func routerHosts(r *config.ModelRouter) []string {
 	return append(hosts, r.EgressHosts...)
 }
 
+// TaskStart is what a task's profile adds to its session's start.
+type TaskStart struct {
+	Network *hostv1.SandboxNetwork
+	Repos   []*hostv1.RepoCheckout
+}
+
 // MergeNetwork adds what extra allows and injects to n (nil n makes a new one).
 func MergeNetwork(n, extra *hostv1.SandboxNetwork) *hostv1.SandboxNetwork {
 	if n == nil {

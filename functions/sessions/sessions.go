@@ -305,33 +305,34 @@ var (
 func (s *Service) CreateSession(ctx context.Context, req *connect.Request[appv1.CreateSessionRequest]) (*connect.Response[appv1.CreateSessionResponse], error) {
 	requested := req.Msg.GetRequestedSessionId()
 	if requested == "" {
-		return s.create(ctx, req.Msg, ids.New("sess"), "", nil, nil)
+		return s.create(ctx, req.Msg, ids.New("sess"), "", nil, TaskStart{})
 	}
 	caller, _ := auth.Caller(ctx)
 	id := s.derivedID(caller.UserID, spaceRequested, requested)
 	// A session created before requested ids were scoped has the id it requested as its record
 	// id: its owner's retry finds it too.
-	return s.create(ctx, req.Msg, id, requested, []string{id, requested}, nil)
+	return s.create(ctx, req.Msg, id, requested, []string{id, requested}, TaskStart{})
 }
 
 // CreateForTask creates the session a task runs in, for the caller; m's requested_session_id is
 // not used. With a key (the task's id) the session's id derives from the caller and key, so a
 // retried start finds the session the first made; the answer's session_id is the record id
-// either way. network is the task's profile's egress (its network section, its repos' hosts and
-// its proxy-mode secrets), added to what the harness and router need.
-func (s *Service) CreateForTask(ctx context.Context, m *appv1.CreateSessionRequest, key string, network *hostv1.SandboxNetwork) (*connect.Response[appv1.CreateSessionResponse], error) {
+// either way. start holds the task's profile's egress (its network section, its repos' hosts and
+// its proxy-mode secrets), added to what the harness and router need, and its repos, cloned at
+// start.
+func (s *Service) CreateForTask(ctx context.Context, m *appv1.CreateSessionRequest, key string, start TaskStart) (*connect.Response[appv1.CreateSessionResponse], error) {
 	caller, _ := auth.Caller(ctx)
 	if key == "" {
-		return s.create(ctx, m, ids.New("sess"), "", nil, network)
+		return s.create(ctx, m, ids.New("sess"), "", nil, start)
 	}
 	id := s.derivedID(caller.UserID, spaceTask, key)
-	return s.create(ctx, m, id, "", []string{id}, network)
+	return s.create(ctx, m, id, "", []string{id}, start)
 }
 
 // create is CreateSession of a session whose record id is id, requested by its owner as
-// requested ("" when not), whose egress adds extra to what its harness needs. A retry answers
+// requested ("" when not), whose egress adds extra's to what its harness needs. A retry answers
 // the caller's session at the first of prior (record ids) that exists, without placing a sandbox.
-func (s *Service) create(ctx context.Context, m *appv1.CreateSessionRequest, id, requested string, prior []string, extra *hostv1.SandboxNetwork) (*connect.Response[appv1.CreateSessionResponse], error) {
+func (s *Service) create(ctx context.Context, m *appv1.CreateSessionRequest, id, requested string, prior []string, extra TaskStart) (*connect.Response[appv1.CreateSessionResponse], error) {
 	caller, _ := auth.Caller(ctx)
 	var v apierr.Violations
 	image := strings.TrimSpace(cmp.Or(m.GetImageUri(), s.d.DefaultImage))
@@ -411,7 +412,7 @@ func (s *Service) create(ctx context.Context, m *appv1.CreateSessionRequest, id,
 	if err != nil {
 		return nil, err
 	}
-	network := MergeNetwork(agent.network, extra)
+	network := MergeNetwork(agent.network, extra.Network)
 	sealedNet, err := sealNetwork(s.d.Sealer, id, network)
 	if err != nil {
 		return nil, err
@@ -442,7 +443,7 @@ func (s *Service) create(ctx context.Context, m *appv1.CreateSessionRequest, id,
 	} else if err != nil {
 		return nil, err
 	}
-	resp, err := client.CreateSandbox(ctx, connect.NewRequest(&hostv1.CreateSandboxRequest{SessionId: id, Env: env, ImageUri: image, WarmLayer: warmLayer, Network: network}))
+	resp, err := client.CreateSandbox(ctx, connect.NewRequest(&hostv1.CreateSandboxRequest{SessionId: id, Env: env, ImageUri: image, WarmLayer: warmLayer, Network: network, Repos: extra.Repos}))
 	if err != nil {
 		return nil, err
 	}

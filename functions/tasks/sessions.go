@@ -43,6 +43,8 @@ type SessionSpec struct {
 	ProfileID  string
 	// Network is the profile's egress: its network section and its repos' hosts.
 	Network Network
+	// Repos are the profile's repos, cloned into the session at its start.
+	Repos []*appv1.ProfileRepo
 	// ProxySecrets are the profile's secrets in mode "proxy": the session holds a placeholder
 	// in EnvVar, and the egress proxy puts the secret in requests to its hosts.
 	ProxySecrets []*appv1.ProfileSecret

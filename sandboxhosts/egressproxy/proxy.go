@@ -22,6 +22,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
@@ -313,10 +314,16 @@ func looksLikeHTTP(br *bufio.Reader) bool {
 	return false
 }
 
+// Allows reports whether the secret may go to host:port.
+func (s Secret) Allows(host string, port int) bool {
+	_, ok := matchHost(host, port, s.AllowHosts, s.AllowHostPatterns)
+	return ok
+}
+
 // intercepts reports whether some secret may be injected into requests to host:port.
 func (sb *Sandbox) intercepts(host string, port int) bool {
 	for _, s := range sb.sess.Secrets {
-		if _, ok := matchHost(host, port, s.AllowHosts, s.AllowHostPatterns); ok {
+		if s.Allows(host, port) {
 			return true
 		}
 	}
@@ -571,7 +578,7 @@ func (sb *Sandbox) serveRequest(w http.ResponseWriter, r *http.Request, fixed *t
 			pr.Out.Host = pr.In.Host
 			pr.Out.Header["X-Forwarded-For"] = nil
 		},
-		Transport:     sb.p.transport,
+		Transport: sb.p.transport,
 		// Streamed answers (text/event-stream, unknown length) are flushed at once regardless.
 		FlushInterval: 0,
 		ErrorHandler: func(w http.ResponseWriter, _ *http.Request, err error) {
@@ -646,13 +653,15 @@ func egressRefused(host string) error {
 
 // inject swaps, in r's headers and URL, each secret's placeholder for its value when the secret
 // may go to host:port, and names the secrets injected; it names the first secret whose
-// placeholder r carries to a host the secret may not go to, and then changes nothing.
+// placeholder r carries to a host the secret may not go to, and then changes nothing. A
+// placeholder inside an "Authorization: Basic" header's encoded credentials counts too (git
+// sends its token there).
 func (sb *Sandbox) inject(r *http.Request, host string, port int) (injected []string, refused string) {
 	for _, s := range sb.sess.Secrets {
-		if s.Placeholder == "" || !carries(r, s.Placeholder) {
+		if s.Placeholder == "" || !carries(r, s) {
 			continue
 		}
-		if _, ok := matchHost(host, port, s.AllowHosts, s.AllowHostPatterns); !ok {
+		if !s.Allows(host, port) {
 			return nil, s.Name
 		}
 		injected = append(injected, s.Name)
@@ -663,7 +672,7 @@ func (sb *Sandbox) inject(r *http.Request, host string, port int) (injected []st
 		}
 		for k, vs := range r.Header {
 			for i, v := range vs {
-				r.Header[k][i] = strings.ReplaceAll(v, s.Placeholder, s.Value)
+				r.Header[k][i], _ = swap(v, s.Placeholder, s.Value)
 			}
 		}
 		r.URL.RawQuery = strings.ReplaceAll(r.URL.RawQuery, s.Placeholder, s.Value)
@@ -671,14 +680,28 @@ func (sb *Sandbox) inject(r *http.Request, host string, port int) (injected []st
 	return injected, ""
 }
 
-// carries reports whether r's headers or URL hold the placeholder.
-func carries(r *http.Request, placeholder string) bool {
-	if strings.Contains(r.URL.String(), placeholder) {
+// swap replaces placeholder with value in a header value, inside Basic credentials too, and
+// reports whether it was there.
+func swap(v, placeholder, value string) (string, bool) {
+	if strings.Contains(v, placeholder) {
+		return strings.ReplaceAll(v, placeholder, value), true
+	}
+	if enc, ok := strings.CutPrefix(v, "Basic "); ok {
+		if dec, err := base64.StdEncoding.DecodeString(strings.TrimSpace(enc)); err == nil && strings.Contains(string(dec), placeholder) {
+			return "Basic " + base64.StdEncoding.EncodeToString([]byte(strings.ReplaceAll(string(dec), placeholder, value))), true
+		}
+	}
+	return v, false
+}
+
+// carries reports whether r's headers or URL hold s's placeholder.
+func carries(r *http.Request, s Secret) bool {
+	if strings.Contains(r.URL.String(), s.Placeholder) {
 		return true
 	}
 	for _, vs := range r.Header {
 		for _, v := range vs {
-			if strings.Contains(v, placeholder) {
+			if _, ok := swap(v, s.Placeholder, s.Value); ok {
 				return true
 			}
 		}

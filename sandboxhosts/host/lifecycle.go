@@ -57,7 +57,7 @@ func (h *Host) CreateSandbox(ctx context.Context, req *connect.Request[hostv1.Cr
 	}
 	defer b.mu.Unlock()
 	if !b.ready.Load() {
-		if err := h.launch(ctx, b, rec, req.Msg.GetEnv(), req.Msg.GetNetwork(), nil); err != nil {
+		if err := h.launch(ctx, b, rec, req.Msg.GetEnv(), req.Msg.GetNetwork(), req.Msg.GetRepos(), nil); err != nil {
 			return nil, err
 		}
 	}
@@ -70,9 +70,15 @@ func (h *Host) CreateSandbox(ctx context.Context, req *connect.Request[hostv1.Cr
 // it to failed with the reason, so nobody waits on a sandbox that never came. Both moves happen
 // only while the record is as rec says: placed on this host, in rec.Status, of rec's image.
 // b.mu must be held.
-func (h *Host) launch(ctx context.Context, b *box, rec *sessiondb.Record, env map[string]string, network *hostv1.SandboxNetwork, manifest *snapshots.Manifest) error {
+// repos are cloned (a new session's) before the move to running; a failed clone fails it.
+func (h *Host) launch(ctx context.Context, b *box, rec *sessiondb.Record, env map[string]string, network *hostv1.SandboxNetwork, repos []*hostv1.RepoCheckout, manifest *snapshots.Manifest) error {
 	if err := h.start(ctx, b, rec, env, network, manifest); err != nil {
 		h.drop(b)
+		h.fail(ctx, rec, err)
+		return err
+	}
+	if err := h.checkout(ctx, b, repos, network); err != nil {
+		_ = h.teardown(context.WithoutCancel(ctx), b)
 		h.fail(ctx, rec, err)
 		return err
 	}
@@ -329,7 +335,7 @@ func (h *Host) Resume(ctx context.Context, req *connect.Request[appv1.ResumeRequ
 			return nil, fmt.Errorf("load checkpoint %s: %w", rec.LatestSnapshotID, err)
 		}
 	}
-	if err := h.launch(ctx, b, rec, env, network, m); err != nil {
+	if err := h.launch(ctx, b, rec, env, network, nil, m); err != nil {
 		return nil, err
 	}
 	resp := &appv1.ResumeResponse{SessionId: rec.ID, Note: "started from the image: the session had no checkpoint"}

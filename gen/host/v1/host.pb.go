@@ -357,7 +357,10 @@ type CreateSandboxRequest struct {
 	WarmLayer string `protobuf:"bytes,4,opt,name=warm_layer,json=warmLayer,proto3" json:"warm_layer,omitempty"`
 	// network is what the sandbox's egress proxy lets through and injects; absent, nothing goes
 	// out. It holds secret values and is never stored in clear.
-	Network       *SandboxNetwork `protobuf:"bytes,5,opt,name=network,proto3" json:"network,omitempty"`
+	Network *SandboxNetwork `protobuf:"bytes,5,opt,name=network,proto3" json:"network,omitempty"`
+	// repos are cloned into the new sandbox, over the egress proxy, before it is running; a
+	// failed clone fails the session.
+	Repos         []*RepoCheckout `protobuf:"bytes,6,rep,name=repos,proto3" json:"repos,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -427,6 +430,77 @@ func (x *CreateSandboxRequest) GetNetwork() *SandboxNetwork {
 	return nil
 }
 
+func (x *CreateSandboxRequest) GetRepos() []*RepoCheckout {
+	if x != nil {
+		return x.Repos
+	}
+	return nil
+}
+
+// RepoCheckout is one repository to clone at a session's start.
+type RepoCheckout struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// path is where the clone goes inside the sandbox (absolute).
+	Path string `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"`
+	// url is the https URL to clone.
+	Url string `protobuf:"bytes,2,opt,name=url,proto3" json:"url,omitempty"`
+	// ref is the branch or tag to check out; empty is the remote's default branch.
+	Ref           string `protobuf:"bytes,3,opt,name=ref,proto3" json:"ref,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RepoCheckout) Reset() {
+	*x = RepoCheckout{}
+	mi := &file_host_v1_host_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RepoCheckout) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RepoCheckout) ProtoMessage() {}
+
+func (x *RepoCheckout) ProtoReflect() protoreflect.Message {
+	mi := &file_host_v1_host_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RepoCheckout.ProtoReflect.Descriptor instead.
+func (*RepoCheckout) Descriptor() ([]byte, []int) {
+	return file_host_v1_host_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *RepoCheckout) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
+}
+
+func (x *RepoCheckout) GetUrl() string {
+	if x != nil {
+		return x.Url
+	}
+	return ""
+}
+
+func (x *RepoCheckout) GetRef() string {
+	if x != nil {
+		return x.Ref
+	}
+	return ""
+}
+
 // SandboxNetwork is one session's egress: the union of its profile's network section, its
 // harness's egress, its model router's egress_hosts and its repos' hosts, and the secrets the
 // proxy injects. Entries are host names or IP literals with an optional ":port"; patterns are
@@ -443,7 +517,7 @@ type SandboxNetwork struct {
 
 func (x *SandboxNetwork) Reset() {
 	*x = SandboxNetwork{}
-	mi := &file_host_v1_host_proto_msgTypes[5]
+	mi := &file_host_v1_host_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -455,7 +529,7 @@ func (x *SandboxNetwork) String() string {
 func (*SandboxNetwork) ProtoMessage() {}
 
 func (x *SandboxNetwork) ProtoReflect() protoreflect.Message {
-	mi := &file_host_v1_host_proto_msgTypes[5]
+	mi := &file_host_v1_host_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -468,7 +542,7 @@ func (x *SandboxNetwork) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SandboxNetwork.ProtoReflect.Descriptor instead.
 func (*SandboxNetwork) Descriptor() ([]byte, []int) {
-	return file_host_v1_host_proto_rawDescGZIP(), []int{5}
+	return file_host_v1_host_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *SandboxNetwork) GetDefaultAllow() bool {
@@ -515,7 +589,7 @@ type ProxySecret struct {
 
 func (x *ProxySecret) Reset() {
 	*x = ProxySecret{}
-	mi := &file_host_v1_host_proto_msgTypes[6]
+	mi := &file_host_v1_host_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -527,7 +601,7 @@ func (x *ProxySecret) String() string {
 func (*ProxySecret) ProtoMessage() {}
 
 func (x *ProxySecret) ProtoReflect() protoreflect.Message {
-	mi := &file_host_v1_host_proto_msgTypes[6]
+	mi := &file_host_v1_host_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -540,7 +614,7 @@ func (x *ProxySecret) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProxySecret.ProtoReflect.Descriptor instead.
 func (*ProxySecret) Descriptor() ([]byte, []int) {
-	return file_host_v1_host_proto_rawDescGZIP(), []int{6}
+	return file_host_v1_host_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *ProxySecret) GetName() string {
@@ -591,7 +665,7 @@ type CreateSandboxResponse struct {
 
 func (x *CreateSandboxResponse) Reset() {
 	*x = CreateSandboxResponse{}
-	mi := &file_host_v1_host_proto_msgTypes[7]
+	mi := &file_host_v1_host_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -603,7 +677,7 @@ func (x *CreateSandboxResponse) String() string {
 func (*CreateSandboxResponse) ProtoMessage() {}
 
 func (x *CreateSandboxResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_host_v1_host_proto_msgTypes[7]
+	mi := &file_host_v1_host_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -616,7 +690,7 @@ func (x *CreateSandboxResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateSandboxResponse.ProtoReflect.Descriptor instead.
 func (*CreateSandboxResponse) Descriptor() ([]byte, []int) {
-	return file_host_v1_host_proto_rawDescGZIP(), []int{7}
+	return file_host_v1_host_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *CreateSandboxResponse) GetSessionId() string {
@@ -656,7 +730,7 @@ type DeleteSandboxRequest struct {
 
 func (x *DeleteSandboxRequest) Reset() {
 	*x = DeleteSandboxRequest{}
-	mi := &file_host_v1_host_proto_msgTypes[8]
+	mi := &file_host_v1_host_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -668,7 +742,7 @@ func (x *DeleteSandboxRequest) String() string {
 func (*DeleteSandboxRequest) ProtoMessage() {}
 
 func (x *DeleteSandboxRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_host_v1_host_proto_msgTypes[8]
+	mi := &file_host_v1_host_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -681,7 +755,7 @@ func (x *DeleteSandboxRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteSandboxRequest.ProtoReflect.Descriptor instead.
 func (*DeleteSandboxRequest) Descriptor() ([]byte, []int) {
-	return file_host_v1_host_proto_rawDescGZIP(), []int{8}
+	return file_host_v1_host_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *DeleteSandboxRequest) GetSessionId() string {
@@ -702,7 +776,7 @@ type DeleteSandboxResponse struct {
 
 func (x *DeleteSandboxResponse) Reset() {
 	*x = DeleteSandboxResponse{}
-	mi := &file_host_v1_host_proto_msgTypes[9]
+	mi := &file_host_v1_host_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -714,7 +788,7 @@ func (x *DeleteSandboxResponse) String() string {
 func (*DeleteSandboxResponse) ProtoMessage() {}
 
 func (x *DeleteSandboxResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_host_v1_host_proto_msgTypes[9]
+	mi := &file_host_v1_host_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -727,7 +801,7 @@ func (x *DeleteSandboxResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteSandboxResponse.ProtoReflect.Descriptor instead.
 func (*DeleteSandboxResponse) Descriptor() ([]byte, []int) {
-	return file_host_v1_host_proto_rawDescGZIP(), []int{9}
+	return file_host_v1_host_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *DeleteSandboxResponse) GetSessionId() string {
@@ -756,7 +830,7 @@ type EvictRequest struct {
 
 func (x *EvictRequest) Reset() {
 	*x = EvictRequest{}
-	mi := &file_host_v1_host_proto_msgTypes[10]
+	mi := &file_host_v1_host_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -768,7 +842,7 @@ func (x *EvictRequest) String() string {
 func (*EvictRequest) ProtoMessage() {}
 
 func (x *EvictRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_host_v1_host_proto_msgTypes[10]
+	mi := &file_host_v1_host_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -781,7 +855,7 @@ func (x *EvictRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EvictRequest.ProtoReflect.Descriptor instead.
 func (*EvictRequest) Descriptor() ([]byte, []int) {
-	return file_host_v1_host_proto_rawDescGZIP(), []int{10}
+	return file_host_v1_host_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *EvictRequest) GetSessionId() string {
@@ -816,7 +890,7 @@ type EvictResponse struct {
 
 func (x *EvictResponse) Reset() {
 	*x = EvictResponse{}
-	mi := &file_host_v1_host_proto_msgTypes[11]
+	mi := &file_host_v1_host_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -828,7 +902,7 @@ func (x *EvictResponse) String() string {
 func (*EvictResponse) ProtoMessage() {}
 
 func (x *EvictResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_host_v1_host_proto_msgTypes[11]
+	mi := &file_host_v1_host_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -841,7 +915,7 @@ func (x *EvictResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EvictResponse.ProtoReflect.Descriptor instead.
 func (*EvictResponse) Descriptor() ([]byte, []int) {
-	return file_host_v1_host_proto_rawDescGZIP(), []int{11}
+	return file_host_v1_host_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *EvictResponse) GetSessionId() string {
@@ -874,7 +948,7 @@ type FindReposRequest struct {
 
 func (x *FindReposRequest) Reset() {
 	*x = FindReposRequest{}
-	mi := &file_host_v1_host_proto_msgTypes[12]
+	mi := &file_host_v1_host_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -886,7 +960,7 @@ func (x *FindReposRequest) String() string {
 func (*FindReposRequest) ProtoMessage() {}
 
 func (x *FindReposRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_host_v1_host_proto_msgTypes[12]
+	mi := &file_host_v1_host_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -899,7 +973,7 @@ func (x *FindReposRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FindReposRequest.ProtoReflect.Descriptor instead.
 func (*FindReposRequest) Descriptor() ([]byte, []int) {
-	return file_host_v1_host_proto_rawDescGZIP(), []int{12}
+	return file_host_v1_host_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *FindReposRequest) GetImageUri() string {
@@ -918,7 +992,7 @@ type FindReposResponse struct {
 
 func (x *FindReposResponse) Reset() {
 	*x = FindReposResponse{}
-	mi := &file_host_v1_host_proto_msgTypes[13]
+	mi := &file_host_v1_host_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -930,7 +1004,7 @@ func (x *FindReposResponse) String() string {
 func (*FindReposResponse) ProtoMessage() {}
 
 func (x *FindReposResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_host_v1_host_proto_msgTypes[13]
+	mi := &file_host_v1_host_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -943,7 +1017,7 @@ func (x *FindReposResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FindReposResponse.ProtoReflect.Descriptor instead.
 func (*FindReposResponse) Descriptor() ([]byte, []int) {
-	return file_host_v1_host_proto_rawDescGZIP(), []int{13}
+	return file_host_v1_host_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *FindReposResponse) GetRepos() []*Repo {
@@ -964,7 +1038,7 @@ type Repo struct {
 
 func (x *Repo) Reset() {
 	*x = Repo{}
-	mi := &file_host_v1_host_proto_msgTypes[14]
+	mi := &file_host_v1_host_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -976,7 +1050,7 @@ func (x *Repo) String() string {
 func (*Repo) ProtoMessage() {}
 
 func (x *Repo) ProtoReflect() protoreflect.Message {
-	mi := &file_host_v1_host_proto_msgTypes[14]
+	mi := &file_host_v1_host_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -989,7 +1063,7 @@ func (x *Repo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Repo.ProtoReflect.Descriptor instead.
 func (*Repo) Descriptor() ([]byte, []int) {
-	return file_host_v1_host_proto_rawDescGZIP(), []int{14}
+	return file_host_v1_host_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *Repo) GetPath() string {
@@ -1016,7 +1090,7 @@ type Remote struct {
 
 func (x *Remote) Reset() {
 	*x = Remote{}
-	mi := &file_host_v1_host_proto_msgTypes[15]
+	mi := &file_host_v1_host_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1028,7 +1102,7 @@ func (x *Remote) String() string {
 func (*Remote) ProtoMessage() {}
 
 func (x *Remote) ProtoReflect() protoreflect.Message {
-	mi := &file_host_v1_host_proto_msgTypes[15]
+	mi := &file_host_v1_host_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1041,7 +1115,7 @@ func (x *Remote) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Remote.ProtoReflect.Descriptor instead.
 func (*Remote) Descriptor() ([]byte, []int) {
-	return file_host_v1_host_proto_rawDescGZIP(), []int{15}
+	return file_host_v1_host_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *Remote) GetName() string {
@@ -1094,7 +1168,7 @@ const file_host_v1_host_proto_rawDesc = "" +
 	"\texit_code\x18\a \x01(\x05R\bexitCode\x12\x1f\n" +
 	"\vbytes_total\x18\b \x01(\x04R\n" +
 	"bytesTotal\x12%\n" +
-	"\x0ebytes_uploaded\x18\t \x01(\x04R\rbytesUploaded\"\x96\x02\n" +
+	"\x0ebytes_uploaded\x18\t \x01(\x04R\rbytesUploaded\"\xc3\x02\n" +
 	"\x14CreateSandboxRequest\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x128\n" +
@@ -1102,10 +1176,15 @@ const file_host_v1_host_proto_rawDesc = "" +
 	"\timage_uri\x18\x03 \x01(\tR\bimageUri\x12\x1d\n" +
 	"\n" +
 	"warm_layer\x18\x04 \x01(\tR\twarmLayer\x121\n" +
-	"\anetwork\x18\x05 \x01(\v2\x17.host.v1.SandboxNetworkR\anetwork\x1a6\n" +
+	"\anetwork\x18\x05 \x01(\v2\x17.host.v1.SandboxNetworkR\anetwork\x12+\n" +
+	"\x05repos\x18\x06 \x03(\v2\x15.host.v1.RepoCheckoutR\x05repos\x1a6\n" +
 	"\bEnvEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xb6\x01\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"F\n" +
+	"\fRepoCheckout\x12\x12\n" +
+	"\x04path\x18\x01 \x01(\tR\x04path\x12\x10\n" +
+	"\x03url\x18\x02 \x01(\tR\x03url\x12\x10\n" +
+	"\x03ref\x18\x03 \x01(\tR\x03ref\"\xb6\x01\n" +
 	"\x0eSandboxNetwork\x12#\n" +
 	"\rdefault_allow\x18\x01 \x01(\bR\fdefaultAllow\x12\x1f\n" +
 	"\vallow_hosts\x18\x02 \x03(\tR\n" +
@@ -1189,103 +1268,105 @@ func file_host_v1_host_proto_rawDescGZIP() []byte {
 	return file_host_v1_host_proto_rawDescData
 }
 
-var file_host_v1_host_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
+var file_host_v1_host_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
 var file_host_v1_host_proto_goTypes = []any{
 	(*ImageLayer)(nil),                        // 0: host.v1.ImageLayer
 	(*WarmCommand)(nil),                       // 1: host.v1.WarmCommand
 	(*PrepareImageRequest)(nil),               // 2: host.v1.PrepareImageRequest
 	(*PrepareImageProgress)(nil),              // 3: host.v1.PrepareImageProgress
 	(*CreateSandboxRequest)(nil),              // 4: host.v1.CreateSandboxRequest
-	(*SandboxNetwork)(nil),                    // 5: host.v1.SandboxNetwork
-	(*ProxySecret)(nil),                       // 6: host.v1.ProxySecret
-	(*CreateSandboxResponse)(nil),             // 7: host.v1.CreateSandboxResponse
-	(*DeleteSandboxRequest)(nil),              // 8: host.v1.DeleteSandboxRequest
-	(*DeleteSandboxResponse)(nil),             // 9: host.v1.DeleteSandboxResponse
-	(*EvictRequest)(nil),                      // 10: host.v1.EvictRequest
-	(*EvictResponse)(nil),                     // 11: host.v1.EvictResponse
-	(*FindReposRequest)(nil),                  // 12: host.v1.FindReposRequest
-	(*FindReposResponse)(nil),                 // 13: host.v1.FindReposResponse
-	(*Repo)(nil),                              // 14: host.v1.Repo
-	(*Remote)(nil),                            // 15: host.v1.Remote
-	nil,                                       // 16: host.v1.WarmCommand.EnvEntry
-	nil,                                       // 17: host.v1.CreateSandboxRequest.EnvEntry
-	(*v1.ExecRequest)(nil),                    // 18: svc.app.v1.ExecRequest
-	(*v1.CancelExecRequest)(nil),              // 19: svc.app.v1.CancelExecRequest
-	(*v1.WriteFileRequest)(nil),               // 20: svc.app.v1.WriteFileRequest
-	(*v1.ReadFileRequest)(nil),                // 21: svc.app.v1.ReadFileRequest
-	(*v1.SnapshotRequest)(nil),                // 22: svc.app.v1.SnapshotRequest
-	(*v1.ResumeRequest)(nil),                  // 23: svc.app.v1.ResumeRequest
-	(*v1.GetCowStateRequest)(nil),             // 24: svc.app.v1.GetCowStateRequest
-	(*v1.CreateArtifactFromPathRequest)(nil),  // 25: svc.app.v1.CreateArtifactFromPathRequest
-	(*v1.SendPromptRequest)(nil),              // 26: svc.app.v1.SendPromptRequest
-	(*v1.EditQueuedPromptRequest)(nil),        // 27: svc.app.v1.EditQueuedPromptRequest
-	(*v1.DequeueQueuedPromptRequest)(nil),     // 28: svc.app.v1.DequeueQueuedPromptRequest
-	(*v1.InterruptRequest)(nil),               // 29: svc.app.v1.InterruptRequest
-	(*v1.CompleteToolCallRequest)(nil),        // 30: svc.app.v1.CompleteToolCallRequest
-	(*v1.ExecOutput)(nil),                     // 31: svc.app.v1.ExecOutput
-	(*emptypb.Empty)(nil),                     // 32: google.protobuf.Empty
-	(*v1.WriteFileResponse)(nil),              // 33: svc.app.v1.WriteFileResponse
-	(*v1.ReadFileResponse)(nil),               // 34: svc.app.v1.ReadFileResponse
-	(*v1.SnapshotResponse)(nil),               // 35: svc.app.v1.SnapshotResponse
-	(*v1.ResumeResponse)(nil),                 // 36: svc.app.v1.ResumeResponse
-	(*v1.GetCowStateResponse)(nil),            // 37: svc.app.v1.GetCowStateResponse
-	(*v1.CreateArtifactFromPathResponse)(nil), // 38: svc.app.v1.CreateArtifactFromPathResponse
-	(*v1.SendPromptResponse)(nil),             // 39: svc.app.v1.SendPromptResponse
-	(*v1.EditQueuedPromptResponse)(nil),       // 40: svc.app.v1.EditQueuedPromptResponse
-	(*v1.DequeueQueuedPromptResponse)(nil),    // 41: svc.app.v1.DequeueQueuedPromptResponse
-	(*v1.InterruptResponse)(nil),              // 42: svc.app.v1.InterruptResponse
-	(*v1.CompleteToolCallResponse)(nil),       // 43: svc.app.v1.CompleteToolCallResponse
+	(*RepoCheckout)(nil),                      // 5: host.v1.RepoCheckout
+	(*SandboxNetwork)(nil),                    // 6: host.v1.SandboxNetwork
+	(*ProxySecret)(nil),                       // 7: host.v1.ProxySecret
+	(*CreateSandboxResponse)(nil),             // 8: host.v1.CreateSandboxResponse
+	(*DeleteSandboxRequest)(nil),              // 9: host.v1.DeleteSandboxRequest
+	(*DeleteSandboxResponse)(nil),             // 10: host.v1.DeleteSandboxResponse
+	(*EvictRequest)(nil),                      // 11: host.v1.EvictRequest
+	(*EvictResponse)(nil),                     // 12: host.v1.EvictResponse
+	(*FindReposRequest)(nil),                  // 13: host.v1.FindReposRequest
+	(*FindReposResponse)(nil),                 // 14: host.v1.FindReposResponse
+	(*Repo)(nil),                              // 15: host.v1.Repo
+	(*Remote)(nil),                            // 16: host.v1.Remote
+	nil,                                       // 17: host.v1.WarmCommand.EnvEntry
+	nil,                                       // 18: host.v1.CreateSandboxRequest.EnvEntry
+	(*v1.ExecRequest)(nil),                    // 19: svc.app.v1.ExecRequest
+	(*v1.CancelExecRequest)(nil),              // 20: svc.app.v1.CancelExecRequest
+	(*v1.WriteFileRequest)(nil),               // 21: svc.app.v1.WriteFileRequest
+	(*v1.ReadFileRequest)(nil),                // 22: svc.app.v1.ReadFileRequest
+	(*v1.SnapshotRequest)(nil),                // 23: svc.app.v1.SnapshotRequest
+	(*v1.ResumeRequest)(nil),                  // 24: svc.app.v1.ResumeRequest
+	(*v1.GetCowStateRequest)(nil),             // 25: svc.app.v1.GetCowStateRequest
+	(*v1.CreateArtifactFromPathRequest)(nil),  // 26: svc.app.v1.CreateArtifactFromPathRequest
+	(*v1.SendPromptRequest)(nil),              // 27: svc.app.v1.SendPromptRequest
+	(*v1.EditQueuedPromptRequest)(nil),        // 28: svc.app.v1.EditQueuedPromptRequest
+	(*v1.DequeueQueuedPromptRequest)(nil),     // 29: svc.app.v1.DequeueQueuedPromptRequest
+	(*v1.InterruptRequest)(nil),               // 30: svc.app.v1.InterruptRequest
+	(*v1.CompleteToolCallRequest)(nil),        // 31: svc.app.v1.CompleteToolCallRequest
+	(*v1.ExecOutput)(nil),                     // 32: svc.app.v1.ExecOutput
+	(*emptypb.Empty)(nil),                     // 33: google.protobuf.Empty
+	(*v1.WriteFileResponse)(nil),              // 34: svc.app.v1.WriteFileResponse
+	(*v1.ReadFileResponse)(nil),               // 35: svc.app.v1.ReadFileResponse
+	(*v1.SnapshotResponse)(nil),               // 36: svc.app.v1.SnapshotResponse
+	(*v1.ResumeResponse)(nil),                 // 37: svc.app.v1.ResumeResponse
+	(*v1.GetCowStateResponse)(nil),            // 38: svc.app.v1.GetCowStateResponse
+	(*v1.CreateArtifactFromPathResponse)(nil), // 39: svc.app.v1.CreateArtifactFromPathResponse
+	(*v1.SendPromptResponse)(nil),             // 40: svc.app.v1.SendPromptResponse
+	(*v1.EditQueuedPromptResponse)(nil),       // 41: svc.app.v1.EditQueuedPromptResponse
+	(*v1.DequeueQueuedPromptResponse)(nil),    // 42: svc.app.v1.DequeueQueuedPromptResponse
+	(*v1.InterruptResponse)(nil),              // 43: svc.app.v1.InterruptResponse
+	(*v1.CompleteToolCallResponse)(nil),       // 44: svc.app.v1.CompleteToolCallResponse
 }
 var file_host_v1_host_proto_depIdxs = []int32{
-	16, // 0: host.v1.WarmCommand.env:type_name -> host.v1.WarmCommand.EnvEntry
+	17, // 0: host.v1.WarmCommand.env:type_name -> host.v1.WarmCommand.EnvEntry
 	1,  // 1: host.v1.PrepareImageRequest.warm:type_name -> host.v1.WarmCommand
 	0,  // 2: host.v1.PrepareImageProgress.layers:type_name -> host.v1.ImageLayer
-	17, // 3: host.v1.CreateSandboxRequest.env:type_name -> host.v1.CreateSandboxRequest.EnvEntry
-	5,  // 4: host.v1.CreateSandboxRequest.network:type_name -> host.v1.SandboxNetwork
-	6,  // 5: host.v1.SandboxNetwork.secrets:type_name -> host.v1.ProxySecret
-	14, // 6: host.v1.FindReposResponse.repos:type_name -> host.v1.Repo
-	15, // 7: host.v1.Repo.remotes:type_name -> host.v1.Remote
-	4,  // 8: host.v1.HostService.CreateSandbox:input_type -> host.v1.CreateSandboxRequest
-	8,  // 9: host.v1.HostService.DeleteSandbox:input_type -> host.v1.DeleteSandboxRequest
-	18, // 10: host.v1.HostService.Exec:input_type -> svc.app.v1.ExecRequest
-	19, // 11: host.v1.HostService.CancelExec:input_type -> svc.app.v1.CancelExecRequest
-	20, // 12: host.v1.HostService.WriteFile:input_type -> svc.app.v1.WriteFileRequest
-	21, // 13: host.v1.HostService.ReadFile:input_type -> svc.app.v1.ReadFileRequest
-	22, // 14: host.v1.HostService.Snapshot:input_type -> svc.app.v1.SnapshotRequest
-	23, // 15: host.v1.HostService.Resume:input_type -> svc.app.v1.ResumeRequest
-	10, // 16: host.v1.HostService.Evict:input_type -> host.v1.EvictRequest
-	24, // 17: host.v1.HostService.GetCowState:input_type -> svc.app.v1.GetCowStateRequest
-	25, // 18: host.v1.HostService.CreateArtifactFromPath:input_type -> svc.app.v1.CreateArtifactFromPathRequest
-	12, // 19: host.v1.HostService.FindRepos:input_type -> host.v1.FindReposRequest
-	26, // 20: host.v1.HostService.SendPrompt:input_type -> svc.app.v1.SendPromptRequest
-	27, // 21: host.v1.HostService.EditQueuedPrompt:input_type -> svc.app.v1.EditQueuedPromptRequest
-	28, // 22: host.v1.HostService.DequeueQueuedPrompt:input_type -> svc.app.v1.DequeueQueuedPromptRequest
-	29, // 23: host.v1.HostService.Interrupt:input_type -> svc.app.v1.InterruptRequest
-	30, // 24: host.v1.HostService.CompleteToolCall:input_type -> svc.app.v1.CompleteToolCallRequest
-	2,  // 25: host.v1.HostService.PrepareImage:input_type -> host.v1.PrepareImageRequest
-	7,  // 26: host.v1.HostService.CreateSandbox:output_type -> host.v1.CreateSandboxResponse
-	9,  // 27: host.v1.HostService.DeleteSandbox:output_type -> host.v1.DeleteSandboxResponse
-	31, // 28: host.v1.HostService.Exec:output_type -> svc.app.v1.ExecOutput
-	32, // 29: host.v1.HostService.CancelExec:output_type -> google.protobuf.Empty
-	33, // 30: host.v1.HostService.WriteFile:output_type -> svc.app.v1.WriteFileResponse
-	34, // 31: host.v1.HostService.ReadFile:output_type -> svc.app.v1.ReadFileResponse
-	35, // 32: host.v1.HostService.Snapshot:output_type -> svc.app.v1.SnapshotResponse
-	36, // 33: host.v1.HostService.Resume:output_type -> svc.app.v1.ResumeResponse
-	11, // 34: host.v1.HostService.Evict:output_type -> host.v1.EvictResponse
-	37, // 35: host.v1.HostService.GetCowState:output_type -> svc.app.v1.GetCowStateResponse
-	38, // 36: host.v1.HostService.CreateArtifactFromPath:output_type -> svc.app.v1.CreateArtifactFromPathResponse
-	13, // 37: host.v1.HostService.FindRepos:output_type -> host.v1.FindReposResponse
-	39, // 38: host.v1.HostService.SendPrompt:output_type -> svc.app.v1.SendPromptResponse
-	40, // 39: host.v1.HostService.EditQueuedPrompt:output_type -> svc.app.v1.EditQueuedPromptResponse
-	41, // 40: host.v1.HostService.DequeueQueuedPrompt:output_type -> svc.app.v1.DequeueQueuedPromptResponse
-	42, // 41: host.v1.HostService.Interrupt:output_type -> svc.app.v1.InterruptResponse
-	43, // 42: host.v1.HostService.CompleteToolCall:output_type -> svc.app.v1.CompleteToolCallResponse
-	3,  // 43: host.v1.HostService.PrepareImage:output_type -> host.v1.PrepareImageProgress
-	26, // [26:44] is the sub-list for method output_type
-	8,  // [8:26] is the sub-list for method input_type
-	8,  // [8:8] is the sub-list for extension type_name
-	8,  // [8:8] is the sub-list for extension extendee
-	0,  // [0:8] is the sub-list for field type_name
+	18, // 3: host.v1.CreateSandboxRequest.env:type_name -> host.v1.CreateSandboxRequest.EnvEntry
+	6,  // 4: host.v1.CreateSandboxRequest.network:type_name -> host.v1.SandboxNetwork
+	5,  // 5: host.v1.CreateSandboxRequest.repos:type_name -> host.v1.RepoCheckout
+	7,  // 6: host.v1.SandboxNetwork.secrets:type_name -> host.v1.ProxySecret
+	15, // 7: host.v1.FindReposResponse.repos:type_name -> host.v1.Repo
+	16, // 8: host.v1.Repo.remotes:type_name -> host.v1.Remote
+	4,  // 9: host.v1.HostService.CreateSandbox:input_type -> host.v1.CreateSandboxRequest
+	9,  // 10: host.v1.HostService.DeleteSandbox:input_type -> host.v1.DeleteSandboxRequest
+	19, // 11: host.v1.HostService.Exec:input_type -> svc.app.v1.ExecRequest
+	20, // 12: host.v1.HostService.CancelExec:input_type -> svc.app.v1.CancelExecRequest
+	21, // 13: host.v1.HostService.WriteFile:input_type -> svc.app.v1.WriteFileRequest
+	22, // 14: host.v1.HostService.ReadFile:input_type -> svc.app.v1.ReadFileRequest
+	23, // 15: host.v1.HostService.Snapshot:input_type -> svc.app.v1.SnapshotRequest
+	24, // 16: host.v1.HostService.Resume:input_type -> svc.app.v1.ResumeRequest
+	11, // 17: host.v1.HostService.Evict:input_type -> host.v1.EvictRequest
+	25, // 18: host.v1.HostService.GetCowState:input_type -> svc.app.v1.GetCowStateRequest
+	26, // 19: host.v1.HostService.CreateArtifactFromPath:input_type -> svc.app.v1.CreateArtifactFromPathRequest
+	13, // 20: host.v1.HostService.FindRepos:input_type -> host.v1.FindReposRequest
+	27, // 21: host.v1.HostService.SendPrompt:input_type -> svc.app.v1.SendPromptRequest
+	28, // 22: host.v1.HostService.EditQueuedPrompt:input_type -> svc.app.v1.EditQueuedPromptRequest
+	29, // 23: host.v1.HostService.DequeueQueuedPrompt:input_type -> svc.app.v1.DequeueQueuedPromptRequest
+	30, // 24: host.v1.HostService.Interrupt:input_type -> svc.app.v1.InterruptRequest
+	31, // 25: host.v1.HostService.CompleteToolCall:input_type -> svc.app.v1.CompleteToolCallRequest
+	2,  // 26: host.v1.HostService.PrepareImage:input_type -> host.v1.PrepareImageRequest
+	8,  // 27: host.v1.HostService.CreateSandbox:output_type -> host.v1.CreateSandboxResponse
+	10, // 28: host.v1.HostService.DeleteSandbox:output_type -> host.v1.DeleteSandboxResponse
+	32, // 29: host.v1.HostService.Exec:output_type -> svc.app.v1.ExecOutput
+	33, // 30: host.v1.HostService.CancelExec:output_type -> google.protobuf.Empty
+	34, // 31: host.v1.HostService.WriteFile:output_type -> svc.app.v1.WriteFileResponse
+	35, // 32: host.v1.HostService.ReadFile:output_type -> svc.app.v1.ReadFileResponse
+	36, // 33: host.v1.HostService.Snapshot:output_type -> svc.app.v1.SnapshotResponse
+	37, // 34: host.v1.HostService.Resume:output_type -> svc.app.v1.ResumeResponse
+	12, // 35: host.v1.HostService.Evict:output_type -> host.v1.EvictResponse
+	38, // 36: host.v1.HostService.GetCowState:output_type -> svc.app.v1.GetCowStateResponse
+	39, // 37: host.v1.HostService.CreateArtifactFromPath:output_type -> svc.app.v1.CreateArtifactFromPathResponse
+	14, // 38: host.v1.HostService.FindRepos:output_type -> host.v1.FindReposResponse
+	40, // 39: host.v1.HostService.SendPrompt:output_type -> svc.app.v1.SendPromptResponse
+	41, // 40: host.v1.HostService.EditQueuedPrompt:output_type -> svc.app.v1.EditQueuedPromptResponse
+	42, // 41: host.v1.HostService.DequeueQueuedPrompt:output_type -> svc.app.v1.DequeueQueuedPromptResponse
+	43, // 42: host.v1.HostService.Interrupt:output_type -> svc.app.v1.InterruptResponse
+	44, // 43: host.v1.HostService.CompleteToolCall:output_type -> svc.app.v1.CompleteToolCallResponse
+	3,  // 44: host.v1.HostService.PrepareImage:output_type -> host.v1.PrepareImageProgress
+	27, // [27:45] is the sub-list for method output_type
+	9,  // [9:27] is the sub-list for method input_type
+	9,  // [9:9] is the sub-list for extension type_name
+	9,  // [9:9] is the sub-list for extension extendee
+	0,  // [0:9] is the sub-list for field type_name
 }
 
 func init() { file_host_v1_host_proto_init() }
@@ -1293,14 +1374,14 @@ func file_host_v1_host_proto_init() {
 	if File_host_v1_host_proto != nil {
 		return
 	}
-	file_host_v1_host_proto_msgTypes[11].OneofWrappers = []any{}
+	file_host_v1_host_proto_msgTypes[12].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_host_v1_host_proto_rawDesc), len(file_host_v1_host_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   18,
+			NumMessages:   19,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
