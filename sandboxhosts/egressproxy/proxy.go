@@ -226,11 +226,17 @@ func (sb *Sandbox) handle(ctx context.Context, c *net.TCPConn) {
 // else is passed through.
 func (sb *Sandbox) tunnel(ctx context.Context, c net.Conn, br *bufio.Reader, host string, port int, mode string) {
 	start := time.Now()
+	// A client that says nothing first (SMTP, databases: the server speaks first) is passed
+	// through as it is, rather than waited on.
+	_ = c.SetReadDeadline(time.Now().Add(firstBytesWait))
 	first, err := br.Peek(1)
-	if err != nil {
+	_ = c.SetReadDeadline(time.Time{})
+	var timeout net.Error
+	if err != nil && !(errors.As(err, &timeout) && timeout.Timeout()) {
 		return
 	}
 	switch {
+	case len(first) == 0:
 	case first[0] == 0x16: // a TLS handshake record
 		sni, _ := peekSNI(br)
 		if sni != "" {
@@ -302,13 +308,12 @@ func reset(c net.Conn) {
 	_ = c.Close()
 }
 
-// looksLikeHTTP reports whether the first bytes are an HTTP/1 request line's method.
+// looksLikeHTTP reports whether the bytes received so far start an HTTP/1 request line.
 func looksLikeHTTP(br *bufio.Reader) bool {
-	b, _ := br.Peek(8)
-	s := string(b)
+	b, _ := br.Peek(min(br.Buffered(), 8))
 	for _, m := range []string{"GET ", "POST ", "PUT ", "HEAD ", "DELETE ", "PATCH ", "OPTIONS "} {
-		if strings.HasPrefix(s, m) || strings.HasPrefix(m, s) && len(s) > 0 && len(s) < len(m) {
-			return strings.HasPrefix(s, m)
+		if strings.HasPrefix(string(b), m) {
+			return true
 		}
 	}
 	return false
@@ -623,9 +628,9 @@ func (sb *Sandbox) connect(w http.ResponseWriter, r *http.Request, host string, 
 		sb.audit(Connection{Host: host, Port: port, Mode: "proxy", Decision: Denied, Rule: rule}, time.Now())
 		return
 	}
-	if egressRefused(host) != nil {
-		refuse(w, egressRefused(host).Error())
-		sb.audit(Connection{Host: host, Port: port, Mode: "proxy", Decision: Denied, Rule: "guarded dialer: " + egressRefused(host).Error()}, time.Now())
+	if err := egressRefused(host); err != nil {
+		refuse(w, err.Error())
+		sb.audit(Connection{Host: host, Port: port, Mode: "proxy", Decision: Denied, Rule: "guarded dialer: " + err.Error()}, time.Now())
 		return
 	}
 	hj, ok := w.(http.Hijacker)
@@ -717,6 +722,10 @@ func contains(xs []string, x string) bool {
 	}
 	return false
 }
+
+// firstBytesWait is how long a captured connection's first bytes are waited for before it is
+// taken for a protocol whose server speaks first.
+const firstBytesWait = 500 * time.Millisecond
 
 // SyntheticPrefix is where the sandbox's DNS hands out addresses: each stands for one name.
 var SyntheticPrefix = netip.MustParsePrefix("198.18.0.0/15")

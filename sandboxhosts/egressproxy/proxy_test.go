@@ -220,3 +220,50 @@ func TestProxyDNSAnswersSyntheticAddresses(t *testing.T) {
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }
+
+func TestProxyPassesServerFirstProtocolsThrough(t *testing.T) {
+	// A server that greets first, as SMTP does; the client sends nothing until it has.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		c, err := ln.Accept()
+		if err == nil {
+			io.WriteString(c, "220 mail.example.com ready\r\n")
+			c.Close()
+		}
+	}()
+	f := newFixture(t, Rules{AllowHosts: []string{"mail.example.com"}})
+	f.sb.p.opts.Resolve["mail.example.com:25"] = ln.Addr().String()
+	f.sb.names.addr("mail.example.com") // as a DNS answer would have made it
+	var greeting string
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		runtime.LockOSThread()
+		fd, err := unix.Open(f.ns.Path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		defer unix.Close(fd)
+		if err := unix.Setns(fd, unix.CLONE_NEWNET); err != nil {
+			t.Error(err)
+			return
+		}
+		c, err := net.Dial("tcp4", f.sb.names.addr("mail.example.com").String()+":25")
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		defer c.Close()
+		b, _ := io.ReadAll(c)
+		greeting = string(b)
+	}()
+	<-done
+	if !strings.HasPrefix(greeting, "220 mail.example.com") {
+		t.Fatalf("the client got %q, want the server's greeting", greeting)
+	}
+}
