@@ -536,6 +536,10 @@ func (sb *Sandbox) serveRequest(w http.ResponseWriter, r *http.Request, fixed *t
 		}
 		// An explicit proxy connection may carry requests for many hosts: each is an event.
 		defer func() {
+			// The answer is on the wire before its bytes are counted.
+			if f, ok := w.(http.Flusher); ok {
+				f.Flush()
+			}
 			ok, rule := sb.sess.Rules.decide(host, port)
 			out, in := cs.cc.out.Load(), cs.cc.in.Load()
 			ev := Connection{Host: host, Port: port, Mode: "proxy", Rule: rule, Decision: Allowed, Injected: injected,
