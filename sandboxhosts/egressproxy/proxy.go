@@ -170,12 +170,26 @@ func (p *Proxy) Listen(sess Session, ln *net.TCPListener) (*Sandbox, error) {
 	sb.wg.Add(1)
 	go func() {
 		defer sb.wg.Done()
+		// Each connection holds a descriptor and goroutines of the host's: a sandbox gets a
+		// bounded share, and a connection past it is reset.
+		slots := make(chan struct{}, MaxConnections)
 		for {
 			c, err := ln.AcceptTCP()
 			if err != nil {
 				return
 			}
-			go sb.handle(ctx, c)
+			select {
+			case slots <- struct{}{}:
+			default:
+				// Counted, not logged: a loop of them must not flood the session's log.
+				reset(c)
+				sb.Counters.Denied.Add(1)
+				continue
+			}
+			go func() {
+				defer func() { <-slots }()
+				sb.handle(ctx, c)
+			}()
 		}
 	}()
 	go func() { <-ctx.Done(); ln.Close() }()
@@ -726,6 +740,9 @@ func contains(xs []string, x string) bool {
 	}
 	return false
 }
+
+// MaxConnections is how many connections one sandbox may have open through the proxy at once.
+const MaxConnections = 1024
 
 // firstBytesWait is how long a captured connection's first bytes are waited for before it is
 // taken for a protocol whose server speaks first.
