@@ -16,6 +16,7 @@ const (
 	OpCancel = "cancel"
 	OpPing   = "ping"
 	OpStdin  = "stdin"
+	OpPTY    = "pty"
 )
 
 // Request is the one JSON line a client sends per connection.
@@ -35,6 +36,9 @@ type Request struct {
 	KeepStdin bool `json:"keep_stdin,omitempty"`
 	// CloseStdin (OpStdin only) closes stdin after its bytes are written.
 	CloseStdin bool `json:"close_stdin,omitempty"`
+	// Rows and Cols (pty only) size the terminal; zero leaves the kernel's default.
+	Rows uint16 `json:"rows,omitempty"`
+	Cols uint16 `json:"cols,omitempty"`
 	// Attach only.
 	StdoutOffset int64 `json:"stdout_offset,omitempty"`
 	StderrOffset int64 `json:"stderr_offset,omitempty"`
@@ -96,6 +100,8 @@ type Health struct {
 	// Running counts execs not finished yet; Finished counts those still retained.
 	Running  int `json:"running"`
 	Finished int `json:"finished"`
+	// Terminals counts the pty programs running.
+	Terminals int `json:"terminals"`
 	// LastActivity is the last exec start, exit or attach (RFC 3339, UTC), or the supervisor's
 	// start when there was none.
 	LastActivity string `json:"last_activity"`
