@@ -55,6 +55,8 @@
 //     the connection two-way until the program has exited: see pty.go for the frames the
 //     client sends (input, resize, signal) and for what EOF from the client means (hang-up).
 //     Its output comes as stdout frames; nothing is retained for re-attach.
+//   - "dial": connects to Port on the sandbox's loopback and, after an ok frame, relays raw
+//     bytes both ways (see dial.go); a port nothing listens on is a "dial_failed" error.
 //   - "ping": health and counts, including the last activity (exec start, exit, attach) so the
 //     host can find idle sandboxes.
 //

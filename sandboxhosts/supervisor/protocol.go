@@ -17,6 +17,7 @@ const (
 	OpPing   = "ping"
 	OpStdin  = "stdin"
 	OpPTY    = "pty"
+	OpDial   = "dial"
 )
 
 // Request is the one JSON line a client sends per connection.
@@ -39,6 +40,8 @@ type Request struct {
 	// Rows and Cols (pty only) size the terminal; zero leaves the kernel's default.
 	Rows uint16 `json:"rows,omitempty"`
 	Cols uint16 `json:"cols,omitempty"`
+	// Port (dial only) is the TCP port on the sandbox's loopback to connect to.
+	Port int `json:"port,omitempty"`
 	// Attach only.
 	StdoutOffset int64 `json:"stdout_offset,omitempty"`
 	StderrOffset int64 `json:"stderr_offset,omitempty"`

@@ -320,6 +320,9 @@ func (s *server) handle(c net.Conn) {
 		_ = s.follow(fw, e, offsets, gone)
 	case OpPTY:
 		s.servePTY(br, fw, req)
+	case OpDial:
+		_ = c.SetDeadline(time.Time{})
+		s.serveDial(c, br, fw, req)
 	default:
 		_ = fw.json(frameError, &Error{Code: CodeBadRequest, Message: fmt.Sprintf("unknown op %q", req.Op)})
 	}
