@@ -71,6 +71,9 @@ type box struct {
 	// checkpointed is when the sandbox last matched a checkpoint (unix nanos): its start (from
 	// its image or a checkpoint) or its latest snapshot.
 	checkpointed atomic.Int64
+	// shells and appConns count the open shells and app connections, against their limits.
+	shells   atomic.Int32
+	appConns atomic.Int32
 }
 
 // emit appends an event to the session's log.

@@ -2647,9 +2647,15 @@ func (x *WriteFileResponse) GetSha256() string {
 }
 
 type ReadFileRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	SessionId     string                 `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
-	Path          string                 `protobuf:"bytes,2,opt,name=path,proto3" json:"path,omitempty"`
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	SessionId string                 `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	Path      string                 `protobuf:"bytes,2,opt,name=path,proto3" json:"path,omitempty"`
+	// Hangar's additions (numbered from 100): a byte range. With either set, only the bytes from
+	// offset (default 0) for length (default: to the end) are sent, clipped to the file; the
+	// metadata still gives the whole file's size_bytes but no sha256, which would cost reading
+	// the whole file.
+	Offset        *uint64 `protobuf:"varint,100,opt,name=offset,proto3,oneof" json:"offset,omitempty"`
+	Length        *uint64 `protobuf:"varint,101,opt,name=length,proto3,oneof" json:"length,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2696,6 +2702,20 @@ func (x *ReadFileRequest) GetPath() string {
 		return x.Path
 	}
 	return ""
+}
+
+func (x *ReadFileRequest) GetOffset() uint64 {
+	if x != nil && x.Offset != nil {
+		return *x.Offset
+	}
+	return 0
+}
+
+func (x *ReadFileRequest) GetLength() uint64 {
+	if x != nil && x.Length != nil {
+		return *x.Length
+	}
+	return 0
 }
 
 type ReadFileResponse struct {
@@ -4303,11 +4323,15 @@ const file_svc_app_v1_session_proto_rawDesc = "" +
 	"\x04path\x18\x01 \x01(\tR\x04path\x12\x1d\n" +
 	"\n" +
 	"size_bytes\x18\x02 \x01(\x04R\tsizeBytes\x12\x16\n" +
-	"\x06sha256\x18\x03 \x01(\tR\x06sha256\"D\n" +
+	"\x06sha256\x18\x03 \x01(\tR\x06sha256\"\x94\x01\n" +
 	"\x0fReadFileRequest\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x12\n" +
-	"\x04path\x18\x02 \x01(\tR\x04path\"o\n" +
+	"\x04path\x18\x02 \x01(\tR\x04path\x12\x1b\n" +
+	"\x06offset\x18d \x01(\x04H\x00R\x06offset\x88\x01\x01\x12\x1b\n" +
+	"\x06length\x18e \x01(\x04H\x01R\x06length\x88\x01\x01B\t\n" +
+	"\a_offsetB\t\n" +
+	"\a_length\"o\n" +
 	"\x10ReadFileResponse\x12:\n" +
 	"\bmetadata\x18\x01 \x01(\v2\x1c.svc.app.v1.ReadFileMetadataH\x00R\bmetadata\x12\x16\n" +
 	"\x05chunk\x18\x02 \x01(\fH\x00R\x05chunkB\a\n" +
@@ -4642,6 +4666,7 @@ func file_svc_app_v1_session_proto_init() {
 		(*WriteFileRequest_Metadata)(nil),
 		(*WriteFileRequest_Chunk)(nil),
 	}
+	file_svc_app_v1_session_proto_msgTypes[38].OneofWrappers = []any{}
 	file_svc_app_v1_session_proto_msgTypes[39].OneofWrappers = []any{
 		(*ReadFileResponse_Metadata)(nil),
 		(*ReadFileResponse_Chunk)(nil),
