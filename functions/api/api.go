@@ -174,6 +174,8 @@ func New(d Deps) *API {
 		add(appv1connect.NewSessionServiceHandler(sessionSvc, opts, connect.WithCompression("gzip", nil, nil)))
 		taskRuns, repos = taskSessions{sessionSvc, secretStore}, imageRepos(hosts, imageResolver)
 		a.routes["GET "+sessions.EventsPath] = route{appv1connect.SessionServiceName, sessionSvc.SSE(authn)}
+		a.routes["GET "+sessions.ShellPath] = route{appv1connect.SessionServiceName, sessionSvc.Shell(authn)}
+		a.routes[sessions.FilesPath] = route{appv1connect.SessionServiceName, sessionSvc.Files(authn)}
 	} else {
 		add(appv1connect.NewSessionServiceHandler(appv1connect.UnimplementedSessionServiceHandler{}, opts,
 			connect.WithInterceptors(unavailable("sessions are not configured here: set HANGAR_BLOB_URL, HANGAR_SEAL_KEYSET and HANGAR_HOST_TOKEN"))))
