@@ -34,6 +34,14 @@ type ShellMessage struct {
 	ExitSignal int32 `json:"exit_signal,omitempty"`
 }
 
+// GetExitStatus is the exit status of an "exit" message (0 when absent).
+func (m ShellMessage) GetExitStatus() int32 {
+	if m.ExitStatus == nil {
+		return 0
+	}
+	return *m.ExitStatus
+}
+
 // Shell message types.
 const (
 	ShellResize  = "resize"
