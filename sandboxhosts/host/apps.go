@@ -51,6 +51,10 @@ func (h *Host) DialApp(ctx context.Context, stream *connect.BidiStream[hostv1.Di
 		return b.diedUnder(err)
 	}
 	defer conn.Close()
+	// An empty frame says the app accepted the connection, before any of its bytes.
+	if err := stream.Send(&hostv1.DialAppOutput{}); err != nil {
+		return err
+	}
 	// The client's frames go to the app until it closes its side; the app's bytes go back until
 	// the app closes its own, which ends the call: the receiving goroutine then ends with the
 	// request, which net/http closes when the handler returns.

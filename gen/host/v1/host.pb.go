@@ -1573,7 +1573,7 @@ const file_host_v1_host_proto_rawDesc = "" +
 	"\aremotes\x18\x02 \x03(\v2\x0f.host.v1.RemoteR\aremotes\".\n" +
 	"\x06Remote\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x10\n" +
-	"\x03url\x18\x02 \x01(\tR\x03url2\x89\f\n" +
+	"\x03url\x18\x02 \x01(\tR\x03url2\xa9\r\n" +
 	"\vHostService\x12N\n" +
 	"\rCreateSandbox\x12\x1d.host.v1.CreateSandboxRequest\x1a\x1e.host.v1.CreateSandboxResponse\x12N\n" +
 	"\rDeleteSandbox\x12\x1d.host.v1.DeleteSandboxRequest\x1a\x1e.host.v1.DeleteSandboxResponse\x129\n" +
@@ -1596,7 +1596,9 @@ const file_host_v1_host_proto_rawDesc = "" +
 	"\x10CompleteToolCall\x12#.svc.app.v1.CompleteToolCallRequest\x1a$.svc.app.v1.CompleteToolCallResponse\x12M\n" +
 	"\fPrepareImage\x12\x1c.host.v1.PrepareImageRequest\x1a\x1d.host.v1.PrepareImageProgress0\x01\x126\n" +
 	"\x05Shell\x12\x13.host.v1.ShellInput\x1a\x14.host.v1.ShellOutput(\x010\x01\x12<\n" +
-	"\aDialApp\x12\x15.host.v1.DialAppInput\x1a\x16.host.v1.DialAppOutput(\x010\x01B1Z/github.com/hangar-dev/hangar/gen/host/v1;hostv1b\x06proto3"
+	"\aDialApp\x12\x15.host.v1.DialAppInput\x1a\x16.host.v1.DialAppOutput(\x010\x01\x12H\n" +
+	"\tEnsureIde\x12\x1c.svc.app.v1.EnsureIdeRequest\x1a\x1d.svc.app.v1.EnsureIdeResponse\x12T\n" +
+	"\rEnsureBrowser\x12 .svc.app.v1.EnsureBrowserRequest\x1a!.svc.app.v1.EnsureBrowserResponseB1Z/github.com/hangar-dev/hangar/gen/host/v1;hostv1b\x06proto3"
 
 var (
 	file_host_v1_host_proto_rawDescOnce sync.Once
@@ -1650,19 +1652,23 @@ var file_host_v1_host_proto_goTypes = []any{
 	(*v1.DequeueQueuedPromptRequest)(nil),     // 35: svc.app.v1.DequeueQueuedPromptRequest
 	(*v1.InterruptRequest)(nil),               // 36: svc.app.v1.InterruptRequest
 	(*v1.CompleteToolCallRequest)(nil),        // 37: svc.app.v1.CompleteToolCallRequest
-	(*v1.ExecOutput)(nil),                     // 38: svc.app.v1.ExecOutput
-	(*emptypb.Empty)(nil),                     // 39: google.protobuf.Empty
-	(*v1.WriteFileResponse)(nil),              // 40: svc.app.v1.WriteFileResponse
-	(*v1.ReadFileResponse)(nil),               // 41: svc.app.v1.ReadFileResponse
-	(*v1.SnapshotResponse)(nil),               // 42: svc.app.v1.SnapshotResponse
-	(*v1.ResumeResponse)(nil),                 // 43: svc.app.v1.ResumeResponse
-	(*v1.GetCowStateResponse)(nil),            // 44: svc.app.v1.GetCowStateResponse
-	(*v1.CreateArtifactFromPathResponse)(nil), // 45: svc.app.v1.CreateArtifactFromPathResponse
-	(*v1.SendPromptResponse)(nil),             // 46: svc.app.v1.SendPromptResponse
-	(*v1.EditQueuedPromptResponse)(nil),       // 47: svc.app.v1.EditQueuedPromptResponse
-	(*v1.DequeueQueuedPromptResponse)(nil),    // 48: svc.app.v1.DequeueQueuedPromptResponse
-	(*v1.InterruptResponse)(nil),              // 49: svc.app.v1.InterruptResponse
-	(*v1.CompleteToolCallResponse)(nil),       // 50: svc.app.v1.CompleteToolCallResponse
+	(*v1.EnsureIdeRequest)(nil),               // 38: svc.app.v1.EnsureIdeRequest
+	(*v1.EnsureBrowserRequest)(nil),           // 39: svc.app.v1.EnsureBrowserRequest
+	(*v1.ExecOutput)(nil),                     // 40: svc.app.v1.ExecOutput
+	(*emptypb.Empty)(nil),                     // 41: google.protobuf.Empty
+	(*v1.WriteFileResponse)(nil),              // 42: svc.app.v1.WriteFileResponse
+	(*v1.ReadFileResponse)(nil),               // 43: svc.app.v1.ReadFileResponse
+	(*v1.SnapshotResponse)(nil),               // 44: svc.app.v1.SnapshotResponse
+	(*v1.ResumeResponse)(nil),                 // 45: svc.app.v1.ResumeResponse
+	(*v1.GetCowStateResponse)(nil),            // 46: svc.app.v1.GetCowStateResponse
+	(*v1.CreateArtifactFromPathResponse)(nil), // 47: svc.app.v1.CreateArtifactFromPathResponse
+	(*v1.SendPromptResponse)(nil),             // 48: svc.app.v1.SendPromptResponse
+	(*v1.EditQueuedPromptResponse)(nil),       // 49: svc.app.v1.EditQueuedPromptResponse
+	(*v1.DequeueQueuedPromptResponse)(nil),    // 50: svc.app.v1.DequeueQueuedPromptResponse
+	(*v1.InterruptResponse)(nil),              // 51: svc.app.v1.InterruptResponse
+	(*v1.CompleteToolCallResponse)(nil),       // 52: svc.app.v1.CompleteToolCallResponse
+	(*v1.EnsureIdeResponse)(nil),              // 53: svc.app.v1.EnsureIdeResponse
+	(*v1.EnsureBrowserResponse)(nil),          // 54: svc.app.v1.EnsureBrowserResponse
 }
 var file_host_v1_host_proto_depIdxs = []int32{
 	22, // 0: host.v1.WarmCommand.env:type_name -> host.v1.WarmCommand.EnvEntry
@@ -1697,28 +1703,32 @@ var file_host_v1_host_proto_depIdxs = []int32{
 	2,  // 29: host.v1.HostService.PrepareImage:input_type -> host.v1.PrepareImageRequest
 	4,  // 30: host.v1.HostService.Shell:input_type -> host.v1.ShellInput
 	9,  // 31: host.v1.HostService.DialApp:input_type -> host.v1.DialAppInput
-	13, // 32: host.v1.HostService.CreateSandbox:output_type -> host.v1.CreateSandboxResponse
-	15, // 33: host.v1.HostService.DeleteSandbox:output_type -> host.v1.DeleteSandboxResponse
-	38, // 34: host.v1.HostService.Exec:output_type -> svc.app.v1.ExecOutput
-	39, // 35: host.v1.HostService.CancelExec:output_type -> google.protobuf.Empty
-	40, // 36: host.v1.HostService.WriteFile:output_type -> svc.app.v1.WriteFileResponse
-	41, // 37: host.v1.HostService.ReadFile:output_type -> svc.app.v1.ReadFileResponse
-	42, // 38: host.v1.HostService.Snapshot:output_type -> svc.app.v1.SnapshotResponse
-	43, // 39: host.v1.HostService.Resume:output_type -> svc.app.v1.ResumeResponse
-	17, // 40: host.v1.HostService.Evict:output_type -> host.v1.EvictResponse
-	44, // 41: host.v1.HostService.GetCowState:output_type -> svc.app.v1.GetCowStateResponse
-	45, // 42: host.v1.HostService.CreateArtifactFromPath:output_type -> svc.app.v1.CreateArtifactFromPathResponse
-	19, // 43: host.v1.HostService.FindRepos:output_type -> host.v1.FindReposResponse
-	46, // 44: host.v1.HostService.SendPrompt:output_type -> svc.app.v1.SendPromptResponse
-	47, // 45: host.v1.HostService.EditQueuedPrompt:output_type -> svc.app.v1.EditQueuedPromptResponse
-	48, // 46: host.v1.HostService.DequeueQueuedPrompt:output_type -> svc.app.v1.DequeueQueuedPromptResponse
-	49, // 47: host.v1.HostService.Interrupt:output_type -> svc.app.v1.InterruptResponse
-	50, // 48: host.v1.HostService.CompleteToolCall:output_type -> svc.app.v1.CompleteToolCallResponse
-	3,  // 49: host.v1.HostService.PrepareImage:output_type -> host.v1.PrepareImageProgress
-	7,  // 50: host.v1.HostService.Shell:output_type -> host.v1.ShellOutput
-	11, // 51: host.v1.HostService.DialApp:output_type -> host.v1.DialAppOutput
-	32, // [32:52] is the sub-list for method output_type
-	12, // [12:32] is the sub-list for method input_type
+	38, // 32: host.v1.HostService.EnsureIde:input_type -> svc.app.v1.EnsureIdeRequest
+	39, // 33: host.v1.HostService.EnsureBrowser:input_type -> svc.app.v1.EnsureBrowserRequest
+	13, // 34: host.v1.HostService.CreateSandbox:output_type -> host.v1.CreateSandboxResponse
+	15, // 35: host.v1.HostService.DeleteSandbox:output_type -> host.v1.DeleteSandboxResponse
+	40, // 36: host.v1.HostService.Exec:output_type -> svc.app.v1.ExecOutput
+	41, // 37: host.v1.HostService.CancelExec:output_type -> google.protobuf.Empty
+	42, // 38: host.v1.HostService.WriteFile:output_type -> svc.app.v1.WriteFileResponse
+	43, // 39: host.v1.HostService.ReadFile:output_type -> svc.app.v1.ReadFileResponse
+	44, // 40: host.v1.HostService.Snapshot:output_type -> svc.app.v1.SnapshotResponse
+	45, // 41: host.v1.HostService.Resume:output_type -> svc.app.v1.ResumeResponse
+	17, // 42: host.v1.HostService.Evict:output_type -> host.v1.EvictResponse
+	46, // 43: host.v1.HostService.GetCowState:output_type -> svc.app.v1.GetCowStateResponse
+	47, // 44: host.v1.HostService.CreateArtifactFromPath:output_type -> svc.app.v1.CreateArtifactFromPathResponse
+	19, // 45: host.v1.HostService.FindRepos:output_type -> host.v1.FindReposResponse
+	48, // 46: host.v1.HostService.SendPrompt:output_type -> svc.app.v1.SendPromptResponse
+	49, // 47: host.v1.HostService.EditQueuedPrompt:output_type -> svc.app.v1.EditQueuedPromptResponse
+	50, // 48: host.v1.HostService.DequeueQueuedPrompt:output_type -> svc.app.v1.DequeueQueuedPromptResponse
+	51, // 49: host.v1.HostService.Interrupt:output_type -> svc.app.v1.InterruptResponse
+	52, // 50: host.v1.HostService.CompleteToolCall:output_type -> svc.app.v1.CompleteToolCallResponse
+	3,  // 51: host.v1.HostService.PrepareImage:output_type -> host.v1.PrepareImageProgress
+	7,  // 52: host.v1.HostService.Shell:output_type -> host.v1.ShellOutput
+	11, // 53: host.v1.HostService.DialApp:output_type -> host.v1.DialAppOutput
+	53, // 54: host.v1.HostService.EnsureIde:output_type -> svc.app.v1.EnsureIdeResponse
+	54, // 55: host.v1.HostService.EnsureBrowser:output_type -> svc.app.v1.EnsureBrowserResponse
+	34, // [34:56] is the sub-list for method output_type
+	12, // [12:34] is the sub-list for method input_type
 	12, // [12:12] is the sub-list for extension type_name
 	12, // [12:12] is the sub-list for extension extendee
 	0,  // [0:12] is the sub-list for field type_name

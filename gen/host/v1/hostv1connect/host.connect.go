@@ -82,6 +82,11 @@ const (
 	HostServiceShellProcedure = "/host.v1.HostService/Shell"
 	// HostServiceDialAppProcedure is the fully-qualified name of the HostService's DialApp RPC.
 	HostServiceDialAppProcedure = "/host.v1.HostService/DialApp"
+	// HostServiceEnsureIdeProcedure is the fully-qualified name of the HostService's EnsureIde RPC.
+	HostServiceEnsureIdeProcedure = "/host.v1.HostService/EnsureIde"
+	// HostServiceEnsureBrowserProcedure is the fully-qualified name of the HostService's EnsureBrowser
+	// RPC.
+	HostServiceEnsureBrowserProcedure = "/host.v1.HostService/EnsureBrowser"
 )
 
 // HostServiceClient is a client for the host.v1.HostService service.
@@ -124,6 +129,10 @@ type HostServiceClient interface {
 	// no address outside the sandbox) and relays bytes both ways: the first frame names the
 	// session and port, the rest are data. Closing the send side half-closes the connection.
 	DialApp(context.Context) *connect.BidiStreamForClient[v1.DialAppInput, v1.DialAppOutput]
+	// EnsureIde and EnsureBrowser start the image's IDE server or headless Chromium (once: a
+	// running one is reused) and answer when its port accepts connections.
+	EnsureIde(context.Context, *connect.Request[v11.EnsureIdeRequest]) (*connect.Response[v11.EnsureIdeResponse], error)
+	EnsureBrowser(context.Context, *connect.Request[v11.EnsureBrowserRequest]) (*connect.Response[v11.EnsureBrowserResponse], error)
 }
 
 // NewHostServiceClient constructs a client for the host.v1.HostService service. By default, it uses
@@ -257,6 +266,18 @@ func NewHostServiceClient(httpClient connect.HTTPClient, baseURL string, opts ..
 			connect.WithSchema(hostServiceMethods.ByName("DialApp")),
 			connect.WithClientOptions(opts...),
 		),
+		ensureIde: connect.NewClient[v11.EnsureIdeRequest, v11.EnsureIdeResponse](
+			httpClient,
+			baseURL+HostServiceEnsureIdeProcedure,
+			connect.WithSchema(hostServiceMethods.ByName("EnsureIde")),
+			connect.WithClientOptions(opts...),
+		),
+		ensureBrowser: connect.NewClient[v11.EnsureBrowserRequest, v11.EnsureBrowserResponse](
+			httpClient,
+			baseURL+HostServiceEnsureBrowserProcedure,
+			connect.WithSchema(hostServiceMethods.ByName("EnsureBrowser")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
@@ -282,6 +303,8 @@ type hostServiceClient struct {
 	prepareImage           *connect.Client[v1.PrepareImageRequest, v1.PrepareImageProgress]
 	shell                  *connect.Client[v1.ShellInput, v1.ShellOutput]
 	dialApp                *connect.Client[v1.DialAppInput, v1.DialAppOutput]
+	ensureIde              *connect.Client[v11.EnsureIdeRequest, v11.EnsureIdeResponse]
+	ensureBrowser          *connect.Client[v11.EnsureBrowserRequest, v11.EnsureBrowserResponse]
 }
 
 // CreateSandbox calls host.v1.HostService.CreateSandbox.
@@ -384,6 +407,16 @@ func (c *hostServiceClient) DialApp(ctx context.Context) *connect.BidiStreamForC
 	return c.dialApp.CallBidiStream(ctx)
 }
 
+// EnsureIde calls host.v1.HostService.EnsureIde.
+func (c *hostServiceClient) EnsureIde(ctx context.Context, req *connect.Request[v11.EnsureIdeRequest]) (*connect.Response[v11.EnsureIdeResponse], error) {
+	return c.ensureIde.CallUnary(ctx, req)
+}
+
+// EnsureBrowser calls host.v1.HostService.EnsureBrowser.
+func (c *hostServiceClient) EnsureBrowser(ctx context.Context, req *connect.Request[v11.EnsureBrowserRequest]) (*connect.Response[v11.EnsureBrowserResponse], error) {
+	return c.ensureBrowser.CallUnary(ctx, req)
+}
+
 // HostServiceHandler is an implementation of the host.v1.HostService service.
 type HostServiceHandler interface {
 	// CreateSandbox starts the session's sandbox on this host; the session record (image, mode,
@@ -424,6 +457,10 @@ type HostServiceHandler interface {
 	// no address outside the sandbox) and relays bytes both ways: the first frame names the
 	// session and port, the rest are data. Closing the send side half-closes the connection.
 	DialApp(context.Context, *connect.BidiStream[v1.DialAppInput, v1.DialAppOutput]) error
+	// EnsureIde and EnsureBrowser start the image's IDE server or headless Chromium (once: a
+	// running one is reused) and answer when its port accepts connections.
+	EnsureIde(context.Context, *connect.Request[v11.EnsureIdeRequest]) (*connect.Response[v11.EnsureIdeResponse], error)
+	EnsureBrowser(context.Context, *connect.Request[v11.EnsureBrowserRequest]) (*connect.Response[v11.EnsureBrowserResponse], error)
 }
 
 // NewHostServiceHandler builds an HTTP handler from the service implementation. It returns the path
@@ -553,6 +590,18 @@ func NewHostServiceHandler(svc HostServiceHandler, opts ...connect.HandlerOption
 		connect.WithSchema(hostServiceMethods.ByName("DialApp")),
 		connect.WithHandlerOptions(opts...),
 	)
+	hostServiceEnsureIdeHandler := connect.NewUnaryHandler(
+		HostServiceEnsureIdeProcedure,
+		svc.EnsureIde,
+		connect.WithSchema(hostServiceMethods.ByName("EnsureIde")),
+		connect.WithHandlerOptions(opts...),
+	)
+	hostServiceEnsureBrowserHandler := connect.NewUnaryHandler(
+		HostServiceEnsureBrowserProcedure,
+		svc.EnsureBrowser,
+		connect.WithSchema(hostServiceMethods.ByName("EnsureBrowser")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/host.v1.HostService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case HostServiceCreateSandboxProcedure:
@@ -595,6 +644,10 @@ func NewHostServiceHandler(svc HostServiceHandler, opts ...connect.HandlerOption
 			hostServiceShellHandler.ServeHTTP(w, r)
 		case HostServiceDialAppProcedure:
 			hostServiceDialAppHandler.ServeHTTP(w, r)
+		case HostServiceEnsureIdeProcedure:
+			hostServiceEnsureIdeHandler.ServeHTTP(w, r)
+		case HostServiceEnsureBrowserProcedure:
+			hostServiceEnsureBrowserHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -682,4 +735,12 @@ func (UnimplementedHostServiceHandler) Shell(context.Context, *connect.BidiStrea
 
 func (UnimplementedHostServiceHandler) DialApp(context.Context, *connect.BidiStream[v1.DialAppInput, v1.DialAppOutput]) error {
 	return connect.NewError(connect.CodeUnimplemented, errors.New("host.v1.HostService.DialApp is not implemented"))
+}
+
+func (UnimplementedHostServiceHandler) EnsureIde(context.Context, *connect.Request[v11.EnsureIdeRequest]) (*connect.Response[v11.EnsureIdeResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("host.v1.HostService.EnsureIde is not implemented"))
+}
+
+func (UnimplementedHostServiceHandler) EnsureBrowser(context.Context, *connect.Request[v11.EnsureBrowserRequest]) (*connect.Response[v11.EnsureBrowserResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("host.v1.HostService.EnsureBrowser is not implemented"))
 }
