@@ -115,7 +115,8 @@ func (s *server) servePTY(br *bufio.Reader, fw frameWriter, req Request) {
 	inputDone := make(chan struct{})
 	go func() {
 		defer close(inputDone)
-		if err := s.ptyInput(br, p); err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
+		// ptyInput ends only with an error: EOF or a closed connection is the client leaving.
+		if err := s.ptyInput(br, p); !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
 			s.opts.ErrorLog.Printf("supervisor: pty %s input: %v", p.id, err)
 		}
 		p.hangup()
@@ -153,7 +154,8 @@ func (s *server) servePTY(br *bufio.Reader, fw frameWriter, req Request) {
 	}
 }
 
-// ptyInput copies the client's frames to the terminal until the client closes its side.
+// ptyInput copies the client's frames to the terminal until the client closes its side, and
+// returns why it stopped.
 func (s *server) ptyInput(br *bufio.Reader, p *ptyProc) error {
 	var buf []byte
 	for {
