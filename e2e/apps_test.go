@@ -199,3 +199,28 @@ func TestSecurityAppsRefuseStrangers(t *testing.T) {
 	_, err := s.sessions(bob).EnsureIde(context.Background(), connect.NewRequest(&appv1.EnsureIdeRequest{SessionId: id}))
 	testenv.WantCode(t, err, connect.CodeNotFound)
 }
+
+func TestTaskSessionServesItsProfilesApps(t *testing.T) {
+	testenv.RequirePlugins(t)
+	s := newSandboxStack(t, 1, nil)
+	image := imagestest.Push(t, s.sb.Registry, "test/apps", appstest.Image(t))
+	profiles := appv1connect.NewProfileServiceClient(httpClient, s.rpcURL(), auth.WithKey(s.admin))
+	p, err := profiles.CreateProfile(t.Context(), connect.NewRequest(&appv1.CreateProfileRequest{
+		Name: "with an app", ImageId: image, Harness: ptr("bash"), Apps: []*appv1.SessionApp{{Name: "web", Port: 8080}},
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tasks := appv1connect.NewTaskServiceClient(httpClient, s.rpcURL(), auth.WithKey(s.admin))
+	created, err := tasks.CreateTask(t.Context(), connect.NewRequest(&appv1.CreateTaskRequest{
+		ProfileId: p.Msg.GetProfile().GetId(), Prompt: ptr("fakeapp --listen 127.0.0.1:8080 >/dev/null 2>&1 &"),
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sid := created.Msg.GetTask().GetSessions()[0].GetSessionId()
+	testkit.Eventually(t, 30*time.Second, "the profile's app answering through the proxy", func() (bool, string) {
+		resp, body := fileRequest(t, http.MethodGet, s.appURL(sid, "web", "from-task"), s.admin, nil, nil)
+		return resp.StatusCode == http.StatusOK && strings.Contains(string(body), "saw GET /from-task"), string(body)
+	})
+}

@@ -406,6 +406,9 @@ func (t taskSessions) Start(ctx context.Context, spec tasks.SessionSpec) (string
 		return "", err
 	}
 	req := &appv1.CreateSessionRequest{ImageUri: spec.Image, Mode: sessions.ModeAgent, HarnessEnv: spec.Env, Secrets: secretEnv}
+	for _, a := range spec.Apps {
+		req.Apps = append(req.Apps, &appv1.AppEndpoint{Hostname: a.GetName(), Port: a.GetPort()})
+	}
 	for _, f := range []struct {
 		dst **string
 		val string

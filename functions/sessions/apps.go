@@ -148,6 +148,8 @@ func (s *Service) Apps(authn *auth.Authenticator) http.Handler {
 			return
 		}
 		t := &appTarget{rec: rec, port: port, prefix: AppURLPath(r.PathValue("id"), name)}
+		// The server's unary body deadline is for small bodies; an app's may stream for long.
+		_ = http.NewResponseController(w).SetReadDeadline(time.Time{})
 		proxy.ServeHTTP(w, r.WithContext(context.WithValue(ctx, appTargetKey{}, t)))
 	})
 }

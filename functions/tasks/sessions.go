@@ -38,6 +38,8 @@ type SessionSpec struct {
 	// secret's access policy checked then, whatever it was when the profile was saved.
 	SecretRefs map[string]string
 	ProfileID  string
+	// Apps are the profile's apps, which the session serves.
+	Apps []*appv1.SessionApp
 }
 
 // secretRefs are the profile's secrets a session gets in its environment. Mode "proxy" (the
