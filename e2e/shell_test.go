@@ -35,8 +35,10 @@ func (s *stack) shellURL(session string, query url.Values) string {
 }
 
 // dialShell opens a shell; a refusal is returned with its HTTP status.
-func dialShell(ctx context.Context, rawURL, key string) (*wsShell, int, error) {
-	h := http.Header{}
+func dialShell(ctx context.Context, rawURL, key string, h http.Header) (*wsShell, int, error) {
+	if h == nil {
+		h = http.Header{}
+	}
 	if key != "" {
 		h.Set(auth.HeaderName, key)
 	}
@@ -72,7 +74,7 @@ func dialShell(ctx context.Context, rawURL, key string) (*wsShell, int, error) {
 
 func (s *sandboxStack) openShell(t *testing.T, session string, query url.Values) *wsShell {
 	t.Helper()
-	sh, status, err := dialShell(t.Context(), s.shellURL(session, query), s.admin)
+	sh, status, err := dialShell(t.Context(), s.shellURL(session, query), s.admin, nil)
 	if err != nil {
 		t.Fatalf("open shell: %d %v", status, err)
 	}
@@ -169,6 +171,17 @@ func TestShellOverWebSocket(t *testing.T) {
 		sh.typeLine(t, "echo after-signal-$?")
 		sh.waitFor(t, "after-signal-130")
 	})
+	t.Run("a bad control message is answered and the shell goes on", func(t *testing.T) {
+		sh := s.openShell(t, id, size)
+		sh.control(t, sessions.ShellMessage{Type: sessions.ShellSignal, Signal: "SEGV"})
+		sh.send(t, websocket.MessageText, []byte("not json"))
+		testkit.Eventually(t, 20*time.Second, "an error message", func() (bool, string) {
+			m, ok := sh.message(sessions.ShellError)
+			return ok && strings.Contains(m.Message, "SEGV"), m.Message
+		})
+		sh.typeLine(t, "echo still-$((1+1))")
+		sh.waitFor(t, "still-2")
+	})
 	t.Run("exit sends the status and closes normally", func(t *testing.T) {
 		sh := s.openShell(t, id, size)
 		sh.typeLine(t, "exit 5")
@@ -189,14 +202,14 @@ func TestShellOverWebSocket(t *testing.T) {
 		if strings.Contains(a.output(), "from-b") || strings.Contains(b.output(), "from-a") {
 			t.Errorf("output crossed between shells:\na: %q\nb: %q", a.output(), b.output())
 		}
-		_, status, err := dialShell(t.Context(), s.shellURL(id, size), s.admin)
+		_, status, err := dialShell(t.Context(), s.shellURL(id, size), s.admin, nil)
 		if status != http.StatusTooManyRequests {
 			t.Fatalf("a third shell: %d %v, want 429 resource_exhausted", status, err)
 		}
 		// The client going away hangs its shell up and frees its place.
 		_ = a.conn.Close(websocket.StatusNormalClosure, "bye")
 		testkit.Eventually(t, 20*time.Second, "a place for a new shell", func() (bool, string) {
-			c, status, err := dialShell(t.Context(), s.shellURL(id, size), s.admin)
+			c, status, err := dialShell(t.Context(), s.shellURL(id, size), s.admin, nil)
 			if err != nil {
 				return false, err.Error()
 			}
@@ -205,7 +218,7 @@ func TestShellOverWebSocket(t *testing.T) {
 		})
 	})
 	t.Run("bad query is invalid_argument before any upgrade", func(t *testing.T) {
-		_, status, _ := dialShell(t.Context(), s.shellURL(id, url.Values{"rows": {"lots"}}), s.admin)
+		_, status, _ := dialShell(t.Context(), s.shellURL(id, url.Values{"rows": {"lots"}}), s.admin, nil)
 		if status != http.StatusBadRequest {
 			t.Errorf("status %d, want 400", status)
 		}
@@ -233,7 +246,7 @@ func TestSecurityShellRefusesStrangers(t *testing.T) {
 		{"another user's key", bob, http.StatusNotFound},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			sh, status, _ := dialShell(t.Context(), s.shellURL(id, nil), tc.key)
+			sh, status, _ := dialShell(t.Context(), s.shellURL(id, nil), tc.key, nil)
 			if sh != nil {
 				_ = sh.conn.CloseNow()
 			}
@@ -242,4 +255,13 @@ func TestSecurityShellRefusesStrangers(t *testing.T) {
 			}
 		})
 	}
+	t.Run("a page of another origin cannot open one with the user's credentials", func(t *testing.T) {
+		sh, status, _ := dialShell(t.Context(), s.shellURL(id, nil), s.admin, http.Header{"Origin": {"https://evil.example"}})
+		if sh != nil {
+			_ = sh.conn.CloseNow()
+		}
+		if status != http.StatusForbidden {
+			t.Errorf("status %d, want 403", status)
+		}
+	})
 }

@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"strconv"
+	"strings"
 
 	"connectrpc.com/connect"
 	"github.com/coder/websocket"
@@ -14,6 +16,7 @@ import (
 	hostv1 "github.com/hangar-dev/hangar/gen/host/v1"
 	"github.com/hangar-dev/hangar/platform/apierr"
 	"github.com/hangar-dev/hangar/platform/auth"
+	"github.com/hangar-dev/hangar/sandboxhosts/supervisor"
 )
 
 // ShellPath is the WebSocket route of a session's interactive shells.
@@ -21,7 +24,8 @@ const ShellPath = "/api/v1/sessions/{id}/shell"
 
 // ShellMessage is a text message of the shell WebSocket, either way: "resize" (rows, cols) and
 // "signal" (signal: INT, TERM, HUP, QUIT, KILL, USR1, USR2, WINCH, TSTP, CONT) from the client;
-// "started" (shell_id) and "exit" (exit_status, signal) from the server. Terminal bytes travel
+// "started" (shell_id), "exit" (exit_status, exit_signal) and "error" (message: a client's
+// text message that was refused; the shell goes on) from the server. Terminal bytes travel
 // as binary messages.
 type ShellMessage struct {
 	Type       string `json:"type"`
@@ -32,6 +36,8 @@ type ShellMessage struct {
 	ExitStatus *int32 `json:"exit_status,omitempty"`
 	// ExitSignal is the signal that killed the program, when one did.
 	ExitSignal int32 `json:"exit_signal,omitempty"`
+	// Message says what was wrong with a client's text message ("error").
+	Message string `json:"message,omitempty"`
 }
 
 // GetExitStatus is the exit status of an "exit" message (0 when absent).
@@ -48,6 +54,7 @@ const (
 	ShellSignal  = "signal"
 	ShellStarted = "started"
 	ShellExit    = "exit"
+	ShellError   = "error"
 )
 
 // maxShellMessage bounds one WebSocket message from a shell client: a paste, not a file upload.
@@ -68,6 +75,10 @@ func (s *Service) Shell(authn *auth.Authenticator) http.Handler {
 		}
 		start, wake, err := shellStart(r)
 		if err != nil {
+			writeErr(w, r, err)
+			return
+		}
+		if err := sameOrigin(r); err != nil {
 			writeErr(w, r, err)
 			return
 		}
@@ -110,6 +121,21 @@ func (s *Service) Shell(authn *auth.Authenticator) http.Handler {
 		ws.SetReadLimit(maxShellMessage)
 		relayShell(ctx, ws, stream, started.GetShellId())
 	})
+}
+
+// sameOrigin refuses a browser's WebSocket from a page of another origin (cross-site WebSocket
+// hijacking: the browser would send the user's credentials along), before anything starts.
+// websocket.Accept checks it again; clients that are not browsers send no Origin.
+func sameOrigin(r *http.Request) error {
+	origin := r.Header.Get("Origin")
+	if origin == "" {
+		return nil
+	}
+	u, err := url.Parse(origin)
+	if err != nil || !strings.EqualFold(u.Host, r.Host) {
+		return apierr.PermissionDenied("a WebSocket from origin %q may not open a shell on %s", origin, r.Host)
+	}
+	return nil
 }
 
 // shellStart reads the start of a shell from the route's query.
@@ -159,8 +185,11 @@ func relayShell(ctx context.Context, ws *websocket.Conn, stream *connect.BidiStr
 			}
 			in, err := shellInput(typ, msg)
 			if err != nil {
-				_ = ws.Close(websocket.StatusPolicyViolation, err.Error())
-				return
+				// The shell stays: a bad control message is answered, not fatal.
+				if writeShellMessage(ctx, ws, ShellMessage{Type: ShellError, Message: err.Error()}) != nil {
+					return
+				}
+				continue
 			}
 			if err := stream.Send(in); err != nil {
 				return
@@ -209,6 +238,9 @@ func shellInput(typ websocket.MessageType, msg []byte) (*hostv1.ShellInput, erro
 		}
 		return &hostv1.ShellInput{Frame: &hostv1.ShellInput_Resize{Resize: &hostv1.WindowSize{Rows: m.Rows, Cols: m.Cols}}}, nil
 	case ShellSignal:
+		if _, ok := supervisor.TerminalSignal(m.Signal); !ok {
+			return nil, fmt.Errorf("signal %q: send one of %s", m.Signal, supervisor.TerminalSignalNames)
+		}
 		return &hostv1.ShellInput{Frame: &hostv1.ShellInput_Signal{Signal: m.Signal}}, nil
 	}
 	return nil, fmt.Errorf("unknown message type %q: send resize or signal", m.Type)

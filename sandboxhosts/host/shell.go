@@ -7,10 +7,8 @@ import (
 	"io"
 	"regexp"
 	"slices"
-	"syscall"
 
 	"connectrpc.com/connect"
-	"golang.org/x/sys/unix"
 
 	hostv1 "github.com/hangar-dev/hangar/gen/host/v1"
 	"github.com/hangar-dev/hangar/platform/apierr"
@@ -24,12 +22,6 @@ var loginShell = []string{"/bin/sh", "-c", "if [ -x /bin/bash ]; then exec /bin/
 
 // termName is a TERM value: a terminfo name, nothing a shell could read as more.
 var termName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._+-]{0,63}$`)
-
-// shellSignals are the signals a client may send by name, to the terminal's foreground job.
-var shellSignals = map[string]syscall.Signal{
-	"INT": unix.SIGINT, "TERM": unix.SIGTERM, "HUP": unix.SIGHUP, "QUIT": unix.SIGQUIT, "KILL": unix.SIGKILL,
-	"USR1": unix.SIGUSR1, "USR2": unix.SIGUSR2, "WINCH": unix.SIGWINCH, "TSTP": unix.SIGTSTP, "CONT": unix.SIGCONT,
-}
 
 // maxTerminalCells bounds a window size: the kernel takes 16 bits, and no screen is wider.
 const maxTerminalCells = 10000
@@ -164,9 +156,9 @@ func shellInput(stream *connect.BidiStream[hostv1.ShellInput, hostv1.ShellOutput
 			}
 			err = term.Resize(size)
 		case *hostv1.ShellInput_Signal:
-			sig, ok := shellSignals[f.Signal]
+			sig, ok := supervisor.TerminalSignal(f.Signal)
 			if !ok {
-				return apierr.InvalidArgument("signal", "must be one of INT, TERM, HUP, QUIT, KILL, USR1, USR2, WINCH, TSTP, CONT")
+				return apierr.InvalidArgument("signal", "must be one of "+supervisor.TerminalSignalNames)
 			}
 			err = term.Signal(sig)
 		default:

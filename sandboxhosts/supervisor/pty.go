@@ -51,6 +51,21 @@ type SignalRequest struct {
 	Signal int `json:"signal"`
 }
 
+// terminalSignals are the signals a terminal's client may send by name (without SIG).
+var terminalSignals = map[string]syscall.Signal{
+	"INT": unix.SIGINT, "TERM": unix.SIGTERM, "HUP": unix.SIGHUP, "QUIT": unix.SIGQUIT, "KILL": unix.SIGKILL,
+	"USR1": unix.SIGUSR1, "USR2": unix.SIGUSR2, "WINCH": unix.SIGWINCH, "TSTP": unix.SIGTSTP, "CONT": unix.SIGCONT,
+}
+
+// TerminalSignalNames lists the names TerminalSignal takes, for error messages.
+const TerminalSignalNames = "INT, TERM, HUP, QUIT, KILL, USR1, USR2, WINCH, TSTP, CONT"
+
+// TerminalSignal is the signal a terminal's client may send by name, or false.
+func TerminalSignal(name string) (syscall.Signal, bool) {
+	sig, ok := terminalSignals[name]
+	return sig, ok
+}
+
 // defaultTerm is the TERM a pty program gets when neither the sandbox nor the request sets one.
 const defaultTerm = "xterm-256color"
 
