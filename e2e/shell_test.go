@@ -265,3 +265,23 @@ func TestSecurityShellRefusesStrangers(t *testing.T) {
 		}
 	})
 }
+
+func TestAnOpenShellKeepsItsSessionAwake(t *testing.T) {
+	s := newSandboxStack(t, 1, func(sb *testenv.Sandboxes) {
+		sb.Config.Host.IdleAfter = 300 * time.Millisecond
+		sb.Config.Host.EvictIdleAfter = 900 * time.Millisecond
+	})
+	id := s.create(t, nil)
+	sh := s.openShell(t, id, nil)
+	sh.typeLine(t, "echo opened")
+	sh.waitFor(t, "opened")
+	// Several idle sweeps (every heartbeat, 200 ms here) pass with the shell open and silent.
+	time.Sleep(3 * time.Second)
+	if got := s.status(t, id); got != "running" {
+		t.Fatalf("with a shell open the session is %s, want running", got)
+	}
+	sh.typeLine(t, "echo still-open")
+	sh.waitFor(t, "still-open")
+	_ = sh.conn.Close(websocket.StatusNormalClosure, "")
+	s.waitStatus(t, id, "evicted", 20*time.Second)
+}
