@@ -61,6 +61,10 @@ func TestAppsThroughTheReverseProxy(t *testing.T) {
 		if !strings.Contains(got, `prefix="`+strings.TrimSuffix(sessions.AppURLPath(id, "web"), "/")+`"`) {
 			t.Errorf("no X-Forwarded-Prefix: %q", got)
 		}
+		// The app's page may not act as the API's origin in a browser.
+		if csp := resp.Header.Get("Content-Security-Policy"); !strings.HasPrefix(csp, "sandbox ") || strings.Contains(csp, "allow-same-origin") {
+			t.Errorf("Content-Security-Policy %q, want a sandbox without allow-same-origin", csp)
+		}
 	})
 	t.Run("a POST body goes through", func(t *testing.T) {
 		resp, body := fileRequest(t, http.MethodPost, s.appURL(id, "web", "form"), s.admin, []byte("a=1"), nil)

@@ -122,6 +122,13 @@ func (s *Service) Apps(authn *auth.Authenticator) http.Handler {
 			DisableKeepAlives:     true,
 			ResponseHeaderTimeout: 5 * time.Minute,
 		},
+		// An app's pages are served under the API's origin but must not act as it: sandboxed,
+		// they run in an opaque origin, so the user's session cookie (SameSite=Lax) does not go
+		// with their requests to the API, and the CSRF check refuses them anyway.
+		ModifyResponse: func(resp *http.Response) error {
+			resp.Header.Add("Content-Security-Policy", appSandboxPolicy)
+			return nil
+		},
 		FlushInterval: -1, // stream as the app writes: server-sent events, long polls
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			if _, ok := errors.AsType[*connect.Error](err); !ok {
@@ -154,6 +161,10 @@ func (s *Service) Apps(authn *auth.Authenticator) http.Handler {
 	})
 }
 
+// appSandboxPolicy is the Content-Security-Policy every app response gets (besides its own): a
+// sandbox without allow-same-origin.
+const appSandboxPolicy = "sandbox allow-scripts allow-forms allow-popups allow-modals allow-downloads"
+
 // appTarget is the app a proxied request goes to.
 type appTarget struct {
 	rec    *sessiondb.Record
@@ -163,7 +174,8 @@ type appTarget struct {
 
 type appTargetKey struct{}
 
-// hangarCookie names the cookies Hangar sets; none of them may reach an app.
+// hangarCookie names the cookies Hangar sets (auth.SessionCookie among them); none of them may
+// reach an app.
 var hangarCookie = regexp.MustCompile(`^(__Host-|__Secure-)?hangar`)
 
 func stripHangarCredentials(h http.Header) {

@@ -140,6 +140,8 @@ func (s *Service) download(ctx context.Context, w http.ResponseWriter, r *http.R
 	h.Set("Content-Type", contentType(p))
 	h.Set("Accept-Ranges", "bytes")
 	h.Set("Content-Disposition", mime.FormatMediaType("attachment", map[string]string{"filename": meta.GetFileName()}))
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Content-Security-Policy", appSandboxPolicy)
 	if ranged {
 		http.ServeContent(w, r, meta.GetFileName(), time.Time{}, f)
 		return nil
