@@ -103,6 +103,9 @@ type apiClient struct {
 	out            io.Writer
 	json           bool
 	quiet          bool // show prints only the record's id
+	// url and key reach the plain HTTP routes (the shell's WebSocket) the RPC clients do not.
+	url string
+	key string
 }
 
 // withoutDeadline is c for streaming commands (exec, cp, events --follow): the --timeout
@@ -147,6 +150,8 @@ func (f *clientFlags) run(fn func(c *apiClient, cmd *cobra.Command, args []strin
 			out:            cmd.OutOrStdout(),
 			json:           f.json,
 			quiet:          f.quiet,
+			url:            strings.TrimRight(f.url, "/"),
+			key:            key,
 		}
 		return cliError(fn(c, cmd, args), server)
 	}

@@ -175,6 +175,9 @@ func New(d Deps) *API {
 		add(appv1connect.NewSessionServiceHandler(sessionSvc, opts, connect.WithCompression("gzip", nil, nil)))
 		taskRuns, repos = taskSessions{sessionSvc, secretStore}, imageRepos(hosts, imageResolver)
 		a.routes["GET "+sessions.EventsPath] = route{appv1connect.SessionServiceName, sessionSvc.SSE(authn)}
+		a.routes["GET "+sessions.ShellPath] = route{appv1connect.SessionServiceName, sessionSvc.Shell(authn)}
+		a.routes[sessions.FilesPath] = route{appv1connect.SessionServiceName, sessionSvc.Files(authn)}
+		a.routes[sessions.AppsPath] = route{appv1connect.SessionServiceName, sessionSvc.Apps(authn)}
 	} else {
 		add(appv1connect.NewSessionServiceHandler(appv1connect.UnimplementedSessionServiceHandler{}, opts,
 			connect.WithInterceptors(unavailable("sessions are not configured here: set HANGAR_BLOB_URL, HANGAR_SEAL_KEYSET and HANGAR_HOST_TOKEN"))))
@@ -423,6 +426,9 @@ func (t taskSessions) Start(ctx context.Context, spec tasks.SessionSpec) (string
 		})
 	}
 	req := &appv1.CreateSessionRequest{ImageUri: spec.Image, Mode: sessions.ModeAgent, HarnessEnv: spec.Env, Secrets: secretEnv}
+	for _, a := range spec.Apps {
+		req.Apps = append(req.Apps, &appv1.AppEndpoint{Hostname: a.GetName(), Port: a.GetPort()})
+	}
 	for _, f := range []struct {
 		dst **string
 		val string

@@ -101,10 +101,16 @@ func (r record) proto() *appv1.Profile {
 	for _, repo := range r.Repos {
 		p.Repos = append(p.Repos, &appv1.ProfileRepo{Path: repo.Path, RemoteUrl: repo.RemoteURL, Remote: repo.Remote.proto()})
 	}
-	for _, a := range r.Apps {
-		p.Apps = append(p.Apps, &appv1.SessionApp{Name: a.Name, Port: a.Port})
-	}
+	p.Apps = r.appsProto()
 	return p
+}
+
+func (r record) appsProto() []*appv1.SessionApp {
+	var out []*appv1.SessionApp
+	for _, a := range r.Apps {
+		out = append(out, &appv1.SessionApp{Name: a.Name, Port: a.Port})
+	}
+	return out
 }
 
 func (r record) snapshot() *appv1.ProfileSnapshot {
@@ -112,6 +118,7 @@ func (r record) snapshot() *appv1.ProfileSnapshot {
 		Id: r.ID, Name: r.Name, ImageId: r.ImageID,
 		Harness: opt.String(r.Harness), Model: opt.String(r.Model), Effort: opt.String(r.Effort),
 		ModelRouter: opt.String(r.ModelRouter), UpdatedAt: clock.Format(r.UpdatedAt),
+		Apps: r.appsProto(),
 	}
 }
 

@@ -397,6 +397,10 @@ func (c checker) remote(field, raw string) (string, *remoteRecord) {
 	return s, &remoteRecord{Host: rem.GetHost(), Owner: rem.GetOwner(), Name: rem.GetName()}
 }
 
+// reservedApps are the names of every session's built-in apps (functions/sessions: IDEApp,
+// BrowserApp), which a session's own apps cannot take.
+var reservedApps = map[string]bool{"ide": true, "browser": true}
+
 func (c checker) apps(in []*appv1.SessionApp) []appRecord {
 	if !c.fits("apps", len(in)) || len(in) == 0 {
 		return nil
@@ -407,6 +411,8 @@ func (c checker) apps(in []*appv1.SessionApp) []appRecord {
 		f := index("apps", i)
 		if !appNameRe.MatchString(a.GetName()) {
 			c.Add(f+".name", "must be 1-31 of a-z, 0-9 and '-', starting with a letter")
+		} else if reservedApps[a.GetName()] {
+			c.Addf(f+".name", "%q is reserved for the built-in app EnsureIde / EnsureBrowser start", a.GetName())
 		} else if j, dup := names.dup(a.GetName(), i); dup {
 			c.Addf(f+".name", "duplicates apps[%d].name", j)
 		}

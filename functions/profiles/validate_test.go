@@ -149,6 +149,7 @@ func TestInvalidFieldIsNamed(t *testing.T) {
 		{"app name with capital", apps(&appv1.SessionApp{Name: "Web", Port: 80}), "apps[0].name"},
 		{"app name of 32 characters", apps(&appv1.SessionApp{Name: "a" + strings.Repeat("b", 31), Port: 80}), "apps[0].name"},
 		{"app name duplicate", apps(&appv1.SessionApp{Name: "web", Port: 80}, &appv1.SessionApp{Name: "web", Port: 81}), "apps[1].name"},
+		{"app name reserved", apps(&appv1.SessionApp{Name: "ide", Port: 80}), "apps[0].name"},
 		{"app port zero", apps(&appv1.SessionApp{Name: "web"}), "apps[0].port"},
 		{"app port too big", apps(&appv1.SessionApp{Name: "web", Port: 65536}), "apps[0].port"},
 		{"app port duplicate", apps(&appv1.SessionApp{Name: "web", Port: 80}, &appv1.SessionApp{Name: "api", Port: 80}), "apps[1].port"},

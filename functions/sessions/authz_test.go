@@ -115,6 +115,14 @@ func TestAnotherUsersSessionIsNotFoundForEveryMethod(t *testing.T) {
 			_, err := svc.EvictLocal(ctx, connect.NewRequest(&appv1.EvictLocalRequest{SessionId: id}))
 			return err
 		},
+		"EnsureIde": func(ctx context.Context) error {
+			_, err := svc.EnsureIde(ctx, connect.NewRequest(&appv1.EnsureIdeRequest{SessionId: id}))
+			return err
+		},
+		"EnsureBrowser": func(ctx context.Context) error {
+			_, err := svc.EnsureBrowser(ctx, connect.NewRequest(&appv1.EnsureBrowserRequest{SessionId: id}))
+			return err
+		},
 		"GetCowState": func(ctx context.Context) error {
 			_, err := svc.GetCowState(ctx, connect.NewRequest(&appv1.GetCowStateRequest{SessionId: id}))
 			return err

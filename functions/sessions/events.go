@@ -122,20 +122,11 @@ const EventsPath = "/api/v1/sessions/{id}/events"
 // serves too.
 func (s *Service) SSE(authn *auth.Authenticator) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		var p auth.Principal
-		var err error
-		if key := r.URL.Query().Get("api_key"); key != "" && r.Header.Get(auth.HeaderName) == "" {
-			p, err = authn.Authenticate(r.Context(), key, authn.ClientAddress(r.RemoteAddr, r.Header))
-		} else {
-			// The header's key, else the dashboard's session cookie: a GET that only reads, and
-			// whose answer no other origin can read (Hangar grants no CORS).
-			p, err = authn.AuthenticateRequest(r, false)
-		}
+		ctx, err := authenticate(authn, r, false)
 		if err != nil {
 			writeErr(w, r, err)
 			return
 		}
-		ctx := auth.WithPrincipal(r.Context(), p)
 		since, err := lastEventID(r)
 		if err != nil {
 			writeErr(w, r, err)

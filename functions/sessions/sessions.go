@@ -272,8 +272,7 @@ type ImageResolver interface {
 	ResolveImage(ctx context.Context, image string) (ref, warmLayer string, env map[string]string, err error)
 }
 
-// Service implements SessionService. EnsureBrowser and EnsureIde answer unimplemented until
-// later work builds them.
+// Service implements SessionService.
 type Service struct {
 	appv1connect.UnimplementedSessionServiceHandler
 	d      Deps
@@ -365,6 +364,7 @@ func (s *Service) create(ctx context.Context, m *appv1.CreateSessionRequest, id,
 	if m.Prompt != nil && m.GetPrompt() == "" {
 		v.Add("prompt", "is empty")
 	}
+	apps := sessionApps(m.GetApps(), &v)
 	agent, agentErr := s.chooseAgent(ctx, m, &v)
 	if agent.harness != "" {
 		mode = ModeAgent
@@ -426,7 +426,7 @@ func (s *Service) create(ctx context.Context, m *appv1.CreateSessionRequest, id,
 	rec := &sessiondb.Record{
 		ID: id, Owner: caller.UserID, RequestedID: requested, Status: sessiondb.Creating, HostID: host.ID,
 		ImageURI: image, WarmLayer: warmLayer, Mode: mode, SealedEnv: sealed, SealedCredential: sealedCred, SealedNetwork: sealedNet, Broker: broker, Harness: agent.harness, HarnessMode: m.GetHarnessMode(),
-		Model: m.GetModel(), Effort: m.GetEffort(), ModelRouter: m.GetModelRouter(),
+		Model: m.GetModel(), Effort: m.GetEffort(), ModelRouter: m.GetModelRouter(), Apps: apps,
 	}
 	if agent.router != nil && rec.Model == "" {
 		rec.Model = agent.router.DefaultModel
@@ -656,6 +656,9 @@ func toProto(r *sessiondb.Record, shown string) *appv1.Session {
 	}
 	if r.SuggestedTitle != "" {
 		p.SuggestedTitle = &r.SuggestedTitle
+	}
+	for _, a := range r.Apps {
+		p.Apps = append(p.Apps, &appv1.AppEndpoint{Hostname: a.Name, Port: a.Port, UrlPath: AppURLPath(shown, a.Name)})
 	}
 	return p
 }

@@ -48,6 +48,8 @@ type SessionSpec struct {
 	// ProxySecrets are the profile's secrets in mode "proxy": the session holds a placeholder
 	// in EnvVar, and the egress proxy puts the secret in requests to its hosts.
 	ProxySecrets []*appv1.ProfileSecret
+	// Apps are the profile's apps, which the session serves.
+	Apps []*appv1.SessionApp
 }
 
 // Network is what a profile lets its sessions reach.

@@ -130,6 +130,10 @@ type Limits struct {
 	ExecTimeout TimeoutBounds `env:", prefix=HANGAR_EXEC_TIMEOUT_"`
 	// MaxFileBytes caps one file written, read, copied or published as an artifact.
 	MaxFileBytes int64 `env:"HANGAR_MAX_FILE_BYTES, default=1073741824"`
+	// MaxShellsPerSession caps the interactive shells open at once in one session.
+	MaxShellsPerSession int `env:"HANGAR_MAX_SHELLS_PER_SESSION, default=8"`
+	// MaxAppConnsPerSession caps the connections open at once into one session's apps.
+	MaxAppConnsPerSession int `env:"HANGAR_MAX_APP_CONNS_PER_SESSION, default=256"`
 	// MaxCopyPaths bounds the paths of one CopyFiles.
 	MaxCopyPaths int `env:"FIXED_MAX_COPY_PATHS, default=100"`
 	// RouterCatalogTimeout, MaxRouterCatalogBytes and MaxRouterModels bound one refresh of a

@@ -41,6 +41,8 @@ const (
 	KindSessionResumed  = "session.resumed"
 	KindSessionEvicted  = "session.evicted"
 	KindArtifactCreated = "artifact.created"
+	KindShellOpened     = "shell.opened"
+	KindShellClosed     = "shell.closed"
 
 	KindPromptQueued     = "prompt.queued"
 	KindPromptStarted    = "prompt.started"

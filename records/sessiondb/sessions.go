@@ -81,6 +81,10 @@ type Record struct {
 	UpdatedAt      time.Time `firestore:"updated_at"`
 	LastActiveAt   time.Time `firestore:"last_active_at"`
 	LastEventAt    time.Time `firestore:"last_event_at"`
+
+	// Apps are the session's apps (CreateSession's apps, a task's profile's), served by the
+	// API's reverse proxy.
+	Apps []App `firestore:"apps"`
 }
 
 // ErrNotFound is a session id with no record.
@@ -388,4 +392,10 @@ func (s *Store) GetMany(ctx context.Context, ids []string) (map[string]*Record, 
 		out[r.ID] = &r
 	}
 	return out, nil
+}
+
+// App is a server in the sandbox, reachable from outside through the API's reverse proxy.
+type App struct {
+	Name string `firestore:"name"`
+	Port uint32 `firestore:"port"`
 }

@@ -77,6 +77,9 @@ type box struct {
 	// checkpointed is when the sandbox last matched a checkpoint (unix nanos): its start (from
 	// its image or a checkpoint) or its latest snapshot.
 	checkpointed atomic.Int64
+	// shells and appConns count the open shells and app connections, against their limits.
+	shells   atomic.Int32
+	appConns atomic.Int32
 }
 
 // emit appends an event to the session's log.
@@ -462,8 +465,10 @@ func (h *Host) sweepIdle(ctx context.Context) {
 			}
 		}
 		quiet := now.Sub(last)
+		// An open shell or app connection is someone at work, however quiet.
+		running := health.Running > 0 || b.shells.Load() > 0 || b.appConns.Load() > 0
 		switch {
-		case health.Running > 0:
+		case running:
 		case b.idle.Load() && h.opts.Config.EvictIdleAfter > 0 && quiet >= h.opts.Config.EvictIdleAfter:
 			if _, err := h.evict(ctx, b, true, "idle"); err != nil {
 				h.log.Error("evict idle session", "session", b.session, "err", err)
@@ -477,7 +482,7 @@ func (h *Host) sweepIdle(ctx context.Context) {
 			}
 			b.mu.Unlock()
 		}
-		h.checkpointIfDue(ctx, b, health.Running > 0 || last.UnixNano() > b.checkpointed.Load(), now)
+		h.checkpointIfDue(ctx, b, running || last.UnixNano() > b.checkpointed.Load(), now)
 	}
 }
 

@@ -51,6 +51,12 @@
 //     killed (a client that leaves does not stop it). An exec not started with KeepStdin, or
 //     whose stdin is closed (its process exited included), is a "stdin_closed" error; the size
 //     is bounded by the request line's.
+//   - "pty": starts Argv as a session leader on a new pseudo-terminal of Rows x Cols, and keeps
+//     the connection two-way until the program has exited: see pty.go for the frames the
+//     client sends (input, resize, signal) and for what EOF from the client means (hang-up).
+//     Its output comes as stdout frames; nothing is retained for re-attach.
+//   - "dial": connects to Port on the sandbox's loopback and, after an ok frame, relays raw
+//     bytes both ways (see dial.go); a port nothing listens on is a "dial_failed" error.
 //   - "ping": health and counts, including the last activity (exec start, exit, attach) so the
 //     host can find idle sandboxes.
 //

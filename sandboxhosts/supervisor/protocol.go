@@ -16,6 +16,8 @@ const (
 	OpCancel = "cancel"
 	OpPing   = "ping"
 	OpStdin  = "stdin"
+	OpPTY    = "pty"
+	OpDial   = "dial"
 )
 
 // Request is the one JSON line a client sends per connection.
@@ -38,6 +40,11 @@ type Request struct {
 	User *User `json:"user,omitempty"`
 	// CloseStdin (OpStdin only) closes stdin after its bytes are written.
 	CloseStdin bool `json:"close_stdin,omitempty"`
+	// Rows and Cols (pty only) size the terminal; zero leaves the kernel's default.
+	Rows uint16 `json:"rows,omitempty"`
+	Cols uint16 `json:"cols,omitempty"`
+	// Port (dial only) is the TCP port on the sandbox's loopback to connect to.
+	Port int `json:"port,omitempty"`
 	// Attach only.
 	StdoutOffset int64 `json:"stdout_offset,omitempty"`
 	StderrOffset int64 `json:"stderr_offset,omitempty"`
@@ -105,6 +112,8 @@ type Health struct {
 	// Running counts execs not finished yet; Finished counts those still retained.
 	Running  int `json:"running"`
 	Finished int `json:"finished"`
+	// Terminals counts the pty programs running.
+	Terminals int `json:"terminals"`
 	// LastActivity is the last exec start, exit or attach (RFC 3339, UTC), or the supervisor's
 	// start when there was none.
 	LastActivity string `json:"last_activity"`

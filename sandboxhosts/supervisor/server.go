@@ -79,6 +79,7 @@ type server struct {
 	mu           sync.Mutex
 	execs        map[string]*execution
 	byPID        map[int]*execution // running: spawned and not reaped yet
+	ptys         map[int]*ptyProc   // pty programs not reaped yet
 	running      int                // not finished: includes reaped execs still draining output
 	finished     []finishedExec     // in finish order, oldest first
 	lastActivity time.Time
@@ -107,6 +108,7 @@ func Serve(ctx context.Context, ln net.Listener, opts Options) error {
 		baseEnv:      os.Environ(),
 		execs:        make(map[string]*execution),
 		byPID:        make(map[int]*execution),
+		ptys:         make(map[int]*ptyProc),
 		lastActivity: time.Now(),
 	}
 	// SIGCHLD must be caught before the first spawn, or an early exit goes unnoticed.
@@ -166,7 +168,13 @@ func (s *server) reapAll() {
 		s.mu.Lock()
 		e := s.byPID[pid]
 		delete(s.byPID, pid)
+		p := s.ptys[pid]
+		delete(s.ptys, pid)
 		s.mu.Unlock()
+		if p != nil {
+			s.onPTYReaped(p, ws, &ru, now)
+			continue
+		}
 		if e == nil {
 			continue // an orphan reparented to us, or a child whose exec failed to start
 		}
@@ -238,6 +246,11 @@ func (s *server) killAll() {
 		e.killGroupLocked()
 		e.mu.Unlock()
 	}
+	for _, p := range s.ptys {
+		p.mu.Lock()
+		p.signalGroupLocked(unix.SIGKILL)
+		p.mu.Unlock()
+	}
 }
 
 // handle serves one connection: one request, its frames, then close. A panic here is a bug
@@ -305,6 +318,11 @@ func (s *server) handle(c net.Conn) {
 			close(gone)
 		}()
 		_ = s.follow(fw, e, offsets, gone)
+	case OpPTY:
+		s.servePTY(br, fw, req)
+	case OpDial:
+		_ = c.SetDeadline(time.Time{})
+		s.serveDial(c, br, fw, req)
 	default:
 		_ = fw.json(frameError, &Error{Code: CodeBadRequest, Message: fmt.Sprintf("unknown op %q", req.Op)})
 	}
@@ -339,6 +357,7 @@ func (s *server) health() Health {
 		PID:          os.Getpid(),
 		Running:      s.running,
 		Finished:     len(s.finished),
+		Terminals:    len(s.ptys),
 		LastActivity: s.lastActivity.UTC().Format(time.RFC3339Nano),
 	}
 }

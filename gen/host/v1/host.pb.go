@@ -344,6 +344,565 @@ func (x *PrepareImageProgress) GetBytesUploaded() uint64 {
 	return 0
 }
 
+type ShellInput struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Types that are valid to be assigned to Frame:
+	//
+	//	*ShellInput_Start
+	//	*ShellInput_Data
+	//	*ShellInput_Resize
+	//	*ShellInput_Signal
+	Frame         isShellInput_Frame `protobuf_oneof:"frame"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ShellInput) Reset() {
+	*x = ShellInput{}
+	mi := &file_host_v1_host_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ShellInput) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ShellInput) ProtoMessage() {}
+
+func (x *ShellInput) ProtoReflect() protoreflect.Message {
+	mi := &file_host_v1_host_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ShellInput.ProtoReflect.Descriptor instead.
+func (*ShellInput) Descriptor() ([]byte, []int) {
+	return file_host_v1_host_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *ShellInput) GetFrame() isShellInput_Frame {
+	if x != nil {
+		return x.Frame
+	}
+	return nil
+}
+
+func (x *ShellInput) GetStart() *ShellStart {
+	if x != nil {
+		if x, ok := x.Frame.(*ShellInput_Start); ok {
+			return x.Start
+		}
+	}
+	return nil
+}
+
+func (x *ShellInput) GetData() []byte {
+	if x != nil {
+		if x, ok := x.Frame.(*ShellInput_Data); ok {
+			return x.Data
+		}
+	}
+	return nil
+}
+
+func (x *ShellInput) GetResize() *WindowSize {
+	if x != nil {
+		if x, ok := x.Frame.(*ShellInput_Resize); ok {
+			return x.Resize
+		}
+	}
+	return nil
+}
+
+func (x *ShellInput) GetSignal() string {
+	if x != nil {
+		if x, ok := x.Frame.(*ShellInput_Signal); ok {
+			return x.Signal
+		}
+	}
+	return ""
+}
+
+type isShellInput_Frame interface {
+	isShellInput_Frame()
+}
+
+type ShellInput_Start struct {
+	Start *ShellStart `protobuf:"bytes,1,opt,name=start,proto3,oneof"`
+}
+
+type ShellInput_Data struct {
+	Data []byte `protobuf:"bytes,2,opt,name=data,proto3,oneof"`
+}
+
+type ShellInput_Resize struct {
+	Resize *WindowSize `protobuf:"bytes,3,opt,name=resize,proto3,oneof"`
+}
+
+type ShellInput_Signal struct {
+	// signal is a name without SIG (INT, TERM, HUP, QUIT, KILL, USR1, USR2, WINCH, TSTP,
+	// CONT), sent to the terminal's foreground process group.
+	Signal string `protobuf:"bytes,4,opt,name=signal,proto3,oneof"`
+}
+
+func (*ShellInput_Start) isShellInput_Frame() {}
+
+func (*ShellInput_Data) isShellInput_Frame() {}
+
+func (*ShellInput_Resize) isShellInput_Frame() {}
+
+func (*ShellInput_Signal) isShellInput_Frame() {}
+
+type ShellStart struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	SessionId string                 `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	// argv is the program; empty runs the image's shell (/bin/bash when there is one, else
+	// /bin/sh) as a login shell.
+	Argv []string    `protobuf:"bytes,2,rep,name=argv,proto3" json:"argv,omitempty"`
+	Size *WindowSize `protobuf:"bytes,3,opt,name=size,proto3" json:"size,omitempty"`
+	// term is the TERM the program gets ("": xterm-256color).
+	Term          string `protobuf:"bytes,4,opt,name=term,proto3" json:"term,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ShellStart) Reset() {
+	*x = ShellStart{}
+	mi := &file_host_v1_host_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ShellStart) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ShellStart) ProtoMessage() {}
+
+func (x *ShellStart) ProtoReflect() protoreflect.Message {
+	mi := &file_host_v1_host_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ShellStart.ProtoReflect.Descriptor instead.
+func (*ShellStart) Descriptor() ([]byte, []int) {
+	return file_host_v1_host_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *ShellStart) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *ShellStart) GetArgv() []string {
+	if x != nil {
+		return x.Argv
+	}
+	return nil
+}
+
+func (x *ShellStart) GetSize() *WindowSize {
+	if x != nil {
+		return x.Size
+	}
+	return nil
+}
+
+func (x *ShellStart) GetTerm() string {
+	if x != nil {
+		return x.Term
+	}
+	return ""
+}
+
+type WindowSize struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Rows          uint32                 `protobuf:"varint,1,opt,name=rows,proto3" json:"rows,omitempty"`
+	Cols          uint32                 `protobuf:"varint,2,opt,name=cols,proto3" json:"cols,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WindowSize) Reset() {
+	*x = WindowSize{}
+	mi := &file_host_v1_host_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WindowSize) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WindowSize) ProtoMessage() {}
+
+func (x *WindowSize) ProtoReflect() protoreflect.Message {
+	mi := &file_host_v1_host_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WindowSize.ProtoReflect.Descriptor instead.
+func (*WindowSize) Descriptor() ([]byte, []int) {
+	return file_host_v1_host_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *WindowSize) GetRows() uint32 {
+	if x != nil {
+		return x.Rows
+	}
+	return 0
+}
+
+func (x *WindowSize) GetCols() uint32 {
+	if x != nil {
+		return x.Cols
+	}
+	return 0
+}
+
+type ShellOutput struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Types that are valid to be assigned to Frame:
+	//
+	//	*ShellOutput_Started
+	//	*ShellOutput_Data
+	//	*ShellOutput_Exit
+	Frame         isShellOutput_Frame `protobuf_oneof:"frame"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ShellOutput) Reset() {
+	*x = ShellOutput{}
+	mi := &file_host_v1_host_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ShellOutput) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ShellOutput) ProtoMessage() {}
+
+func (x *ShellOutput) ProtoReflect() protoreflect.Message {
+	mi := &file_host_v1_host_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ShellOutput.ProtoReflect.Descriptor instead.
+func (*ShellOutput) Descriptor() ([]byte, []int) {
+	return file_host_v1_host_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *ShellOutput) GetFrame() isShellOutput_Frame {
+	if x != nil {
+		return x.Frame
+	}
+	return nil
+}
+
+func (x *ShellOutput) GetStarted() *ShellStarted {
+	if x != nil {
+		if x, ok := x.Frame.(*ShellOutput_Started); ok {
+			return x.Started
+		}
+	}
+	return nil
+}
+
+func (x *ShellOutput) GetData() []byte {
+	if x != nil {
+		if x, ok := x.Frame.(*ShellOutput_Data); ok {
+			return x.Data
+		}
+	}
+	return nil
+}
+
+func (x *ShellOutput) GetExit() *v1.ExecExit {
+	if x != nil {
+		if x, ok := x.Frame.(*ShellOutput_Exit); ok {
+			return x.Exit
+		}
+	}
+	return nil
+}
+
+type isShellOutput_Frame interface {
+	isShellOutput_Frame()
+}
+
+type ShellOutput_Started struct {
+	Started *ShellStarted `protobuf:"bytes,1,opt,name=started,proto3,oneof"`
+}
+
+type ShellOutput_Data struct {
+	Data []byte `protobuf:"bytes,2,opt,name=data,proto3,oneof"`
+}
+
+type ShellOutput_Exit struct {
+	Exit *v1.ExecExit `protobuf:"bytes,3,opt,name=exit,proto3,oneof"`
+}
+
+func (*ShellOutput_Started) isShellOutput_Frame() {}
+
+func (*ShellOutput_Data) isShellOutput_Frame() {}
+
+func (*ShellOutput_Exit) isShellOutput_Frame() {}
+
+type ShellStarted struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	ShellId       string                 `protobuf:"bytes,1,opt,name=shell_id,json=shellId,proto3" json:"shell_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ShellStarted) Reset() {
+	*x = ShellStarted{}
+	mi := &file_host_v1_host_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ShellStarted) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ShellStarted) ProtoMessage() {}
+
+func (x *ShellStarted) ProtoReflect() protoreflect.Message {
+	mi := &file_host_v1_host_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ShellStarted.ProtoReflect.Descriptor instead.
+func (*ShellStarted) Descriptor() ([]byte, []int) {
+	return file_host_v1_host_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *ShellStarted) GetShellId() string {
+	if x != nil {
+		return x.ShellId
+	}
+	return ""
+}
+
+type DialAppInput struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Types that are valid to be assigned to Frame:
+	//
+	//	*DialAppInput_Dial
+	//	*DialAppInput_Data
+	Frame         isDialAppInput_Frame `protobuf_oneof:"frame"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DialAppInput) Reset() {
+	*x = DialAppInput{}
+	mi := &file_host_v1_host_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DialAppInput) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DialAppInput) ProtoMessage() {}
+
+func (x *DialAppInput) ProtoReflect() protoreflect.Message {
+	mi := &file_host_v1_host_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DialAppInput.ProtoReflect.Descriptor instead.
+func (*DialAppInput) Descriptor() ([]byte, []int) {
+	return file_host_v1_host_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *DialAppInput) GetFrame() isDialAppInput_Frame {
+	if x != nil {
+		return x.Frame
+	}
+	return nil
+}
+
+func (x *DialAppInput) GetDial() *DialApp {
+	if x != nil {
+		if x, ok := x.Frame.(*DialAppInput_Dial); ok {
+			return x.Dial
+		}
+	}
+	return nil
+}
+
+func (x *DialAppInput) GetData() []byte {
+	if x != nil {
+		if x, ok := x.Frame.(*DialAppInput_Data); ok {
+			return x.Data
+		}
+	}
+	return nil
+}
+
+type isDialAppInput_Frame interface {
+	isDialAppInput_Frame()
+}
+
+type DialAppInput_Dial struct {
+	Dial *DialApp `protobuf:"bytes,1,opt,name=dial,proto3,oneof"`
+}
+
+type DialAppInput_Data struct {
+	Data []byte `protobuf:"bytes,2,opt,name=data,proto3,oneof"`
+}
+
+func (*DialAppInput_Dial) isDialAppInput_Frame() {}
+
+func (*DialAppInput_Data) isDialAppInput_Frame() {}
+
+type DialApp struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	SessionId     string                 `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	Port          uint32                 `protobuf:"varint,2,opt,name=port,proto3" json:"port,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DialApp) Reset() {
+	*x = DialApp{}
+	mi := &file_host_v1_host_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DialApp) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DialApp) ProtoMessage() {}
+
+func (x *DialApp) ProtoReflect() protoreflect.Message {
+	mi := &file_host_v1_host_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DialApp.ProtoReflect.Descriptor instead.
+func (*DialApp) Descriptor() ([]byte, []int) {
+	return file_host_v1_host_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *DialApp) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *DialApp) GetPort() uint32 {
+	if x != nil {
+		return x.Port
+	}
+	return 0
+}
+
+type DialAppOutput struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Data          []byte                 `protobuf:"bytes,1,opt,name=data,proto3" json:"data,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DialAppOutput) Reset() {
+	*x = DialAppOutput{}
+	mi := &file_host_v1_host_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DialAppOutput) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DialAppOutput) ProtoMessage() {}
+
+func (x *DialAppOutput) ProtoReflect() protoreflect.Message {
+	mi := &file_host_v1_host_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DialAppOutput.ProtoReflect.Descriptor instead.
+func (*DialAppOutput) Descriptor() ([]byte, []int) {
+	return file_host_v1_host_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *DialAppOutput) GetData() []byte {
+	if x != nil {
+		return x.Data
+	}
+	return nil
+}
+
 type CreateSandboxRequest struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
 	SessionId string                 `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
@@ -367,7 +926,7 @@ type CreateSandboxRequest struct {
 
 func (x *CreateSandboxRequest) Reset() {
 	*x = CreateSandboxRequest{}
-	mi := &file_host_v1_host_proto_msgTypes[4]
+	mi := &file_host_v1_host_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -379,7 +938,7 @@ func (x *CreateSandboxRequest) String() string {
 func (*CreateSandboxRequest) ProtoMessage() {}
 
 func (x *CreateSandboxRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_host_v1_host_proto_msgTypes[4]
+	mi := &file_host_v1_host_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -392,7 +951,7 @@ func (x *CreateSandboxRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateSandboxRequest.ProtoReflect.Descriptor instead.
 func (*CreateSandboxRequest) Descriptor() ([]byte, []int) {
-	return file_host_v1_host_proto_rawDescGZIP(), []int{4}
+	return file_host_v1_host_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *CreateSandboxRequest) GetSessionId() string {
@@ -452,7 +1011,7 @@ type RepoCheckout struct {
 
 func (x *RepoCheckout) Reset() {
 	*x = RepoCheckout{}
-	mi := &file_host_v1_host_proto_msgTypes[5]
+	mi := &file_host_v1_host_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -464,7 +1023,7 @@ func (x *RepoCheckout) String() string {
 func (*RepoCheckout) ProtoMessage() {}
 
 func (x *RepoCheckout) ProtoReflect() protoreflect.Message {
-	mi := &file_host_v1_host_proto_msgTypes[5]
+	mi := &file_host_v1_host_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -477,7 +1036,7 @@ func (x *RepoCheckout) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RepoCheckout.ProtoReflect.Descriptor instead.
 func (*RepoCheckout) Descriptor() ([]byte, []int) {
-	return file_host_v1_host_proto_rawDescGZIP(), []int{5}
+	return file_host_v1_host_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *RepoCheckout) GetPath() string {
@@ -517,7 +1076,7 @@ type SandboxNetwork struct {
 
 func (x *SandboxNetwork) Reset() {
 	*x = SandboxNetwork{}
-	mi := &file_host_v1_host_proto_msgTypes[6]
+	mi := &file_host_v1_host_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -529,7 +1088,7 @@ func (x *SandboxNetwork) String() string {
 func (*SandboxNetwork) ProtoMessage() {}
 
 func (x *SandboxNetwork) ProtoReflect() protoreflect.Message {
-	mi := &file_host_v1_host_proto_msgTypes[6]
+	mi := &file_host_v1_host_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -542,7 +1101,7 @@ func (x *SandboxNetwork) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SandboxNetwork.ProtoReflect.Descriptor instead.
 func (*SandboxNetwork) Descriptor() ([]byte, []int) {
-	return file_host_v1_host_proto_rawDescGZIP(), []int{6}
+	return file_host_v1_host_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *SandboxNetwork) GetDefaultAllow() bool {
@@ -589,7 +1148,7 @@ type ProxySecret struct {
 
 func (x *ProxySecret) Reset() {
 	*x = ProxySecret{}
-	mi := &file_host_v1_host_proto_msgTypes[7]
+	mi := &file_host_v1_host_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -601,7 +1160,7 @@ func (x *ProxySecret) String() string {
 func (*ProxySecret) ProtoMessage() {}
 
 func (x *ProxySecret) ProtoReflect() protoreflect.Message {
-	mi := &file_host_v1_host_proto_msgTypes[7]
+	mi := &file_host_v1_host_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -614,7 +1173,7 @@ func (x *ProxySecret) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProxySecret.ProtoReflect.Descriptor instead.
 func (*ProxySecret) Descriptor() ([]byte, []int) {
-	return file_host_v1_host_proto_rawDescGZIP(), []int{7}
+	return file_host_v1_host_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ProxySecret) GetName() string {
@@ -665,7 +1224,7 @@ type CreateSandboxResponse struct {
 
 func (x *CreateSandboxResponse) Reset() {
 	*x = CreateSandboxResponse{}
-	mi := &file_host_v1_host_proto_msgTypes[8]
+	mi := &file_host_v1_host_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -677,7 +1236,7 @@ func (x *CreateSandboxResponse) String() string {
 func (*CreateSandboxResponse) ProtoMessage() {}
 
 func (x *CreateSandboxResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_host_v1_host_proto_msgTypes[8]
+	mi := &file_host_v1_host_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -690,7 +1249,7 @@ func (x *CreateSandboxResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateSandboxResponse.ProtoReflect.Descriptor instead.
 func (*CreateSandboxResponse) Descriptor() ([]byte, []int) {
-	return file_host_v1_host_proto_rawDescGZIP(), []int{8}
+	return file_host_v1_host_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *CreateSandboxResponse) GetSessionId() string {
@@ -730,7 +1289,7 @@ type DeleteSandboxRequest struct {
 
 func (x *DeleteSandboxRequest) Reset() {
 	*x = DeleteSandboxRequest{}
-	mi := &file_host_v1_host_proto_msgTypes[9]
+	mi := &file_host_v1_host_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -742,7 +1301,7 @@ func (x *DeleteSandboxRequest) String() string {
 func (*DeleteSandboxRequest) ProtoMessage() {}
 
 func (x *DeleteSandboxRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_host_v1_host_proto_msgTypes[9]
+	mi := &file_host_v1_host_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -755,7 +1314,7 @@ func (x *DeleteSandboxRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteSandboxRequest.ProtoReflect.Descriptor instead.
 func (*DeleteSandboxRequest) Descriptor() ([]byte, []int) {
-	return file_host_v1_host_proto_rawDescGZIP(), []int{9}
+	return file_host_v1_host_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *DeleteSandboxRequest) GetSessionId() string {
@@ -776,7 +1335,7 @@ type DeleteSandboxResponse struct {
 
 func (x *DeleteSandboxResponse) Reset() {
 	*x = DeleteSandboxResponse{}
-	mi := &file_host_v1_host_proto_msgTypes[10]
+	mi := &file_host_v1_host_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -788,7 +1347,7 @@ func (x *DeleteSandboxResponse) String() string {
 func (*DeleteSandboxResponse) ProtoMessage() {}
 
 func (x *DeleteSandboxResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_host_v1_host_proto_msgTypes[10]
+	mi := &file_host_v1_host_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -801,7 +1360,7 @@ func (x *DeleteSandboxResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteSandboxResponse.ProtoReflect.Descriptor instead.
 func (*DeleteSandboxResponse) Descriptor() ([]byte, []int) {
-	return file_host_v1_host_proto_rawDescGZIP(), []int{10}
+	return file_host_v1_host_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *DeleteSandboxResponse) GetSessionId() string {
@@ -830,7 +1389,7 @@ type EvictRequest struct {
 
 func (x *EvictRequest) Reset() {
 	*x = EvictRequest{}
-	mi := &file_host_v1_host_proto_msgTypes[11]
+	mi := &file_host_v1_host_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -842,7 +1401,7 @@ func (x *EvictRequest) String() string {
 func (*EvictRequest) ProtoMessage() {}
 
 func (x *EvictRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_host_v1_host_proto_msgTypes[11]
+	mi := &file_host_v1_host_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -855,7 +1414,7 @@ func (x *EvictRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EvictRequest.ProtoReflect.Descriptor instead.
 func (*EvictRequest) Descriptor() ([]byte, []int) {
-	return file_host_v1_host_proto_rawDescGZIP(), []int{11}
+	return file_host_v1_host_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *EvictRequest) GetSessionId() string {
@@ -890,7 +1449,7 @@ type EvictResponse struct {
 
 func (x *EvictResponse) Reset() {
 	*x = EvictResponse{}
-	mi := &file_host_v1_host_proto_msgTypes[12]
+	mi := &file_host_v1_host_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -902,7 +1461,7 @@ func (x *EvictResponse) String() string {
 func (*EvictResponse) ProtoMessage() {}
 
 func (x *EvictResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_host_v1_host_proto_msgTypes[12]
+	mi := &file_host_v1_host_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -915,7 +1474,7 @@ func (x *EvictResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EvictResponse.ProtoReflect.Descriptor instead.
 func (*EvictResponse) Descriptor() ([]byte, []int) {
-	return file_host_v1_host_proto_rawDescGZIP(), []int{12}
+	return file_host_v1_host_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *EvictResponse) GetSessionId() string {
@@ -948,7 +1507,7 @@ type FindReposRequest struct {
 
 func (x *FindReposRequest) Reset() {
 	*x = FindReposRequest{}
-	mi := &file_host_v1_host_proto_msgTypes[13]
+	mi := &file_host_v1_host_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -960,7 +1519,7 @@ func (x *FindReposRequest) String() string {
 func (*FindReposRequest) ProtoMessage() {}
 
 func (x *FindReposRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_host_v1_host_proto_msgTypes[13]
+	mi := &file_host_v1_host_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -973,7 +1532,7 @@ func (x *FindReposRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FindReposRequest.ProtoReflect.Descriptor instead.
 func (*FindReposRequest) Descriptor() ([]byte, []int) {
-	return file_host_v1_host_proto_rawDescGZIP(), []int{13}
+	return file_host_v1_host_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *FindReposRequest) GetImageUri() string {
@@ -992,7 +1551,7 @@ type FindReposResponse struct {
 
 func (x *FindReposResponse) Reset() {
 	*x = FindReposResponse{}
-	mi := &file_host_v1_host_proto_msgTypes[14]
+	mi := &file_host_v1_host_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1004,7 +1563,7 @@ func (x *FindReposResponse) String() string {
 func (*FindReposResponse) ProtoMessage() {}
 
 func (x *FindReposResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_host_v1_host_proto_msgTypes[14]
+	mi := &file_host_v1_host_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1017,7 +1576,7 @@ func (x *FindReposResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FindReposResponse.ProtoReflect.Descriptor instead.
 func (*FindReposResponse) Descriptor() ([]byte, []int) {
-	return file_host_v1_host_proto_rawDescGZIP(), []int{14}
+	return file_host_v1_host_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *FindReposResponse) GetRepos() []*Repo {
@@ -1038,7 +1597,7 @@ type Repo struct {
 
 func (x *Repo) Reset() {
 	*x = Repo{}
-	mi := &file_host_v1_host_proto_msgTypes[15]
+	mi := &file_host_v1_host_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1050,7 +1609,7 @@ func (x *Repo) String() string {
 func (*Repo) ProtoMessage() {}
 
 func (x *Repo) ProtoReflect() protoreflect.Message {
-	mi := &file_host_v1_host_proto_msgTypes[15]
+	mi := &file_host_v1_host_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1063,7 +1622,7 @@ func (x *Repo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Repo.ProtoReflect.Descriptor instead.
 func (*Repo) Descriptor() ([]byte, []int) {
-	return file_host_v1_host_proto_rawDescGZIP(), []int{15}
+	return file_host_v1_host_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *Repo) GetPath() string {
@@ -1090,7 +1649,7 @@ type Remote struct {
 
 func (x *Remote) Reset() {
 	*x = Remote{}
-	mi := &file_host_v1_host_proto_msgTypes[16]
+	mi := &file_host_v1_host_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1102,7 +1661,7 @@ func (x *Remote) String() string {
 func (*Remote) ProtoMessage() {}
 
 func (x *Remote) ProtoReflect() protoreflect.Message {
-	mi := &file_host_v1_host_proto_msgTypes[16]
+	mi := &file_host_v1_host_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1115,7 +1674,7 @@ func (x *Remote) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Remote.ProtoReflect.Descriptor instead.
 func (*Remote) Descriptor() ([]byte, []int) {
-	return file_host_v1_host_proto_rawDescGZIP(), []int{16}
+	return file_host_v1_host_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *Remote) GetName() string {
@@ -1168,7 +1727,42 @@ const file_host_v1_host_proto_rawDesc = "" +
 	"\texit_code\x18\a \x01(\x05R\bexitCode\x12\x1f\n" +
 	"\vbytes_total\x18\b \x01(\x04R\n" +
 	"bytesTotal\x12%\n" +
-	"\x0ebytes_uploaded\x18\t \x01(\x04R\rbytesUploaded\"\xc3\x02\n" +
+	"\x0ebytes_uploaded\x18\t \x01(\x04R\rbytesUploaded\"\xa1\x01\n" +
+	"\n" +
+	"ShellInput\x12+\n" +
+	"\x05start\x18\x01 \x01(\v2\x13.host.v1.ShellStartH\x00R\x05start\x12\x14\n" +
+	"\x04data\x18\x02 \x01(\fH\x00R\x04data\x12-\n" +
+	"\x06resize\x18\x03 \x01(\v2\x13.host.v1.WindowSizeH\x00R\x06resize\x12\x18\n" +
+	"\x06signal\x18\x04 \x01(\tH\x00R\x06signalB\a\n" +
+	"\x05frame\"|\n" +
+	"\n" +
+	"ShellStart\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x12\n" +
+	"\x04argv\x18\x02 \x03(\tR\x04argv\x12'\n" +
+	"\x04size\x18\x03 \x01(\v2\x13.host.v1.WindowSizeR\x04size\x12\x12\n" +
+	"\x04term\x18\x04 \x01(\tR\x04term\"4\n" +
+	"\n" +
+	"WindowSize\x12\x12\n" +
+	"\x04rows\x18\x01 \x01(\rR\x04rows\x12\x12\n" +
+	"\x04cols\x18\x02 \x01(\rR\x04cols\"\x8b\x01\n" +
+	"\vShellOutput\x121\n" +
+	"\astarted\x18\x01 \x01(\v2\x15.host.v1.ShellStartedH\x00R\astarted\x12\x14\n" +
+	"\x04data\x18\x02 \x01(\fH\x00R\x04data\x12*\n" +
+	"\x04exit\x18\x03 \x01(\v2\x14.svc.app.v1.ExecExitH\x00R\x04exitB\a\n" +
+	"\x05frame\")\n" +
+	"\fShellStarted\x12\x19\n" +
+	"\bshell_id\x18\x01 \x01(\tR\ashellId\"U\n" +
+	"\fDialAppInput\x12&\n" +
+	"\x04dial\x18\x01 \x01(\v2\x10.host.v1.DialAppH\x00R\x04dial\x12\x14\n" +
+	"\x04data\x18\x02 \x01(\fH\x00R\x04dataB\a\n" +
+	"\x05frame\"<\n" +
+	"\aDialApp\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x12\n" +
+	"\x04port\x18\x02 \x01(\rR\x04port\"#\n" +
+	"\rDialAppOutput\x12\x12\n" +
+	"\x04data\x18\x01 \x01(\fR\x04data\"\xc3\x02\n" +
 	"\x14CreateSandboxRequest\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x128\n" +
@@ -1233,7 +1827,7 @@ const file_host_v1_host_proto_rawDesc = "" +
 	"\aremotes\x18\x02 \x03(\v2\x0f.host.v1.RemoteR\aremotes\".\n" +
 	"\x06Remote\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x10\n" +
-	"\x03url\x18\x02 \x01(\tR\x03url2\x93\v\n" +
+	"\x03url\x18\x02 \x01(\tR\x03url2\xa9\r\n" +
 	"\vHostService\x12N\n" +
 	"\rCreateSandbox\x12\x1d.host.v1.CreateSandboxRequest\x1a\x1e.host.v1.CreateSandboxResponse\x12N\n" +
 	"\rDeleteSandbox\x12\x1d.host.v1.DeleteSandboxRequest\x1a\x1e.host.v1.DeleteSandboxResponse\x129\n" +
@@ -1254,7 +1848,11 @@ const file_host_v1_host_proto_rawDesc = "" +
 	"\x13DequeueQueuedPrompt\x12&.svc.app.v1.DequeueQueuedPromptRequest\x1a'.svc.app.v1.DequeueQueuedPromptResponse\x12H\n" +
 	"\tInterrupt\x12\x1c.svc.app.v1.InterruptRequest\x1a\x1d.svc.app.v1.InterruptResponse\x12]\n" +
 	"\x10CompleteToolCall\x12#.svc.app.v1.CompleteToolCallRequest\x1a$.svc.app.v1.CompleteToolCallResponse\x12M\n" +
-	"\fPrepareImage\x12\x1c.host.v1.PrepareImageRequest\x1a\x1d.host.v1.PrepareImageProgress0\x01B1Z/github.com/hangar-dev/hangar/gen/host/v1;hostv1b\x06proto3"
+	"\fPrepareImage\x12\x1c.host.v1.PrepareImageRequest\x1a\x1d.host.v1.PrepareImageProgress0\x01\x126\n" +
+	"\x05Shell\x12\x13.host.v1.ShellInput\x1a\x14.host.v1.ShellOutput(\x010\x01\x12<\n" +
+	"\aDialApp\x12\x15.host.v1.DialAppInput\x1a\x16.host.v1.DialAppOutput(\x010\x01\x12H\n" +
+	"\tEnsureIde\x12\x1c.svc.app.v1.EnsureIdeRequest\x1a\x1d.svc.app.v1.EnsureIdeResponse\x12T\n" +
+	"\rEnsureBrowser\x12 .svc.app.v1.EnsureBrowserRequest\x1a!.svc.app.v1.EnsureBrowserResponseB1Z/github.com/hangar-dev/hangar/gen/host/v1;hostv1b\x06proto3"
 
 var (
 	file_host_v1_host_proto_rawDescOnce sync.Once
@@ -1268,105 +1866,132 @@ func file_host_v1_host_proto_rawDescGZIP() []byte {
 	return file_host_v1_host_proto_rawDescData
 }
 
-var file_host_v1_host_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
+var file_host_v1_host_proto_msgTypes = make([]protoimpl.MessageInfo, 27)
 var file_host_v1_host_proto_goTypes = []any{
 	(*ImageLayer)(nil),                        // 0: host.v1.ImageLayer
 	(*WarmCommand)(nil),                       // 1: host.v1.WarmCommand
 	(*PrepareImageRequest)(nil),               // 2: host.v1.PrepareImageRequest
 	(*PrepareImageProgress)(nil),              // 3: host.v1.PrepareImageProgress
-	(*CreateSandboxRequest)(nil),              // 4: host.v1.CreateSandboxRequest
-	(*RepoCheckout)(nil),                      // 5: host.v1.RepoCheckout
-	(*SandboxNetwork)(nil),                    // 6: host.v1.SandboxNetwork
-	(*ProxySecret)(nil),                       // 7: host.v1.ProxySecret
-	(*CreateSandboxResponse)(nil),             // 8: host.v1.CreateSandboxResponse
-	(*DeleteSandboxRequest)(nil),              // 9: host.v1.DeleteSandboxRequest
-	(*DeleteSandboxResponse)(nil),             // 10: host.v1.DeleteSandboxResponse
-	(*EvictRequest)(nil),                      // 11: host.v1.EvictRequest
-	(*EvictResponse)(nil),                     // 12: host.v1.EvictResponse
-	(*FindReposRequest)(nil),                  // 13: host.v1.FindReposRequest
-	(*FindReposResponse)(nil),                 // 14: host.v1.FindReposResponse
-	(*Repo)(nil),                              // 15: host.v1.Repo
-	(*Remote)(nil),                            // 16: host.v1.Remote
-	nil,                                       // 17: host.v1.WarmCommand.EnvEntry
-	nil,                                       // 18: host.v1.CreateSandboxRequest.EnvEntry
-	(*v1.ExecRequest)(nil),                    // 19: svc.app.v1.ExecRequest
-	(*v1.CancelExecRequest)(nil),              // 20: svc.app.v1.CancelExecRequest
-	(*v1.WriteFileRequest)(nil),               // 21: svc.app.v1.WriteFileRequest
-	(*v1.ReadFileRequest)(nil),                // 22: svc.app.v1.ReadFileRequest
-	(*v1.SnapshotRequest)(nil),                // 23: svc.app.v1.SnapshotRequest
-	(*v1.ResumeRequest)(nil),                  // 24: svc.app.v1.ResumeRequest
-	(*v1.GetCowStateRequest)(nil),             // 25: svc.app.v1.GetCowStateRequest
-	(*v1.CreateArtifactFromPathRequest)(nil),  // 26: svc.app.v1.CreateArtifactFromPathRequest
-	(*v1.SendPromptRequest)(nil),              // 27: svc.app.v1.SendPromptRequest
-	(*v1.EditQueuedPromptRequest)(nil),        // 28: svc.app.v1.EditQueuedPromptRequest
-	(*v1.DequeueQueuedPromptRequest)(nil),     // 29: svc.app.v1.DequeueQueuedPromptRequest
-	(*v1.InterruptRequest)(nil),               // 30: svc.app.v1.InterruptRequest
-	(*v1.CompleteToolCallRequest)(nil),        // 31: svc.app.v1.CompleteToolCallRequest
-	(*v1.ExecOutput)(nil),                     // 32: svc.app.v1.ExecOutput
-	(*emptypb.Empty)(nil),                     // 33: google.protobuf.Empty
-	(*v1.WriteFileResponse)(nil),              // 34: svc.app.v1.WriteFileResponse
-	(*v1.ReadFileResponse)(nil),               // 35: svc.app.v1.ReadFileResponse
-	(*v1.SnapshotResponse)(nil),               // 36: svc.app.v1.SnapshotResponse
-	(*v1.ResumeResponse)(nil),                 // 37: svc.app.v1.ResumeResponse
-	(*v1.GetCowStateResponse)(nil),            // 38: svc.app.v1.GetCowStateResponse
-	(*v1.CreateArtifactFromPathResponse)(nil), // 39: svc.app.v1.CreateArtifactFromPathResponse
-	(*v1.SendPromptResponse)(nil),             // 40: svc.app.v1.SendPromptResponse
-	(*v1.EditQueuedPromptResponse)(nil),       // 41: svc.app.v1.EditQueuedPromptResponse
-	(*v1.DequeueQueuedPromptResponse)(nil),    // 42: svc.app.v1.DequeueQueuedPromptResponse
-	(*v1.InterruptResponse)(nil),              // 43: svc.app.v1.InterruptResponse
-	(*v1.CompleteToolCallResponse)(nil),       // 44: svc.app.v1.CompleteToolCallResponse
+	(*ShellInput)(nil),                        // 4: host.v1.ShellInput
+	(*ShellStart)(nil),                        // 5: host.v1.ShellStart
+	(*WindowSize)(nil),                        // 6: host.v1.WindowSize
+	(*ShellOutput)(nil),                       // 7: host.v1.ShellOutput
+	(*ShellStarted)(nil),                      // 8: host.v1.ShellStarted
+	(*DialAppInput)(nil),                      // 9: host.v1.DialAppInput
+	(*DialApp)(nil),                           // 10: host.v1.DialApp
+	(*DialAppOutput)(nil),                     // 11: host.v1.DialAppOutput
+	(*CreateSandboxRequest)(nil),              // 12: host.v1.CreateSandboxRequest
+	(*RepoCheckout)(nil),                      // 13: host.v1.RepoCheckout
+	(*SandboxNetwork)(nil),                    // 14: host.v1.SandboxNetwork
+	(*ProxySecret)(nil),                       // 15: host.v1.ProxySecret
+	(*CreateSandboxResponse)(nil),             // 16: host.v1.CreateSandboxResponse
+	(*DeleteSandboxRequest)(nil),              // 17: host.v1.DeleteSandboxRequest
+	(*DeleteSandboxResponse)(nil),             // 18: host.v1.DeleteSandboxResponse
+	(*EvictRequest)(nil),                      // 19: host.v1.EvictRequest
+	(*EvictResponse)(nil),                     // 20: host.v1.EvictResponse
+	(*FindReposRequest)(nil),                  // 21: host.v1.FindReposRequest
+	(*FindReposResponse)(nil),                 // 22: host.v1.FindReposResponse
+	(*Repo)(nil),                              // 23: host.v1.Repo
+	(*Remote)(nil),                            // 24: host.v1.Remote
+	nil,                                       // 25: host.v1.WarmCommand.EnvEntry
+	nil,                                       // 26: host.v1.CreateSandboxRequest.EnvEntry
+	(*v1.ExecExit)(nil),                       // 27: svc.app.v1.ExecExit
+	(*v1.ExecRequest)(nil),                    // 28: svc.app.v1.ExecRequest
+	(*v1.CancelExecRequest)(nil),              // 29: svc.app.v1.CancelExecRequest
+	(*v1.WriteFileRequest)(nil),               // 30: svc.app.v1.WriteFileRequest
+	(*v1.ReadFileRequest)(nil),                // 31: svc.app.v1.ReadFileRequest
+	(*v1.SnapshotRequest)(nil),                // 32: svc.app.v1.SnapshotRequest
+	(*v1.ResumeRequest)(nil),                  // 33: svc.app.v1.ResumeRequest
+	(*v1.GetCowStateRequest)(nil),             // 34: svc.app.v1.GetCowStateRequest
+	(*v1.CreateArtifactFromPathRequest)(nil),  // 35: svc.app.v1.CreateArtifactFromPathRequest
+	(*v1.SendPromptRequest)(nil),              // 36: svc.app.v1.SendPromptRequest
+	(*v1.EditQueuedPromptRequest)(nil),        // 37: svc.app.v1.EditQueuedPromptRequest
+	(*v1.DequeueQueuedPromptRequest)(nil),     // 38: svc.app.v1.DequeueQueuedPromptRequest
+	(*v1.InterruptRequest)(nil),               // 39: svc.app.v1.InterruptRequest
+	(*v1.CompleteToolCallRequest)(nil),        // 40: svc.app.v1.CompleteToolCallRequest
+	(*v1.EnsureIdeRequest)(nil),               // 41: svc.app.v1.EnsureIdeRequest
+	(*v1.EnsureBrowserRequest)(nil),           // 42: svc.app.v1.EnsureBrowserRequest
+	(*v1.ExecOutput)(nil),                     // 43: svc.app.v1.ExecOutput
+	(*emptypb.Empty)(nil),                     // 44: google.protobuf.Empty
+	(*v1.WriteFileResponse)(nil),              // 45: svc.app.v1.WriteFileResponse
+	(*v1.ReadFileResponse)(nil),               // 46: svc.app.v1.ReadFileResponse
+	(*v1.SnapshotResponse)(nil),               // 47: svc.app.v1.SnapshotResponse
+	(*v1.ResumeResponse)(nil),                 // 48: svc.app.v1.ResumeResponse
+	(*v1.GetCowStateResponse)(nil),            // 49: svc.app.v1.GetCowStateResponse
+	(*v1.CreateArtifactFromPathResponse)(nil), // 50: svc.app.v1.CreateArtifactFromPathResponse
+	(*v1.SendPromptResponse)(nil),             // 51: svc.app.v1.SendPromptResponse
+	(*v1.EditQueuedPromptResponse)(nil),       // 52: svc.app.v1.EditQueuedPromptResponse
+	(*v1.DequeueQueuedPromptResponse)(nil),    // 53: svc.app.v1.DequeueQueuedPromptResponse
+	(*v1.InterruptResponse)(nil),              // 54: svc.app.v1.InterruptResponse
+	(*v1.CompleteToolCallResponse)(nil),       // 55: svc.app.v1.CompleteToolCallResponse
+	(*v1.EnsureIdeResponse)(nil),              // 56: svc.app.v1.EnsureIdeResponse
+	(*v1.EnsureBrowserResponse)(nil),          // 57: svc.app.v1.EnsureBrowserResponse
 }
 var file_host_v1_host_proto_depIdxs = []int32{
-	17, // 0: host.v1.WarmCommand.env:type_name -> host.v1.WarmCommand.EnvEntry
+	25, // 0: host.v1.WarmCommand.env:type_name -> host.v1.WarmCommand.EnvEntry
 	1,  // 1: host.v1.PrepareImageRequest.warm:type_name -> host.v1.WarmCommand
 	0,  // 2: host.v1.PrepareImageProgress.layers:type_name -> host.v1.ImageLayer
-	18, // 3: host.v1.CreateSandboxRequest.env:type_name -> host.v1.CreateSandboxRequest.EnvEntry
-	6,  // 4: host.v1.CreateSandboxRequest.network:type_name -> host.v1.SandboxNetwork
-	5,  // 5: host.v1.CreateSandboxRequest.repos:type_name -> host.v1.RepoCheckout
-	7,  // 6: host.v1.SandboxNetwork.secrets:type_name -> host.v1.ProxySecret
-	15, // 7: host.v1.FindReposResponse.repos:type_name -> host.v1.Repo
-	16, // 8: host.v1.Repo.remotes:type_name -> host.v1.Remote
-	4,  // 9: host.v1.HostService.CreateSandbox:input_type -> host.v1.CreateSandboxRequest
-	9,  // 10: host.v1.HostService.DeleteSandbox:input_type -> host.v1.DeleteSandboxRequest
-	19, // 11: host.v1.HostService.Exec:input_type -> svc.app.v1.ExecRequest
-	20, // 12: host.v1.HostService.CancelExec:input_type -> svc.app.v1.CancelExecRequest
-	21, // 13: host.v1.HostService.WriteFile:input_type -> svc.app.v1.WriteFileRequest
-	22, // 14: host.v1.HostService.ReadFile:input_type -> svc.app.v1.ReadFileRequest
-	23, // 15: host.v1.HostService.Snapshot:input_type -> svc.app.v1.SnapshotRequest
-	24, // 16: host.v1.HostService.Resume:input_type -> svc.app.v1.ResumeRequest
-	11, // 17: host.v1.HostService.Evict:input_type -> host.v1.EvictRequest
-	25, // 18: host.v1.HostService.GetCowState:input_type -> svc.app.v1.GetCowStateRequest
-	26, // 19: host.v1.HostService.CreateArtifactFromPath:input_type -> svc.app.v1.CreateArtifactFromPathRequest
-	13, // 20: host.v1.HostService.FindRepos:input_type -> host.v1.FindReposRequest
-	27, // 21: host.v1.HostService.SendPrompt:input_type -> svc.app.v1.SendPromptRequest
-	28, // 22: host.v1.HostService.EditQueuedPrompt:input_type -> svc.app.v1.EditQueuedPromptRequest
-	29, // 23: host.v1.HostService.DequeueQueuedPrompt:input_type -> svc.app.v1.DequeueQueuedPromptRequest
-	30, // 24: host.v1.HostService.Interrupt:input_type -> svc.app.v1.InterruptRequest
-	31, // 25: host.v1.HostService.CompleteToolCall:input_type -> svc.app.v1.CompleteToolCallRequest
-	2,  // 26: host.v1.HostService.PrepareImage:input_type -> host.v1.PrepareImageRequest
-	8,  // 27: host.v1.HostService.CreateSandbox:output_type -> host.v1.CreateSandboxResponse
-	10, // 28: host.v1.HostService.DeleteSandbox:output_type -> host.v1.DeleteSandboxResponse
-	32, // 29: host.v1.HostService.Exec:output_type -> svc.app.v1.ExecOutput
-	33, // 30: host.v1.HostService.CancelExec:output_type -> google.protobuf.Empty
-	34, // 31: host.v1.HostService.WriteFile:output_type -> svc.app.v1.WriteFileResponse
-	35, // 32: host.v1.HostService.ReadFile:output_type -> svc.app.v1.ReadFileResponse
-	36, // 33: host.v1.HostService.Snapshot:output_type -> svc.app.v1.SnapshotResponse
-	37, // 34: host.v1.HostService.Resume:output_type -> svc.app.v1.ResumeResponse
-	12, // 35: host.v1.HostService.Evict:output_type -> host.v1.EvictResponse
-	38, // 36: host.v1.HostService.GetCowState:output_type -> svc.app.v1.GetCowStateResponse
-	39, // 37: host.v1.HostService.CreateArtifactFromPath:output_type -> svc.app.v1.CreateArtifactFromPathResponse
-	14, // 38: host.v1.HostService.FindRepos:output_type -> host.v1.FindReposResponse
-	40, // 39: host.v1.HostService.SendPrompt:output_type -> svc.app.v1.SendPromptResponse
-	41, // 40: host.v1.HostService.EditQueuedPrompt:output_type -> svc.app.v1.EditQueuedPromptResponse
-	42, // 41: host.v1.HostService.DequeueQueuedPrompt:output_type -> svc.app.v1.DequeueQueuedPromptResponse
-	43, // 42: host.v1.HostService.Interrupt:output_type -> svc.app.v1.InterruptResponse
-	44, // 43: host.v1.HostService.CompleteToolCall:output_type -> svc.app.v1.CompleteToolCallResponse
-	3,  // 44: host.v1.HostService.PrepareImage:output_type -> host.v1.PrepareImageProgress
-	27, // [27:45] is the sub-list for method output_type
-	9,  // [9:27] is the sub-list for method input_type
-	9,  // [9:9] is the sub-list for extension type_name
-	9,  // [9:9] is the sub-list for extension extendee
-	0,  // [0:9] is the sub-list for field type_name
+	5,  // 3: host.v1.ShellInput.start:type_name -> host.v1.ShellStart
+	6,  // 4: host.v1.ShellInput.resize:type_name -> host.v1.WindowSize
+	6,  // 5: host.v1.ShellStart.size:type_name -> host.v1.WindowSize
+	8,  // 6: host.v1.ShellOutput.started:type_name -> host.v1.ShellStarted
+	27, // 7: host.v1.ShellOutput.exit:type_name -> svc.app.v1.ExecExit
+	10, // 8: host.v1.DialAppInput.dial:type_name -> host.v1.DialApp
+	26, // 9: host.v1.CreateSandboxRequest.env:type_name -> host.v1.CreateSandboxRequest.EnvEntry
+	14, // 10: host.v1.CreateSandboxRequest.network:type_name -> host.v1.SandboxNetwork
+	13, // 11: host.v1.CreateSandboxRequest.repos:type_name -> host.v1.RepoCheckout
+	15, // 12: host.v1.SandboxNetwork.secrets:type_name -> host.v1.ProxySecret
+	23, // 13: host.v1.FindReposResponse.repos:type_name -> host.v1.Repo
+	24, // 14: host.v1.Repo.remotes:type_name -> host.v1.Remote
+	12, // 15: host.v1.HostService.CreateSandbox:input_type -> host.v1.CreateSandboxRequest
+	17, // 16: host.v1.HostService.DeleteSandbox:input_type -> host.v1.DeleteSandboxRequest
+	28, // 17: host.v1.HostService.Exec:input_type -> svc.app.v1.ExecRequest
+	29, // 18: host.v1.HostService.CancelExec:input_type -> svc.app.v1.CancelExecRequest
+	30, // 19: host.v1.HostService.WriteFile:input_type -> svc.app.v1.WriteFileRequest
+	31, // 20: host.v1.HostService.ReadFile:input_type -> svc.app.v1.ReadFileRequest
+	32, // 21: host.v1.HostService.Snapshot:input_type -> svc.app.v1.SnapshotRequest
+	33, // 22: host.v1.HostService.Resume:input_type -> svc.app.v1.ResumeRequest
+	19, // 23: host.v1.HostService.Evict:input_type -> host.v1.EvictRequest
+	34, // 24: host.v1.HostService.GetCowState:input_type -> svc.app.v1.GetCowStateRequest
+	35, // 25: host.v1.HostService.CreateArtifactFromPath:input_type -> svc.app.v1.CreateArtifactFromPathRequest
+	21, // 26: host.v1.HostService.FindRepos:input_type -> host.v1.FindReposRequest
+	36, // 27: host.v1.HostService.SendPrompt:input_type -> svc.app.v1.SendPromptRequest
+	37, // 28: host.v1.HostService.EditQueuedPrompt:input_type -> svc.app.v1.EditQueuedPromptRequest
+	38, // 29: host.v1.HostService.DequeueQueuedPrompt:input_type -> svc.app.v1.DequeueQueuedPromptRequest
+	39, // 30: host.v1.HostService.Interrupt:input_type -> svc.app.v1.InterruptRequest
+	40, // 31: host.v1.HostService.CompleteToolCall:input_type -> svc.app.v1.CompleteToolCallRequest
+	2,  // 32: host.v1.HostService.PrepareImage:input_type -> host.v1.PrepareImageRequest
+	4,  // 33: host.v1.HostService.Shell:input_type -> host.v1.ShellInput
+	9,  // 34: host.v1.HostService.DialApp:input_type -> host.v1.DialAppInput
+	41, // 35: host.v1.HostService.EnsureIde:input_type -> svc.app.v1.EnsureIdeRequest
+	42, // 36: host.v1.HostService.EnsureBrowser:input_type -> svc.app.v1.EnsureBrowserRequest
+	16, // 37: host.v1.HostService.CreateSandbox:output_type -> host.v1.CreateSandboxResponse
+	18, // 38: host.v1.HostService.DeleteSandbox:output_type -> host.v1.DeleteSandboxResponse
+	43, // 39: host.v1.HostService.Exec:output_type -> svc.app.v1.ExecOutput
+	44, // 40: host.v1.HostService.CancelExec:output_type -> google.protobuf.Empty
+	45, // 41: host.v1.HostService.WriteFile:output_type -> svc.app.v1.WriteFileResponse
+	46, // 42: host.v1.HostService.ReadFile:output_type -> svc.app.v1.ReadFileResponse
+	47, // 43: host.v1.HostService.Snapshot:output_type -> svc.app.v1.SnapshotResponse
+	48, // 44: host.v1.HostService.Resume:output_type -> svc.app.v1.ResumeResponse
+	20, // 45: host.v1.HostService.Evict:output_type -> host.v1.EvictResponse
+	49, // 46: host.v1.HostService.GetCowState:output_type -> svc.app.v1.GetCowStateResponse
+	50, // 47: host.v1.HostService.CreateArtifactFromPath:output_type -> svc.app.v1.CreateArtifactFromPathResponse
+	22, // 48: host.v1.HostService.FindRepos:output_type -> host.v1.FindReposResponse
+	51, // 49: host.v1.HostService.SendPrompt:output_type -> svc.app.v1.SendPromptResponse
+	52, // 50: host.v1.HostService.EditQueuedPrompt:output_type -> svc.app.v1.EditQueuedPromptResponse
+	53, // 51: host.v1.HostService.DequeueQueuedPrompt:output_type -> svc.app.v1.DequeueQueuedPromptResponse
+	54, // 52: host.v1.HostService.Interrupt:output_type -> svc.app.v1.InterruptResponse
+	55, // 53: host.v1.HostService.CompleteToolCall:output_type -> svc.app.v1.CompleteToolCallResponse
+	3,  // 54: host.v1.HostService.PrepareImage:output_type -> host.v1.PrepareImageProgress
+	7,  // 55: host.v1.HostService.Shell:output_type -> host.v1.ShellOutput
+	11, // 56: host.v1.HostService.DialApp:output_type -> host.v1.DialAppOutput
+	56, // 57: host.v1.HostService.EnsureIde:output_type -> svc.app.v1.EnsureIdeResponse
+	57, // 58: host.v1.HostService.EnsureBrowser:output_type -> svc.app.v1.EnsureBrowserResponse
+	37, // [37:59] is the sub-list for method output_type
+	15, // [15:37] is the sub-list for method input_type
+	15, // [15:15] is the sub-list for extension type_name
+	15, // [15:15] is the sub-list for extension extendee
+	0,  // [0:15] is the sub-list for field type_name
 }
 
 func init() { file_host_v1_host_proto_init() }
@@ -1374,14 +1999,29 @@ func file_host_v1_host_proto_init() {
 	if File_host_v1_host_proto != nil {
 		return
 	}
-	file_host_v1_host_proto_msgTypes[12].OneofWrappers = []any{}
+	file_host_v1_host_proto_msgTypes[4].OneofWrappers = []any{
+		(*ShellInput_Start)(nil),
+		(*ShellInput_Data)(nil),
+		(*ShellInput_Resize)(nil),
+		(*ShellInput_Signal)(nil),
+	}
+	file_host_v1_host_proto_msgTypes[7].OneofWrappers = []any{
+		(*ShellOutput_Started)(nil),
+		(*ShellOutput_Data)(nil),
+		(*ShellOutput_Exit)(nil),
+	}
+	file_host_v1_host_proto_msgTypes[9].OneofWrappers = []any{
+		(*DialAppInput_Dial)(nil),
+		(*DialAppInput_Data)(nil),
+	}
+	file_host_v1_host_proto_msgTypes[20].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_host_v1_host_proto_rawDesc), len(file_host_v1_host_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   19,
+			NumMessages:   27,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -78,6 +78,15 @@ const (
 	// HostServicePrepareImageProcedure is the fully-qualified name of the HostService's PrepareImage
 	// RPC.
 	HostServicePrepareImageProcedure = "/host.v1.HostService/PrepareImage"
+	// HostServiceShellProcedure is the fully-qualified name of the HostService's Shell RPC.
+	HostServiceShellProcedure = "/host.v1.HostService/Shell"
+	// HostServiceDialAppProcedure is the fully-qualified name of the HostService's DialApp RPC.
+	HostServiceDialAppProcedure = "/host.v1.HostService/DialApp"
+	// HostServiceEnsureIdeProcedure is the fully-qualified name of the HostService's EnsureIde RPC.
+	HostServiceEnsureIdeProcedure = "/host.v1.HostService/EnsureIde"
+	// HostServiceEnsureBrowserProcedure is the fully-qualified name of the HostService's EnsureBrowser
+	// RPC.
+	HostServiceEnsureBrowserProcedure = "/host.v1.HostService/EnsureBrowser"
 )
 
 // HostServiceClient is a client for the host.v1.HostService service.
@@ -112,6 +121,18 @@ type HostServiceClient interface {
 	// warm), streaming progress and ending with the stage's result. Every stage is idempotent: a
 	// job that lost its worker runs it again.
 	PrepareImage(context.Context, *connect.Request[v1.PrepareImageRequest]) (*connect.ServerStreamForClient[v1.PrepareImageProgress], error)
+	// Shell runs an interactive program on a pseudo-terminal in the sandbox for as long as the
+	// stream lasts: the first frame starts it, the rest are keystrokes, resizes and signals.
+	// Closing the send side hangs the terminal up; the exit frame still follows.
+	Shell(context.Context) *connect.BidiStreamForClient[v1.ShellInput, v1.ShellOutput]
+	// DialApp connects to a TCP port on the sandbox's loopback through its supervisor (no veth,
+	// no address outside the sandbox) and relays bytes both ways: the first frame names the
+	// session and port, the rest are data. Closing the send side half-closes the connection.
+	DialApp(context.Context) *connect.BidiStreamForClient[v1.DialAppInput, v1.DialAppOutput]
+	// EnsureIde and EnsureBrowser start the image's IDE server or headless Chromium (once: a
+	// running one is reused) and answer when its port accepts connections.
+	EnsureIde(context.Context, *connect.Request[v11.EnsureIdeRequest]) (*connect.Response[v11.EnsureIdeResponse], error)
+	EnsureBrowser(context.Context, *connect.Request[v11.EnsureBrowserRequest]) (*connect.Response[v11.EnsureBrowserResponse], error)
 }
 
 // NewHostServiceClient constructs a client for the host.v1.HostService service. By default, it uses
@@ -233,6 +254,30 @@ func NewHostServiceClient(httpClient connect.HTTPClient, baseURL string, opts ..
 			connect.WithSchema(hostServiceMethods.ByName("PrepareImage")),
 			connect.WithClientOptions(opts...),
 		),
+		shell: connect.NewClient[v1.ShellInput, v1.ShellOutput](
+			httpClient,
+			baseURL+HostServiceShellProcedure,
+			connect.WithSchema(hostServiceMethods.ByName("Shell")),
+			connect.WithClientOptions(opts...),
+		),
+		dialApp: connect.NewClient[v1.DialAppInput, v1.DialAppOutput](
+			httpClient,
+			baseURL+HostServiceDialAppProcedure,
+			connect.WithSchema(hostServiceMethods.ByName("DialApp")),
+			connect.WithClientOptions(opts...),
+		),
+		ensureIde: connect.NewClient[v11.EnsureIdeRequest, v11.EnsureIdeResponse](
+			httpClient,
+			baseURL+HostServiceEnsureIdeProcedure,
+			connect.WithSchema(hostServiceMethods.ByName("EnsureIde")),
+			connect.WithClientOptions(opts...),
+		),
+		ensureBrowser: connect.NewClient[v11.EnsureBrowserRequest, v11.EnsureBrowserResponse](
+			httpClient,
+			baseURL+HostServiceEnsureBrowserProcedure,
+			connect.WithSchema(hostServiceMethods.ByName("EnsureBrowser")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
@@ -256,6 +301,10 @@ type hostServiceClient struct {
 	interrupt              *connect.Client[v11.InterruptRequest, v11.InterruptResponse]
 	completeToolCall       *connect.Client[v11.CompleteToolCallRequest, v11.CompleteToolCallResponse]
 	prepareImage           *connect.Client[v1.PrepareImageRequest, v1.PrepareImageProgress]
+	shell                  *connect.Client[v1.ShellInput, v1.ShellOutput]
+	dialApp                *connect.Client[v1.DialAppInput, v1.DialAppOutput]
+	ensureIde              *connect.Client[v11.EnsureIdeRequest, v11.EnsureIdeResponse]
+	ensureBrowser          *connect.Client[v11.EnsureBrowserRequest, v11.EnsureBrowserResponse]
 }
 
 // CreateSandbox calls host.v1.HostService.CreateSandbox.
@@ -348,6 +397,26 @@ func (c *hostServiceClient) PrepareImage(ctx context.Context, req *connect.Reque
 	return c.prepareImage.CallServerStream(ctx, req)
 }
 
+// Shell calls host.v1.HostService.Shell.
+func (c *hostServiceClient) Shell(ctx context.Context) *connect.BidiStreamForClient[v1.ShellInput, v1.ShellOutput] {
+	return c.shell.CallBidiStream(ctx)
+}
+
+// DialApp calls host.v1.HostService.DialApp.
+func (c *hostServiceClient) DialApp(ctx context.Context) *connect.BidiStreamForClient[v1.DialAppInput, v1.DialAppOutput] {
+	return c.dialApp.CallBidiStream(ctx)
+}
+
+// EnsureIde calls host.v1.HostService.EnsureIde.
+func (c *hostServiceClient) EnsureIde(ctx context.Context, req *connect.Request[v11.EnsureIdeRequest]) (*connect.Response[v11.EnsureIdeResponse], error) {
+	return c.ensureIde.CallUnary(ctx, req)
+}
+
+// EnsureBrowser calls host.v1.HostService.EnsureBrowser.
+func (c *hostServiceClient) EnsureBrowser(ctx context.Context, req *connect.Request[v11.EnsureBrowserRequest]) (*connect.Response[v11.EnsureBrowserResponse], error) {
+	return c.ensureBrowser.CallUnary(ctx, req)
+}
+
 // HostServiceHandler is an implementation of the host.v1.HostService service.
 type HostServiceHandler interface {
 	// CreateSandbox starts the session's sandbox on this host; the session record (image, mode,
@@ -380,6 +449,18 @@ type HostServiceHandler interface {
 	// warm), streaming progress and ending with the stage's result. Every stage is idempotent: a
 	// job that lost its worker runs it again.
 	PrepareImage(context.Context, *connect.Request[v1.PrepareImageRequest], *connect.ServerStream[v1.PrepareImageProgress]) error
+	// Shell runs an interactive program on a pseudo-terminal in the sandbox for as long as the
+	// stream lasts: the first frame starts it, the rest are keystrokes, resizes and signals.
+	// Closing the send side hangs the terminal up; the exit frame still follows.
+	Shell(context.Context, *connect.BidiStream[v1.ShellInput, v1.ShellOutput]) error
+	// DialApp connects to a TCP port on the sandbox's loopback through its supervisor (no veth,
+	// no address outside the sandbox) and relays bytes both ways: the first frame names the
+	// session and port, the rest are data. Closing the send side half-closes the connection.
+	DialApp(context.Context, *connect.BidiStream[v1.DialAppInput, v1.DialAppOutput]) error
+	// EnsureIde and EnsureBrowser start the image's IDE server or headless Chromium (once: a
+	// running one is reused) and answer when its port accepts connections.
+	EnsureIde(context.Context, *connect.Request[v11.EnsureIdeRequest]) (*connect.Response[v11.EnsureIdeResponse], error)
+	EnsureBrowser(context.Context, *connect.Request[v11.EnsureBrowserRequest]) (*connect.Response[v11.EnsureBrowserResponse], error)
 }
 
 // NewHostServiceHandler builds an HTTP handler from the service implementation. It returns the path
@@ -497,6 +578,30 @@ func NewHostServiceHandler(svc HostServiceHandler, opts ...connect.HandlerOption
 		connect.WithSchema(hostServiceMethods.ByName("PrepareImage")),
 		connect.WithHandlerOptions(opts...),
 	)
+	hostServiceShellHandler := connect.NewBidiStreamHandler(
+		HostServiceShellProcedure,
+		svc.Shell,
+		connect.WithSchema(hostServiceMethods.ByName("Shell")),
+		connect.WithHandlerOptions(opts...),
+	)
+	hostServiceDialAppHandler := connect.NewBidiStreamHandler(
+		HostServiceDialAppProcedure,
+		svc.DialApp,
+		connect.WithSchema(hostServiceMethods.ByName("DialApp")),
+		connect.WithHandlerOptions(opts...),
+	)
+	hostServiceEnsureIdeHandler := connect.NewUnaryHandler(
+		HostServiceEnsureIdeProcedure,
+		svc.EnsureIde,
+		connect.WithSchema(hostServiceMethods.ByName("EnsureIde")),
+		connect.WithHandlerOptions(opts...),
+	)
+	hostServiceEnsureBrowserHandler := connect.NewUnaryHandler(
+		HostServiceEnsureBrowserProcedure,
+		svc.EnsureBrowser,
+		connect.WithSchema(hostServiceMethods.ByName("EnsureBrowser")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/host.v1.HostService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case HostServiceCreateSandboxProcedure:
@@ -535,6 +640,14 @@ func NewHostServiceHandler(svc HostServiceHandler, opts ...connect.HandlerOption
 			hostServiceCompleteToolCallHandler.ServeHTTP(w, r)
 		case HostServicePrepareImageProcedure:
 			hostServicePrepareImageHandler.ServeHTTP(w, r)
+		case HostServiceShellProcedure:
+			hostServiceShellHandler.ServeHTTP(w, r)
+		case HostServiceDialAppProcedure:
+			hostServiceDialAppHandler.ServeHTTP(w, r)
+		case HostServiceEnsureIdeProcedure:
+			hostServiceEnsureIdeHandler.ServeHTTP(w, r)
+		case HostServiceEnsureBrowserProcedure:
+			hostServiceEnsureBrowserHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -614,4 +727,20 @@ func (UnimplementedHostServiceHandler) CompleteToolCall(context.Context, *connec
 
 func (UnimplementedHostServiceHandler) PrepareImage(context.Context, *connect.Request[v1.PrepareImageRequest], *connect.ServerStream[v1.PrepareImageProgress]) error {
 	return connect.NewError(connect.CodeUnimplemented, errors.New("host.v1.HostService.PrepareImage is not implemented"))
+}
+
+func (UnimplementedHostServiceHandler) Shell(context.Context, *connect.BidiStream[v1.ShellInput, v1.ShellOutput]) error {
+	return connect.NewError(connect.CodeUnimplemented, errors.New("host.v1.HostService.Shell is not implemented"))
+}
+
+func (UnimplementedHostServiceHandler) DialApp(context.Context, *connect.BidiStream[v1.DialAppInput, v1.DialAppOutput]) error {
+	return connect.NewError(connect.CodeUnimplemented, errors.New("host.v1.HostService.DialApp is not implemented"))
+}
+
+func (UnimplementedHostServiceHandler) EnsureIde(context.Context, *connect.Request[v11.EnsureIdeRequest]) (*connect.Response[v11.EnsureIdeResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("host.v1.HostService.EnsureIde is not implemented"))
+}
+
+func (UnimplementedHostServiceHandler) EnsureBrowser(context.Context, *connect.Request[v11.EnsureBrowserRequest]) (*connect.Response[v11.EnsureBrowserResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("host.v1.HostService.EnsureBrowser is not implemented"))
 }

@@ -716,15 +716,17 @@ func (x *SessionApp) GetPort() uint32 {
 
 // ProfileSnapshot is the profile as it was when a task's session was created from it.
 type ProfileSnapshot struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
-	Name          string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
-	ImageId       string                 `protobuf:"bytes,3,opt,name=image_id,json=imageId,proto3" json:"image_id,omitempty"`
-	Harness       *string                `protobuf:"bytes,4,opt,name=harness,proto3,oneof" json:"harness,omitempty"`
-	Model         *string                `protobuf:"bytes,5,opt,name=model,proto3,oneof" json:"model,omitempty"`
-	Effort        *string                `protobuf:"bytes,6,opt,name=effort,proto3,oneof" json:"effort,omitempty"`
-	ModelRouter   *string                `protobuf:"bytes,7,opt,name=model_router,json=modelRouter,proto3,oneof" json:"model_router,omitempty"`
-	UpdatedAt     string                 `protobuf:"bytes,8,opt,name=updated_at,json=updatedAt,proto3" json:"updated_at,omitempty"`
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	Id          string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	Name        string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	ImageId     string                 `protobuf:"bytes,3,opt,name=image_id,json=imageId,proto3" json:"image_id,omitempty"`
+	Harness     *string                `protobuf:"bytes,4,opt,name=harness,proto3,oneof" json:"harness,omitempty"`
+	Model       *string                `protobuf:"bytes,5,opt,name=model,proto3,oneof" json:"model,omitempty"`
+	Effort      *string                `protobuf:"bytes,6,opt,name=effort,proto3,oneof" json:"effort,omitempty"`
+	ModelRouter *string                `protobuf:"bytes,7,opt,name=model_router,json=modelRouter,proto3,oneof" json:"model_router,omitempty"`
+	UpdatedAt   string                 `protobuf:"bytes,8,opt,name=updated_at,json=updatedAt,proto3" json:"updated_at,omitempty"`
+	// Hangar's additions (numbered from 100): the profile's apps, which a task's session serves.
+	Apps          []*SessionApp `protobuf:"bytes,100,rep,name=apps,proto3" json:"apps,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -813,6 +815,13 @@ func (x *ProfileSnapshot) GetUpdatedAt() string {
 		return x.UpdatedAt
 	}
 	return ""
+}
+
+func (x *ProfileSnapshot) GetApps() []*SessionApp {
+	if x != nil {
+		return x.Apps
+	}
+	return nil
 }
 
 type ListProfilesRequest struct {
@@ -1639,7 +1648,7 @@ const file_svc_app_v1_profile_proto_rawDesc = "" +
 	"\n" +
 	"SessionApp\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
-	"\x04port\x18\x02 \x01(\rR\x04port\"\xa0\x02\n" +
+	"\x04port\x18\x02 \x01(\rR\x04port\"\xcc\x02\n" +
 	"\x0fProfileSnapshot\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x19\n" +
@@ -1649,7 +1658,8 @@ const file_svc_app_v1_profile_proto_rawDesc = "" +
 	"\x06effort\x18\x06 \x01(\tH\x02R\x06effort\x88\x01\x01\x12&\n" +
 	"\fmodel_router\x18\a \x01(\tH\x03R\vmodelRouter\x88\x01\x01\x12\x1d\n" +
 	"\n" +
-	"updated_at\x18\b \x01(\tR\tupdatedAtB\n" +
+	"updated_at\x18\b \x01(\tR\tupdatedAt\x12*\n" +
+	"\x04apps\x18d \x03(\v2\x16.svc.app.v1.SessionAppR\x04appsB\n" +
 	"\n" +
 	"\b_harnessB\b\n" +
 	"\x06_modelB\t\n" +
@@ -1790,40 +1800,41 @@ var file_svc_app_v1_profile_proto_depIdxs = []int32{
 	5,  // 6: svc.app.v1.ProfileRepo.remote:type_name -> svc.app.v1.ProfileRepoRemote
 	7,  // 7: svc.app.v1.DiscoveredRepo.remotes:type_name -> svc.app.v1.DiscoveredRemote
 	5,  // 8: svc.app.v1.DiscoveredRemote.parsed:type_name -> svc.app.v1.ProfileRepoRemote
-	0,  // 9: svc.app.v1.ListProfilesResponse.profiles:type_name -> svc.app.v1.Profile
-	0,  // 10: svc.app.v1.GetProfileResponse.profile:type_name -> svc.app.v1.Profile
-	22, // 11: svc.app.v1.CreateProfileRequest.env_vars:type_name -> svc.app.v1.CreateProfileRequest.EnvVarsEntry
-	1,  // 12: svc.app.v1.CreateProfileRequest.network:type_name -> svc.app.v1.ProfileNetwork
-	2,  // 13: svc.app.v1.CreateProfileRequest.secrets:type_name -> svc.app.v1.ProfileSecret
-	3,  // 14: svc.app.v1.CreateProfileRequest.integration_grants:type_name -> svc.app.v1.ProfileIntegrationGrant
-	4,  // 15: svc.app.v1.CreateProfileRequest.repos:type_name -> svc.app.v1.ProfileRepo
-	8,  // 16: svc.app.v1.CreateProfileRequest.apps:type_name -> svc.app.v1.SessionApp
-	0,  // 17: svc.app.v1.CreateProfileResponse.profile:type_name -> svc.app.v1.Profile
-	23, // 18: svc.app.v1.UpdateProfileRequest.env_vars:type_name -> svc.app.v1.UpdateProfileRequest.EnvVarsEntry
-	1,  // 19: svc.app.v1.UpdateProfileRequest.network:type_name -> svc.app.v1.ProfileNetwork
-	2,  // 20: svc.app.v1.UpdateProfileRequest.secrets:type_name -> svc.app.v1.ProfileSecret
-	3,  // 21: svc.app.v1.UpdateProfileRequest.integration_grants:type_name -> svc.app.v1.ProfileIntegrationGrant
-	4,  // 22: svc.app.v1.UpdateProfileRequest.repos:type_name -> svc.app.v1.ProfileRepo
-	8,  // 23: svc.app.v1.UpdateProfileRequest.apps:type_name -> svc.app.v1.SessionApp
-	0,  // 24: svc.app.v1.UpdateProfileResponse.profile:type_name -> svc.app.v1.Profile
-	6,  // 25: svc.app.v1.DiscoverProfileReposResponse.repos:type_name -> svc.app.v1.DiscoveredRepo
-	10, // 26: svc.app.v1.ProfileService.ListProfiles:input_type -> svc.app.v1.ListProfilesRequest
-	12, // 27: svc.app.v1.ProfileService.GetProfile:input_type -> svc.app.v1.GetProfileRequest
-	14, // 28: svc.app.v1.ProfileService.CreateProfile:input_type -> svc.app.v1.CreateProfileRequest
-	16, // 29: svc.app.v1.ProfileService.UpdateProfile:input_type -> svc.app.v1.UpdateProfileRequest
-	18, // 30: svc.app.v1.ProfileService.DiscoverProfileRepos:input_type -> svc.app.v1.DiscoverProfileReposRequest
-	20, // 31: svc.app.v1.ProfileService.DeleteProfile:input_type -> svc.app.v1.DeleteProfileRequest
-	11, // 32: svc.app.v1.ProfileService.ListProfiles:output_type -> svc.app.v1.ListProfilesResponse
-	13, // 33: svc.app.v1.ProfileService.GetProfile:output_type -> svc.app.v1.GetProfileResponse
-	15, // 34: svc.app.v1.ProfileService.CreateProfile:output_type -> svc.app.v1.CreateProfileResponse
-	17, // 35: svc.app.v1.ProfileService.UpdateProfile:output_type -> svc.app.v1.UpdateProfileResponse
-	19, // 36: svc.app.v1.ProfileService.DiscoverProfileRepos:output_type -> svc.app.v1.DiscoverProfileReposResponse
-	24, // 37: svc.app.v1.ProfileService.DeleteProfile:output_type -> google.protobuf.Empty
-	32, // [32:38] is the sub-list for method output_type
-	26, // [26:32] is the sub-list for method input_type
-	26, // [26:26] is the sub-list for extension type_name
-	26, // [26:26] is the sub-list for extension extendee
-	0,  // [0:26] is the sub-list for field type_name
+	8,  // 9: svc.app.v1.ProfileSnapshot.apps:type_name -> svc.app.v1.SessionApp
+	0,  // 10: svc.app.v1.ListProfilesResponse.profiles:type_name -> svc.app.v1.Profile
+	0,  // 11: svc.app.v1.GetProfileResponse.profile:type_name -> svc.app.v1.Profile
+	22, // 12: svc.app.v1.CreateProfileRequest.env_vars:type_name -> svc.app.v1.CreateProfileRequest.EnvVarsEntry
+	1,  // 13: svc.app.v1.CreateProfileRequest.network:type_name -> svc.app.v1.ProfileNetwork
+	2,  // 14: svc.app.v1.CreateProfileRequest.secrets:type_name -> svc.app.v1.ProfileSecret
+	3,  // 15: svc.app.v1.CreateProfileRequest.integration_grants:type_name -> svc.app.v1.ProfileIntegrationGrant
+	4,  // 16: svc.app.v1.CreateProfileRequest.repos:type_name -> svc.app.v1.ProfileRepo
+	8,  // 17: svc.app.v1.CreateProfileRequest.apps:type_name -> svc.app.v1.SessionApp
+	0,  // 18: svc.app.v1.CreateProfileResponse.profile:type_name -> svc.app.v1.Profile
+	23, // 19: svc.app.v1.UpdateProfileRequest.env_vars:type_name -> svc.app.v1.UpdateProfileRequest.EnvVarsEntry
+	1,  // 20: svc.app.v1.UpdateProfileRequest.network:type_name -> svc.app.v1.ProfileNetwork
+	2,  // 21: svc.app.v1.UpdateProfileRequest.secrets:type_name -> svc.app.v1.ProfileSecret
+	3,  // 22: svc.app.v1.UpdateProfileRequest.integration_grants:type_name -> svc.app.v1.ProfileIntegrationGrant
+	4,  // 23: svc.app.v1.UpdateProfileRequest.repos:type_name -> svc.app.v1.ProfileRepo
+	8,  // 24: svc.app.v1.UpdateProfileRequest.apps:type_name -> svc.app.v1.SessionApp
+	0,  // 25: svc.app.v1.UpdateProfileResponse.profile:type_name -> svc.app.v1.Profile
+	6,  // 26: svc.app.v1.DiscoverProfileReposResponse.repos:type_name -> svc.app.v1.DiscoveredRepo
+	10, // 27: svc.app.v1.ProfileService.ListProfiles:input_type -> svc.app.v1.ListProfilesRequest
+	12, // 28: svc.app.v1.ProfileService.GetProfile:input_type -> svc.app.v1.GetProfileRequest
+	14, // 29: svc.app.v1.ProfileService.CreateProfile:input_type -> svc.app.v1.CreateProfileRequest
+	16, // 30: svc.app.v1.ProfileService.UpdateProfile:input_type -> svc.app.v1.UpdateProfileRequest
+	18, // 31: svc.app.v1.ProfileService.DiscoverProfileRepos:input_type -> svc.app.v1.DiscoverProfileReposRequest
+	20, // 32: svc.app.v1.ProfileService.DeleteProfile:input_type -> svc.app.v1.DeleteProfileRequest
+	11, // 33: svc.app.v1.ProfileService.ListProfiles:output_type -> svc.app.v1.ListProfilesResponse
+	13, // 34: svc.app.v1.ProfileService.GetProfile:output_type -> svc.app.v1.GetProfileResponse
+	15, // 35: svc.app.v1.ProfileService.CreateProfile:output_type -> svc.app.v1.CreateProfileResponse
+	17, // 36: svc.app.v1.ProfileService.UpdateProfile:output_type -> svc.app.v1.UpdateProfileResponse
+	19, // 37: svc.app.v1.ProfileService.DiscoverProfileRepos:output_type -> svc.app.v1.DiscoverProfileReposResponse
+	24, // 38: svc.app.v1.ProfileService.DeleteProfile:output_type -> google.protobuf.Empty
+	33, // [33:39] is the sub-list for method output_type
+	27, // [27:33] is the sub-list for method input_type
+	27, // [27:27] is the sub-list for extension type_name
+	27, // [27:27] is the sub-list for extension extendee
+	0,  // [0:27] is the sub-list for field type_name
 }
 
 func init() { file_svc_app_v1_profile_proto_init() }

@@ -34,8 +34,11 @@ type Session struct {
 	LastActiveAt   string                 `protobuf:"bytes,8,opt,name=last_active_at,json=lastActiveAt,proto3" json:"last_active_at,omitempty"`
 	SuggestedTitle *string                `protobuf:"bytes,9,opt,name=suggested_title,json=suggestedTitle,proto3,oneof" json:"suggested_title,omitempty"`
 	LastEventAt    *string                `protobuf:"bytes,10,opt,name=last_event_at,json=lastEventAt,proto3,oneof" json:"last_event_at,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// Hangar's additions (numbered from 100): the session's apps, each reachable through the
+	// authenticated reverse proxy at its url_path.
+	Apps          []*AppEndpoint `protobuf:"bytes,100,rep,name=apps,proto3" json:"apps,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Session) Reset() {
@@ -136,6 +139,13 @@ func (x *Session) GetLastEventAt() string {
 		return *x.LastEventAt
 	}
 	return ""
+}
+
+func (x *Session) GetApps() []*AppEndpoint {
+	if x != nil {
+		return x.Apps
+	}
+	return nil
 }
 
 type SessionListItem struct {
@@ -550,10 +560,15 @@ func (x *CowStateView) GetLastSnapshotAt() string {
 	return ""
 }
 
+// AppEndpoint is an app of a session: hostname names it (a DNS label, ^[a-z][a-z0-9-]{0,30}$)
+// and port is the TCP port it listens on in the sandbox's loopback.
 type AppEndpoint struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Hostname      string                 `protobuf:"bytes,1,opt,name=hostname,proto3" json:"hostname,omitempty"`
-	Port          uint32                 `protobuf:"varint,2,opt,name=port,proto3" json:"port,omitempty"`
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Hostname string                 `protobuf:"bytes,1,opt,name=hostname,proto3" json:"hostname,omitempty"`
+	Port     uint32                 `protobuf:"varint,2,opt,name=port,proto3" json:"port,omitempty"`
+	// Hangar's additions (numbered from 100): where the app is served, through the API's
+	// authenticated reverse proxy (output only; ignored in CreateSessionRequest).
+	UrlPath       string `protobuf:"bytes,100,opt,name=url_path,json=urlPath,proto3" json:"url_path,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -600,6 +615,13 @@ func (x *AppEndpoint) GetPort() uint32 {
 		return x.Port
 	}
 	return 0
+}
+
+func (x *AppEndpoint) GetUrlPath() string {
+	if x != nil {
+		return x.UrlPath
+	}
+	return ""
 }
 
 type ArtifactMetadata struct {
@@ -2647,9 +2669,15 @@ func (x *WriteFileResponse) GetSha256() string {
 }
 
 type ReadFileRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	SessionId     string                 `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
-	Path          string                 `protobuf:"bytes,2,opt,name=path,proto3" json:"path,omitempty"`
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	SessionId string                 `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	Path      string                 `protobuf:"bytes,2,opt,name=path,proto3" json:"path,omitempty"`
+	// Hangar's additions (numbered from 100): a byte range. With either set, only the bytes from
+	// offset (default 0) for length (default: to the end) are sent, clipped to the file; the
+	// metadata still gives the whole file's size_bytes but no sha256, which would cost reading
+	// the whole file.
+	Offset        *uint64 `protobuf:"varint,100,opt,name=offset,proto3,oneof" json:"offset,omitempty"`
+	Length        *uint64 `protobuf:"varint,101,opt,name=length,proto3,oneof" json:"length,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2696,6 +2724,20 @@ func (x *ReadFileRequest) GetPath() string {
 		return x.Path
 	}
 	return ""
+}
+
+func (x *ReadFileRequest) GetOffset() uint64 {
+	if x != nil && x.Offset != nil {
+		return *x.Offset
+	}
+	return 0
+}
+
+func (x *ReadFileRequest) GetLength() uint64 {
+	if x != nil && x.Length != nil {
+		return *x.Length
+	}
+	return 0
 }
 
 type ReadFileResponse struct {
@@ -3169,8 +3211,10 @@ func (x *EnsureBrowserRequest) GetSessionId() string {
 }
 
 type EnsureBrowserResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Port          uint32                 `protobuf:"varint,1,opt,name=port,proto3" json:"port,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Port  uint32                 `protobuf:"varint,1,opt,name=port,proto3" json:"port,omitempty"`
+	// Hangar's additions (numbered from 100): the app as the reverse proxy serves it.
+	Endpoint      *AppEndpoint `protobuf:"bytes,100,opt,name=endpoint,proto3" json:"endpoint,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3210,6 +3254,13 @@ func (x *EnsureBrowserResponse) GetPort() uint32 {
 		return x.Port
 	}
 	return 0
+}
+
+func (x *EnsureBrowserResponse) GetEndpoint() *AppEndpoint {
+	if x != nil {
+		return x.Endpoint
+	}
+	return nil
 }
 
 type EnsureIdeRequest struct {
@@ -3257,8 +3308,10 @@ func (x *EnsureIdeRequest) GetSessionId() string {
 }
 
 type EnsureIdeResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Port          uint32                 `protobuf:"varint,1,opt,name=port,proto3" json:"port,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Port  uint32                 `protobuf:"varint,1,opt,name=port,proto3" json:"port,omitempty"`
+	// Hangar's additions (numbered from 100): the app as the reverse proxy serves it.
+	Endpoint      *AppEndpoint `protobuf:"bytes,100,opt,name=endpoint,proto3" json:"endpoint,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3298,6 +3351,13 @@ func (x *EnsureIdeResponse) GetPort() uint32 {
 		return x.Port
 	}
 	return 0
+}
+
+func (x *EnsureIdeResponse) GetEndpoint() *AppEndpoint {
+	if x != nil {
+		return x.Endpoint
+	}
+	return nil
 }
 
 type ResumeRequest struct {
@@ -4011,7 +4071,7 @@ var File_svc_app_v1_session_proto protoreflect.FileDescriptor
 const file_svc_app_v1_session_proto_rawDesc = "" +
 	"\n" +
 	"\x18svc/app/v1/session.proto\x12\n" +
-	"svc.app.v1\x1a\x1bgoogle/protobuf/empty.proto\x1a\x16svc/app/v1/oauth.proto\"\xfa\x02\n" +
+	"svc.app.v1\x1a\x1bgoogle/protobuf/empty.proto\x1a\x16svc/app/v1/oauth.proto\"\xa7\x03\n" +
 	"\aSession\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x16\n" +
 	"\x06status\x18\x02 \x01(\tR\x06status\x12\x1c\n" +
@@ -4025,7 +4085,8 @@ const file_svc_app_v1_session_proto_rawDesc = "" +
 	"\x0elast_active_at\x18\b \x01(\tR\flastActiveAt\x12,\n" +
 	"\x0fsuggested_title\x18\t \x01(\tH\x02R\x0esuggestedTitle\x88\x01\x01\x12'\n" +
 	"\rlast_event_at\x18\n" +
-	" \x01(\tH\x03R\vlastEventAt\x88\x01\x01B\n" +
+	" \x01(\tH\x03R\vlastEventAt\x88\x01\x01\x12+\n" +
+	"\x04apps\x18d \x03(\v2\x17.svc.app.v1.AppEndpointR\x04appsB\n" +
 	"\n" +
 	"\b_host_idB\r\n" +
 	"\v_sandbox_idB\x12\n" +
@@ -4085,10 +4146,11 @@ const file_svc_app_v1_session_proto_rawDesc = "" +
 	"\x0e_last_flush_atB\x15\n" +
 	"\x13_memory_manifest_idB\x1a\n" +
 	"\x18_memory_manifest_versionB\x13\n" +
-	"\x11_last_snapshot_at\"=\n" +
+	"\x11_last_snapshot_at\"X\n" +
 	"\vAppEndpoint\x12\x1a\n" +
 	"\bhostname\x18\x01 \x01(\tR\bhostname\x12\x12\n" +
-	"\x04port\x18\x02 \x01(\rR\x04port\"m\n" +
+	"\x04port\x18\x02 \x01(\rR\x04port\x12\x19\n" +
+	"\burl_path\x18d \x01(\tR\aurlPath\"m\n" +
 	"\x10ArtifactMetadata\x12\x1d\n" +
 	"\n" +
 	"media_type\x18\x01 \x01(\tR\tmediaType\x12\x1d\n" +
@@ -4303,11 +4365,15 @@ const file_svc_app_v1_session_proto_rawDesc = "" +
 	"\x04path\x18\x01 \x01(\tR\x04path\x12\x1d\n" +
 	"\n" +
 	"size_bytes\x18\x02 \x01(\x04R\tsizeBytes\x12\x16\n" +
-	"\x06sha256\x18\x03 \x01(\tR\x06sha256\"D\n" +
+	"\x06sha256\x18\x03 \x01(\tR\x06sha256\"\x94\x01\n" +
 	"\x0fReadFileRequest\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x12\n" +
-	"\x04path\x18\x02 \x01(\tR\x04path\"o\n" +
+	"\x04path\x18\x02 \x01(\tR\x04path\x12\x1b\n" +
+	"\x06offset\x18d \x01(\x04H\x00R\x06offset\x88\x01\x01\x12\x1b\n" +
+	"\x06length\x18e \x01(\x04H\x01R\x06length\x88\x01\x01B\t\n" +
+	"\a_offsetB\t\n" +
+	"\a_length\"o\n" +
 	"\x10ReadFileResponse\x12:\n" +
 	"\bmetadata\x18\x01 \x01(\v2\x1c.svc.app.v1.ReadFileMetadataH\x00R\bmetadata\x12\x16\n" +
 	"\x05chunk\x18\x02 \x01(\fH\x00R\x05chunkB\a\n" +
@@ -4347,14 +4413,16 @@ const file_svc_app_v1_session_proto_rawDesc = "" +
 	"\v_size_bytes\"5\n" +
 	"\x14EnsureBrowserRequest\x12\x1d\n" +
 	"\n" +
-	"session_id\x18\x01 \x01(\tR\tsessionId\"+\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\"`\n" +
 	"\x15EnsureBrowserResponse\x12\x12\n" +
-	"\x04port\x18\x01 \x01(\rR\x04port\"1\n" +
+	"\x04port\x18\x01 \x01(\rR\x04port\x123\n" +
+	"\bendpoint\x18d \x01(\v2\x17.svc.app.v1.AppEndpointR\bendpoint\"1\n" +
 	"\x10EnsureIdeRequest\x12\x1d\n" +
 	"\n" +
-	"session_id\x18\x01 \x01(\tR\tsessionId\"'\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\"\\\n" +
 	"\x11EnsureIdeResponse\x12\x12\n" +
-	"\x04port\x18\x01 \x01(\rR\x04port\".\n" +
+	"\x04port\x18\x01 \x01(\rR\x04port\x123\n" +
+	"\bendpoint\x18d \x01(\v2\x17.svc.app.v1.AppEndpointR\bendpoint\".\n" +
 	"\rResumeRequest\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\"\xac\x01\n" +
@@ -4533,84 +4601,87 @@ var file_svc_app_v1_session_proto_goTypes = []any{
 	(*emptypb.Empty)(nil),                  // 67: google.protobuf.Empty
 }
 var file_svc_app_v1_session_proto_depIdxs = []int32{
-	0,  // 0: svc.app.v1.SessionListItem.session:type_name -> svc.app.v1.Session
-	11, // 1: svc.app.v1.ExecExit.rusage:type_name -> svc.app.v1.ExecRusage
-	9,  // 2: svc.app.v1.ExecOutput.started:type_name -> svc.app.v1.ExecStarted
-	10, // 3: svc.app.v1.ExecOutput.exit:type_name -> svc.app.v1.ExecExit
-	1,  // 4: svc.app.v1.ListSessionsResponse.sessions:type_name -> svc.app.v1.SessionListItem
-	63, // 5: svc.app.v1.CreateSessionRequest.secrets:type_name -> svc.app.v1.CreateSessionRequest.SecretsEntry
-	64, // 6: svc.app.v1.CreateSessionRequest.harness_env:type_name -> svc.app.v1.CreateSessionRequest.HarnessEnvEntry
-	66, // 7: svc.app.v1.CreateSessionRequest.oauth_credential:type_name -> svc.app.v1.OAuthCredentialBinding
-	6,  // 8: svc.app.v1.CreateSessionRequest.apps:type_name -> svc.app.v1.AppEndpoint
-	0,  // 9: svc.app.v1.GetSessionResponse.session:type_name -> svc.app.v1.Session
-	2,  // 10: svc.app.v1.ListSessionEventsResponse.events:type_name -> svc.app.v1.SessionEvent
-	65, // 11: svc.app.v1.ExecRequest.env:type_name -> svc.app.v1.ExecRequest.EnvEntry
-	14, // 12: svc.app.v1.WriteFileRequest.metadata:type_name -> svc.app.v1.WriteFileMetadata
-	13, // 13: svc.app.v1.ReadFileResponse.metadata:type_name -> svc.app.v1.ReadFileMetadata
-	8,  // 14: svc.app.v1.CopyFilesResponse.files:type_name -> svc.app.v1.CopyFileResult
-	3,  // 15: svc.app.v1.GetLogResponse.events:type_name -> svc.app.v1.ConversationEntry
-	5,  // 16: svc.app.v1.GetCowStateResponse.state:type_name -> svc.app.v1.CowStateView
-	4,  // 17: svc.app.v1.ListCheckpointsResponse.checkpoints:type_name -> svc.app.v1.CheckpointSummary
-	7,  // 18: svc.app.v1.GetArtifactResponse.metadata:type_name -> svc.app.v1.ArtifactMetadata
-	67, // 19: svc.app.v1.SessionService.ListSessions:input_type -> google.protobuf.Empty
-	16, // 20: svc.app.v1.SessionService.CreateSession:input_type -> svc.app.v1.CreateSessionRequest
-	18, // 21: svc.app.v1.SessionService.GetSession:input_type -> svc.app.v1.GetSessionRequest
-	20, // 22: svc.app.v1.SessionService.DeleteSession:input_type -> svc.app.v1.DeleteSessionRequest
-	21, // 23: svc.app.v1.SessionService.SendPrompt:input_type -> svc.app.v1.SendPromptRequest
-	23, // 24: svc.app.v1.SessionService.Interrupt:input_type -> svc.app.v1.InterruptRequest
-	25, // 25: svc.app.v1.SessionService.EditQueuedPrompt:input_type -> svc.app.v1.EditQueuedPromptRequest
-	27, // 26: svc.app.v1.SessionService.DequeueQueuedPrompt:input_type -> svc.app.v1.DequeueQueuedPromptRequest
-	29, // 27: svc.app.v1.SessionService.CompleteToolCall:input_type -> svc.app.v1.CompleteToolCallRequest
-	31, // 28: svc.app.v1.SessionService.StreamEvents:input_type -> svc.app.v1.StreamEventsRequest
-	32, // 29: svc.app.v1.SessionService.ListSessionEvents:input_type -> svc.app.v1.ListSessionEventsRequest
-	34, // 30: svc.app.v1.SessionService.Exec:input_type -> svc.app.v1.ExecRequest
-	35, // 31: svc.app.v1.SessionService.CancelExec:input_type -> svc.app.v1.CancelExecRequest
-	36, // 32: svc.app.v1.SessionService.WriteFile:input_type -> svc.app.v1.WriteFileRequest
-	38, // 33: svc.app.v1.SessionService.ReadFile:input_type -> svc.app.v1.ReadFileRequest
-	40, // 34: svc.app.v1.SessionService.CopyFiles:input_type -> svc.app.v1.CopyFilesRequest
-	42, // 35: svc.app.v1.SessionService.GetLog:input_type -> svc.app.v1.GetLogRequest
-	44, // 36: svc.app.v1.SessionService.Snapshot:input_type -> svc.app.v1.SnapshotRequest
-	46, // 37: svc.app.v1.SessionService.EnsureBrowser:input_type -> svc.app.v1.EnsureBrowserRequest
-	48, // 38: svc.app.v1.SessionService.EnsureIde:input_type -> svc.app.v1.EnsureIdeRequest
-	50, // 39: svc.app.v1.SessionService.Resume:input_type -> svc.app.v1.ResumeRequest
-	52, // 40: svc.app.v1.SessionService.EvictLocal:input_type -> svc.app.v1.EvictLocalRequest
-	53, // 41: svc.app.v1.SessionService.EvictIdle:input_type -> svc.app.v1.EvictIdleRequest
-	55, // 42: svc.app.v1.SessionService.GetCowState:input_type -> svc.app.v1.GetCowStateRequest
-	57, // 43: svc.app.v1.SessionService.ListCheckpoints:input_type -> svc.app.v1.ListCheckpointsRequest
-	59, // 44: svc.app.v1.SessionService.GetArtifact:input_type -> svc.app.v1.GetArtifactRequest
-	61, // 45: svc.app.v1.SessionService.CreateArtifactFromPath:input_type -> svc.app.v1.CreateArtifactFromPathRequest
-	15, // 46: svc.app.v1.SessionService.ListSessions:output_type -> svc.app.v1.ListSessionsResponse
-	17, // 47: svc.app.v1.SessionService.CreateSession:output_type -> svc.app.v1.CreateSessionResponse
-	19, // 48: svc.app.v1.SessionService.GetSession:output_type -> svc.app.v1.GetSessionResponse
-	67, // 49: svc.app.v1.SessionService.DeleteSession:output_type -> google.protobuf.Empty
-	22, // 50: svc.app.v1.SessionService.SendPrompt:output_type -> svc.app.v1.SendPromptResponse
-	24, // 51: svc.app.v1.SessionService.Interrupt:output_type -> svc.app.v1.InterruptResponse
-	26, // 52: svc.app.v1.SessionService.EditQueuedPrompt:output_type -> svc.app.v1.EditQueuedPromptResponse
-	28, // 53: svc.app.v1.SessionService.DequeueQueuedPrompt:output_type -> svc.app.v1.DequeueQueuedPromptResponse
-	30, // 54: svc.app.v1.SessionService.CompleteToolCall:output_type -> svc.app.v1.CompleteToolCallResponse
-	2,  // 55: svc.app.v1.SessionService.StreamEvents:output_type -> svc.app.v1.SessionEvent
-	33, // 56: svc.app.v1.SessionService.ListSessionEvents:output_type -> svc.app.v1.ListSessionEventsResponse
-	12, // 57: svc.app.v1.SessionService.Exec:output_type -> svc.app.v1.ExecOutput
-	67, // 58: svc.app.v1.SessionService.CancelExec:output_type -> google.protobuf.Empty
-	37, // 59: svc.app.v1.SessionService.WriteFile:output_type -> svc.app.v1.WriteFileResponse
-	39, // 60: svc.app.v1.SessionService.ReadFile:output_type -> svc.app.v1.ReadFileResponse
-	41, // 61: svc.app.v1.SessionService.CopyFiles:output_type -> svc.app.v1.CopyFilesResponse
-	43, // 62: svc.app.v1.SessionService.GetLog:output_type -> svc.app.v1.GetLogResponse
-	45, // 63: svc.app.v1.SessionService.Snapshot:output_type -> svc.app.v1.SnapshotResponse
-	47, // 64: svc.app.v1.SessionService.EnsureBrowser:output_type -> svc.app.v1.EnsureBrowserResponse
-	49, // 65: svc.app.v1.SessionService.EnsureIde:output_type -> svc.app.v1.EnsureIdeResponse
-	51, // 66: svc.app.v1.SessionService.Resume:output_type -> svc.app.v1.ResumeResponse
-	67, // 67: svc.app.v1.SessionService.EvictLocal:output_type -> google.protobuf.Empty
-	54, // 68: svc.app.v1.SessionService.EvictIdle:output_type -> svc.app.v1.EvictIdleResponse
-	56, // 69: svc.app.v1.SessionService.GetCowState:output_type -> svc.app.v1.GetCowStateResponse
-	58, // 70: svc.app.v1.SessionService.ListCheckpoints:output_type -> svc.app.v1.ListCheckpointsResponse
-	60, // 71: svc.app.v1.SessionService.GetArtifact:output_type -> svc.app.v1.GetArtifactResponse
-	62, // 72: svc.app.v1.SessionService.CreateArtifactFromPath:output_type -> svc.app.v1.CreateArtifactFromPathResponse
-	46, // [46:73] is the sub-list for method output_type
-	19, // [19:46] is the sub-list for method input_type
-	19, // [19:19] is the sub-list for extension type_name
-	19, // [19:19] is the sub-list for extension extendee
-	0,  // [0:19] is the sub-list for field type_name
+	6,  // 0: svc.app.v1.Session.apps:type_name -> svc.app.v1.AppEndpoint
+	0,  // 1: svc.app.v1.SessionListItem.session:type_name -> svc.app.v1.Session
+	11, // 2: svc.app.v1.ExecExit.rusage:type_name -> svc.app.v1.ExecRusage
+	9,  // 3: svc.app.v1.ExecOutput.started:type_name -> svc.app.v1.ExecStarted
+	10, // 4: svc.app.v1.ExecOutput.exit:type_name -> svc.app.v1.ExecExit
+	1,  // 5: svc.app.v1.ListSessionsResponse.sessions:type_name -> svc.app.v1.SessionListItem
+	63, // 6: svc.app.v1.CreateSessionRequest.secrets:type_name -> svc.app.v1.CreateSessionRequest.SecretsEntry
+	64, // 7: svc.app.v1.CreateSessionRequest.harness_env:type_name -> svc.app.v1.CreateSessionRequest.HarnessEnvEntry
+	66, // 8: svc.app.v1.CreateSessionRequest.oauth_credential:type_name -> svc.app.v1.OAuthCredentialBinding
+	6,  // 9: svc.app.v1.CreateSessionRequest.apps:type_name -> svc.app.v1.AppEndpoint
+	0,  // 10: svc.app.v1.GetSessionResponse.session:type_name -> svc.app.v1.Session
+	2,  // 11: svc.app.v1.ListSessionEventsResponse.events:type_name -> svc.app.v1.SessionEvent
+	65, // 12: svc.app.v1.ExecRequest.env:type_name -> svc.app.v1.ExecRequest.EnvEntry
+	14, // 13: svc.app.v1.WriteFileRequest.metadata:type_name -> svc.app.v1.WriteFileMetadata
+	13, // 14: svc.app.v1.ReadFileResponse.metadata:type_name -> svc.app.v1.ReadFileMetadata
+	8,  // 15: svc.app.v1.CopyFilesResponse.files:type_name -> svc.app.v1.CopyFileResult
+	3,  // 16: svc.app.v1.GetLogResponse.events:type_name -> svc.app.v1.ConversationEntry
+	6,  // 17: svc.app.v1.EnsureBrowserResponse.endpoint:type_name -> svc.app.v1.AppEndpoint
+	6,  // 18: svc.app.v1.EnsureIdeResponse.endpoint:type_name -> svc.app.v1.AppEndpoint
+	5,  // 19: svc.app.v1.GetCowStateResponse.state:type_name -> svc.app.v1.CowStateView
+	4,  // 20: svc.app.v1.ListCheckpointsResponse.checkpoints:type_name -> svc.app.v1.CheckpointSummary
+	7,  // 21: svc.app.v1.GetArtifactResponse.metadata:type_name -> svc.app.v1.ArtifactMetadata
+	67, // 22: svc.app.v1.SessionService.ListSessions:input_type -> google.protobuf.Empty
+	16, // 23: svc.app.v1.SessionService.CreateSession:input_type -> svc.app.v1.CreateSessionRequest
+	18, // 24: svc.app.v1.SessionService.GetSession:input_type -> svc.app.v1.GetSessionRequest
+	20, // 25: svc.app.v1.SessionService.DeleteSession:input_type -> svc.app.v1.DeleteSessionRequest
+	21, // 26: svc.app.v1.SessionService.SendPrompt:input_type -> svc.app.v1.SendPromptRequest
+	23, // 27: svc.app.v1.SessionService.Interrupt:input_type -> svc.app.v1.InterruptRequest
+	25, // 28: svc.app.v1.SessionService.EditQueuedPrompt:input_type -> svc.app.v1.EditQueuedPromptRequest
+	27, // 29: svc.app.v1.SessionService.DequeueQueuedPrompt:input_type -> svc.app.v1.DequeueQueuedPromptRequest
+	29, // 30: svc.app.v1.SessionService.CompleteToolCall:input_type -> svc.app.v1.CompleteToolCallRequest
+	31, // 31: svc.app.v1.SessionService.StreamEvents:input_type -> svc.app.v1.StreamEventsRequest
+	32, // 32: svc.app.v1.SessionService.ListSessionEvents:input_type -> svc.app.v1.ListSessionEventsRequest
+	34, // 33: svc.app.v1.SessionService.Exec:input_type -> svc.app.v1.ExecRequest
+	35, // 34: svc.app.v1.SessionService.CancelExec:input_type -> svc.app.v1.CancelExecRequest
+	36, // 35: svc.app.v1.SessionService.WriteFile:input_type -> svc.app.v1.WriteFileRequest
+	38, // 36: svc.app.v1.SessionService.ReadFile:input_type -> svc.app.v1.ReadFileRequest
+	40, // 37: svc.app.v1.SessionService.CopyFiles:input_type -> svc.app.v1.CopyFilesRequest
+	42, // 38: svc.app.v1.SessionService.GetLog:input_type -> svc.app.v1.GetLogRequest
+	44, // 39: svc.app.v1.SessionService.Snapshot:input_type -> svc.app.v1.SnapshotRequest
+	46, // 40: svc.app.v1.SessionService.EnsureBrowser:input_type -> svc.app.v1.EnsureBrowserRequest
+	48, // 41: svc.app.v1.SessionService.EnsureIde:input_type -> svc.app.v1.EnsureIdeRequest
+	50, // 42: svc.app.v1.SessionService.Resume:input_type -> svc.app.v1.ResumeRequest
+	52, // 43: svc.app.v1.SessionService.EvictLocal:input_type -> svc.app.v1.EvictLocalRequest
+	53, // 44: svc.app.v1.SessionService.EvictIdle:input_type -> svc.app.v1.EvictIdleRequest
+	55, // 45: svc.app.v1.SessionService.GetCowState:input_type -> svc.app.v1.GetCowStateRequest
+	57, // 46: svc.app.v1.SessionService.ListCheckpoints:input_type -> svc.app.v1.ListCheckpointsRequest
+	59, // 47: svc.app.v1.SessionService.GetArtifact:input_type -> svc.app.v1.GetArtifactRequest
+	61, // 48: svc.app.v1.SessionService.CreateArtifactFromPath:input_type -> svc.app.v1.CreateArtifactFromPathRequest
+	15, // 49: svc.app.v1.SessionService.ListSessions:output_type -> svc.app.v1.ListSessionsResponse
+	17, // 50: svc.app.v1.SessionService.CreateSession:output_type -> svc.app.v1.CreateSessionResponse
+	19, // 51: svc.app.v1.SessionService.GetSession:output_type -> svc.app.v1.GetSessionResponse
+	67, // 52: svc.app.v1.SessionService.DeleteSession:output_type -> google.protobuf.Empty
+	22, // 53: svc.app.v1.SessionService.SendPrompt:output_type -> svc.app.v1.SendPromptResponse
+	24, // 54: svc.app.v1.SessionService.Interrupt:output_type -> svc.app.v1.InterruptResponse
+	26, // 55: svc.app.v1.SessionService.EditQueuedPrompt:output_type -> svc.app.v1.EditQueuedPromptResponse
+	28, // 56: svc.app.v1.SessionService.DequeueQueuedPrompt:output_type -> svc.app.v1.DequeueQueuedPromptResponse
+	30, // 57: svc.app.v1.SessionService.CompleteToolCall:output_type -> svc.app.v1.CompleteToolCallResponse
+	2,  // 58: svc.app.v1.SessionService.StreamEvents:output_type -> svc.app.v1.SessionEvent
+	33, // 59: svc.app.v1.SessionService.ListSessionEvents:output_type -> svc.app.v1.ListSessionEventsResponse
+	12, // 60: svc.app.v1.SessionService.Exec:output_type -> svc.app.v1.ExecOutput
+	67, // 61: svc.app.v1.SessionService.CancelExec:output_type -> google.protobuf.Empty
+	37, // 62: svc.app.v1.SessionService.WriteFile:output_type -> svc.app.v1.WriteFileResponse
+	39, // 63: svc.app.v1.SessionService.ReadFile:output_type -> svc.app.v1.ReadFileResponse
+	41, // 64: svc.app.v1.SessionService.CopyFiles:output_type -> svc.app.v1.CopyFilesResponse
+	43, // 65: svc.app.v1.SessionService.GetLog:output_type -> svc.app.v1.GetLogResponse
+	45, // 66: svc.app.v1.SessionService.Snapshot:output_type -> svc.app.v1.SnapshotResponse
+	47, // 67: svc.app.v1.SessionService.EnsureBrowser:output_type -> svc.app.v1.EnsureBrowserResponse
+	49, // 68: svc.app.v1.SessionService.EnsureIde:output_type -> svc.app.v1.EnsureIdeResponse
+	51, // 69: svc.app.v1.SessionService.Resume:output_type -> svc.app.v1.ResumeResponse
+	67, // 70: svc.app.v1.SessionService.EvictLocal:output_type -> google.protobuf.Empty
+	54, // 71: svc.app.v1.SessionService.EvictIdle:output_type -> svc.app.v1.EvictIdleResponse
+	56, // 72: svc.app.v1.SessionService.GetCowState:output_type -> svc.app.v1.GetCowStateResponse
+	58, // 73: svc.app.v1.SessionService.ListCheckpoints:output_type -> svc.app.v1.ListCheckpointsResponse
+	60, // 74: svc.app.v1.SessionService.GetArtifact:output_type -> svc.app.v1.GetArtifactResponse
+	62, // 75: svc.app.v1.SessionService.CreateArtifactFromPath:output_type -> svc.app.v1.CreateArtifactFromPathResponse
+	49, // [49:76] is the sub-list for method output_type
+	22, // [22:49] is the sub-list for method input_type
+	22, // [22:22] is the sub-list for extension type_name
+	22, // [22:22] is the sub-list for extension extendee
+	0,  // [0:22] is the sub-list for field type_name
 }
 
 func init() { file_svc_app_v1_session_proto_init() }
@@ -4642,6 +4713,7 @@ func file_svc_app_v1_session_proto_init() {
 		(*WriteFileRequest_Metadata)(nil),
 		(*WriteFileRequest_Chunk)(nil),
 	}
+	file_svc_app_v1_session_proto_msgTypes[38].OneofWrappers = []any{}
 	file_svc_app_v1_session_proto_msgTypes[39].OneofWrappers = []any{
 		(*ReadFileResponse_Metadata)(nil),
 		(*ReadFileResponse_Chunk)(nil),

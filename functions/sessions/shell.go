@@ -1,0 +1,263 @@
+package sessions
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+
+	"connectrpc.com/connect"
+	"github.com/coder/websocket"
+
+	hostv1 "github.com/hangar-dev/hangar/gen/host/v1"
+	"github.com/hangar-dev/hangar/platform/apierr"
+	"github.com/hangar-dev/hangar/platform/auth"
+	"github.com/hangar-dev/hangar/sandboxhosts/supervisor"
+)
+
+// ShellPath is the WebSocket route of a session's interactive shells.
+const ShellPath = "/api/v1/sessions/{id}/shell"
+
+// ShellMessage is a text message of the shell WebSocket, either way: "resize" (rows, cols) and
+// "signal" (signal: INT, TERM, HUP, QUIT, KILL, USR1, USR2, WINCH, TSTP, CONT) from the client;
+// "started" (shell_id), "exit" (exit_status, exit_signal) and "error" (message: a client's
+// text message that was refused; the shell goes on) from the server. Terminal bytes travel
+// as binary messages.
+type ShellMessage struct {
+	Type       string `json:"type"`
+	Rows       uint32 `json:"rows,omitempty"`
+	Cols       uint32 `json:"cols,omitempty"`
+	Signal     string `json:"signal,omitempty"`
+	ShellID    string `json:"shell_id,omitempty"`
+	ExitStatus *int32 `json:"exit_status,omitempty"`
+	// ExitSignal is the signal that killed the program, when one did.
+	ExitSignal int32 `json:"exit_signal,omitempty"`
+	// Message says what was wrong with a client's text message ("error").
+	Message string `json:"message,omitempty"`
+}
+
+// GetExitStatus is the exit status of an "exit" message (0 when absent).
+func (m ShellMessage) GetExitStatus() int32 {
+	if m.ExitStatus == nil {
+		return 0
+	}
+	return *m.ExitStatus
+}
+
+// Shell message types.
+const (
+	ShellResize  = "resize"
+	ShellSignal  = "signal"
+	ShellStarted = "started"
+	ShellExit    = "exit"
+	ShellError   = "error"
+)
+
+// maxShellMessage bounds one WebSocket message from a shell client: a paste, not a file upload.
+const maxShellMessage = 1 << 20
+
+// Shell serves GET ShellPath: it authenticates like every route, finds the caller's session
+// (another user's is not_found) and its host, starts the shell there, and only then upgrades
+// to a WebSocket, so every refusal is a plain HTTP error with the RPCs' JSON body. Query:
+// rows and cols (the terminal's size), term (TERM), argv (repeated: the program; default the
+// image's login shell) and wake (wake an evicted session first). Closing the socket hangs the
+// shell up; the program's exit closes the socket with 1000 after an "exit" message.
+func (s *Service) Shell(authn *auth.Authenticator) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ctx, err := authenticate(authn, r, false)
+		if err != nil {
+			writeErr(w, r, err)
+			return
+		}
+		start, wake, err := shellStart(r)
+		if err != nil {
+			writeErr(w, r, err)
+			return
+		}
+		if err := sameOrigin(r); err != nil {
+			writeErr(w, r, err)
+			return
+		}
+		rec, err := s.load(ctx, r.PathValue("id"))
+		if err != nil {
+			writeErr(w, r, err)
+			return
+		}
+		client, err := s.host(ctx, rec, wake)
+		if err != nil {
+			writeErr(w, r, err)
+			return
+		}
+		start.SessionId = rec.ID
+		// The shell lives as long as the socket: its context is the request's, which net/http
+		// cancels when the connection closes.
+		ctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		stream := client.Shell(ctx)
+		defer stream.CloseResponse()
+		if err := stream.Send(&hostv1.ShellInput{Frame: &hostv1.ShellInput_Start{Start: start}}); err != nil {
+			_, rerr := stream.Receive()
+			writeErr(w, r, errors.Join(rerr, err))
+			return
+		}
+		first, err := stream.Receive()
+		if err != nil {
+			writeErr(w, r, err)
+			return
+		}
+		started := first.GetStarted()
+		if started == nil {
+			writeErr(w, r, fmt.Errorf("host answered the shell's start with %T", first.GetFrame()))
+			return
+		}
+		ws, err := websocket.Accept(w, r, nil)
+		if err != nil {
+			return // Accept has answered the client
+		}
+		ws.SetReadLimit(maxShellMessage)
+		relayShell(ctx, ws, stream, started.GetShellId())
+	})
+}
+
+// sameOrigin refuses a browser's WebSocket from a page of another origin (cross-site WebSocket
+// hijacking: the browser would send the user's credentials along), before anything starts.
+// websocket.Accept checks it again; clients that are not browsers send no Origin.
+func sameOrigin(r *http.Request) error {
+	origin := r.Header.Get("Origin")
+	if origin == "" {
+		return nil
+	}
+	u, err := url.Parse(origin)
+	if err != nil || !strings.EqualFold(u.Host, r.Host) {
+		return apierr.PermissionDenied("a WebSocket from origin %q may not open a shell on %s", origin, r.Host)
+	}
+	return nil
+}
+
+// shellStart reads the start of a shell from the route's query.
+func shellStart(r *http.Request) (*hostv1.ShellStart, bool, error) {
+	q := r.URL.Query()
+	var v apierr.Violations
+	size := func(field string) uint32 {
+		raw := q.Get(field)
+		if raw == "" {
+			return 0
+		}
+		n, err := strconv.ParseUint(raw, 10, 16)
+		if err != nil {
+			v.Add(field, "must be a number of character cells, 0 to 65535")
+		}
+		return uint32(n)
+	}
+	start := &hostv1.ShellStart{
+		Argv: q["argv"], Term: q.Get("term"),
+		Size: &hostv1.WindowSize{Rows: size("rows"), Cols: size("cols")},
+	}
+	wake := false
+	if raw := q.Get("wake"); raw != "" {
+		var err error
+		if wake, err = strconv.ParseBool(raw); err != nil {
+			v.Add("wake", "must be true or false")
+		}
+	}
+	return start, wake, v.Err()
+}
+
+// relayShell carries the shell both ways until the program exits or either side goes.
+func relayShell(ctx context.Context, ws *websocket.Conn, stream *connect.BidiStreamForClient[hostv1.ShellInput, hostv1.ShellOutput], id string) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	if err := writeShellMessage(ctx, ws, ShellMessage{Type: ShellStarted, ShellID: id}); err != nil {
+		return
+	}
+	go func() {
+		// The client's side: closing it (or a bad message) hangs the shell up, whose exit
+		// then comes back through the other direction.
+		defer func() { _ = stream.CloseRequest() }()
+		for {
+			typ, msg, err := ws.Read(ctx)
+			if err != nil {
+				return
+			}
+			in, err := shellInput(typ, msg)
+			if err != nil {
+				// The shell stays: a bad control message is answered, not fatal.
+				if writeShellMessage(ctx, ws, ShellMessage{Type: ShellError, Message: err.Error()}) != nil {
+					return
+				}
+				continue
+			}
+			if err := stream.Send(in); err != nil {
+				return
+			}
+		}
+	}()
+	for {
+		out, err := stream.Receive()
+		if err != nil {
+			reason := "the shell ended without an exit"
+			if ce, ok := errors.AsType[*connect.Error](err); ok {
+				reason = ce.Message()
+			}
+			_ = ws.Close(websocket.StatusInternalError, truncate(reason, 120))
+			return
+		}
+		switch f := out.GetFrame().(type) {
+		case *hostv1.ShellOutput_Data:
+			err = ws.Write(ctx, websocket.MessageBinary, f.Data)
+		case *hostv1.ShellOutput_Exit:
+			m := ShellMessage{Type: ShellExit, ExitStatus: f.Exit.ExitStatus, ExitSignal: f.Exit.GetSignal()}
+			if err := writeShellMessage(ctx, ws, m); err == nil {
+				_ = ws.Close(websocket.StatusNormalClosure, "")
+			}
+			return
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// shellInput turns a client's WebSocket message into the host's frame.
+func shellInput(typ websocket.MessageType, msg []byte) (*hostv1.ShellInput, error) {
+	if typ == websocket.MessageBinary {
+		return &hostv1.ShellInput{Frame: &hostv1.ShellInput_Data{Data: msg}}, nil
+	}
+	var m ShellMessage
+	if err := json.Unmarshal(msg, &m); err != nil {
+		return nil, fmt.Errorf("text messages are JSON: %v", err)
+	}
+	switch m.Type {
+	case ShellResize:
+		if m.Rows > 65535 || m.Cols > 65535 {
+			return nil, errors.New("rows and cols are at most 65535")
+		}
+		return &hostv1.ShellInput{Frame: &hostv1.ShellInput_Resize{Resize: &hostv1.WindowSize{Rows: m.Rows, Cols: m.Cols}}}, nil
+	case ShellSignal:
+		if _, ok := supervisor.TerminalSignal(m.Signal); !ok {
+			return nil, fmt.Errorf("signal %q: send one of %s", m.Signal, supervisor.TerminalSignalNames)
+		}
+		return &hostv1.ShellInput{Frame: &hostv1.ShellInput_Signal{Signal: m.Signal}}, nil
+	}
+	return nil, fmt.Errorf("unknown message type %q: send resize or signal", m.Type)
+}
+
+func writeShellMessage(ctx context.Context, ws *websocket.Conn, m ShellMessage) error {
+	b, err := json.Marshal(m)
+	if err != nil {
+		return err
+	}
+	return ws.Write(ctx, websocket.MessageText, b)
+}
+
+// truncate keeps a WebSocket close reason within the 123 bytes the protocol allows.
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n]
+}
