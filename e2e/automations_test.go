@@ -20,6 +20,7 @@ import (
 	"cloud.google.com/go/firestore"
 	"connectrpc.com/connect"
 	"gocloud.dev/blob/memblob"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/hangar-dev/hangar/functions/api"
 	appv1 "github.com/hangar-dev/hangar/gen/svc/app/v1"
@@ -29,6 +30,7 @@ import (
 	"github.com/hangar-dev/hangar/platform/auth"
 	"github.com/hangar-dev/hangar/platform/config"
 	"github.com/hangar-dev/hangar/platform/egress"
+	"github.com/hangar-dev/hangar/platform/pubsub"
 )
 
 // automationStack is the API with Pub/Sub and the automation worker running in process, as
@@ -414,20 +416,7 @@ func TestTaskAndPromptBlocksDriveABashAgentThroughAnInstance(t *testing.T) {
 	cfg := sb.Config
 	cfg.Limits.Automations.TaskPoll = 200 * time.Millisecond
 	a := api.New(api.Deps{DB: sb.DB, Config: cfg, Bucket: sb.Bucket, Sealer: sb.Sealer, DefaultImage: sb.Image, PubSub: ps})
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- a.AutomationWorker().Run(ctx, ps, 100*time.Millisecond) }()
-	imagesDone := make(chan error, 1)
-	go func() { imagesDone <- a.ImageWorker().Run(ctx, ps, 100*time.Millisecond) }()
-	t.Cleanup(func() {
-		cancel()
-		<-done
-		<-imagesDone
-	})
-	// With Pub/Sub the API serves ImageService, and sessions start from enabled images only.
-	if err := a.Images().EnsureEnabled(t.Context(), sb.Image); err != nil {
-		t.Fatal(err)
-	}
+	runWorkers(t, a, ps, sb.Image)
 	s := serve(t, a)
 	as := &automationStack{stack: s,
 		automations: appv1connect.NewAutomationServiceClient(httpClient, s.rpcURL(), auth.WithKey(s.admin)),
@@ -478,5 +467,26 @@ func TestTaskAndPromptBlocksDriveABashAgentThroughAnInstance(t *testing.T) {
 	text, _ := json.Marshal(log.Msg)
 	if !strings.Contains(string(text), "started T-1") || !strings.Contains(string(text), "follow-up for T-1") {
 		t.Fatalf("the session's log lacks the two turns: %s", text)
+	}
+}
+
+// runWorkers runs a's automation and image workers on ps until t ends, and enables images:
+// with Pub/Sub the API serves ImageService, and sessions start from enabled images only.
+func runWorkers(t *testing.T, a *api.API, ps *pubsub.Client, images ...string) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	var g errgroup.Group
+	g.Go(func() error { return a.AutomationWorker().Run(ctx, ps, 100*time.Millisecond) })
+	g.Go(func() error { return a.ImageWorker().Run(ctx, ps, 100*time.Millisecond) })
+	t.Cleanup(func() {
+		cancel()
+		if err := g.Wait(); err != nil {
+			t.Errorf("workers: %v", err)
+		}
+	})
+	for _, image := range images {
+		if err := a.Images().EnsureEnabled(t.Context(), image); err != nil {
+			t.Fatal(err)
+		}
 	}
 }

@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"context"
 	"encoding/json"
 	"strconv"
 	"strings"
@@ -65,13 +64,6 @@ func TestAPullRequestWebhookEndsInAPostedReviewWithInlineComments(t *testing.T) 
 	cfg.Limits.Reviews.Poll = 200 * time.Millisecond
 	cfg.Limits.Reviews.AgentTimeout = 3 * time.Minute
 	a := api.New(api.Deps{DB: sb.DB, Config: cfg, Bucket: sb.Bucket, Sealer: sb.Sealer, DefaultImage: sb.Image, PubSub: ps})
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- a.AutomationWorker().Run(ctx, ps, 100*time.Millisecond) }()
-	t.Cleanup(func() {
-		cancel()
-		<-done
-	})
 	s := serve(t, a)
 	key := auth.WithKey(s.admin)
 	reviewsClient := appv1connect.NewReviewServiceClient(httpClient, s.rpcURL(), key)
@@ -84,6 +76,7 @@ func TestAPullRequestWebhookEndsInAPostedReviewWithInlineComments(t *testing.T) 
 		"find-head222":   fenced(map[string]any{"summary_md": "Fixed.", "findings": []any{}}),
 		"find-head333":   "```json\n{\"findings\": [ this is not JSON\n```\n",
 	})
+	runWorkers(t, a, ps, image)
 
 	if _, err := appv1connect.NewOrgSecretServiceClient(httpClient, s.rpcURL(), key).PutOrgSecret(t.Context(), connect.NewRequest(&appv1.PutOrgSecretRequest{Name: "GITHUB_TOKEN", Value: "ghs_e2e"})); err != nil {
 		t.Fatal(err)

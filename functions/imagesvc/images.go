@@ -184,7 +184,7 @@ func newJob(img *Image, config *appv1.ImageConfig, warm bool) *Job {
 
 func (s *Service) enqueue(ctx context.Context, j *Job) error {
 	if s.d.Queue == nil {
-		return apierr.FailedPrecondition("this deployment has no job queue (Pub/Sub): images cannot be enabled here")
+		return apierr.FailedPrecondition("images cannot be enabled here: enable jobs need sandbox hosts (HANGAR_BLOB_URL, HANGAR_SEAL_KEYSET, HANGAR_HOST_TOKEN) and Pub/Sub")
 	}
 	return s.d.Queue.Enqueue(ctx, j.ID)
 }
