@@ -97,7 +97,9 @@ describe("the dashboard", () => {
     const form = page.getByRole("form", { name: "New automation" });
     await form.getByLabel("Name").fill("Browser automation");
     await form.getByRole("button", { name: "Create" }).click();
-    await page.getByRole("heading", { name: "Browser automation" }).waitFor();
+    // Creating checks the code block in the JavaScript sandbox, whose first use compiles it:
+    // slow on a busy machine, so a generous deadline.
+    await page.getByRole("heading", { name: "Browser automation" }).waitFor({ timeout: 120000 });
     const editor = page.getByRole("textbox", { name: "Definition (JSON)" });
     const definition = await editor.inputValue();
     await editor.fill(definition.replace('"type": "code"', '"type": "nope"'));
