@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"regexp"
 	"strings"
 
@@ -510,14 +511,15 @@ func (s *Service) jobProto(j *Job) *appv1.EnableJob {
 // ResolveImage answers the enabled image a session, profile or task names by id (img_...) or
 // by uri: its reference by digest (repository@sha256:...), which hosts stage from chunks, its
 // warm layer ("" for none) and the environment its config sets. An unknown, disabled or not yet
-// ready image is failed_precondition naming the image and what to do.
+// ready image is failed_precondition naming the image and what to do. A usable image is
+// answered from memory for up to ResolveCacheTTL (resolvecache.go).
 func (s *Service) ResolveImage(ctx context.Context, image string) (ref, warmLayer string, env map[string]string, err error) {
 	image = strings.TrimSpace(image)
 	id := image
 	if !strings.HasPrefix(image, "img_") {
 		id = imageID(image)
 	}
-	img, err := s.rec.image(ctx, id)
+	img, env, err := s.rec.resolved.get(ctx, s.rec, id)
 	if errors.Is(err, errNoImage) {
 		return "", "", nil, apierr.FailedPrecondition("image %s is not enabled: an admin enables it with EnableImage (hangar images enable %s)", image, image)
 	}
@@ -527,5 +529,5 @@ func (s *Service) ResolveImage(ctx context.Context, image string) (ref, warmLaye
 	if !img.Usable() {
 		return "", "", nil, notUsable(img)
 	}
-	return img.Ref(), img.WarmLayer, decodeConfig(img.Config).GetEnv(), nil
+	return img.Ref(), img.WarmLayer, maps.Clone(env), nil
 }

@@ -88,6 +88,9 @@ type Job struct {
 type records struct {
 	db  *firestore.Client
 	now func() time.Time
+	// resolved is ResolveImage's short-lived cache; every write of an image record here
+	// forgets the image in it.
+	resolved resolveCache
 }
 
 func (r *records) images() *firestore.CollectionRef { return r.db.Collection(imagesCollection) }
@@ -176,6 +179,7 @@ func (r *records) startJob(ctx context.Context, imageID string, change func(img 
 		out = job
 		return tx.Create(r.jobs().Doc(job.ID), job)
 	})
+	r.resolved.forget(imageID)
 	return out, err
 }
 
@@ -237,6 +241,9 @@ func (r *records) finish(ctx context.Context, jobID, owner string) (*Job, error)
 		}
 		return tx.Set(r.jobs().Doc(j.ID), j)
 	})
+	if out != nil {
+		r.resolved.forget(out.ImageID)
+	}
 	return out, err
 }
 
@@ -258,6 +265,7 @@ func (r *records) setImage(ctx context.Context, id string, change func(*Image) e
 		out = img
 		return tx.Set(r.images().Doc(id), img)
 	})
+	r.resolved.forget(id)
 	return out, err
 }
 
