@@ -115,7 +115,7 @@ func runDev(ctx context.Context, addr, dataDir string, saveEvery time.Duration, 
 		return err
 	}
 	hostRun, err := startHost(ctx, hostParams{
-		addr: "127.0.0.1:0", id: "dev", dataDir: filepath.Join(dataDir, "host"), warm: []string{img.Ref()}, res: res, log: log,
+		addr: "127.0.0.1:0", id: "dev", dataDir: filepath.Join(dataDir, "host"), res: res, log: log,
 	})
 	if err != nil {
 		return err
@@ -153,6 +153,15 @@ func runDev(ctx context.Context, addr, dataDir string, saveEvery time.Duration, 
 		if err := a.Images().EnsureEnabled(ctx, img.Ref()); err != nil {
 			return fmt.Errorf("dev image: %w", err)
 		}
+		// Sessions start from the enabled image's reference by digest, not from its tag: the
+		// warm pool keeps sandboxes of that, so the first session is warm too.
+		ref, _, _, err := a.Images().ResolveImage(ctx, img.Ref())
+		if err != nil {
+			return fmt.Errorf("dev image: %w", err)
+		}
+		hostRun.host.KeepWarm(ref)
+	} else {
+		hostRun.host.KeepWarm(img.Ref())
 	}
 
 	srv := api.NewServer(a.Handler())

@@ -147,6 +147,11 @@ func (p *pool) close() {
 	p.wg.Wait()
 }
 
+// KeepWarm keeps warm sandboxes of the image ref from now on, as if a session had just started
+// from it: for an image that becomes known after the host started, such as an enabled image's
+// reference by digest, which is what its sessions start from.
+func (h *Host) KeepWarm(ref string) { h.pool.refill(ref) }
+
 // Warm counts the warm sandboxes of the image ref ready on this host.
 func (h *Host) Warm(ref string) int {
 	h.pool.mu.Lock()
