@@ -64,7 +64,7 @@ var pairs = []pair{
 	{name: "WebhookDeliveriesSustained", what: "sustained deliveries (16 senders, each sent twice), per delivery"},
 	{name: "EnabledImageCreateToFirstExec", baseline: "RawRuncRun", what: "CreateSession of an enabled image to first output (warm pool) vs runc run", target: 0.5},
 	{name: "EnabledImageCreateToFirstExecCold", baseline: "RawRuncRun", what: "the same, cold boot, vs runc run", target: 1.2},
-	{name: "ImageEnable64MiB", baseline: "RawCranePullTarX64MiB", what: "enable a 64 MiB image end to end vs crane pull + tar -x", bytes: 64 * mib, target: 1.5},
+	{name: "ImageEnable200MiB", baseline: "RawCranePullTarX200MiB", what: "enable a 200 MiB image end to end vs crane pull + tar -x", bytes: 200 * mib, target: 1.5},
 	{name: "WarmImageFirstExec", baseline: "WarmCommandInSession", what: "first exec on a warm-captured image vs running its 2 s warm command", target: 0.1},
 	{name: "ProxyHTTPSInjected", baseline: "RawHTTPSDirect", what: "HTTPS request from a sandbox, captured, intercepted, key injected vs direct", target: 1.5},
 	{name: "ProxyDownload100MiB", baseline: "RawDownload100MiB", what: "100 MiB HTTPS download through the intercepting proxy vs direct (target: ≥ 0.7× throughput)", bytes: 100 * mib, target: 1 / 0.7},
