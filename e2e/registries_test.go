@@ -3,6 +3,7 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"log/slog"
 	"strings"
 	"sync"
@@ -18,6 +19,7 @@ import (
 
 	appv1 "github.com/hangar-dev/hangar/gen/svc/app/v1"
 	"github.com/hangar-dev/hangar/gen/svc/app/v1/appv1connect"
+	"github.com/hangar-dev/hangar/harnesses/oci"
 	"github.com/hangar-dev/hangar/internal/testenv"
 	"github.com/hangar-dev/hangar/internal/testkit"
 	"github.com/hangar-dev/hangar/platform/auth"
@@ -222,5 +224,43 @@ func TestSecurityRegistryPasswordNeverLeaves(t *testing.T) {
 	}
 	if !strings.Contains(logs.String(), "level=") {
 		t.Fatal("no log line was captured: the test proves nothing about logs")
+	}
+}
+
+// A harness plugin in a private registry is pulled with the registry an admin added, as images
+// are: without it the registry refuses RegisterHarness (the machine's docker config, which
+// earlier answered for plugin pulls, plays no part), with it the plugin registers.
+func TestHarnessPluginPullsSignInWithAddedRegistries(t *testing.T) {
+	mods := testenv.RequirePlugins(t)
+	s := newSessionsStack(t)
+	ctx := context.Background()
+	const password = "PLUGIN-REGISTRY-PASSWORD-5d1e"
+	private := imagestest.Registry(t, imagestest.BasicAuth("robot", password, nil))
+	ref := private + "/plugins/shell:v1"
+	if _, err := oci.Publish(ctx, mods["bash"].Wasm, ref, remote.WithAuth(&authn.Basic{Username: "robot", Password: password})); err != nil {
+		t.Fatal(err)
+	}
+	catalog := appv1connect.NewHarnessCatalogServiceClient(httpClient, s.rpcURL(), auth.WithKey(s.admin))
+	register := func() error {
+		_, err := catalog.RegisterHarness(ctx, connect.NewRequest(&appv1.RegisterHarnessRequest{Name: "private-shell", OciRef: ref}))
+		return err
+	}
+
+	err := register()
+	testenv.WantCode(t, err, connect.CodeInvalidArgument)
+	if !strings.Contains(err.Error(), "401") && !strings.Contains(strings.ToLower(err.Error()), "unauthorized") {
+		t.Fatalf("registering from a private registry no one added: %v", err)
+	}
+	if _, err := s.images(s.admin).AddRegistry(ctx, connect.NewRequest(staticRegistry(private, "robot", password))); err != nil {
+		t.Fatal(err)
+	}
+	testkit.Eventually(t, time.Minute, "RegisterHarness with the added registry", func() (bool, string) {
+		if err := register(); err != nil {
+			return false, err.Error()
+		}
+		return true, ""
+	})
+	if strings.Contains(fmt.Sprint(err), password) {
+		t.Fatalf("the refusal holds the password: %v", err)
 	}
 }

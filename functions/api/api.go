@@ -123,7 +123,7 @@ func New(d Deps) *API {
 
 	if d.Harnesses == nil && d.Bucket != nil {
 		var err error
-		if d.Harnesses, err = OpenHarnesses(context.Background(), d.DB, d.Bucket, d.Config, d.Clock, ""); err != nil {
+		if d.Harnesses, err = OpenHarnesses(context.Background(), d.DB, d.Bucket, d.Sealer, d.Config, d.Clock, ""); err != nil {
 			d.Log.Error("harness catalog", "err", err)
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 
 	"cloud.google.com/go/firestore"
+	"github.com/google/go-containerregistry/pkg/authn"
 	"gocloud.dev/blob"
 
 	"github.com/hangar-dev/hangar/harnesses/builtin"
@@ -17,6 +18,7 @@ import (
 	"github.com/hangar-dev/hangar/platform/pubsub"
 	"github.com/hangar-dev/hangar/platform/seal"
 	"github.com/hangar-dev/hangar/platform/store"
+	"github.com/hangar-dev/hangar/records/registryauth"
 	"github.com/hangar-dev/hangar/runtimes/wasm"
 )
 
@@ -70,7 +72,7 @@ func OpenResources(ctx context.Context, cfg config.Config, o Options) (*Resource
 		if r.Bucket, err = bucket.Open(ctx, cfg.BlobURL); err != nil {
 			return nil, errors.Join(fmt.Errorf("HANGAR_BLOB_URL: %w", err), r.Close())
 		}
-		if r.Harnesses, err = OpenHarnesses(ctx, r.DB, r.Bucket, cfg, o.Clock, o.HarnessCacheDir); err != nil {
+		if r.Harnesses, err = OpenHarnesses(ctx, r.DB, r.Bucket, r.Sealer, cfg, o.Clock, o.HarnessCacheDir); err != nil {
 			return nil, errors.Join(err, r.Close())
 		}
 	}
@@ -78,13 +80,18 @@ func OpenResources(ctx context.Context, cfg config.Config, o Options) (*Resource
 }
 
 // OpenHarnesses is the harness catalog over db and b: the embedded built-in plugins and the
-// uploaded ones (pulled only from cfg.Registries), compiled into cacheDir ("": in memory).
-func OpenHarnesses(ctx context.Context, db *firestore.Client, b *blob.Bucket, cfg config.Config, c clock.Clock, cacheDir string) (*harnesscatalog.Catalog, error) {
+// uploaded ones (pulled only from cfg.Registries, signed in with the registries an admin added,
+// as image pulls are; anonymously without a sealer), compiled into cacheDir ("": in memory).
+func OpenHarnesses(ctx context.Context, db *firestore.Client, b *blob.Bucket, sealer *seal.Sealer, cfg config.Config, c clock.Clock, cacheDir string) (*harnesscatalog.Catalog, error) {
 	rt, err := wasm.NewRuntime(ctx, wasm.Options{CacheDir: cacheDir})
 	if err != nil {
 		return nil, fmt.Errorf("harness plugin runtime: %w", err)
 	}
-	return harnesscatalog.New(db, b, rt, builtin.Modules(), cfg.Registries, c.Now), nil
+	var keychain authn.Keychain
+	if sealer != nil {
+		keychain = registryauth.ForDeployment(db, sealer, cfg.Registries)
+	}
+	return harnesscatalog.New(db, b, rt, builtin.Modules(), cfg.Registries, keychain, c.Now), nil
 }
 
 // Deps are the services' dependencies over r.

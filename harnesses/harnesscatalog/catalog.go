@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"cloud.google.com/go/firestore"
+	"github.com/google/go-containerregistry/pkg/authn"
 	"gocloud.dev/blob"
 	"gocloud.dev/gcerrors"
 
@@ -85,8 +86,9 @@ type Catalog struct {
 	bucket   *blob.Bucket
 	rt       *wasm.Runtime
 	builtins map[string]builtin.Module
-	// registries is what plugin pulls may reach beyond public addresses.
+	// registries is what plugin pulls may reach beyond public addresses; keychain signs them in.
 	registries egress.Policy
+	keychain   authn.Keychain
 	now        func() time.Time
 
 	mu     sync.Mutex
@@ -94,9 +96,10 @@ type Catalog struct {
 }
 
 // New returns the catalog. builtins are the embedded modules by name; registries is what
-// Register's pulls may reach beyond public addresses (config.Config.Registries).
-func New(db *firestore.Client, bucket *blob.Bucket, rt *wasm.Runtime, builtins map[string]builtin.Module, registries egress.Policy, now func() time.Time) *Catalog {
-	return &Catalog{db: db, bucket: bucket, rt: rt, builtins: builtins, registries: registries, now: now, loaded: map[string]*harness.Plugin{}}
+// Register's pulls may reach beyond public addresses (config.Config.Registries) and keychain
+// their credentials (the registry store's keychain that image pulls use; nil: anonymous).
+func New(db *firestore.Client, bucket *blob.Bucket, rt *wasm.Runtime, builtins map[string]builtin.Module, registries egress.Policy, keychain authn.Keychain, now func() time.Time) *Catalog {
+	return &Catalog{db: db, bucket: bucket, rt: rt, builtins: builtins, registries: registries, keychain: keychain, now: now, loaded: map[string]*harness.Plugin{}}
 }
 
 // List returns every harness: built-ins first, then registered ones, each by name.
@@ -172,7 +175,7 @@ func (c *Catalog) Register(ctx context.Context, name, ociRef, owner, createdBy s
 	if ociRef == "" {
 		return nil, &InvalidError{"oci_ref", "is required"}
 	}
-	m, err := oci.Fetch(ctx, ociRef, c.registries)
+	m, err := oci.Fetch(ctx, ociRef, c.registries, c.keychain)
 	if err != nil {
 		return nil, &InvalidError{"oci_ref", err.Error()}
 	}

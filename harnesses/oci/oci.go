@@ -1,8 +1,9 @@
 // Package oci publishes and fetches harness plugins as OCI artifacts, in the layout wasm tools
 // share (the wasm-to-oci / WASI OCI convention): an image manifest whose config has media type
 // application/vnd.wasm.config.v0+json and whose one layer, of media type application/wasm, is
-// the module. go-containerregistry talks to the registry with the machine's docker config auth;
-// every byte fetched is checked against its digest. Fetch dials through an egress policy and
+// the module. Fetch signs in with the keychain it is given (the deployment's registry store, as
+// every image pull does), never the machine's docker config; every byte fetched is checked
+// against its digest. Fetch dials through an egress policy and
 // reports failures without repeating what the registry sent.
 package oci
 
@@ -46,13 +47,16 @@ type Module struct {
 }
 
 // Fetch pulls the plugin at ref through registries, the policy of what it may reach beyond
-// public addresses. Options add to the defaults (docker config auth).
-func Fetch(ctx context.Context, ref string, registries egress.Policy, opts ...remote.Option) (*Module, error) {
+// public addresses, signed in by keychain (nil: anonymous). Options add to these.
+func Fetch(ctx context.Context, ref string, registries egress.Policy, keychain authn.Keychain, opts ...remote.Option) (*Module, error) {
 	r, err := name.ParseReference(ref)
 	if err != nil {
 		return nil, fmt.Errorf("plugin reference %q: %w", ref, err)
 	}
-	opts = append(append(registries.Registry(), remote.WithContext(ctx), remote.WithAuthFromKeychain(authn.DefaultKeychain)), opts...)
+	if keychain == nil {
+		keychain = authn.NewMultiKeychain() // answers anonymous for every registry
+	}
+	opts = append(append(registries.Registry(), remote.WithContext(ctx), remote.WithAuthFromKeychain(keychain)), opts...)
 	m, err := fetch(r, opts)
 	if err != nil {
 		return nil, fmt.Errorf("fetch plugin %s: %w", ref, egress.RegistryError(err))

@@ -23,7 +23,7 @@ func TestPublishedPluginsFetchByTagAndDigest(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, ref := range []string{reg + "/plugins/echo:v1", reg + "/plugins/echo@" + digest} {
-		m, err := oci.Fetch(ctx, ref, imagestest.Allow)
+		m, err := oci.Fetch(ctx, ref, imagestest.Allow, nil)
 		if err != nil {
 			t.Fatalf("fetch %s: %v", ref, err)
 		}
@@ -44,20 +44,20 @@ func TestWhatIsNotAPluginIsRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	ref := imagestest.Push(t, reg, "plugins/container", img)
-	if _, err := oci.Fetch(ctx, ref, imagestest.Allow); !errors.Is(err, oci.ErrNotAPlugin) {
+	if _, err := oci.Fetch(ctx, ref, imagestest.Allow, nil); !errors.Is(err, oci.ErrNotAPlugin) {
 		t.Fatalf("fetching a container image: %v, want ErrNotAPlugin", err)
 	}
-	if _, err := oci.Fetch(ctx, reg+"/plugins/missing:v1", imagestest.Allow); err == nil {
+	if _, err := oci.Fetch(ctx, reg+"/plugins/missing:v1", imagestest.Allow, nil); err == nil {
 		t.Fatal("fetching a missing plugin succeeded")
 	}
-	if _, err := oci.Fetch(ctx, "Not A Reference", imagestest.Allow); err == nil {
+	if _, err := oci.Fetch(ctx, "Not A Reference", imagestest.Allow, nil); err == nil {
 		t.Fatal("a malformed reference was accepted")
 	}
 }
 
 func TestFetchesReachOnlyWhatAnOperatorOpensAndRepeatNothingTheyHear(t *testing.T) {
 	imagestest.ReplayPullAttacks(t, func(ctx context.Context, ref string, registries egress.Policy) error {
-		_, err := oci.Fetch(ctx, ref, registries)
+		_, err := oci.Fetch(ctx, ref, registries, nil)
 		return err
 	})
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/hangar-dev/hangar/platform/config"
 	"github.com/hangar-dev/hangar/platform/egress"
 	"github.com/hangar-dev/hangar/platform/seal"
+	"github.com/hangar-dev/hangar/records/registryauth"
 	"github.com/hangar-dev/hangar/runtimes/wasm"
 	"github.com/hangar-dev/hangar/sandboxhosts/host"
 	"github.com/hangar-dev/hangar/sandboxhosts/images"
@@ -163,7 +164,7 @@ func (s *Sandboxes) StartHost(t testing.TB, id string) *TestHost {
 	}
 	t.Cleanup(func() { _ = rt.Close(context.Background()) })
 	h, err := host.New(context.Background(), host.Options{
-		Harnesses: harnesscatalog.New(s.DB, s.Bucket, rt, builtin.Modules(), s.Config.Registries, time.Now),
+		Harnesses: harnesscatalog.New(s.DB, s.Bucket, rt, builtin.Modules(), s.Config.Registries, registryauth.ForDeployment(s.DB, s.Sealer, s.Config.Registries), time.Now),
 		ID:        id, Address: "http://" + ln.Addr().String(), DataDir: dir, DB: s.DB, Bucket: s.Bucket,
 		Sealer: s.Sealer, Supervisor: supervisortest.Binary(t), Token: s.Config.HostToken,
 		Config: s.Config.Host, Limits: s.Config.Limits, Registries: s.Config.Registries, CgroupParent: "hangar-test",
