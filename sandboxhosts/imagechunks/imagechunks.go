@@ -104,7 +104,7 @@ func (s *Store) Chunk(ctx context.Context, digest string, progress Progress) (*R
 			var st snapshots.Stats
 			if errors.Is(err, snapshots.ErrNotFound) {
 				sess, _ := layerSession(l)
-				m, st, err = s.snaps.Snapshot(gctx, pulled.LayerDirs[i], nil, snapshots.Meta{SessionID: sess, NoLocalCache: true})
+				m, st, err = s.snaps.Snapshot(gctx, pulled.LayerDirs[i], nil, snapshots.Meta{SessionID: sess})
 			}
 			if err != nil {
 				return fmt.Errorf("chunk layer %s: %w", l, err)

@@ -33,9 +33,6 @@ type Meta struct {
 	CreatedAt time.Time
 	// EventsCursor is the idx of the last session event written before the snapshot.
 	EventsCursor int64
-	// NoLocalCache leaves the chunks out of this host's chunk cache: for a directory that stays
-	// on the host (an image layer in its image cache), the copy would be written for nothing.
-	NoLocalCache bool
 }
 
 // xattrPrefixes are the extended attributes a snapshot carries: overlayfs's own (opaque dirs,
@@ -85,7 +82,7 @@ func (s *Store) Snapshot(ctx context.Context, upperDir string, base *Manifest, m
 	}
 	defer l.release()
 
-	run := &snapshotRun{store: s, gen: gen, upperDir: upperDir, cache: !meta.NoLocalCache, claimed: make(map[string]struct{})}
+	run := &snapshotRun{store: s, gen: gen, upperDir: upperDir, claimed: make(map[string]struct{})}
 	if err := run.chunkFiles(ctx, m.Entries, baseFiles(base)); err != nil {
 		return nil, st, fmt.Errorf("snapshot %s: %w", upperDir, err)
 	}
@@ -276,7 +273,6 @@ type snapshotRun struct {
 	store    *Store
 	gen      string
 	upperDir string
-	cache    bool // keep uploaded chunks in the host's chunk cache
 
 	uploads *errgroup.Group
 	uctx    context.Context // the uploads' context, which outlives the file readers'
@@ -414,7 +410,7 @@ func (r *snapshotRun) ensure(ctx context.Context, h string, data []byte) error {
 		if err := r.uctx.Err(); err != nil {
 			return err
 		}
-		sent, err := r.store.putChunk(r.uctx, r.gen, h, own, r.cache)
+		sent, err := r.store.putChunk(r.uctx, r.gen, h, own)
 		if err != nil {
 			return err
 		}

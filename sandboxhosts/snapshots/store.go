@@ -136,9 +136,9 @@ func (s *Store) cachePath(sum string) string {
 // ErrCorruptChunk is wrapped when a chunk's bytes do not hash to its name.
 var ErrCorruptChunk = errors.New("corrupt chunk")
 
-// putChunk makes sure chunk sum is in the bucket and, with cache, in the local cache: data is
-// its content. It reports whether it uploaded.
-func (s *Store) putChunk(ctx context.Context, gen, sum string, data []byte, cache bool) (bool, error) {
+// putChunk makes sure chunk sum is in the bucket and in the local cache: data is its content.
+// It reports whether it uploaded.
+func (s *Store) putChunk(ctx context.Context, gen, sum string, data []byte) (bool, error) {
 	key := chunkKey(sum)
 	ok, err := s.bucket.Exists(ctx, key)
 	if err != nil {
@@ -151,10 +151,8 @@ func (s *Store) putChunk(ctx context.Context, gen, sum string, data []byte, cach
 			return false, fmt.Errorf("upload chunk %s: %w", key, err)
 		}
 	}
-	if cache {
-		if err := s.writeCache(sum, data); err != nil {
-			return false, err
-		}
+	if err := s.writeCache(sum, data); err != nil {
+		return false, err
 	}
 	return !ok, s.index.add(gen, sum)
 }
