@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"errors"
+	"fmt"
 	"net/http"
 	"os"
 	"strings"
@@ -17,6 +18,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/empty"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/emptypb"
 
 	"github.com/hangar-dev/hangar/functions/api"
@@ -166,10 +168,12 @@ func TestAnEnabledImageStartsSessionsOnTwoHostsWithoutItsRegistry(t *testing.T) 
 		t.Fatalf("enabled images: %v %v", list, err)
 	}
 
-	// Sessions start from the prestaged chunks: the registry is not asked.
+	// Sessions start from the prestaged chunks on either host: the registry is not asked.
+	// Placement prefers the host with the larger free share, as of its last heartbeat, so
+	// sessions are created (each checked) until both hosts have run one.
 	is.offline.Store(true)
 	seen := map[string]bool{}
-	for range 2 {
+	testkit.Eventually(t, 2*time.Minute, "sessions of the enabled image on both hosts", func() (bool, string) {
 		id := is.create(t, &appv1.CreateSessionRequest{ImageUri: uri})
 		if got := is.sh(t, id, "cat /etc/image-release && wc -c < /opt/data/big.bin && echo $IMAGE_GREETING"); got != "layered test image\n3145728\nfrom config\n" {
 			t.Fatalf("session of the enabled image sees %q", got)
@@ -179,10 +183,48 @@ func TestAnEnabledImageStartsSessionsOnTwoHostsWithoutItsRegistry(t *testing.T) 
 			t.Fatal(err)
 		}
 		seen[resp.Msg.GetSession().GetHostId()] = true
+		return len(seen) == 2, fmt.Sprintf("sessions ran on %v", seen)
+	})
+}
+
+// An enabled image's config sets its sessions' working directory and resources, over the
+// image's own (busybox has none) and the host's defaults; a session of the same image
+// enabled without them keeps the defaults.
+func TestAnImageConfigsWorkdirAndResourcesApplyToSessions(t *testing.T) {
+	is := newImageStack(t, 1)
+	is.runWorker(t, imagesvc.WorkerOptions{Name: "w"})
+	configured := is.push(t, "team/configured", testImage(t, map[string]string{"work/here/README": "x"}))
+	plain := is.push(t, "team/plain", testImage(t, nil))
+	for _, tc := range []struct {
+		uri string
+		cfg *appv1.ImageConfig
+	}{
+		{configured, &appv1.ImageConfig{Workdir: proto.String("/work/here"), Resources: &appv1.ImageResources{SuggestedMemoryMib: proto.Uint32(160), SuggestedVcpus: proto.Uint32(1)}}},
+		{plain, nil},
+	} {
+		if job := is.waitJob(t, is.enable(t, tc.uri, tc.cfg).GetId(), "ready", "failed"); job.GetState() != "ready" {
+			t.Fatalf("enable %s: %s", tc.uri, job.GetError())
+		}
 	}
-	if len(seen) != 2 {
-		t.Logf("sessions were placed on %v (the fleet placed both on one host)", seen)
+	limits := `cd /sys/fs/cgroup; if [ -f memory.max ]; then cat memory.max; echo $(cat cpu.max);
+		else cat memory/memory.limit_in_bytes; echo $(cat cpu/cpu.cfs_quota_us cpu/cpu.cfs_period_us); fi`
+	id := is.create(t, &appv1.CreateSessionRequest{ImageUri: configured})
+	if got := is.sh(t, id, "pwd; ls"); got != "/work/here\nREADME\n" {
+		t.Fatalf("the configured image's session starts in %q, want /work/here", got)
 	}
+	if got := is.sh(t, id, limits); got != "167772160\n100000 100000\n" {
+		t.Fatalf("the configured image's session has the limits:\n%s", got)
+	}
+	other := is.create(t, &appv1.CreateSessionRequest{ImageUri: plain})
+	if got := is.sh(t, other, "pwd"); got != "/\n" {
+		t.Fatalf("the plain image's session starts in %q", got)
+	}
+	if got := is.sh(t, other, limits); strings.HasPrefix(got, "167772160\n") {
+		t.Fatalf("the plain image's session took the other image's memory limit:\n%s", got)
+	}
+
+	_, err := is.images.UpdateImage(t.Context(), connect.NewRequest(&appv1.UpdateImageRequest{ImageUri: plain, Config: &appv1.ImageConfig{Workdir: proto.String("../up")}}))
+	testenv.WantCode(t, err, connect.CodeInvalidArgument)
 }
 
 func TestSessionsRefuseImagesThatAreNotEnabledSayingWhatToDo(t *testing.T) {

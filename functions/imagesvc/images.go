@@ -13,7 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"maps"
+	"path"
 	"regexp"
 	"strings"
 
@@ -126,6 +126,9 @@ func (s *Service) checkConfig(c *appv1.ImageConfig, v *apierr.Violations) {
 		if !envName.MatchString(k) {
 			v.Addf("config.env", "%q is not an environment variable name", k)
 		}
+	}
+	if wd := c.GetWorkdir(); wd != "" && (!path.IsAbs(wd) || path.Clean(wd) != wd) {
+		v.Addf("config.workdir", "%q must be a clean absolute path", wd)
 	}
 	w := c.GetWarm()
 	if w == nil {
@@ -510,16 +513,17 @@ func (s *Service) jobProto(j *Job) *appv1.EnableJob {
 
 // ResolveImage answers the enabled image a session, profile or task names by id (img_...) or
 // by uri: its reference by digest (repository@sha256:...), which hosts stage from chunks, its
-// warm layer ("" for none) and the environment its config sets. An unknown, disabled or not yet
-// ready image is failed_precondition naming the image and what to do. A usable image is
-// answered from memory for up to ResolveCacheTTL (resolvecache.go).
-func (s *Service) ResolveImage(ctx context.Context, image string) (ref, warmLayer string, env map[string]string, err error) {
+// warm layer ("" for none) and its config (env, workdir, resources), which the caller must not
+// change. An unknown, disabled or not yet ready image is failed_precondition naming the image
+// and what to do. A usable image is answered from memory for up to ResolveCacheTTL
+// (resolvecache.go).
+func (s *Service) ResolveImage(ctx context.Context, image string) (ref, warmLayer string, config *appv1.ImageConfig, err error) {
 	image = strings.TrimSpace(image)
 	id := image
 	if !strings.HasPrefix(image, "img_") {
 		id = imageID(image)
 	}
-	img, env, err := s.rec.resolved.get(ctx, s.rec, id)
+	img, config, err := s.rec.resolved.get(ctx, s.rec, id)
 	if errors.Is(err, errNoImage) {
 		return "", "", nil, apierr.FailedPrecondition("image %s is not enabled: an admin enables it with EnableImage (hangar images enable %s)", image, image)
 	}
@@ -529,5 +533,5 @@ func (s *Service) ResolveImage(ctx context.Context, image string) (ref, warmLaye
 	if !img.Usable() {
 		return "", "", nil, notUsable(img)
 	}
-	return img.Ref(), img.WarmLayer, maps.Clone(env), nil
+	return img.Ref(), img.WarmLayer, config, nil
 }

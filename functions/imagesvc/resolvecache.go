@@ -4,6 +4,8 @@ import (
 	"context"
 	"sync"
 	"time"
+
+	appv1 "github.com/hangar-dev/hangar/gen/svc/app/v1"
 )
 
 // ResolveCacheTTL bounds how long ResolveImage answers from memory. CreateSession resolves the
@@ -27,25 +29,25 @@ type resolveCache struct {
 }
 
 type resolveEntry struct {
-	img   *Image
-	env   map[string]string
-	until time.Time
+	img    *Image
+	config *appv1.ImageConfig
+	until  time.Time
 }
 
 // get answers the image id, from memory when a usable record of it was read recently.
-func (c *resolveCache) get(ctx context.Context, r *records, id string) (*Image, map[string]string, error) {
+func (c *resolveCache) get(ctx context.Context, r *records, id string) (*Image, *appv1.ImageConfig, error) {
 	now := r.now()
 	c.mu.Lock()
 	e, ok := c.entries[id]
 	c.mu.Unlock()
 	if ok && now.Before(e.until) {
-		return e.img, e.env, nil
+		return e.img, e.config, nil
 	}
 	img, err := r.image(ctx, id)
 	if err != nil || !img.Usable() {
 		return img, nil, err
 	}
-	env := decodeConfig(img.Config).GetEnv()
+	config := decodeConfig(img.Config)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.entries == nil {
@@ -61,8 +63,8 @@ func (c *resolveCache) get(ctx context.Context, r *records, id string) (*Image, 
 			clear(c.entries)
 		}
 	}
-	c.entries[id] = resolveEntry{img: img, env: env, until: now.Add(ResolveCacheTTL)}
-	return img, env, nil
+	c.entries[id] = resolveEntry{img: img, config: config, until: now.Add(ResolveCacheTTL)}
+	return img, config, nil
 }
 
 // forget drops image id, which this instance just changed.

@@ -265,11 +265,12 @@ type Deps struct {
 }
 
 // ImageResolver finds the enabled image a session names (by id or uri): the reference by
-// digest its host pulls or stages from chunks, its warm layer, and the environment its config
-// sets (under the session's own harness_env and secrets). An image that is not enabled is
+// digest its host pulls or stages from chunks, its warm layer, and its config, read only: the
+// environment it sets (under the session's own harness_env and secrets), and the working
+// directory and resources that replace the image's own. An image that is not enabled is
 // failed_precondition saying so.
 type ImageResolver interface {
-	ResolveImage(ctx context.Context, image string) (ref, warmLayer string, env map[string]string, err error)
+	ResolveImage(ctx context.Context, image string) (ref, warmLayer string, config *appv1.ImageConfig, err error)
 }
 
 // Service implements SessionService.
@@ -393,12 +394,12 @@ func (s *Service) create(ctx context.Context, m *appv1.CreateSessionRequest, id,
 		return nil, err
 	}
 	warmLayer := ""
+	var imageConfig *appv1.ImageConfig
 	if s.d.Images != nil {
-		var imageEnv map[string]string
-		if image, warmLayer, imageEnv, err = s.d.Images.ResolveImage(ctx, image); err != nil {
+		if image, warmLayer, imageConfig, err = s.d.Images.ResolveImage(ctx, image); err != nil {
 			return nil, err
 		}
-		for k, val := range imageEnv {
+		for k, val := range imageConfig.GetEnv() {
 			if _, set := env[k]; !set {
 				env[k] = val
 			}
@@ -425,7 +426,7 @@ func (s *Service) create(ctx context.Context, m *appv1.CreateSessionRequest, id,
 	}
 	rec := &sessiondb.Record{
 		ID: id, Owner: caller.UserID, RequestedID: requested, Status: sessiondb.Creating, HostID: host.ID,
-		ImageURI: image, WarmLayer: warmLayer, Mode: mode, SealedEnv: sealed, SealedCredential: sealedCred, SealedNetwork: sealedNet, Broker: broker, Harness: agent.harness, HarnessMode: m.GetHarnessMode(),
+		ImageURI: image, WarmLayer: warmLayer, ImageWorkdir: imageConfig.GetWorkdir(), ImageResources: imageResources(imageConfig.GetResources()), Mode: mode, SealedEnv: sealed, SealedCredential: sealedCred, SealedNetwork: sealedNet, Broker: broker, Harness: agent.harness, HarnessMode: m.GetHarnessMode(),
 		Model: m.GetModel(), Effort: m.GetEffort(), ModelRouter: m.GetModelRouter(), Apps: apps,
 	}
 	if agent.router != nil && rec.Model == "" {
@@ -443,7 +444,11 @@ func (s *Service) create(ctx context.Context, m *appv1.CreateSessionRequest, id,
 	} else if err != nil {
 		return nil, err
 	}
-	resp, err := client.CreateSandbox(ctx, connect.NewRequest(&hostv1.CreateSandboxRequest{SessionId: id, Env: env, ImageUri: image, WarmLayer: warmLayer, Network: network, Repos: extra.Repos}))
+	create := &hostv1.CreateSandboxRequest{SessionId: id, Env: env, ImageUri: image, WarmLayer: warmLayer, Network: network, Repos: extra.Repos, Resources: imageConfig.GetResources()}
+	if imageConfig.GetWorkdir() != "" {
+		create.Workdir = imageConfig.Workdir
+	}
+	resp, err := client.CreateSandbox(ctx, connect.NewRequest(create))
 	if err != nil {
 		return nil, err
 	}
@@ -462,6 +467,15 @@ func (s *Service) create(ctx context.Context, m *appv1.CreateSessionRequest, id,
 	return connect.NewResponse(&appv1.CreateSessionResponse{
 		SessionId: shownID(ctx, rec), Status: resp.Msg.GetStatus(), ImageVersion: resp.Msg.GetImageDigest(), Kind: Kind,
 	}), nil
+}
+
+// imageResources is what the session record keeps of an enabled image's resources (nil for
+// none).
+func imageResources(r *appv1.ImageResources) *sessiondb.ImageResources {
+	if r.GetSuggestedMemoryMib() == 0 && r.GetSuggestedVcpus() == 0 && r.GetSuggestedDiskGib() == 0 {
+		return nil
+	}
+	return &sessiondb.ImageResources{MemoryMiB: r.GetSuggestedMemoryMib(), VCPUs: r.GetSuggestedVcpus(), DiskGiB: r.GetSuggestedDiskGib()}
 }
 
 // existing answers a repeated create with the session the first one made.

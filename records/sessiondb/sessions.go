@@ -45,6 +45,10 @@ type Record struct {
 	// WarmLayer is the warm layer of the enabled image the session starts from, stacked over
 	// the image's layers ("" for none); a resume on another host stages the same one.
 	WarmLayer string `firestore:"warm_layer,omitempty"`
+	// ImageWorkdir and ImageResources are the enabled image's config: they replace the image's
+	// own working directory and suggested resources wherever a resume boots the session.
+	ImageWorkdir   string          `firestore:"image_workdir,omitempty"`
+	ImageResources *ImageResources `firestore:"image_resources,omitempty"`
 	Mode      string `firestore:"mode"`
 	// SealedEnv is the sandbox's environment (secrets included), encrypted by the deployment's
 	// key, so a resume on any host restores it without anyone reading it from the database.
@@ -392,6 +396,14 @@ func (s *Store) GetMany(ctx context.Context, ids []string) (map[string]*Record, 
 		out[r.ID] = &r
 	}
 	return out, nil
+}
+
+// ImageResources are an enabled image's suggested resources; zero leaves the image's label or
+// the host's default.
+type ImageResources struct {
+	MemoryMiB uint32 `firestore:"memory_mib,omitempty"`
+	VCPUs     uint32 `firestore:"vcpus,omitempty"`
+	DiskGiB   uint32 `firestore:"disk_gib,omitempty"`
 }
 
 // App is a server in the sandbox, reachable from outside through the API's reverse proxy.

@@ -210,8 +210,9 @@ type sandbox struct {
 // booted over its checkpoint's files — and opens its event log. On error nothing is left.
 func (h *Host) start(ctx context.Context, b *box, rec *sessiondb.Record, env map[string]string, network *hostv1.SandboxNetwork, manifest *snapshots.Manifest) error {
 	var sbx *sandbox
-	// The warm pool holds sandboxes of plain images; one with a warm layer boots.
-	pooled := rec.WarmLayer == ""
+	// The warm pool holds sandboxes of plain images; one with a warm layer or a config of its
+	// own (working directory, resources) boots.
+	pooled := rec.WarmLayer == "" && rec.ImageWorkdir == "" && rec.ImageResources == nil
 	if manifest == nil && pooled {
 		sbx = h.pool.take(rec.ImageURI)
 	}
@@ -220,6 +221,7 @@ func (h *Host) start(ctx context.Context, b *box, rec *sessiondb.Record, env map
 		if err != nil {
 			return err
 		}
+		img = withImageConfig(img, rec)
 		if sbx, manifest, err = h.boot(ctx, img, manifest); err != nil {
 			return err
 		}
@@ -247,6 +249,31 @@ func (h *Host) start(ctx context.Context, b *box, rec *sessiondb.Record, env map
 	b.ctx, b.cancel = context.WithCancel(context.WithoutCancel(ctx))
 	b.lastActive.Store(h.clock.Now().UnixNano())
 	return nil
+}
+
+// withImageConfig is img with the enabled image's working directory and resources in place of
+// its own, where the session record has them.
+func withImageConfig(img *images.Image, rec *sessiondb.Record) *images.Image {
+	if rec.ImageWorkdir == "" && rec.ImageResources == nil {
+		return img
+	}
+	out := *img
+	if rec.ImageWorkdir != "" {
+		out.Config.WorkingDir = rec.ImageWorkdir
+	}
+	if r := rec.ImageResources; r != nil {
+		s := &out.Config.SuggestedResources
+		if r.MemoryMiB != 0 {
+			s.MemoryMB = int64(r.MemoryMiB)
+		}
+		if r.VCPUs != 0 {
+			s.CPUs = float64(r.VCPUs)
+		}
+		if r.DiskGiB != 0 {
+			s.DiskMB = int64(r.DiskGiB) << 10
+		}
+	}
+	return &out
 }
 
 // boot creates a sandbox of img, over the files of manifest when one is given, and waits for

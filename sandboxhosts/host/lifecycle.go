@@ -49,7 +49,11 @@ func (h *Host) CreateSandbox(ctx context.Context, req *connect.Request[hostv1.Cr
 	if err := v.Err(); err != nil {
 		return nil, err
 	}
-	rec := &sessiondb.Record{ID: req.Msg.GetSessionId(), ImageURI: req.Msg.GetImageUri(), WarmLayer: req.Msg.GetWarmLayer(), Status: sessiondb.Creating}
+	rec := &sessiondb.Record{ID: req.Msg.GetSessionId(), ImageURI: req.Msg.GetImageUri(), WarmLayer: req.Msg.GetWarmLayer(), Status: sessiondb.Creating,
+		ImageWorkdir: req.Msg.GetWorkdir()}
+	if r := req.Msg.GetResources(); r.GetSuggestedMemoryMib() != 0 || r.GetSuggestedVcpus() != 0 || r.GetSuggestedDiskGib() != 0 {
+		rec.ImageResources = &sessiondb.ImageResources{MemoryMiB: r.GetSuggestedMemoryMib(), VCPUs: r.GetSuggestedVcpus(), DiskGiB: r.GetSuggestedDiskGib()}
+	}
 	b, err := h.claim(rec.ID)
 	if err != nil {
 		h.fail(ctx, rec, err)

@@ -919,7 +919,11 @@ type CreateSandboxRequest struct {
 	Network *SandboxNetwork `protobuf:"bytes,5,opt,name=network,proto3" json:"network,omitempty"`
 	// repos are cloned into the new sandbox, over the egress proxy, before it is running; a
 	// failed clone fails the session.
-	Repos         []*RepoCheckout `protobuf:"bytes,6,rep,name=repos,proto3" json:"repos,omitempty"`
+	Repos []*RepoCheckout `protobuf:"bytes,6,rep,name=repos,proto3" json:"repos,omitempty"`
+	// workdir and resources are the enabled image's config (from the session record): they
+	// replace the image's own WorkingDir and dev.hangar.resources.* labels where set.
+	Workdir       *string            `protobuf:"bytes,7,opt,name=workdir,proto3,oneof" json:"workdir,omitempty"`
+	Resources     *v1.ImageResources `protobuf:"bytes,8,opt,name=resources,proto3" json:"resources,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -992,6 +996,20 @@ func (x *CreateSandboxRequest) GetNetwork() *SandboxNetwork {
 func (x *CreateSandboxRequest) GetRepos() []*RepoCheckout {
 	if x != nil {
 		return x.Repos
+	}
+	return nil
+}
+
+func (x *CreateSandboxRequest) GetWorkdir() string {
+	if x != nil && x.Workdir != nil {
+		return *x.Workdir
+	}
+	return ""
+}
+
+func (x *CreateSandboxRequest) GetResources() *v1.ImageResources {
+	if x != nil {
+		return x.Resources
 	}
 	return nil
 }
@@ -1695,7 +1713,7 @@ var File_host_v1_host_proto protoreflect.FileDescriptor
 
 const file_host_v1_host_proto_rawDesc = "" +
 	"\n" +
-	"\x12host/v1/host.proto\x12\ahost.v1\x1a\x1bgoogle/protobuf/empty.proto\x1a\x18svc/app/v1/session.proto\"<\n" +
+	"\x12host/v1/host.proto\x12\ahost.v1\x1a\x1bgoogle/protobuf/empty.proto\x1a\x16svc/app/v1/image.proto\x1a\x18svc/app/v1/session.proto\"<\n" +
 	"\n" +
 	"ImageLayer\x12\x16\n" +
 	"\x06digest\x18\x01 \x01(\tR\x06digest\x12\x16\n" +
@@ -1762,7 +1780,7 @@ const file_host_v1_host_proto_rawDesc = "" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x12\n" +
 	"\x04port\x18\x02 \x01(\rR\x04port\"#\n" +
 	"\rDialAppOutput\x12\x12\n" +
-	"\x04data\x18\x01 \x01(\fR\x04data\"\xc3\x02\n" +
+	"\x04data\x18\x01 \x01(\fR\x04data\"\xa8\x03\n" +
 	"\x14CreateSandboxRequest\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x128\n" +
@@ -1771,10 +1789,14 @@ const file_host_v1_host_proto_rawDesc = "" +
 	"\n" +
 	"warm_layer\x18\x04 \x01(\tR\twarmLayer\x121\n" +
 	"\anetwork\x18\x05 \x01(\v2\x17.host.v1.SandboxNetworkR\anetwork\x12+\n" +
-	"\x05repos\x18\x06 \x03(\v2\x15.host.v1.RepoCheckoutR\x05repos\x1a6\n" +
+	"\x05repos\x18\x06 \x03(\v2\x15.host.v1.RepoCheckoutR\x05repos\x12\x1d\n" +
+	"\aworkdir\x18\a \x01(\tH\x00R\aworkdir\x88\x01\x01\x128\n" +
+	"\tresources\x18\b \x01(\v2\x1a.svc.app.v1.ImageResourcesR\tresources\x1a6\n" +
 	"\bEnvEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"F\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01B\n" +
+	"\n" +
+	"\b_workdir\"F\n" +
 	"\fRepoCheckout\x12\x12\n" +
 	"\x04path\x18\x01 \x01(\tR\x04path\x12\x10\n" +
 	"\x03url\x18\x02 \x01(\tR\x03url\x12\x10\n" +
@@ -1896,36 +1918,37 @@ var file_host_v1_host_proto_goTypes = []any{
 	nil,                                       // 25: host.v1.WarmCommand.EnvEntry
 	nil,                                       // 26: host.v1.CreateSandboxRequest.EnvEntry
 	(*v1.ExecExit)(nil),                       // 27: svc.app.v1.ExecExit
-	(*v1.ExecRequest)(nil),                    // 28: svc.app.v1.ExecRequest
-	(*v1.CancelExecRequest)(nil),              // 29: svc.app.v1.CancelExecRequest
-	(*v1.WriteFileRequest)(nil),               // 30: svc.app.v1.WriteFileRequest
-	(*v1.ReadFileRequest)(nil),                // 31: svc.app.v1.ReadFileRequest
-	(*v1.SnapshotRequest)(nil),                // 32: svc.app.v1.SnapshotRequest
-	(*v1.ResumeRequest)(nil),                  // 33: svc.app.v1.ResumeRequest
-	(*v1.GetCowStateRequest)(nil),             // 34: svc.app.v1.GetCowStateRequest
-	(*v1.CreateArtifactFromPathRequest)(nil),  // 35: svc.app.v1.CreateArtifactFromPathRequest
-	(*v1.SendPromptRequest)(nil),              // 36: svc.app.v1.SendPromptRequest
-	(*v1.EditQueuedPromptRequest)(nil),        // 37: svc.app.v1.EditQueuedPromptRequest
-	(*v1.DequeueQueuedPromptRequest)(nil),     // 38: svc.app.v1.DequeueQueuedPromptRequest
-	(*v1.InterruptRequest)(nil),               // 39: svc.app.v1.InterruptRequest
-	(*v1.CompleteToolCallRequest)(nil),        // 40: svc.app.v1.CompleteToolCallRequest
-	(*v1.EnsureIdeRequest)(nil),               // 41: svc.app.v1.EnsureIdeRequest
-	(*v1.EnsureBrowserRequest)(nil),           // 42: svc.app.v1.EnsureBrowserRequest
-	(*v1.ExecOutput)(nil),                     // 43: svc.app.v1.ExecOutput
-	(*emptypb.Empty)(nil),                     // 44: google.protobuf.Empty
-	(*v1.WriteFileResponse)(nil),              // 45: svc.app.v1.WriteFileResponse
-	(*v1.ReadFileResponse)(nil),               // 46: svc.app.v1.ReadFileResponse
-	(*v1.SnapshotResponse)(nil),               // 47: svc.app.v1.SnapshotResponse
-	(*v1.ResumeResponse)(nil),                 // 48: svc.app.v1.ResumeResponse
-	(*v1.GetCowStateResponse)(nil),            // 49: svc.app.v1.GetCowStateResponse
-	(*v1.CreateArtifactFromPathResponse)(nil), // 50: svc.app.v1.CreateArtifactFromPathResponse
-	(*v1.SendPromptResponse)(nil),             // 51: svc.app.v1.SendPromptResponse
-	(*v1.EditQueuedPromptResponse)(nil),       // 52: svc.app.v1.EditQueuedPromptResponse
-	(*v1.DequeueQueuedPromptResponse)(nil),    // 53: svc.app.v1.DequeueQueuedPromptResponse
-	(*v1.InterruptResponse)(nil),              // 54: svc.app.v1.InterruptResponse
-	(*v1.CompleteToolCallResponse)(nil),       // 55: svc.app.v1.CompleteToolCallResponse
-	(*v1.EnsureIdeResponse)(nil),              // 56: svc.app.v1.EnsureIdeResponse
-	(*v1.EnsureBrowserResponse)(nil),          // 57: svc.app.v1.EnsureBrowserResponse
+	(*v1.ImageResources)(nil),                 // 28: svc.app.v1.ImageResources
+	(*v1.ExecRequest)(nil),                    // 29: svc.app.v1.ExecRequest
+	(*v1.CancelExecRequest)(nil),              // 30: svc.app.v1.CancelExecRequest
+	(*v1.WriteFileRequest)(nil),               // 31: svc.app.v1.WriteFileRequest
+	(*v1.ReadFileRequest)(nil),                // 32: svc.app.v1.ReadFileRequest
+	(*v1.SnapshotRequest)(nil),                // 33: svc.app.v1.SnapshotRequest
+	(*v1.ResumeRequest)(nil),                  // 34: svc.app.v1.ResumeRequest
+	(*v1.GetCowStateRequest)(nil),             // 35: svc.app.v1.GetCowStateRequest
+	(*v1.CreateArtifactFromPathRequest)(nil),  // 36: svc.app.v1.CreateArtifactFromPathRequest
+	(*v1.SendPromptRequest)(nil),              // 37: svc.app.v1.SendPromptRequest
+	(*v1.EditQueuedPromptRequest)(nil),        // 38: svc.app.v1.EditQueuedPromptRequest
+	(*v1.DequeueQueuedPromptRequest)(nil),     // 39: svc.app.v1.DequeueQueuedPromptRequest
+	(*v1.InterruptRequest)(nil),               // 40: svc.app.v1.InterruptRequest
+	(*v1.CompleteToolCallRequest)(nil),        // 41: svc.app.v1.CompleteToolCallRequest
+	(*v1.EnsureIdeRequest)(nil),               // 42: svc.app.v1.EnsureIdeRequest
+	(*v1.EnsureBrowserRequest)(nil),           // 43: svc.app.v1.EnsureBrowserRequest
+	(*v1.ExecOutput)(nil),                     // 44: svc.app.v1.ExecOutput
+	(*emptypb.Empty)(nil),                     // 45: google.protobuf.Empty
+	(*v1.WriteFileResponse)(nil),              // 46: svc.app.v1.WriteFileResponse
+	(*v1.ReadFileResponse)(nil),               // 47: svc.app.v1.ReadFileResponse
+	(*v1.SnapshotResponse)(nil),               // 48: svc.app.v1.SnapshotResponse
+	(*v1.ResumeResponse)(nil),                 // 49: svc.app.v1.ResumeResponse
+	(*v1.GetCowStateResponse)(nil),            // 50: svc.app.v1.GetCowStateResponse
+	(*v1.CreateArtifactFromPathResponse)(nil), // 51: svc.app.v1.CreateArtifactFromPathResponse
+	(*v1.SendPromptResponse)(nil),             // 52: svc.app.v1.SendPromptResponse
+	(*v1.EditQueuedPromptResponse)(nil),       // 53: svc.app.v1.EditQueuedPromptResponse
+	(*v1.DequeueQueuedPromptResponse)(nil),    // 54: svc.app.v1.DequeueQueuedPromptResponse
+	(*v1.InterruptResponse)(nil),              // 55: svc.app.v1.InterruptResponse
+	(*v1.CompleteToolCallResponse)(nil),       // 56: svc.app.v1.CompleteToolCallResponse
+	(*v1.EnsureIdeResponse)(nil),              // 57: svc.app.v1.EnsureIdeResponse
+	(*v1.EnsureBrowserResponse)(nil),          // 58: svc.app.v1.EnsureBrowserResponse
 }
 var file_host_v1_host_proto_depIdxs = []int32{
 	25, // 0: host.v1.WarmCommand.env:type_name -> host.v1.WarmCommand.EnvEntry
@@ -1940,58 +1963,59 @@ var file_host_v1_host_proto_depIdxs = []int32{
 	26, // 9: host.v1.CreateSandboxRequest.env:type_name -> host.v1.CreateSandboxRequest.EnvEntry
 	14, // 10: host.v1.CreateSandboxRequest.network:type_name -> host.v1.SandboxNetwork
 	13, // 11: host.v1.CreateSandboxRequest.repos:type_name -> host.v1.RepoCheckout
-	15, // 12: host.v1.SandboxNetwork.secrets:type_name -> host.v1.ProxySecret
-	23, // 13: host.v1.FindReposResponse.repos:type_name -> host.v1.Repo
-	24, // 14: host.v1.Repo.remotes:type_name -> host.v1.Remote
-	12, // 15: host.v1.HostService.CreateSandbox:input_type -> host.v1.CreateSandboxRequest
-	17, // 16: host.v1.HostService.DeleteSandbox:input_type -> host.v1.DeleteSandboxRequest
-	28, // 17: host.v1.HostService.Exec:input_type -> svc.app.v1.ExecRequest
-	29, // 18: host.v1.HostService.CancelExec:input_type -> svc.app.v1.CancelExecRequest
-	30, // 19: host.v1.HostService.WriteFile:input_type -> svc.app.v1.WriteFileRequest
-	31, // 20: host.v1.HostService.ReadFile:input_type -> svc.app.v1.ReadFileRequest
-	32, // 21: host.v1.HostService.Snapshot:input_type -> svc.app.v1.SnapshotRequest
-	33, // 22: host.v1.HostService.Resume:input_type -> svc.app.v1.ResumeRequest
-	19, // 23: host.v1.HostService.Evict:input_type -> host.v1.EvictRequest
-	34, // 24: host.v1.HostService.GetCowState:input_type -> svc.app.v1.GetCowStateRequest
-	35, // 25: host.v1.HostService.CreateArtifactFromPath:input_type -> svc.app.v1.CreateArtifactFromPathRequest
-	21, // 26: host.v1.HostService.FindRepos:input_type -> host.v1.FindReposRequest
-	36, // 27: host.v1.HostService.SendPrompt:input_type -> svc.app.v1.SendPromptRequest
-	37, // 28: host.v1.HostService.EditQueuedPrompt:input_type -> svc.app.v1.EditQueuedPromptRequest
-	38, // 29: host.v1.HostService.DequeueQueuedPrompt:input_type -> svc.app.v1.DequeueQueuedPromptRequest
-	39, // 30: host.v1.HostService.Interrupt:input_type -> svc.app.v1.InterruptRequest
-	40, // 31: host.v1.HostService.CompleteToolCall:input_type -> svc.app.v1.CompleteToolCallRequest
-	2,  // 32: host.v1.HostService.PrepareImage:input_type -> host.v1.PrepareImageRequest
-	4,  // 33: host.v1.HostService.Shell:input_type -> host.v1.ShellInput
-	9,  // 34: host.v1.HostService.DialApp:input_type -> host.v1.DialAppInput
-	41, // 35: host.v1.HostService.EnsureIde:input_type -> svc.app.v1.EnsureIdeRequest
-	42, // 36: host.v1.HostService.EnsureBrowser:input_type -> svc.app.v1.EnsureBrowserRequest
-	16, // 37: host.v1.HostService.CreateSandbox:output_type -> host.v1.CreateSandboxResponse
-	18, // 38: host.v1.HostService.DeleteSandbox:output_type -> host.v1.DeleteSandboxResponse
-	43, // 39: host.v1.HostService.Exec:output_type -> svc.app.v1.ExecOutput
-	44, // 40: host.v1.HostService.CancelExec:output_type -> google.protobuf.Empty
-	45, // 41: host.v1.HostService.WriteFile:output_type -> svc.app.v1.WriteFileResponse
-	46, // 42: host.v1.HostService.ReadFile:output_type -> svc.app.v1.ReadFileResponse
-	47, // 43: host.v1.HostService.Snapshot:output_type -> svc.app.v1.SnapshotResponse
-	48, // 44: host.v1.HostService.Resume:output_type -> svc.app.v1.ResumeResponse
-	20, // 45: host.v1.HostService.Evict:output_type -> host.v1.EvictResponse
-	49, // 46: host.v1.HostService.GetCowState:output_type -> svc.app.v1.GetCowStateResponse
-	50, // 47: host.v1.HostService.CreateArtifactFromPath:output_type -> svc.app.v1.CreateArtifactFromPathResponse
-	22, // 48: host.v1.HostService.FindRepos:output_type -> host.v1.FindReposResponse
-	51, // 49: host.v1.HostService.SendPrompt:output_type -> svc.app.v1.SendPromptResponse
-	52, // 50: host.v1.HostService.EditQueuedPrompt:output_type -> svc.app.v1.EditQueuedPromptResponse
-	53, // 51: host.v1.HostService.DequeueQueuedPrompt:output_type -> svc.app.v1.DequeueQueuedPromptResponse
-	54, // 52: host.v1.HostService.Interrupt:output_type -> svc.app.v1.InterruptResponse
-	55, // 53: host.v1.HostService.CompleteToolCall:output_type -> svc.app.v1.CompleteToolCallResponse
-	3,  // 54: host.v1.HostService.PrepareImage:output_type -> host.v1.PrepareImageProgress
-	7,  // 55: host.v1.HostService.Shell:output_type -> host.v1.ShellOutput
-	11, // 56: host.v1.HostService.DialApp:output_type -> host.v1.DialAppOutput
-	56, // 57: host.v1.HostService.EnsureIde:output_type -> svc.app.v1.EnsureIdeResponse
-	57, // 58: host.v1.HostService.EnsureBrowser:output_type -> svc.app.v1.EnsureBrowserResponse
-	37, // [37:59] is the sub-list for method output_type
-	15, // [15:37] is the sub-list for method input_type
-	15, // [15:15] is the sub-list for extension type_name
-	15, // [15:15] is the sub-list for extension extendee
-	0,  // [0:15] is the sub-list for field type_name
+	28, // 12: host.v1.CreateSandboxRequest.resources:type_name -> svc.app.v1.ImageResources
+	15, // 13: host.v1.SandboxNetwork.secrets:type_name -> host.v1.ProxySecret
+	23, // 14: host.v1.FindReposResponse.repos:type_name -> host.v1.Repo
+	24, // 15: host.v1.Repo.remotes:type_name -> host.v1.Remote
+	12, // 16: host.v1.HostService.CreateSandbox:input_type -> host.v1.CreateSandboxRequest
+	17, // 17: host.v1.HostService.DeleteSandbox:input_type -> host.v1.DeleteSandboxRequest
+	29, // 18: host.v1.HostService.Exec:input_type -> svc.app.v1.ExecRequest
+	30, // 19: host.v1.HostService.CancelExec:input_type -> svc.app.v1.CancelExecRequest
+	31, // 20: host.v1.HostService.WriteFile:input_type -> svc.app.v1.WriteFileRequest
+	32, // 21: host.v1.HostService.ReadFile:input_type -> svc.app.v1.ReadFileRequest
+	33, // 22: host.v1.HostService.Snapshot:input_type -> svc.app.v1.SnapshotRequest
+	34, // 23: host.v1.HostService.Resume:input_type -> svc.app.v1.ResumeRequest
+	19, // 24: host.v1.HostService.Evict:input_type -> host.v1.EvictRequest
+	35, // 25: host.v1.HostService.GetCowState:input_type -> svc.app.v1.GetCowStateRequest
+	36, // 26: host.v1.HostService.CreateArtifactFromPath:input_type -> svc.app.v1.CreateArtifactFromPathRequest
+	21, // 27: host.v1.HostService.FindRepos:input_type -> host.v1.FindReposRequest
+	37, // 28: host.v1.HostService.SendPrompt:input_type -> svc.app.v1.SendPromptRequest
+	38, // 29: host.v1.HostService.EditQueuedPrompt:input_type -> svc.app.v1.EditQueuedPromptRequest
+	39, // 30: host.v1.HostService.DequeueQueuedPrompt:input_type -> svc.app.v1.DequeueQueuedPromptRequest
+	40, // 31: host.v1.HostService.Interrupt:input_type -> svc.app.v1.InterruptRequest
+	41, // 32: host.v1.HostService.CompleteToolCall:input_type -> svc.app.v1.CompleteToolCallRequest
+	2,  // 33: host.v1.HostService.PrepareImage:input_type -> host.v1.PrepareImageRequest
+	4,  // 34: host.v1.HostService.Shell:input_type -> host.v1.ShellInput
+	9,  // 35: host.v1.HostService.DialApp:input_type -> host.v1.DialAppInput
+	42, // 36: host.v1.HostService.EnsureIde:input_type -> svc.app.v1.EnsureIdeRequest
+	43, // 37: host.v1.HostService.EnsureBrowser:input_type -> svc.app.v1.EnsureBrowserRequest
+	16, // 38: host.v1.HostService.CreateSandbox:output_type -> host.v1.CreateSandboxResponse
+	18, // 39: host.v1.HostService.DeleteSandbox:output_type -> host.v1.DeleteSandboxResponse
+	44, // 40: host.v1.HostService.Exec:output_type -> svc.app.v1.ExecOutput
+	45, // 41: host.v1.HostService.CancelExec:output_type -> google.protobuf.Empty
+	46, // 42: host.v1.HostService.WriteFile:output_type -> svc.app.v1.WriteFileResponse
+	47, // 43: host.v1.HostService.ReadFile:output_type -> svc.app.v1.ReadFileResponse
+	48, // 44: host.v1.HostService.Snapshot:output_type -> svc.app.v1.SnapshotResponse
+	49, // 45: host.v1.HostService.Resume:output_type -> svc.app.v1.ResumeResponse
+	20, // 46: host.v1.HostService.Evict:output_type -> host.v1.EvictResponse
+	50, // 47: host.v1.HostService.GetCowState:output_type -> svc.app.v1.GetCowStateResponse
+	51, // 48: host.v1.HostService.CreateArtifactFromPath:output_type -> svc.app.v1.CreateArtifactFromPathResponse
+	22, // 49: host.v1.HostService.FindRepos:output_type -> host.v1.FindReposResponse
+	52, // 50: host.v1.HostService.SendPrompt:output_type -> svc.app.v1.SendPromptResponse
+	53, // 51: host.v1.HostService.EditQueuedPrompt:output_type -> svc.app.v1.EditQueuedPromptResponse
+	54, // 52: host.v1.HostService.DequeueQueuedPrompt:output_type -> svc.app.v1.DequeueQueuedPromptResponse
+	55, // 53: host.v1.HostService.Interrupt:output_type -> svc.app.v1.InterruptResponse
+	56, // 54: host.v1.HostService.CompleteToolCall:output_type -> svc.app.v1.CompleteToolCallResponse
+	3,  // 55: host.v1.HostService.PrepareImage:output_type -> host.v1.PrepareImageProgress
+	7,  // 56: host.v1.HostService.Shell:output_type -> host.v1.ShellOutput
+	11, // 57: host.v1.HostService.DialApp:output_type -> host.v1.DialAppOutput
+	57, // 58: host.v1.HostService.EnsureIde:output_type -> svc.app.v1.EnsureIdeResponse
+	58, // 59: host.v1.HostService.EnsureBrowser:output_type -> svc.app.v1.EnsureBrowserResponse
+	38, // [38:60] is the sub-list for method output_type
+	16, // [16:38] is the sub-list for method input_type
+	16, // [16:16] is the sub-list for extension type_name
+	16, // [16:16] is the sub-list for extension extendee
+	0,  // [0:16] is the sub-list for field type_name
 }
 
 func init() { file_host_v1_host_proto_init() }
@@ -2014,6 +2038,7 @@ func file_host_v1_host_proto_init() {
 		(*DialAppInput_Dial)(nil),
 		(*DialAppInput_Data)(nil),
 	}
+	file_host_v1_host_proto_msgTypes[12].OneofWrappers = []any{}
 	file_host_v1_host_proto_msgTypes[20].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
