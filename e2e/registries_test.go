@@ -232,12 +232,12 @@ func TestSecurityRegistryPasswordNeverLeaves(t *testing.T) {
 // earlier answered for plugin pulls, plays no part), with it the plugin registers.
 func TestHarnessPluginPullsSignInWithAddedRegistries(t *testing.T) {
 	mods := testenv.RequirePlugins(t)
-	s := newSessionsStack(t)
+	s := newSandboxStack(t, 1, nil)
 	ctx := context.Background()
 	const password = "PLUGIN-REGISTRY-PASSWORD-5d1e"
 	private := imagestest.Registry(t, imagestest.BasicAuth("robot", password, nil))
 	ref := private + "/plugins/shell:v1"
-	if _, err := oci.Publish(ctx, mods["bash"].Wasm, ref, remote.WithAuth(&authn.Basic{Username: "robot", Password: password})); err != nil {
+	if _, err := oci.Publish(ctx, mods["bash"].Wasm, ref, remote.WithAuthFromKeychain(basicKeychain{Username: "robot", Password: password})); err != nil {
 		t.Fatal(err)
 	}
 	catalog := appv1connect.NewHarnessCatalogServiceClient(httpClient, s.rpcURL(), auth.WithKey(s.admin))
@@ -263,4 +263,12 @@ func TestHarnessPluginPullsSignInWithAddedRegistries(t *testing.T) {
 	if strings.Contains(fmt.Sprint(err), password) {
 		t.Fatalf("the refusal holds the password: %v", err)
 	}
+}
+
+// basicKeychain signs every registry in with one username and password.
+type basicKeychain authn.Basic
+
+func (k basicKeychain) Resolve(authn.Resource) (authn.Authenticator, error) {
+	b := authn.Basic(k)
+	return &b, nil
 }
