@@ -232,7 +232,7 @@ func TestSecurityRegistryPasswordNeverLeaves(t *testing.T) {
 // earlier answered for plugin pulls, plays no part), with it the plugin registers.
 func TestHarnessPluginPullsSignInWithAddedRegistries(t *testing.T) {
 	mods := testenv.RequirePlugins(t)
-	s := newSandboxStack(t, 1, nil)
+	s := newImageStack(t, 1)
 	ctx := context.Background()
 	const password = "PLUGIN-REGISTRY-PASSWORD-5d1e"
 	private := imagestest.Registry(t, imagestest.BasicAuth("robot", password, nil))
@@ -251,7 +251,7 @@ func TestHarnessPluginPullsSignInWithAddedRegistries(t *testing.T) {
 	if !strings.Contains(err.Error(), "401") && !strings.Contains(strings.ToLower(err.Error()), "unauthorized") {
 		t.Fatalf("registering from a private registry no one added: %v", err)
 	}
-	if _, err := s.images(s.admin).AddRegistry(ctx, connect.NewRequest(staticRegistry(private, "robot", password))); err != nil {
+	if _, err := s.images.AddRegistry(ctx, connect.NewRequest(staticRegistry(private, "robot", password))); err != nil {
 		t.Fatal(err)
 	}
 	testkit.Eventually(t, time.Minute, "RegisterHarness with the added registry", func() (bool, string) {
