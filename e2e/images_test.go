@@ -283,6 +283,44 @@ func TestAWarmLayerIsInEveryNewSessionWithoutRunningTheCommandAgain(t *testing.T
 	}
 }
 
+// A warm command's secret_ref is resolved from the org secrets for the admin who enabled the
+// image (an admins_only secret, which admins may always use): the command sees the value, the
+// job's output tail and the sessions' environment do not hold it, and a secret that does not
+// exist fails the warm stage naming it.
+func TestAWarmCommandsSecretRefIsResolvedFromOrgSecrets(t *testing.T) {
+	is := newImageStack(t, 1)
+	is.runWorker(t, imagesvc.WorkerOptions{Name: "w"})
+	const value = "WARM-SECRET-4b7c"
+	orgSecrets := appv1connect.NewOrgSecretServiceClient(httpClient, is.rpcURL(), auth.WithKey(is.admin))
+	if _, err := orgSecrets.PutOrgSecret(t.Context(), connect.NewRequest(&appv1.PutOrgSecretRequest{Name: "WARM_TOKEN", Value: value})); err != nil {
+		t.Fatal(err)
+	}
+	warm := func(secret string) *appv1.ImageConfig {
+		return &appv1.ImageConfig{Warm: &appv1.ImageWarmConfig{
+			Command: []string{"sh", "-c", `echo warming; test "$TOKEN" = ` + value + ` && mkdir -p /opt/warm && echo ok > /opt/warm/token-ok`},
+			Env:     []*appv1.CaptureEnvEntry{{Name: "TOKEN", Value: &appv1.CaptureEnvEntry_SecretRef{SecretRef: secret}}},
+		}}
+	}
+	uri := is.push(t, "team/warm-secret", testImage(t, nil))
+	job := is.waitJob(t, is.enable(t, uri, warm("WARM_TOKEN")).GetId(), "ready", "failed")
+	if job.GetState() != "ready" {
+		t.Fatalf("job ended %s: %s", job.GetState(), job.GetError())
+	}
+	if strings.Contains(job.GetOutputTail(), value) {
+		t.Fatalf("the output tail holds the secret: %q", job.GetOutputTail())
+	}
+	id := is.create(t, &appv1.CreateSessionRequest{ImageUri: uri})
+	if got := is.sh(t, id, "cat /opt/warm/token-ok; echo ${TOKEN:-unset}"); got != "ok\nunset\n" {
+		t.Fatalf("a session of the warm image sees %q", got)
+	}
+
+	missing := is.push(t, "team/warm-missing-secret", testImage(t, map[string]string{"etc/other": "x"}))
+	job = is.waitJob(t, is.enable(t, missing, warm("NO_SUCH_SECRET")).GetId(), "ready", "failed")
+	if job.GetState() != "failed" || !strings.Contains(job.GetError(), "warming") || !strings.Contains(job.GetError(), "NO_SUCH_SECRET") {
+		t.Fatalf("a warm env naming a missing secret ended %s: %q", job.GetState(), job.GetError())
+	}
+}
+
 func TestAFailingWarmCommandFailsItsStageAndEnablesNothing(t *testing.T) {
 	is := newImageStack(t, 1)
 	is.runWorker(t, imagesvc.WorkerOptions{Name: "w"})
