@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -195,17 +196,25 @@ func benchEnabledCreateToFirstExec(b *testing.B, tune func(*testenv.Sandboxes)) 
 	s.hosts = append(s.hosts, sb.StartHost(b, "host-a"))
 	ps := testenv.PubSub(b)
 	a := api.New(api.Deps{DB: sb.DB, Config: sb.Config, Bucket: sb.Bucket, Sealer: sb.Sealer, PubSub: ps, DefaultImage: sb.Image})
+	// The worker enables the image, then stops: it is not part of CreateSession (production
+	// runs it in another function), and its sweeps every 100 ms would load this machine's two
+	// cores and the emulator under the timed loop.
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- a.ImageWorker().Run(ctx, ps, 100*time.Millisecond) }()
-	b.Cleanup(func() {
-		cancel()
-		<-done
-	})
+	var stop sync.Once
+	stopWorker := func() {
+		stop.Do(func() {
+			cancel()
+			<-done
+		})
+	}
+	b.Cleanup(stopWorker)
 	if err := a.Images().EnsureEnabled(ctx, sb.Image); err != nil {
 		b.Fatal(err)
 	}
-	ref, _, _, err := a.Images().ResolveImage(ctx, sb.Image)
+	stopWorker()
+	ref, _, _, err := a.Images().ResolveImage(context.Background(), sb.Image)
 	if err != nil {
 		b.Fatal(err)
 	}
