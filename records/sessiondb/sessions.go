@@ -49,7 +49,7 @@ type Record struct {
 	// own working directory and suggested resources wherever a resume boots the session.
 	ImageWorkdir   string          `firestore:"image_workdir,omitempty"`
 	ImageResources *ImageResources `firestore:"image_resources,omitempty"`
-	Mode      string `firestore:"mode"`
+	Mode           string          `firestore:"mode"`
 	// SealedEnv is the sandbox's environment (secrets included), encrypted by the deployment's
 	// key, so a resume on any host restores it without anyone reading it from the database.
 	SealedEnv []byte `firestore:"sealed_env"`
