@@ -36,7 +36,7 @@ func staticRegistry(host, user, password string) *appv1.AddRegistryRequest {
 }
 
 func TestRegistriesAddListDelete(t *testing.T) {
-	s := newSessionsStack(t)
+	s := newImageStack(t, 0).sandboxStack // AddRegistry is ImageService's, which needs Pub/Sub
 	ctx := context.Background()
 	admin, user := s.images(s.admin), s.images(s.mintKey(t, "dev@example.com", false))
 
