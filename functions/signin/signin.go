@@ -21,6 +21,7 @@ import (
 	"github.com/hangar-dev/hangar/platform/auth"
 	"github.com/hangar-dev/hangar/platform/clock"
 	"github.com/hangar-dev/hangar/platform/config"
+	"github.com/hangar-dev/hangar/platform/egress"
 )
 
 // The paths of /api/auth. OAuthCallbackPath is not served here: OAuthCredentialService's
@@ -58,8 +59,12 @@ type Deps struct {
 	Config  config.SignIn
 	Clock   clock.Clock
 	Log     *slog.Logger
-	// HTTPClient reaches the OIDC provider (nil: http.DefaultClient).
-	HTTPClient *http.Client
+	// Egress is what the OIDC provider's discovery, token and key endpoints may resolve to
+	// beyond public addresses; they are reached through its guarded dialer, https only.
+	Egress egress.Policy
+	// LoopbackHTTP lets the issuer be plain http on a loopback address: only tests' loopback
+	// providers set it.
+	LoopbackHTTP bool
 }
 
 // Service serves /api/auth.
@@ -67,6 +72,7 @@ type Service struct {
 	d       Deps
 	secure  bool // cookies are Secure unless PublicURL is http on loopback
 	oidc    oidcClient
+	client  *http.Client // every request to the OIDC provider
 	lookups limiter // failed user-code lookups, per user and per client address
 	starts  limiter // sign-ins and device codes started, per client address (each writes a record)
 }
@@ -79,10 +85,8 @@ func New(d Deps) *Service {
 	if d.Log == nil {
 		d.Log = slog.Default()
 	}
-	if d.HTTPClient == nil {
-		d.HTTPClient = http.DefaultClient
-	}
-	s := &Service{d: d, secure: !loopbackHTTP(d.Config.PublicURL)}
+	s := &Service{d: d, secure: !loopbackHTTP(d.Config.PublicURL), client: d.Egress.EndpointClient(d.LoopbackHTTP)}
+	s.client.Timeout = providerTimeout
 	s.lookups = newLimiter(userCodeFailureRate, userCodeFailureBurst)
 	s.starts = newLimiter(startRate, startBurst)
 	return s
