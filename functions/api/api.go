@@ -246,8 +246,12 @@ func (a *API) signIn(d Deps, secretStore *secrets.Store) {
 	if secretStore != nil {
 		sd.Secrets = secretStore
 	}
-	for pattern, h := range signin.New(sd).Routes() {
+	svc := signin.New(sd)
+	for pattern, h := range svc.Routes() {
 		a.routes[pattern] = route{appv1connect.ApiKeyServiceName, h}
+	}
+	if a.worker != nil {
+		a.worker.AlsoTick(svc.Sweep) // expired sign-in records and sessions go
 	}
 }
 

@@ -73,8 +73,8 @@ type Service struct {
 	secure  bool // cookies are Secure unless PublicURL is http on loopback
 	oidc    oidcClient
 	client  *http.Client // every request to the OIDC provider
-	lookups limiter // failed user-code lookups, per user and per client address
-	starts  limiter // sign-ins and device codes started, per client address (each writes a record)
+	lookups limiter      // failed user-code lookups, per user and per client address
+	starts  limiter      // sign-ins and device codes started, per client address (each writes a record)
 }
 
 // New returns the service over d.
@@ -95,16 +95,17 @@ func New(d Deps) *Service {
 // Routes are the service's HTTP routes by ServeMux pattern.
 func (s *Service) Routes() map[string]http.Handler {
 	return map[string]http.Handler{
-		"GET " + LoginPath:        http.HandlerFunc(s.login),
-		"GET " + CallbackPath:     http.HandlerFunc(s.callback),
-		"POST " + LogoutPath:      http.HandlerFunc(s.logout),
-		"GET " + WhoamiPath:       http.HandlerFunc(s.whoami),
-		"GET " + DevPath:          http.HandlerFunc(s.devPage),
-		"POST " + DevPath:         http.HandlerFunc(s.devSignIn),
-		"GET " + DevicePath:       http.HandlerFunc(s.devicePage),
-		"POST " + DevicePath:      http.HandlerFunc(s.deviceDecide),
-		"POST " + DeviceCodePath:  http.HandlerFunc(s.deviceCode),
-		"POST " + DeviceTokenPath: http.HandlerFunc(s.deviceToken),
+		"GET " + LoginPath:           http.HandlerFunc(s.login),
+		"GET " + CallbackPath:        http.HandlerFunc(s.callback),
+		"POST " + LogoutPath:         http.HandlerFunc(s.logout),
+		"GET " + WhoamiPath:          http.HandlerFunc(s.whoami),
+		"GET " + DevPath:             http.HandlerFunc(s.devPage),
+		"POST " + DevPath:            http.HandlerFunc(s.devSignIn),
+		"GET " + DevicePath:          http.HandlerFunc(s.devicePage),
+		"POST " + DevicePath:         http.HandlerFunc(s.deviceDecide),
+		"POST " + DeviceCodePath:     http.HandlerFunc(s.deviceCode),
+		"POST " + DeviceTokenPath:    http.HandlerFunc(s.deviceToken),
+		"POST " + RevokeSessionsPath: http.HandlerFunc(s.revokeSessions),
 	}
 }
 
@@ -178,7 +179,7 @@ func (s *Service) logout(w http.ResponseWriter, r *http.Request) {
 	now := s.d.Clock.Now()
 	if p.Kind == auth.KindWebSession {
 		err = s.d.Sessions.Revoke(r.Context(), auth.SessionToken(r.Header), now)
-		http.SetCookie(w, &http.Cookie{Name: auth.SessionCookie, Value: "", Path: "/", HttpOnly: true, Secure: s.secure, SameSite: http.SameSiteLaxMode, MaxAge: -1})
+		s.clearSessionCookie(w)
 	} else {
 		_, err = s.d.Keys.Revoke(r.Context(), p.KeyID, now)
 	}
@@ -189,6 +190,11 @@ func (s *Service) logout(w http.ResponseWriter, r *http.Request) {
 	}
 	s.d.Log.Info("signed out", "user", p.UserID, "kind", p.Kind, "key", p.KeyID)
 	writeJSON(w, http.StatusOK, map[string]any{"signed_out": true, "key_id": p.KeyID})
+}
+
+// clearSessionCookie has the browser drop its session cookie.
+func (s *Service) clearSessionCookie(w http.ResponseWriter) {
+	http.SetCookie(w, &http.Cookie{Name: auth.SessionCookie, Value: "", Path: "/", HttpOnly: true, Secure: s.secure, SameSite: http.SameSiteLaxMode, MaxAge: -1})
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
