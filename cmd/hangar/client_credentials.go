@@ -8,8 +8,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	appv1 "github.com/hangar-dev/hangar/gen/svc/app/v1"
 	"github.com/hangar-dev/hangar/functions/oauthcreds"
+	appv1 "github.com/hangar-dev/hangar/gen/svc/app/v1"
 )
 
 // `hangar credentials` connects the caller's own OAuth credentials (OAuthCredentialService): a

@@ -167,7 +167,7 @@ func TestCredentialsConnectByRedirectCompletesOnlyForTheSignedInOwner(t *testing
 	}
 	for _, tc := range []struct {
 		name, cookie, want string
-		status           int
+		status             int
 	}{
 		{name: "no cookie", status: http.StatusUnauthorized, want: "Sign in to Hangar first"},
 		{name: "another person's cookie", cookie: cookie("bob@example.com"), status: http.StatusNotFound, want: "Sign-in not found"},
@@ -184,5 +184,31 @@ func TestCredentialsConnectByRedirectCompletesOnlyForTheSignedInOwner(t *testing
 	}
 	if _, exchanges := s.provider.Counts(); exchanges != 1 {
 		t.Fatalf("the provider exchanged %d codes, want 1", exchanges)
+	}
+}
+
+// `hangar logout --everywhere` revokes every browser session of the caller through a real
+// server; --user is for admins only, and needs --everywhere.
+func TestLogoutEverywhereRevokesTheCallersBrowserSessions(t *testing.T) {
+	db, _ := testenv.Firestore(t)
+	serveCLI(t, api.Deps{DB: db, Config: config.Default()}, "alice@example.com")
+	users, sessions := auth.NewUsers(db), auth.NewWebSessions(db, nil)
+	alice, err := users.EnsureHuman(t.Context(), "alice@example.com", "", time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if _, err := sessions.Create(t.Context(), alice.ID, false, time.Now(), time.Hour); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if r := runHangar(t, "", "logout", "--everywhere"); r.err != nil || r.out != "Signed "+alice.ID+" out everywhere: 2 browser sessions revoked.\n" {
+		t.Fatalf("logout --everywhere: %v %q %s", r.err, r.out, r.errOut)
+	}
+	if r := runHangar(t, "", "logout", "--everywhere", "--user", "user_someone_else"); r.code != exitPermissionDenied {
+		t.Fatalf("logout --everywhere --user as a non-admin: exit %d %s", r.code, r.msg())
+	}
+	if r := runHangar(t, "", "logout", "--user", alice.ID); r.code != exitInvalidArgument {
+		t.Fatalf("logout --user without --everywhere: exit %d %s", r.code, r.msg())
 	}
 }
