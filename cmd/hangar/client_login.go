@@ -155,6 +155,11 @@ func runLogin(ctx context.Context, url string, browser bool, out io.Writer) erro
 		openBrowser(da.VerificationURIComplete)
 	}
 	tok, err := conf.DeviceAccessToken(ctx, da)
+	// temporarily_unavailable: Hangar issued nothing (the key and the grant's end commit
+	// together), so the approval still stands and the next poll may get the key.
+	for err != nil && isOAuthError(err, "temporarily_unavailable") && time.Now().Before(da.Expiry) {
+		tok, err = conf.DeviceAccessToken(ctx, da)
+	}
 	if err != nil {
 		return &exitStatus{code: exitUnauthenticated, err: fmt.Errorf("login: %w", oauthErr(err))}
 	}
@@ -169,6 +174,12 @@ func runLogin(ctx context.Context, url string, browser bool, out io.Writer) erro
 	}
 	fmt.Fprintf(out, "Signed in to %s as %s with the key %s (%q), kept in %s.\n", url, w.who(), "hgr_"+w.KeyID, w.KeyName, path)
 	return nil
+}
+
+// isOAuthError reports whether err is a token endpoint's answer of the RFC error code.
+func isOAuthError(err error, code string) bool {
+	var re *oauth2.RetrieveError
+	return errors.As(err, &re) && re.ErrorCode == code
 }
 
 // oauthErr is a device grant failure as the RFC code and its description.

@@ -75,6 +75,9 @@ type Service struct {
 	client  *http.Client // every request to the OIDC provider
 	lookups limiter      // failed user-code lookups, per user and per client address
 	starts  limiter      // sign-ins and device codes started, per client address (each writes a record)
+	// beforeIssue, when set (by tests), runs in the transaction that issues a device grant's key,
+	// after the key's write: an error fails the issue as a failed commit would.
+	beforeIssue func() error
 }
 
 // New returns the service over d.
