@@ -1,11 +1,16 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"os/signal"
+	"syscall"
 	"time"
 
+	"connectrpc.com/connect"
 	"github.com/spf13/cobra"
 
 	"github.com/hangar-dev/hangar/functions/oauthcreds"
@@ -52,7 +57,16 @@ func newCredentialsConnectCmd(f *clientFlags) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return waitFlow(c.withoutDeadline(), flow, every)
+			// Ctrl-C cancels the flow, so the server stops polling the provider for it.
+			ctx, stop := signal.NotifyContext(c.unbounded, os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			w := c.withoutDeadline()
+			w.ctx = ctx
+			err = waitFlow(w, flow, every)
+			if ctx.Err() != nil {
+				cancelFlow(c, flow)
+			}
+			return err
 		})
 	fl := cmd.Flags()
 	fl.BoolVar(&redirect, "redirect", false, "sign in through the browser and Hangar's callback page (the browser must be signed in to Hangar) instead of a code")
@@ -124,6 +138,15 @@ func waitFlow(c *apiClient, flow *appv1.OAuthFlow, every time.Duration) error {
 		}
 	}
 	return errors.New("the flow completed but the credential is not listed: run hangar credentials list")
+}
+
+// cancelFlow ends a flow the user gave up waiting for.
+func cancelFlow(c *apiClient, flow *appv1.OAuthFlow) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(c.unbounded), 10*time.Second)
+	defer cancel()
+	if _, err := c.oauth.CancelFlow(ctx, connect.NewRequest(&appv1.CancelFlowRequest{Subject: ownSubject, FlowId: flow.GetId()})); err == nil {
+		fmt.Fprintf(c.out, "Cancelled the flow %s.\n", flow.GetId())
+	}
 }
 
 func newCredentialsDisconnectCmd(f *clientFlags) *cobra.Command {

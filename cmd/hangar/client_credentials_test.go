@@ -9,8 +9,12 @@ import (
 	"testing"
 	"time"
 
+	"connectrpc.com/connect"
+
 	"github.com/hangar-dev/hangar/functions/api"
 	"github.com/hangar-dev/hangar/functions/oauthcreds"
+	appv1 "github.com/hangar-dev/hangar/gen/svc/app/v1"
+	"github.com/hangar-dev/hangar/gen/svc/app/v1/appv1connect"
 	"github.com/hangar-dev/hangar/internal/oauthtest"
 	"github.com/hangar-dev/hangar/internal/testenv"
 	"github.com/hangar-dev/hangar/internal/testkit"
@@ -51,13 +55,18 @@ func serveOAuth(t *testing.T) *oauthServer {
 // startHangar runs a command in the background; its output grows in out and its end is sent on
 // the channel.
 func startHangar(args ...string) (*lockedBuffer, <-chan error) {
+	return startHangarContext(context.Background(), args...)
+}
+
+// startHangarContext is startHangar with the command's context ctx (cancelled: as by Ctrl-C).
+func startHangarContext(ctx context.Context, args ...string) (*lockedBuffer, <-chan error) {
 	out := &lockedBuffer{}
 	done := make(chan error, 1)
 	root := newRootCmd()
 	root.SetOut(out)
 	root.SetErr(out)
 	root.SetArgs(args)
-	go func() { done <- root.Execute() }()
+	go func() { done <- root.ExecuteContext(ctx) }()
 	return out, done
 }
 
@@ -210,5 +219,29 @@ func TestLogoutEverywhereRevokesTheCallersBrowserSessions(t *testing.T) {
 	}
 	if r := runHangar(t, "", "logout", "--user", alice.ID); r.code != exitInvalidArgument {
 		t.Fatalf("logout --user without --everywhere: exit %d %s", r.code, r.msg())
+	}
+}
+
+// A connect the user interrupts cancels its flow, so the server stops polling the provider.
+func TestCredentialsConnectInterruptedCancelsTheFlow(t *testing.T) {
+	s := serveOAuth(t)
+	ctx, interrupt := context.WithCancel(context.Background())
+	out, done := startHangarContext(ctx, "credentials", "connect", "acme", "--no-browser", "--poll-interval", "100ms")
+	waitOutput(t, out, regexp.MustCompile(`WDJB-MJHT`))
+	s.provider.Script("authorization_pending")
+	interrupt()
+	select {
+	case <-done:
+	case <-time.After(60 * time.Second):
+		t.Fatalf("connect did not end:\n%s", out.String())
+	}
+	m := regexp.MustCompile(`Cancelled the flow (\S+)\.`).FindStringSubmatch(out.String())
+	if m == nil {
+		t.Fatalf("connect did not cancel its flow:\n%s", out.String())
+	}
+	c := appv1connect.NewOAuthCredentialServiceClient(http.DefaultClient, s.url+"/rpc", auth.WithKey(envOr("HANGAR_API_KEY", "")))
+	f, err := c.GetFlow(context.Background(), connect.NewRequest(&appv1.GetFlowRequest{Subject: ownSubject, FlowId: m[1]}))
+	if err != nil || f.Msg.GetFlow().GetStatus() != "cancelled" {
+		t.Fatalf("the flow after the interrupt: %v %v", f, err)
 	}
 }
