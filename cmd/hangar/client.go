@@ -24,7 +24,7 @@ const defaultURL = "http://127.0.0.1:8080"
 
 // addClientCommands adds the API client commands (tasks, profiles, keys, sessions).
 func addClientCommands(root *cobra.Command) {
-	root.AddCommand(newTasksCmd(), newProfilesCmd(), newKeysCmd(), newSessionsCmd(), newHarnessesCmd(), newAutomationsCmd(), newSecretsCmd(), newWebhooksCmd(), newRegistriesCmd(), newImagesCmd(), newReviewsCmd(), newEnrollmentsCmd())
+	root.AddCommand(newTasksCmd(), newProfilesCmd(), newKeysCmd(), newSessionsCmd(), newHarnessesCmd(), newAutomationsCmd(), newSecretsCmd(), newWebhooksCmd(), newRegistriesCmd(), newImagesCmd(), newReviewsCmd(), newEnrollmentsCmd(), newCredentialsCmd())
 }
 
 // clientFlags are the persistent flags every client command group has.
@@ -100,6 +100,8 @@ type apiClient struct {
 	webhooks       appv1connect.WebhookRegistrationServiceClient
 	images         appv1connect.ImageServiceClient
 	reviews        appv1connect.ReviewServiceClient
+	oauth          appv1connect.OAuthCredentialServiceClient
+	server         string // the server's URL, for pages of it the user opens
 	out            io.Writer
 	json           bool
 	quiet          bool // show prints only the record's id
@@ -147,6 +149,8 @@ func (f *clientFlags) run(fn func(c *apiClient, cmd *cobra.Command, args []strin
 			webhooks:       appv1connect.NewWebhookRegistrationServiceClient(http.DefaultClient, base, opts),
 			images:         appv1connect.NewImageServiceClient(http.DefaultClient, base, opts),
 			reviews:        appv1connect.NewReviewServiceClient(http.DefaultClient, base, opts),
+			oauth:          appv1connect.NewOAuthCredentialServiceClient(http.DefaultClient, base, opts),
+			server:         server,
 			out:            cmd.OutOrStdout(),
 			json:           f.json,
 			quiet:          f.quiet,

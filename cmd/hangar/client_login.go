@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	neturl "net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -154,6 +155,11 @@ func runLogin(ctx context.Context, url string, browser bool, out io.Writer) erro
 		openBrowser(da.VerificationURIComplete)
 	}
 	tok, err := conf.DeviceAccessToken(ctx, da)
+	// temporarily_unavailable: Hangar issued nothing (the key and the grant's end commit
+	// together), so the approval still stands and the next poll may get the key.
+	for err != nil && isOAuthError(err, "temporarily_unavailable") && time.Now().Before(da.Expiry) {
+		tok, err = conf.DeviceAccessToken(ctx, da)
+	}
 	if err != nil {
 		return &exitStatus{code: exitUnauthenticated, err: fmt.Errorf("login: %w", oauthErr(err))}
 	}
@@ -168,6 +174,12 @@ func runLogin(ctx context.Context, url string, browser bool, out io.Writer) erro
 	}
 	fmt.Fprintf(out, "Signed in to %s as %s with the key %s (%q), kept in %s.\n", url, w.who(), "hgr_"+w.KeyID, w.KeyName, path)
 	return nil
+}
+
+// isOAuthError reports whether err is a token endpoint's answer of the RFC error code.
+func isOAuthError(err error, code string) bool {
+	var re *oauth2.RetrieveError
+	return errors.As(err, &re) && re.ErrorCode == code
 }
 
 // oauthErr is a device grant failure as the RFC code and its description.
@@ -197,11 +209,25 @@ func openBrowser(url string) {
 }
 
 func newLogoutCmd() *cobra.Command {
-	return &cobra.Command{
-		Use:   "logout",
-		Short: "Revoke the key hangar login stored and forget it",
-		Args:  usageArgs(cobra.NoArgs),
+	var everywhere bool
+	var user, url, apiKey string
+	cmd := &cobra.Command{
+		Use:   "logout [--everywhere [--user USER_ID]]",
+		Short: "Revoke the key hangar login stored and forget it; --everywhere signs every browser out instead",
+		Long: `logout revokes the key hangar login stored and removes it.
+
+logout --everywhere instead revokes every dashboard session (browser cookie) of yours, or, as
+an admin, of --user: every browser signed in as that person is signed out at once on this
+instance and within HANGAR_AUTH_CACHE_TTL on others. API keys are left alone (hangar keys
+revoke ends those).`,
+		Args: usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if everywhere {
+				return logoutEverywhere(cmd, url, apiKey, user)
+			}
+			if user != "" {
+				return usageError("--user goes with --everywhere")
+			}
 			l, err := loadLogin()
 			if err != nil {
 				return err
@@ -224,6 +250,35 @@ func newLogoutCmd() *cobra.Command {
 			return nil
 		},
 	}
+	fl := cmd.Flags()
+	fl.BoolVar(&everywhere, "everywhere", false, "revoke every dashboard session of yours (or --user's) instead of the stored key")
+	fl.StringVar(&user, "user", "", "with --everywhere: the `USER_ID` to sign out (admins only)")
+	fl.StringVar(&url, "url", envOr("HANGAR_URL", defaultURL), "with --everywhere: Hangar server URL (env HANGAR_URL)")
+	fl.StringVar(&apiKey, "api-key", "", "with --everywhere: API key (default: env HANGAR_API_KEY, else hangar login's)")
+	return cmd
+}
+
+// logoutEverywhere revokes every dashboard session of user ("": the caller's own).
+func logoutEverywhere(cmd *cobra.Command, url, apiKey, user string) error {
+	server, key, _, err := credentials(cmd, url, apiKey)
+	if err != nil {
+		return err
+	}
+	if key == "" {
+		return &exitStatus{code: exitUnauthenticated, err: errors.New("not logged in: run hangar login, or set HANGAR_API_KEY")}
+	}
+	ctx, cancel := context.WithTimeout(cmd.Context(), 30*time.Second)
+	defer cancel()
+	target := server + signin.RevokeSessionsPath
+	if user != "" {
+		target += "?user_id=" + neturl.QueryEscape(user)
+	}
+	var out signin.RevokedSessions
+	if err := authRequest(ctx, http.MethodPost, target, key, &out); err != nil {
+		return cliError(err, server)
+	}
+	fmt.Fprintf(cmd.OutOrStdout(), "Signed %s out everywhere: %d browser sessions revoked.\n", out.UserID, out.Revoked)
+	return nil
 }
 
 // whoami is GET /api/auth/whoami's answer.

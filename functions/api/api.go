@@ -79,6 +79,10 @@ type Deps struct {
 	// X-Forwarded-For (Cloud Run's front end), so that limits per client address count the
 	// client, not the proxy.
 	BehindProxy bool
+	// LoopbackProviders lets OAuth providers (OAuthCredentialService) and the OIDC issuer of
+	// sign-in be plain http on loopback addresses: only tests' loopback providers set it;
+	// deployments take https only.
+	LoopbackProviders bool
 }
 
 // API is the assembled set of services.
@@ -237,13 +241,17 @@ func (a *API) signIn(d Deps, secretStore *secrets.Store) {
 	a.authn.AcceptSessions(sessions, signin.PublicOrigins(d.Config.SignIn))
 	sd := signin.Deps{
 		DB: d.DB, Authn: a.authn, Sessions: sessions, Users: a.users, Keys: a.keys,
-		Config: d.Config.SignIn, Clock: d.Clock, Log: d.Log,
+		Config: d.Config.SignIn, Clock: d.Clock, Log: d.Log, Egress: d.Config.Egress, LoopbackHTTP: d.LoopbackProviders,
 	}
 	if secretStore != nil {
 		sd.Secrets = secretStore
 	}
-	for pattern, h := range signin.New(sd).Routes() {
+	svc := signin.New(sd)
+	for pattern, h := range svc.Routes() {
 		a.routes[pattern] = route{appv1connect.ApiKeyServiceName, h}
+	}
+	if a.worker != nil {
+		a.worker.AlsoTick(svc.Sweep) // expired sign-in records and sessions go
 	}
 }
 
@@ -261,7 +269,7 @@ func (a *API) oauth(d Deps, opts connect.HandlerOption, add func(string, http.Ha
 	svc := oauthcreds.New(oauthcreds.Deps{
 		Store: credStore, Flows: credentials.NewFlows(d.DB, d.Clock.Now), Secrets: secretStore,
 		Sessions: sessiondb.NewStore(d.DB, d.Clock.Now), Sealer: d.Sealer, Providers: providers,
-		Egress: d.Config.Egress, Clock: d.Clock, Log: d.Log,
+		Egress: d.Config.Egress, LoopbackHTTP: d.LoopbackProviders, Clock: d.Clock, Log: d.Log,
 	})
 	add(appv1connect.NewOAuthCredentialServiceHandler(svc, opts))
 	a.routes["GET "+oauthcreds.CallbackPath] = route{appv1connect.OAuthCredentialServiceName, svc.Callback(func(r *http.Request) (auth.Principal, error) {

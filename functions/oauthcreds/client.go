@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"net/netip"
 	"net/url"
 	"regexp"
 	"strings"
@@ -23,40 +22,15 @@ import (
 // providerTimeout bounds one request to a provider.
 const providerTimeout = 30 * time.Second
 
-// checkURL reads a provider URL named field: absolute https (http only on a loopback address,
-// and only when Deps.LoopbackHTTP says so), no user info, no fragment, not a cloud metadata
-// server, and not an address the egress policy refuses. The dialer checks again what the name
+// checkURL reads a provider URL named field as egress.Policy.CheckEndpoint does (https only;
+// http on loopback only when Deps.LoopbackHTTP says so). The dialer checks again what the name
 // resolves to on every connection, and every redirect comes back here.
 func (s *Service) checkURL(field, raw string) (*url.URL, error) {
-	u, err := url.Parse(raw)
-	if err != nil || !u.IsAbs() || u.Host == "" {
-		return nil, apierr.InvalidArgument(field, "must be an absolute https URL")
-	}
-	host := u.Hostname()
-	switch {
-	case u.Scheme == "https":
-	case u.Scheme == "http" && s.d.LoopbackHTTP && isLoopback(host):
-	default:
-		return nil, apierr.InvalidArgument(field, "must be an https URL")
-	}
-	if u.User != nil || u.Fragment != "" {
-		return nil, apierr.InvalidArgument(field, "must hold no user info and no fragment")
-	}
-	if egress.IsMetadataHost(host) {
-		return nil, apierr.InvalidArgument(field, "names a cloud metadata server")
-	}
-	if err := s.d.Egress.CheckHost(host); err != nil {
+	u, err := s.d.Egress.CheckEndpoint(raw, s.d.LoopbackHTTP)
+	if err != nil {
 		return nil, apierr.InvalidArgument(field, err.Error())
 	}
 	return u, nil
-}
-
-func isLoopback(host string) bool {
-	if host == "localhost" {
-		return true
-	}
-	a, err := netip.ParseAddr(host)
-	return err == nil && a.IsLoopback()
 }
 
 // client is the HTTP client of every provider request: the egress policy's guarded dialer, and

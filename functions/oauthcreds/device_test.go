@@ -39,10 +39,10 @@ func TestDeviceFlowFollowsTheTokenEndpointsAnswers(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if begun.Msg.GetUserCode() != "WDJB-MJHT" || begun.Msg.GetVerificationUrl() != h.provider.url("/activate") || begun.Msg.GetFlow().GetStatus() != credentials.FlowPending {
+			if begun.Msg.GetUserCode() != "WDJB-MJHT" || begun.Msg.GetVerificationUrl() != h.provider.URL("/activate") || begun.Msg.GetFlow().GetStatus() != credentials.FlowPending {
 				t.Fatalf("begin answered %v", begun.Msg)
 			}
-			h.provider.script(tc.answers...)
+			h.provider.Script(tc.answers...)
 			id := begun.Msg.GetFlow().GetId()
 			// Not due yet: the sweep does not poll.
 			if err := h.svc.Sweep(t.Context()); err != nil {
@@ -106,7 +106,7 @@ func TestGetFlowPollsAndCancelFlowEnds(t *testing.T) {
 		t.Fatal(err)
 	}
 	id := begun.Msg.GetFlow().GetId()
-	h.provider.script("authorization_pending")
+	h.provider.Script("authorization_pending")
 	h.clock.Advance(5 * time.Second)
 	got, err := h.svc.GetFlow(h.alice, connect.NewRequest(&appv1.GetFlowRequest{Subject: userSubject, FlowId: id}))
 	if err != nil || got.Msg.GetFlow().GetStatus() != credentials.FlowPending || polls(h) != 1 {
@@ -155,7 +155,7 @@ func TestFlowStatesEndInOneMove(t *testing.T) {
 }
 
 func polls(h *harness) int {
-	n, _ := h.provider.counts()
+	n, _ := h.provider.Counts()
 	return n
 }
 
@@ -197,7 +197,7 @@ func TestDevicePollsUseSecretsAsTheFlowsStarter(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h.provider.script("token")
+	h.provider.Script("token")
 	h.clock.Advance(5 * time.Second)
 	if err := h.svc.Sweep(t.Context()); err != nil {
 		t.Fatal(err)

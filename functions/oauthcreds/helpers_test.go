@@ -11,6 +11,7 @@ import (
 	"cloud.google.com/go/firestore"
 
 	appv1 "github.com/hangar-dev/hangar/gen/svc/app/v1"
+	"github.com/hangar-dev/hangar/internal/oauthtest"
 	"github.com/hangar-dev/hangar/internal/testenv"
 	"github.com/hangar-dev/hangar/platform/auth"
 	"github.com/hangar-dev/hangar/platform/clock"
@@ -25,7 +26,7 @@ import (
 type harness struct {
 	svc      *Service
 	db       *firestore.Client
-	provider *fakeProvider
+	provider *oauthtest.Provider
 	clock    *clock.Fake
 	logs     *syncBuffer
 	sessions *sessiondb.Store
@@ -61,20 +62,15 @@ func newHarness(t *testing.T) *harness {
 	db, _ := testenv.Firestore(t)
 	_, sealer := testenv.Keyset(t)
 	clk := clock.NewFake(time.Now())
-	p := newFakeProvider(t)
+	p := oauthtest.New(t)
 	sec := secrets.New(db, sealer, clk.Now, secrets.Limits{MaxValueBytes: 4096, MaxSecrets: 100})
 	all := &secrets.Access{Visibility: secrets.AllUsers}
-	for name, value := range map[string]string{"ACME_CLIENT_ID": p.client.id, "ACME_CLIENT_SECRET": p.client.secret} {
+	for name, value := range map[string]string{"ACME_CLIENT_ID": p.ClientID, "ACME_CLIENT_SECRET": p.ClientSecret} {
 		if _, _, err := sec.Put(context.Background(), secrets.Put{Name: name, Value: value, Access: all, By: "user_root"}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	reg, err := NewRegistry(`[{"id": "acme", "device_authorization_url": "` + p.url("/device") + `",
-		"authorize_url": "` + p.url("/authorize") + `", "token_url": "` + p.url("/token") + `",
-		"scopes": ["read", "write"], "client_id_ref": "ACME_CLIENT_ID", "client_secret_ref": "ACME_CLIENT_SECRET",
-		"pkce": true, "bundle": "claude_code",
-		"metadata": {"from_token_response": {"display_name": "account.email_address", "workspace_name": "organization.name"},
-			"probe": {"host": "` + p.srv.Listener.Addr().String() + `", "path": "/user", "map": {"plan_type": "plan.name"}}}}]`)
+	reg, err := NewRegistry(p.RegistryJSON("acme", "ACME_CLIENT_ID", "ACME_CLIENT_SECRET"))
 	if err != nil {
 		t.Fatal(err)
 	}

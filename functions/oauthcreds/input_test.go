@@ -108,7 +108,7 @@ func TestFlowRequestsAreValidated(t *testing.T) {
 			}
 		})
 	}
-	if polls, exchanges := h.provider.counts(); polls+exchanges != 0 {
+	if polls, exchanges := h.provider.Counts(); polls+exchanges != 0 {
 		t.Fatal("a bad request reached the provider")
 	}
 }

@@ -20,6 +20,7 @@ import (
 
 	appv1 "github.com/hangar-dev/hangar/gen/svc/app/v1"
 	"github.com/hangar-dev/hangar/platform/apierr"
+	"github.com/hangar-dev/hangar/platform/egress"
 	"github.com/hangar-dev/hangar/records/credentials"
 )
 
@@ -140,7 +141,7 @@ func (s *Service) redirectEndpoints(spec *appv1.RedirectOauthSpec) (endpoints, e
 func (s *Service) checkRedirectURI(raw string) (string, error) {
 	u, err := url.Parse(strings.TrimSpace(raw))
 	if err != nil || !u.IsAbs() || u.Host == "" || u.Fragment != "" || u.User != nil ||
-		!(u.Scheme == "https" || u.Scheme == "http" && isLoopback(u.Hostname())) {
+		!(u.Scheme == "https" || u.Scheme == "http" && egress.IsLoopbackHost(u.Hostname())) {
 		return "", apierr.InvalidArgument("redirect_uri", "must be an absolute https URL (or http on a loopback address) without a fragment")
 	}
 	return u.String(), nil
@@ -361,7 +362,7 @@ func (s *Service) account(ctx context.Context, p Provider, md *appv1.RedirectMet
 
 func (s *Service) probe(ctx context.Context, pr *appv1.RedirectMetadataProbe, tok *oauth2.Token) (map[string]any, error) {
 	scheme := "https"
-	if s.d.LoopbackHTTP && isLoopback(hostOnly(pr.GetHost())) {
+	if s.d.LoopbackHTTP && egress.IsLoopbackHost(hostOnly(pr.GetHost())) {
 		scheme = "http"
 	}
 	u, err := s.checkURL("spec.metadata.probe", scheme+"://"+pr.GetHost()+"/"+strings.TrimPrefix(pr.GetPath(), "/"))

@@ -12,6 +12,7 @@ import (
 	"golang.org/x/oauth2"
 
 	appv1 "github.com/hangar-dev/hangar/gen/svc/app/v1"
+	"github.com/hangar-dev/hangar/internal/oauthtest"
 	"github.com/hangar-dev/hangar/internal/testenv"
 	"github.com/hangar-dev/hangar/platform/auth"
 	"github.com/hangar-dev/hangar/records/credentials"
@@ -26,7 +27,7 @@ func TestPKCEMatchesTheRFC7636TestVector(t *testing.T) {
 	if got := oauth2.S256ChallengeFromVerifier("dBjftJeZ4CVP-mB92K27uhbUJU1p1r_wW1gFWFOEjXk"); got != "E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM" {
 		t.Fatalf("challenge %s", got)
 	}
-	if got := s256("dBjftJeZ4CVP-mB92K27uhbUJU1p1r_wW1gFWFOEjXk"); got != "E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM" {
+	if got := oauthtest.S256("dBjftJeZ4CVP-mB92K27uhbUJU1p1r_wW1gFWFOEjXk"); got != "E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM" {
 		t.Fatalf("the fake provider's challenge %s", got)
 	}
 }
@@ -64,7 +65,7 @@ func TestBeginRedirectFlowBuildsTheAuthorizeURLFromTheSpec(t *testing.T) {
 	q := u.Query()
 	for k, want := range map[string]string{
 		"user_scope": "a,b", "prompt": "consent", "state": id, "redirect_uri": redirectURI,
-		"client_id": h.provider.client.id, "response_type": "code", "code_challenge_method": "S256",
+		"client_id": h.provider.ClientID, "response_type": "code", "code_challenge_method": "S256",
 	} {
 		if q.Get(k) != want {
 			t.Errorf("%s = %q, want %q", k, q.Get(k), want)
@@ -85,7 +86,7 @@ func TestSecurityARedirectCodeIsExchangedOnceForItsOwnSubjectAndRedirect(t *test
 	t.Parallel()
 	h := newHarness(t)
 	id, authorizeURL := beginRedirect(t, h, nil)
-	code, state := h.provider.authorize(authorizeURL)
+	code, state := h.provider.Authorize(authorizeURL)
 	if state != id {
 		t.Fatalf("state %s is not the flow %s", state, id)
 	}
@@ -107,7 +108,7 @@ func TestSecurityARedirectCodeIsExchangedOnceForItsOwnSubjectAndRedirect(t *test
 	// Replayed to Hangar: refused before the provider hears of it.
 	_, err = complete(h, id, code, redirectURI)
 	testenv.WantCode(t, err, connect.CodeFailedPrecondition)
-	if _, n := h.provider.counts(); n != 1 {
+	if _, n := h.provider.Counts(); n != 1 {
 		t.Fatalf("the provider saw %d exchanges, want 1", n)
 	}
 	// Replayed in another flow: the provider refuses it, and the flow fails with its code.
@@ -147,7 +148,7 @@ func TestSecurityCallbackPageCompletesOnlyTheCallersFlowAndEscapes(t *testing.T)
 		return rec.Code, string(body)
 	}
 	id, authorizeURL := beginRedirect(t, h, nil)
-	code, state := h.provider.authorize(authorizeURL)
+	code, state := h.provider.Authorize(authorizeURL)
 	q := url.Values{"state": {state}, "code": {code}}.Encode()
 	if status, body := get(nil, q); status != http.StatusUnauthorized || !strings.Contains(body, "Sign in to Hangar") {
 		t.Fatalf("unsigned: %d %s", status, body)
@@ -213,10 +214,8 @@ func TestSecuritySpecURLsCannotReachMetadataPrivateOrPlainHTTP(t *testing.T) {
 
 	// The token endpoint redirects to the metadata server: the exchange fails, naming no token.
 	id, authorizeURL := beginRedirect(t, h, nil)
-	code, _ := h.provider.authorize(authorizeURL)
-	h.provider.mu.Lock()
-	h.provider.redirectTokenTo = "http://169.254.169.254/computeMetadata/v1/"
-	h.provider.mu.Unlock()
+	code, _ := h.provider.Authorize(authorizeURL)
+	h.provider.SetRedirectTokenTo("http://169.254.169.254/computeMetadata/v1/")
 	_, err = complete(h, id, code, redirectURI)
 	testenv.WantCode(t, err, connect.CodeFailedPrecondition)
 	if f, _ := h.svc.d.Flows.Get(t.Context(), id); f.ErrorCode != "endpoint_refused" {

@@ -16,7 +16,7 @@ var aliceSub = credentials.Subject{Kind: credentials.KindUser, ID: alice.UserID}
 func connectAlice(t *testing.T, h *harness) *appv1.OAuthCredentialMeta {
 	t.Helper()
 	id, authorizeURL := beginRedirect(t, h, nil)
-	code, _ := h.provider.authorize(authorizeURL)
+	code, _ := h.provider.Authorize(authorizeURL)
 	done, err := complete(h, id, code, redirectURI)
 	if err != nil {
 		t.Fatal(err)
@@ -69,9 +69,7 @@ func TestRefreshRenewsBeforeExpiryAndMarksWhatCannotBe(t *testing.T) {
 		t.Parallel()
 		h := newHarness(t)
 		connectAlice(t, h)
-		h.provider.mu.Lock()
-		clear(h.provider.refreshable)
-		h.provider.mu.Unlock()
+		h.provider.ForgetRefreshTokens()
 		h.clock.Advance(56 * time.Minute)
 		_ = h.svc.Sweep(t.Context())
 		// Before expiry a refusal is retried: a session may be saving a newer bundle.
@@ -88,9 +86,7 @@ func TestRefreshRenewsBeforeExpiryAndMarksWhatCannotBe(t *testing.T) {
 		t.Parallel()
 		h := newHarness(t)
 		first := connectAlice(t, h)
-		h.provider.mu.Lock()
-		h.provider.refreshError = "temporarily_unavailable"
-		h.provider.mu.Unlock()
+		h.provider.SetRefreshError("temporarily_unavailable")
 		h.clock.Advance(56 * time.Minute)
 		_ = h.svc.Sweep(t.Context())
 		if m := meta(t, h); m.GetStatus() != credentials.StatusConnected || m.GetVersion() != first.GetVersion() {

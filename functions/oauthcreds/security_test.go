@@ -55,7 +55,7 @@ func TestSecurityNoTokenSecretOrVerifierLeaks(t *testing.T) {
 	for _, answers := range [][]string{{"authorization_pending", "token"}, {"access_denied"}} {
 		r, err := h.svc.BeginFlow(h.alice, connect.NewRequest(&appv1.BeginFlowRequest{Subject: userSubject, Provider: "acme"}))
 		msg(r, err)
-		h.provider.script(answers...)
+		h.provider.Script(answers...)
 		for range answers {
 			sweep(5 * time.Second)
 		}
@@ -72,7 +72,7 @@ func TestSecurityNoTokenSecretOrVerifierLeaks(t *testing.T) {
 	}
 	b, err := h.svc.BeginRedirectFlow(h.alice, connect.NewRequest(&appv1.BeginRedirectFlowRequest{Subject: userSubject, Provider: "acme", RedirectUri: redirectURI}))
 	msg(b, err)
-	code, state := h.provider.authorize(b.Msg.GetAuthorizeUrl())
+	code, state := h.provider.Authorize(b.Msg.GetAuthorizeUrl())
 	f, _ := h.svc.d.Flows.Get(t.Context(), state)
 	v, _ := h.svc.d.Sealer.Open(f.Sealed, credentials.FlowOwner(state))
 	verifiers = append(verifiers, string(v))
@@ -85,9 +85,7 @@ func TestSecurityNoTokenSecretOrVerifierLeaks(t *testing.T) {
 	msg(l, err)
 	// Refresh: renewed, then refused (revoked).
 	sweep(56 * time.Minute)
-	h.provider.mu.Lock()
-	clear(h.provider.refreshable)
-	h.provider.mu.Unlock()
+	h.provider.ForgetRefreshTokens()
 	sweep(56 * time.Minute)
 	l, err = h.svc.ListCredentials(h.alice, connect.NewRequest(&appv1.ListCredentialsRequest{Subject: userSubject}))
 	msg(l, err)
@@ -113,7 +111,7 @@ func TestSecurityNoTokenSecretOrVerifierLeaks(t *testing.T) {
 	seen = append(seen, h.logs.String())
 
 	secret := regexp.MustCompile(`(accesstoken|refreshtoken|devicecode|authcode)-\d+-SECRET|from-session-SECRET|descriptions-are-not-echoed`)
-	forbidden := append([]string{h.provider.client.secret}, verifiers...)
+	forbidden := append([]string{h.provider.ClientSecret}, verifiers...)
 	for _, s := range seen {
 		if m := secret.FindString(s); m != "" {
 			t.Errorf("%q leaks in: %s", m, s)

@@ -10,7 +10,8 @@ import (
 )
 
 // Sweep is the durable half of the service: it polls the device flows whose poll is due and
-// refreshes (or marks expired) the credentials whose refresh_at has come. Each item is claimed
+// refreshes (or marks expired) the credentials whose refresh_at has come, and deletes flows kept
+// long enough past their expiry (credentials.FlowKept). Each item is claimed
 // in a transaction first, so sweeps on several instances share the work and one that dies
 // mid-item leaves it due again after its lease. The automation worker's tick calls it.
 func (s *Service) Sweep(ctx context.Context) error {
@@ -26,7 +27,8 @@ func (s *Service) Sweep(ctx context.Context) error {
 			s.d.Log.Warn("oauth refresh", "provider", m.Provider, "subject", m.Subject().String(), "err", err)
 		}
 	}
-	if err := errors.Join(ferr, cerr); err != nil {
+	_, derr := s.d.Flows.DeleteExpired(ctx, sweepBatch)
+	if err := errors.Join(ferr, cerr, derr); err != nil {
 		return fmt.Errorf("oauth sweep: %w", err)
 	}
 	return nil

@@ -187,16 +187,32 @@ func (s *Service) deviceToken(w http.ResponseWriter, r *http.Request) {
 	}
 	ref := s.d.DB.Collection(grantsCollection).Doc(hashOf(f.Get("device_code")))
 	var g grant
-	var answer string // an RFC 8628 error code, "" to issue the key
+	var answer string // an RFC 8628 error code, "" when the key was issued
+	var key string
+	// The key is minted in the transaction that marks the grant issued: both are written or
+	// neither is, so a failure leaves the grant approved and the CLI's next poll issues it.
 	err := s.d.DB.RunTransaction(r.Context(), func(ctx context.Context, tx *firestore.Transaction) error {
 		cur, err := store.Read[grant](ctx, tx, ref)
 		if err != nil {
 			return err
 		}
 		g = *cur
-		answer, err = pollAnswer(&g, now)
-		if err != nil {
+		if answer, err = pollAnswer(&g, now); err != nil {
 			return err
+		}
+		if answer == "" {
+			k, whole, err := s.d.Keys.CreateIn(tx, auth.NewKeyInput{
+				Name: "hangar login on " + g.Machine, Kind: auth.KindPersonal, UserID: g.UserID, Admin: g.Admin, CreatedBy: g.UserID,
+			}, now)
+			if err != nil {
+				return fmt.Errorf("mint the key of %s: %w", g.UserID, err)
+			}
+			g.KeyID, key = k.ID, whole
+			if s.beforeIssue != nil {
+				if err := s.beforeIssue(); err != nil {
+					return err
+				}
+			}
 		}
 		return tx.Set(ref, g)
 	})
@@ -207,26 +223,15 @@ func (s *Service) deviceToken(w http.ResponseWriter, r *http.Request) {
 	}
 	if err != nil {
 		s.d.Log.Error("device token", "err", err)
-		writeOAuthError(w, http.StatusServiceUnavailable, "temporarily_unavailable", "retry")
+		writeOAuthError(w, http.StatusServiceUnavailable, "temporarily_unavailable", "nothing was issued; poll again")
 		return
 	}
 	if answer != "" {
 		writeOAuthError(w, http.StatusBadRequest, answer, answerDescriptions[answer])
 		return
 	}
-	k, key, err := s.d.Keys.Create(r.Context(), auth.NewKeyInput{
-		Name: "hangar login on " + g.Machine, Kind: auth.KindPersonal, UserID: g.UserID, Admin: g.Admin, CreatedBy: g.UserID,
-	}, now)
-	if err != nil {
-		s.d.Log.Error("device token: mint key", "user", g.UserID, "err", err)
-		writeOAuthError(w, http.StatusServiceUnavailable, "temporarily_unavailable", "the key could not be minted; run hangar login again")
-		return
-	}
-	if _, err := ref.Update(r.Context(), []firestore.Update{{Path: "key_id", Value: k.ID}}); err != nil {
-		s.d.Log.Warn("device token: record key", "key", k.ID, "err", err)
-	}
-	s.d.Log.Info("device login", "user", g.UserID, "key", k.ID, "machine", g.Machine)
-	writeJSON(w, http.StatusOK, map[string]any{"access_token": key, "token_type": "Bearer", "key_id": k.ID})
+	s.d.Log.Info("device login", "user", g.UserID, "key", g.KeyID, "machine", g.Machine)
+	writeJSON(w, http.StatusOK, map[string]any{"access_token": key, "token_type": "Bearer", "key_id": g.KeyID})
 }
 
 var answerDescriptions = map[string]string{

@@ -24,6 +24,7 @@ import (
 	"github.com/hangar-dev/hangar/platform/auth"
 	"github.com/hangar-dev/hangar/platform/clock"
 	"github.com/hangar-dev/hangar/platform/config"
+	"github.com/hangar-dev/hangar/platform/egress"
 	"github.com/hangar-dev/hangar/records/secrets"
 )
 
@@ -78,7 +79,7 @@ func newEnv(t *testing.T, mutate ...func(*config.SignIn)) *env {
 	authn.AcceptSessions(sessions, PublicOrigins(cfg))
 	e.d = Deps{
 		DB: db, Authn: authn, Sessions: sessions, Users: auth.NewUsers(db), Keys: auth.NewKeys(db, authn),
-		Secrets: store, Config: cfg, Clock: c, Log: log,
+		Secrets: store, Config: cfg, Clock: c, Log: log, Egress: egress.MustParse("127.0.0.1"), LoopbackHTTP: true,
 	}
 	e.svc = New(e.d)
 	mux := http.NewServeMux()

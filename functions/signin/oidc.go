@@ -31,6 +31,8 @@ const (
 	flowCookie      = "hangar_signin"
 	flowsCollection = "signinFlows"
 	flowTTL         = 10 * time.Minute
+	// providerTimeout bounds one request to the OIDC provider.
+	providerTimeout = 30 * time.Second
 )
 
 // flow is a sign-in waiting for its callback.
@@ -71,11 +73,28 @@ func (s *Service) oauthConfig(ctx context.Context) (*oauth2.Config, *oidc.IDToke
 	s.oidc.mu.Lock()
 	defer s.oidc.mu.Unlock()
 	if s.oidc.provider == nil {
+		if _, err := s.d.Egress.CheckEndpoint(c.OIDCIssuer, s.d.LoopbackHTTP); err != nil {
+			return nil, nil, fmt.Errorf("the OIDC issuer %s (HANGAR_OIDC_ISSUER): %w", c.OIDCIssuer, err)
+		}
 		// The provider keeps this context to fetch its signing keys later: not the request's.
-		pctx := oidc.ClientContext(context.Background(), s.d.HTTPClient)
-		if s.oidc.provider, err = oidc.NewProvider(pctx, c.OIDCIssuer); err != nil {
+		pctx := oidc.ClientContext(context.Background(), s.client)
+		p, err := oidc.NewProvider(pctx, c.OIDCIssuer)
+		if err != nil {
 			return nil, nil, fmt.Errorf("discover the OIDC provider %s: %w", c.OIDCIssuer, err)
 		}
+		// The endpoints discovery names are called as the issuer is: checked the same way.
+		var keys struct {
+			JWKS string `json:"jwks_uri"`
+		}
+		if err := p.Claims(&keys); err != nil {
+			return nil, nil, fmt.Errorf("read the OIDC provider's discovery document: %w", err)
+		}
+		for name, u := range map[string]string{"token_endpoint": p.Endpoint().TokenURL, "jwks_uri": keys.JWKS} {
+			if _, err := s.d.Egress.CheckEndpoint(u, s.d.LoopbackHTTP); err != nil {
+				return nil, nil, fmt.Errorf("the OIDC provider's %s %s: %w", name, u, err)
+			}
+		}
+		s.oidc.provider = p
 	}
 	conf := &oauth2.Config{
 		ClientID: c.OIDCClientID, ClientSecret: secret, Endpoint: s.oidc.provider.Endpoint(),
@@ -149,7 +168,7 @@ func (s *Service) callback(w http.ResponseWriter, r *http.Request) {
 		s.page(w, http.StatusServiceUnavailable, "Sign-in is unavailable", err.Error())
 		return
 	}
-	tok, err := conf.Exchange(oidc.ClientContext(ctx, s.d.HTTPClient), q.Get("code"), oauth2.VerifierOption(f.Verifier))
+	tok, err := conf.Exchange(oidc.ClientContext(ctx, s.client), q.Get("code"), oauth2.VerifierOption(f.Verifier))
 	if err != nil {
 		s.d.Log.Warn("sign-in: code exchange failed", "err", redactOAuthError(err))
 		s.page(w, http.StatusBadRequest, "Sign-in failed", "The identity provider did not accept the sign-in's code: start again.")

@@ -21,6 +21,7 @@ import (
 	"github.com/hangar-dev/hangar/platform/auth"
 	"github.com/hangar-dev/hangar/platform/clock"
 	"github.com/hangar-dev/hangar/platform/config"
+	"github.com/hangar-dev/hangar/platform/egress"
 )
 
 // The paths of /api/auth. OAuthCallbackPath is not served here: OAuthCredentialService's
@@ -58,8 +59,12 @@ type Deps struct {
 	Config  config.SignIn
 	Clock   clock.Clock
 	Log     *slog.Logger
-	// HTTPClient reaches the OIDC provider (nil: http.DefaultClient).
-	HTTPClient *http.Client
+	// Egress is what the OIDC provider's discovery, token and key endpoints may resolve to
+	// beyond public addresses; they are reached through its guarded dialer, https only.
+	Egress egress.Policy
+	// LoopbackHTTP lets the issuer be plain http on a loopback address: only tests' loopback
+	// providers set it.
+	LoopbackHTTP bool
 }
 
 // Service serves /api/auth.
@@ -67,8 +72,12 @@ type Service struct {
 	d       Deps
 	secure  bool // cookies are Secure unless PublicURL is http on loopback
 	oidc    oidcClient
-	lookups limiter // failed user-code lookups, per user and per client address
-	starts  limiter // sign-ins and device codes started, per client address (each writes a record)
+	client  *http.Client // every request to the OIDC provider
+	lookups limiter      // failed user-code lookups, per user and per client address
+	starts  limiter      // sign-ins and device codes started, per client address (each writes a record)
+	// beforeIssue, when set (by tests), runs in the transaction that issues a device grant's key,
+	// after the key's write: an error fails the issue as a failed commit would.
+	beforeIssue func() error
 }
 
 // New returns the service over d.
@@ -79,10 +88,8 @@ func New(d Deps) *Service {
 	if d.Log == nil {
 		d.Log = slog.Default()
 	}
-	if d.HTTPClient == nil {
-		d.HTTPClient = http.DefaultClient
-	}
-	s := &Service{d: d, secure: !loopbackHTTP(d.Config.PublicURL)}
+	s := &Service{d: d, secure: !loopbackHTTP(d.Config.PublicURL), client: d.Egress.EndpointClient(d.LoopbackHTTP)}
+	s.client.Timeout = providerTimeout
 	s.lookups = newLimiter(userCodeFailureRate, userCodeFailureBurst)
 	s.starts = newLimiter(startRate, startBurst)
 	return s
@@ -91,16 +98,17 @@ func New(d Deps) *Service {
 // Routes are the service's HTTP routes by ServeMux pattern.
 func (s *Service) Routes() map[string]http.Handler {
 	return map[string]http.Handler{
-		"GET " + LoginPath:        http.HandlerFunc(s.login),
-		"GET " + CallbackPath:     http.HandlerFunc(s.callback),
-		"POST " + LogoutPath:      http.HandlerFunc(s.logout),
-		"GET " + WhoamiPath:       http.HandlerFunc(s.whoami),
-		"GET " + DevPath:          http.HandlerFunc(s.devPage),
-		"POST " + DevPath:         http.HandlerFunc(s.devSignIn),
-		"GET " + DevicePath:       http.HandlerFunc(s.devicePage),
-		"POST " + DevicePath:      http.HandlerFunc(s.deviceDecide),
-		"POST " + DeviceCodePath:  http.HandlerFunc(s.deviceCode),
-		"POST " + DeviceTokenPath: http.HandlerFunc(s.deviceToken),
+		"GET " + LoginPath:           http.HandlerFunc(s.login),
+		"GET " + CallbackPath:        http.HandlerFunc(s.callback),
+		"POST " + LogoutPath:         http.HandlerFunc(s.logout),
+		"GET " + WhoamiPath:          http.HandlerFunc(s.whoami),
+		"GET " + DevPath:             http.HandlerFunc(s.devPage),
+		"POST " + DevPath:            http.HandlerFunc(s.devSignIn),
+		"GET " + DevicePath:          http.HandlerFunc(s.devicePage),
+		"POST " + DevicePath:         http.HandlerFunc(s.deviceDecide),
+		"POST " + DeviceCodePath:     http.HandlerFunc(s.deviceCode),
+		"POST " + DeviceTokenPath:    http.HandlerFunc(s.deviceToken),
+		"POST " + RevokeSessionsPath: http.HandlerFunc(s.revokeSessions),
 	}
 }
 
@@ -174,7 +182,7 @@ func (s *Service) logout(w http.ResponseWriter, r *http.Request) {
 	now := s.d.Clock.Now()
 	if p.Kind == auth.KindWebSession {
 		err = s.d.Sessions.Revoke(r.Context(), auth.SessionToken(r.Header), now)
-		http.SetCookie(w, &http.Cookie{Name: auth.SessionCookie, Value: "", Path: "/", HttpOnly: true, Secure: s.secure, SameSite: http.SameSiteLaxMode, MaxAge: -1})
+		s.clearSessionCookie(w)
 	} else {
 		_, err = s.d.Keys.Revoke(r.Context(), p.KeyID, now)
 	}
@@ -185,6 +193,11 @@ func (s *Service) logout(w http.ResponseWriter, r *http.Request) {
 	}
 	s.d.Log.Info("signed out", "user", p.UserID, "kind", p.Kind, "key", p.KeyID)
 	writeJSON(w, http.StatusOK, map[string]any{"signed_out": true, "key_id": p.KeyID})
+}
+
+// clearSessionCookie has the browser drop its session cookie.
+func (s *Service) clearSessionCookie(w http.ResponseWriter) {
+	http.SetCookie(w, &http.Cookie{Name: auth.SessionCookie, Value: "", Path: "/", HttpOnly: true, Secure: s.secure, SameSite: http.SameSiteLaxMode, MaxAge: -1})
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

@@ -83,6 +83,32 @@ type NewKeyInput struct {
 // Create mints a key and returns its record and the whole key, which exists only in this
 // return value from now on.
 func (ks *Keys) Create(ctx context.Context, in NewKeyInput, now time.Time) (Key, string, error) {
+	k, whole, err := newKey(in, now)
+	if err != nil {
+		return Key{}, "", err
+	}
+	if _, err := ks.db.Collection(keysCollection).Doc(k.ID).Create(ctx, k); err != nil {
+		return Key{}, "", fmt.Errorf("create api key %s: %w", in.Name, err)
+	}
+	return k, whole, nil
+}
+
+// CreateIn is Create as a write of tx: the key exists only if tx commits, so a caller can mint
+// it together with the record that says it was issued (or not at all). A retried transaction
+// mints a new key each attempt; only the committed attempt's key exists.
+func (ks *Keys) CreateIn(tx *firestore.Transaction, in NewKeyInput, now time.Time) (Key, string, error) {
+	k, whole, err := newKey(in, now)
+	if err != nil {
+		return Key{}, "", err
+	}
+	if err := tx.Create(ks.db.Collection(keysCollection).Doc(k.ID), k); err != nil {
+		return Key{}, "", fmt.Errorf("create api key %s: %w", in.Name, err)
+	}
+	return k, whole, nil
+}
+
+// newKey draws a key of in: its record and the whole key.
+func newKey(in NewKeyInput, now time.Time) (Key, string, error) {
 	id, err := randomToken(keyIDLen)
 	if err != nil {
 		return Key{}, "", err
@@ -92,14 +118,10 @@ func (ks *Keys) Create(ctx context.Context, in NewKeyInput, now time.Time) (Key,
 		return Key{}, "", err
 	}
 	whole := keyPrefix + id + "_" + secret
-	k := Key{
+	return Key{
 		ID: id, Name: in.Name, Kind: in.Kind, UserID: in.UserID, Admin: in.Admin,
 		Hash: hashKey(whole), CreatedBy: in.CreatedBy, CreatedAt: now,
-	}
-	if _, err := ks.db.Collection(keysCollection).Doc(id).Create(ctx, k); err != nil {
-		return Key{}, "", fmt.Errorf("create api key %s: %w", in.Name, err)
-	}
-	return k, whole, nil
+	}, whole, nil
 }
 
 // ErrKeyMismatch is a key whose id names a record of another key.

@@ -222,3 +222,9 @@ func NewFlowID() string { return ids.New(FlowPrefix) }
 
 // FlowOwner is what a flow's sealed secret is bound to.
 func FlowOwner(id string) string { return FlowCollection + "/" + id }
+
+// DeleteExpired deletes up to limit flows whose expire_at (FlowKept past expires_at) has passed,
+// and answers how many: the sweep's step, for deployments without a TTL policy on expire_at.
+func (fs *Flows) DeleteExpired(ctx context.Context, limit int) (int, error) {
+	return store.DeleteExpired(ctx, fs.db, FlowCollection, "expire_at", fs.now(), limit)
+}

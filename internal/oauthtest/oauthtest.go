@@ -1,4 +1,8 @@
-package oauthcreds
+// Package oauthtest is a loopback OAuth provider for tests: RFC 6749's authorization code and
+// refresh grants, RFC 7636's PKCE (S256 only) and RFC 8628's device grant, with answers a test
+// scripts. OAuthCredentialService's own tests and the CLI's tests through a real server sign in
+// to it.
+package oauthtest
 
 import (
 	"crypto/sha256"
@@ -12,14 +16,15 @@ import (
 	"testing"
 )
 
-// fakeProvider is a loopback OAuth provider following RFC 6749 (authorization code and refresh
-// grants), RFC 7636 (S256 only) and RFC 8628 (device grant). Tests decide what each device code
-// answers and play the user's browser by minting codes (authorize).
-type fakeProvider struct {
-	t      *testing.T
-	srv    *httptest.Server
-	mu     sync.Mutex
-	client struct{ id, secret string }
+// Provider is the loopback provider. Tests decide what each device code answers and play the
+// user's browser by minting codes (Authorize).
+type Provider struct {
+	// ClientID and ClientSecret are the only client the provider knows.
+	ClientID, ClientSecret string
+
+	t   *testing.T
+	srv *httptest.Server
+	mu  sync.Mutex
 	// device codes: the answers the token endpoint gives, in order; the last repeats.
 	devices map[string][]string
 	// codes issued by authorize, and whether each was exchanged.
@@ -42,9 +47,10 @@ type issued struct {
 	used                             bool
 }
 
-func newFakeProvider(t *testing.T) *fakeProvider {
-	p := &fakeProvider{t: t, devices: map[string][]string{}, codes: map[string]*issued{}, refreshable: map[string]bool{}, expiresIn: 3600}
-	p.client.id, p.client.secret = "client-123", "client-secret-very-private"
+// New starts a provider for t, closed when t ends.
+func New(t *testing.T) *Provider {
+	p := &Provider{t: t, devices: map[string][]string{}, codes: map[string]*issued{}, refreshable: map[string]bool{}, expiresIn: 3600}
+	p.ClientID, p.ClientSecret = "client-123", "client-secret-very-private"
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /device", p.device)
 	mux.HandleFunc("POST /token", p.token)
@@ -54,47 +60,84 @@ func newFakeProvider(t *testing.T) *fakeProvider {
 	return p
 }
 
-func (p *fakeProvider) url(path string) string { return p.srv.URL + path }
+// URL is path on the provider.
+func (p *Provider) URL(path string) string { return p.srv.URL + path }
+
+// Addr is the provider's host:port.
+func (p *Provider) Addr() string { return p.srv.Listener.Addr().String() }
+
+// RegistryJSON is a HANGAR_OAUTH_PROVIDERS list of one provider, id, served here: device and
+// redirect flows with PKCE, a confidential client whose id and secret are the org secrets
+// idRef and secretRef, and account metadata from the token response and the /user probe.
+func (p *Provider) RegistryJSON(id, idRef, secretRef string) string {
+	return `[{"id": "` + id + `", "device_authorization_url": "` + p.URL("/device") + `",
+		"authorize_url": "` + p.URL("/authorize") + `", "token_url": "` + p.URL("/token") + `",
+		"scopes": ["read", "write"], "client_id_ref": "` + idRef + `", "client_secret_ref": "` + secretRef + `",
+		"pkce": true, "bundle": "claude_code",
+		"metadata": {"from_token_response": {"display_name": "account.email_address", "workspace_name": "organization.name"},
+			"probe": {"host": "` + p.Addr() + `", "path": "/user", "map": {"plan_type": "plan.name"}}}}]`
+}
+
+// SetRedirectTokenTo has the token endpoint redirect to u.
+func (p *Provider) SetRedirectTokenTo(u string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.redirectTokenTo = u
+}
+
+// ForgetRefreshTokens makes every refresh token issued so far fail with invalid_grant.
+func (p *Provider) ForgetRefreshTokens() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	clear(p.refreshable)
+}
+
+// SetRefreshError has refreshes answer the OAuth error code ("" issues tokens again).
+func (p *Provider) SetRefreshError(code string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.refreshError = code
+}
 
 // next mints a distinct secret-looking value.
-func (p *fakeProvider) next(kind string) string {
+func (p *Provider) next(kind string) string {
 	p.serial++
 	return fmt.Sprintf("%s-%d-SECRET", kind, p.serial)
 }
 
-func (p *fakeProvider) device(w http.ResponseWriter, r *http.Request) {
+func (p *Provider) device(w http.ResponseWriter, r *http.Request) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if r.PostFormValue("client_id") != p.client.id {
+	if r.PostFormValue("client_id") != p.ClientID {
 		oauthError(w, http.StatusUnauthorized, "invalid_client")
 		return
 	}
 	dc := p.next("devicecode")
 	p.devices[dc] = nil
 	writeJSON(w, map[string]any{
-		"device_code": dc, "user_code": "WDJB-MJHT", "verification_uri": p.url("/activate"),
+		"device_code": dc, "user_code": "WDJB-MJHT", "verification_uri": p.URL("/activate"),
 		"expires_in": 900, "interval": 5,
 	})
 }
 
-// script sets what the newest device code's polls answer.
-func (p *fakeProvider) script(answers ...string) {
+// Script sets what the newest device code's polls answer.
+func (p *Provider) Script(answers ...string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	dc := fmt.Sprintf("devicecode-%d-SECRET", p.serial)
 	p.devices[dc] = answers
 }
 
-// authorize plays the user approving at authorizeURL: it checks the request and mints a code
+// Authorize plays the user approving at authorizeURL: it checks the request and mints a code
 // bound to its challenge and redirect_uri, answering the code and the state.
-func (p *fakeProvider) authorize(authorizeURL string) (code, state string) {
+func (p *Provider) Authorize(authorizeURL string) (code, state string) {
 	p.t.Helper()
 	req, err := http.NewRequest(http.MethodGet, authorizeURL, nil)
 	if err != nil {
 		p.t.Fatal(err)
 	}
 	q := req.URL.Query()
-	if q.Get("response_type") != "code" || q.Get("client_id") != p.client.id || q.Get("code_challenge_method") != "S256" {
+	if q.Get("response_type") != "code" || q.Get("client_id") != p.ClientID || q.Get("code_challenge_method") != "S256" {
 		p.t.Fatalf("authorize URL %s lacks response_type, client_id or S256", authorizeURL)
 	}
 	p.mu.Lock()
@@ -104,14 +147,14 @@ func (p *fakeProvider) authorize(authorizeURL string) (code, state string) {
 	return code, q.Get("state")
 }
 
-func (p *fakeProvider) token(w http.ResponseWriter, r *http.Request) {
+func (p *Provider) token(w http.ResponseWriter, r *http.Request) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.redirectTokenTo != "" {
 		http.Redirect(w, r, p.redirectTokenTo, http.StatusTemporaryRedirect)
 		return
 	}
-	if r.PostFormValue("client_id") != p.client.id || r.PostFormValue("client_secret") != p.client.secret {
+	if r.PostFormValue("client_id") != p.ClientID || r.PostFormValue("client_secret") != p.ClientSecret {
 		oauthError(w, http.StatusUnauthorized, "invalid_client")
 		return
 	}
@@ -144,7 +187,7 @@ func (p *fakeProvider) token(w http.ResponseWriter, r *http.Request) {
 			oauthError(w, http.StatusBadRequest, "invalid_grant")
 		case c.redirectURI != r.PostFormValue("redirect_uri"):
 			oauthError(w, http.StatusBadRequest, "invalid_grant")
-		case s256(r.PostFormValue("code_verifier")) != c.challenge:
+		case S256(r.PostFormValue("code_verifier")) != c.challenge:
 			oauthError(w, http.StatusBadRequest, "invalid_grant")
 		default:
 			c.used = true
@@ -169,7 +212,7 @@ func (p *fakeProvider) token(w http.ResponseWriter, r *http.Request) {
 
 // issueToken answers a new access and refresh token, with account details as Anthropic's
 // token endpoint gives them.
-func (p *fakeProvider) issueToken(w http.ResponseWriter) {
+func (p *Provider) issueToken(w http.ResponseWriter) {
 	rt := p.next("refreshtoken")
 	p.refreshable[rt] = true
 	writeJSON(w, map[string]any{
@@ -178,7 +221,7 @@ func (p *fakeProvider) issueToken(w http.ResponseWriter) {
 	})
 }
 
-func (p *fakeProvider) user(w http.ResponseWriter, r *http.Request) {
+func (p *Provider) user(w http.ResponseWriter, r *http.Request) {
 	if !strings.HasPrefix(r.Header.Get("Authorization"), "Bearer accesstoken-") {
 		http.Error(w, "no token", http.StatusUnauthorized)
 		return
@@ -186,7 +229,8 @@ func (p *fakeProvider) user(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, map[string]any{"login": "alice-gh", "plan": map[string]any{"name": "pro"}})
 }
 
-func s256(verifier string) string {
+// S256 is RFC 7636's S256 challenge of verifier, as the provider computes it.
+func S256(verifier string) string {
 	sum := sha256.Sum256([]byte(verifier))
 	return base64.RawURLEncoding.EncodeToString(sum[:])
 }
@@ -202,8 +246,8 @@ func writeJSON(w http.ResponseWriter, v any) {
 	_ = json.NewEncoder(w).Encode(v)
 }
 
-// counts are how many device polls and code exchanges the provider answered.
-func (p *fakeProvider) counts() (polls, exchanges int) {
+// Counts are how many device polls and code exchanges the provider answered.
+func (p *Provider) Counts() (polls, exchanges int) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.polls, p.exchanges
