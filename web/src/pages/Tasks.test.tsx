@@ -55,7 +55,7 @@ describe("tasks page", () => {
     renderAt("/tasks", () => {
       throw new ConnectError("missing credentials", Code.Unauthenticated);
     });
-    expect(await screen.findByRole("form", { name: "Sign in" })).toBeTruthy();
+    expect(await screen.findByRole("region", { name: "Sign in" })).toBeTruthy();
     const signIn = screen.getByRole("link", { name: "Sign in with your account" });
     expect(signIn.getAttribute("href")).toMatch(/^\/api\/auth\/login\?return_to=%2F/);
   });
