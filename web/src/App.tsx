@@ -8,7 +8,9 @@ import { AuthContext, httpAuth, type Auth } from "./auth";
 import { Layout } from "./components/Layout";
 import { AutomationPage } from "./pages/Automation";
 import { AutomationsPage } from "./pages/Automations";
+import { ImagesPage } from "./pages/Images";
 import { NotFound } from "./pages/NotFound";
+import { ProfilePage, ProfilesPage } from "./pages/Profiles";
 import { RunPage } from "./pages/Run";
 import { SessionPage } from "./pages/Session";
 import { TaskPage } from "./pages/Task";
@@ -38,6 +40,9 @@ export function App({ transport, auth = httpAuth }: { transport: Transport; auth
             <Route path="automations" element={<AutomationsPage />} />
             <Route path="automations/:automationId" element={<AutomationPage />} />
             <Route path="runs/:runId" element={<RunPage />} />
+            <Route path="profiles" element={<ProfilesPage />} />
+            <Route path="profiles/:profileId" element={<ProfilePage />} />
+            <Route path="images" element={<ImagesPage />} />
             <Route path="settings" element={<SettingsPage />}>
               <Route index element={<Navigate to="keys" replace />} />
               <Route path="keys" element={<ApiKeysPage />} />
