@@ -1,7 +1,7 @@
-import { create } from "@bufbuild/protobuf";
+import { create, type MessageInitShape } from "@bufbuild/protobuf";
 import { fireEvent, screen, within } from "@testing-library/react";
 
-import { EnableJobSchema, ImageService, type EnableJob } from "../gen/svc/app/v1/image_pb";
+import { EnableJobSchema, ImageService } from "../gen/svc/app/v1/image_pb";
 import { renderApp } from "../testing";
 
 const uri = "registry.test/agent:latest";
@@ -9,7 +9,7 @@ const uri = "registry.test/agent:latest";
 describe("images page", () => {
   it("follows an enable job live: its stage, the chunks bar, the output tail, and retry after a failure", async () => {
     // Each GetEnableJob answers the job's next state, as the worker moves it.
-    const states: Partial<EnableJob>[] = [
+    const states: MessageInitShape<typeof EnableJobSchema>[] = [
       { state: "chunking", chunksTotal: 10, chunksDone: 4 },
       { state: "warming", warmStage: "command", outputTail: "added 312 packages\n" },
       { state: "failed", error: "warming: command exited 1", outputTail: "npm ERR! boom\n", attempts: 1 },
