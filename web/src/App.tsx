@@ -11,6 +11,7 @@ import { AutomationsPage } from "./pages/Automations";
 import { ImagesPage } from "./pages/Images";
 import { NotFound } from "./pages/NotFound";
 import { ProfilePage, ProfilesPage } from "./pages/Profiles";
+import { ReviewPage, ReviewsPage } from "./pages/Reviews";
 import { RunPage } from "./pages/Run";
 import { SessionPage } from "./pages/Session";
 import { TaskPage } from "./pages/Task";
@@ -43,6 +44,8 @@ export function App({ transport, auth = httpAuth }: { transport: Transport; auth
             <Route path="profiles" element={<ProfilesPage />} />
             <Route path="profiles/:profileId" element={<ProfilePage />} />
             <Route path="images" element={<ImagesPage />} />
+            <Route path="reviews" element={<ReviewsPage />} />
+            <Route path="reviews/:reviewId" element={<ReviewPage />} />
             <Route path="settings" element={<SettingsPage />}>
               <Route index element={<Navigate to="keys" replace />} />
               <Route path="keys" element={<ApiKeysPage />} />

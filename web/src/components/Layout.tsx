@@ -13,6 +13,7 @@ export function Layout() {
         <nav aria-label="Main">
           <NavLink to="/tasks">Tasks</NavLink>
           <NavLink to="/automations">Automations</NavLink>
+          <NavLink to="/reviews">Reviews</NavLink>
           <NavLink to="/profiles">Profiles</NavLink>
           <NavLink to="/images">Images</NavLink>
           <NavLink to="/settings">Settings</NavLink>
