@@ -124,7 +124,7 @@ export function TasksPage() {
           </nav>
         </>
       )}
-      <NewTask />
+      {tasks.isSuccess && <NewTask />}
     </section>
   );
 }
