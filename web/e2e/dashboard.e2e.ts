@@ -5,6 +5,8 @@
 // screenshot.
 import { createClient } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-web";
+import { writeFileSync } from "node:fs";
+import { gzipSync } from "node:zlib";
 import { chromium, type Browser, type Page } from "playwright-core";
 
 import { SessionService } from "../src/gen/svc/app/v1/session_pb";
@@ -105,6 +107,18 @@ describe("the dashboard", () => {
     await shot("session");
   });
 
+  it("downloads a file of the session through ReadFile's stream", async () => {
+    for await (const _ of sessions.exec({ sessionId, command: "echo file-from-the-sandbox > /tmp/browser.txt" })) void _;
+    const files = page.getByRole("form", { name: "Download a file" });
+    await files.getByLabel("Path in the sandbox").fill("/tmp/browser.txt");
+    const [download] = await Promise.all([page.waitForEvent("download"), files.getByRole("button", { name: "Download" }).click()]);
+    expect(download.suggestedFilename()).toBe("browser.txt");
+    const body = await download.createReadStream();
+    let text = "";
+    for await (const chunk of body) text += chunk;
+    expect(text).toBe("file-from-the-sandbox\n");
+  });
+
   it("takes a checkpoint from the session page", async () => {
     const checkpoints = page.getByRole("region", { name: "Checkpoints" });
     await checkpoints.getByRole("button", { name: "Snapshot" }).click();
@@ -186,6 +200,38 @@ describe("the dashboard", () => {
     await page.getByRole("list", { name: "Enable jobs" }).getByRole("button").first().click();
     await page.getByRole("region", { name: "Enable job" }).getByRole("list", { name: "Stages" }).waitFor();
     await shot("images");
+  });
+
+  it("shows reviews, harnesses and model routers", async () => {
+    for (const [path, heading] of [["reviews", "Reviews"], ["harnesses", "Harnesses"], ["model-routers", "Model routers"]]) {
+      await page.goto(`${url}/${path}`);
+      await page.getByRole("heading", { name: heading, exact: true }).waitFor();
+      await page.getByText(/^Loading/).waitFor({ state: "hidden" });
+      expect(await page.getByRole("alert").count()).toBe(0);
+      await shot(path);
+    }
+  });
+
+  // The Performance table's numbers: first contentful paint of the tasks page (a fresh load,
+  // signed in) and the size of what it loads, gzip-compressed as hangar serves it.
+  it("measures the tasks page's first contentful paint and the bundle's gzip size", async () => {
+    const paints: number[] = [];
+    for (let i = 0; i < 5; i++) {
+      const fresh = await browser.newContext({ viewport: { width: 1280, height: 800 }, storageState: await page.context().storageState() });
+      const p = await fresh.newPage();
+      await p.goto(`${url}/tasks`);
+      await p.getByRole("heading", { name: "Tasks" }).waitFor();
+      paints.push(await p.evaluate(() => performance.getEntriesByName("first-contentful-paint")[0]?.startTime ?? -1));
+      await fresh.close();
+    }
+    const assets = (await (await fetch(`${url}/`)).text()).match(/\/assets\/[^"]+/g) ?? [];
+    let gzip = 0;
+    for (const a of assets) gzip += gzipSync(Buffer.from(await (await fetch(url + a)).arrayBuffer())).length;
+    paints.sort((a, b) => a - b);
+    const result = { fcp_ms_median: Math.round(paints[2]), fcp_ms: paints.map(Math.round), bundle_gzip_kb: Math.round(gzip / 102.4) / 10, assets };
+    console.log("dashboard performance", JSON.stringify(result));
+    writeFileSync(`${shots}/performance.json`, JSON.stringify(result, null, 2));
+    expect(paints.every((x) => x > 0)).toBe(true);
   });
 
   it("shows a Connect error with its code on a page that cannot load", async () => {

@@ -8,6 +8,7 @@ import { AuthContext, httpAuth, type Auth } from "./auth";
 import { Layout } from "./components/Layout";
 import { AutomationPage } from "./pages/Automation";
 import { AutomationsPage } from "./pages/Automations";
+import { HarnessesPage, ModelRoutersPage, RouterModelsPage } from "./pages/Catalog";
 import { ImagesPage } from "./pages/Images";
 import { NotFound } from "./pages/NotFound";
 import { ProfilePage, ProfilesPage } from "./pages/Profiles";
@@ -44,6 +45,9 @@ export function App({ transport, auth = httpAuth }: { transport: Transport; auth
             <Route path="profiles" element={<ProfilesPage />} />
             <Route path="profiles/:profileId" element={<ProfilePage />} />
             <Route path="images" element={<ImagesPage />} />
+            <Route path="harnesses" element={<HarnessesPage />} />
+            <Route path="model-routers" element={<ModelRoutersPage />} />
+            <Route path="model-routers/:routerId" element={<RouterModelsPage />} />
             <Route path="reviews" element={<ReviewsPage />} />
             <Route path="reviews/:reviewId" element={<ReviewPage />} />
             <Route path="settings" element={<SettingsPage />}>

@@ -16,6 +16,8 @@ export function Layout() {
           <NavLink to="/reviews">Reviews</NavLink>
           <NavLink to="/profiles">Profiles</NavLink>
           <NavLink to="/images">Images</NavLink>
+          <NavLink to="/harnesses">Harnesses</NavLink>
+          <NavLink to="/model-routers">Models</NavLink>
           <NavLink to="/settings">Settings</NavLink>
         </nav>
         <Account />
