@@ -192,7 +192,7 @@ export function ReviewPage() {
         </dd>
         <dt>Pull request</dt>
         <dd>
-          {r!.prUrl ? (
+          {r!.prUrl && /^https?:\/\//.test(r!.prUrl) ? (
             <a href={r!.prUrl} rel="noreferrer noopener">
               {r!.prUrl}
             </a>
