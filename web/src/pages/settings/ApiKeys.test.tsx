@@ -39,6 +39,7 @@ describe("API keys settings", () => {
     fireEvent.click(within(once).getByRole("button", { name: "I have saved it" }));
     expect(screen.queryByRole("region", { name: "The new API key" })).toBeNull();
     expect(document.body.textContent).not.toContain("s3cret");
+    expect([...document.querySelectorAll("input")].some((i) => i.value.includes("s3cret"))).toBe(false);
 
     fireEvent.click(within(table).getByRole("button", { name: "Revoke" }));
     fireEvent.click(within(table).getByRole("button", { name: "Confirm revoke" }));
