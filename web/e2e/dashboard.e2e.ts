@@ -221,7 +221,10 @@ describe("the dashboard", () => {
       const p = await fresh.newPage();
       await p.goto(`${url}/tasks`);
       await p.getByRole("heading", { name: "Tasks" }).waitFor();
-      paints.push(await p.evaluate(() => performance.getEntriesByName("first-contentful-paint")[0]?.startTime ?? -1));
+      // The paint entry is queued after the frame is presented, which may be after the heading
+      // is in the DOM.
+      await p.waitForFunction(() => performance.getEntriesByName("first-contentful-paint").length > 0);
+      paints.push(await p.evaluate(() => performance.getEntriesByName("first-contentful-paint")[0].startTime));
       await fresh.close();
     }
     const assets = (await (await fetch(`${url}/`)).text()).match(/\/assets\/[^"]+/g) ?? [];
