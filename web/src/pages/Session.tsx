@@ -5,9 +5,10 @@ import { Link, useParams } from "react-router-dom";
 import { ErrorView, Loading } from "../components/States";
 import { fold, followEvents, type SessionEvent, type Turn } from "../events";
 import { SessionService } from "../gen/svc/app/v1/session_pb";
+import { Files } from "./SessionFiles";
 
 // SessionPage is one session at work: its state, the live conversation, a prompt box with the
-// queue, and its checkpoints.
+// queue, its checkpoints, and its files and artifacts.
 export function SessionPage() {
   const { sessionId = "" } = useParams();
   const session = useQuery(SessionService.method.getSession, { sessionId }, { refetchInterval: 5000 });
@@ -58,6 +59,7 @@ export function SessionPage() {
         </div>
         <aside>
           <Checkpoints sessionId={sessionId} />
+          <Files sessionId={sessionId} events={events} />
         </aside>
       </div>
     </section>

@@ -4,6 +4,7 @@ import { fireEvent, render, screen, waitFor } from "@testing-library/react";
 import { MemoryRouter } from "react-router-dom";
 
 import { App } from "../App";
+import { ProfileService } from "../gen/svc/app/v1/profile_pb";
 import { TaskSchema, TaskService, type ListTasksRequest } from "../gen/svc/app/v1/task_pb";
 
 const task = (id: string, title: string, status: string) =>
@@ -12,6 +13,7 @@ const task = (id: string, title: string, status: string) =>
 function renderAt(path: string, listTasks: (req: ListTasksRequest) => unknown) {
   const seen: ListTasksRequest[] = [];
   const transport = createRouterTransport(({ service }) => {
+    service(ProfileService, { listProfiles: () => ({ profiles: [] }) });
     service(TaskService, {
       listTasks(req) {
         seen.push(req);
@@ -55,7 +57,7 @@ describe("tasks page", () => {
     renderAt("/tasks", () => {
       throw new ConnectError("missing credentials", Code.Unauthenticated);
     });
-    expect(await screen.findByRole("form", { name: "Sign in" })).toBeTruthy();
+    expect(await screen.findByRole("region", { name: "Sign in" })).toBeTruthy();
     const signIn = screen.getByRole("link", { name: "Sign in with your account" });
     expect(signIn.getAttribute("href")).toMatch(/^\/api\/auth\/login\?return_to=%2F/);
   });

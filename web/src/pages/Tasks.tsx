@@ -1,7 +1,8 @@
-import { useQuery } from "@connectrpc/connect-query";
-import { useEffect, useState } from "react";
-import { Link, useSearchParams } from "react-router-dom";
+import { useMutation, useQuery } from "@connectrpc/connect-query";
+import { useEffect, useState, type FormEvent } from "react";
+import { Link, useNavigate, useSearchParams } from "react-router-dom";
 
+import { ProfileService } from "../gen/svc/app/v1/profile_pb";
 import { TaskService } from "../gen/svc/app/v1/task_pb";
 import { Empty, ErrorView, Loading } from "../components/States";
 
@@ -79,7 +80,7 @@ export function TasksPage() {
       ) : tasks.isError ? (
         <ErrorView error={tasks.error} />
       ) : tasks.data.tasks.length === 0 ? (
-        <Empty>No tasks match. Create one with `hangar tasks create` or from an automation.</Empty>
+        <Empty>No tasks match. Create one below, with `hangar tasks create` or from an automation.</Empty>
       ) : (
         <>
           <table className="list">
@@ -123,6 +124,51 @@ export function TasksPage() {
           </nav>
         </>
       )}
+      {tasks.isSuccess && <NewTask />}
     </section>
+  );
+}
+
+// NewTask starts an agent task from a profile with a first prompt, and opens it.
+function NewTask() {
+  const navigate = useNavigate();
+  const profiles = useQuery(ProfileService.method.listProfiles, {});
+  const [profileId, setProfileId] = useState("");
+  const [title, setTitle] = useState("");
+  const [prompt, setPrompt] = useState("");
+  const create = useMutation(TaskService.method.createTask, { onSuccess: (res) => navigate(`/tasks/${res.task!.id}`) });
+  const chosen = profileId || profiles.data?.profiles[0]?.id || "";
+  const submit = (e: FormEvent) => {
+    e.preventDefault();
+    create.mutate({ type: "agent", profileId: chosen, title: title || undefined, prompt });
+  };
+  return (
+    <form className="form" aria-label="New task" onSubmit={submit}>
+      <h2>New task</h2>
+      <label>
+        Profile
+        <select value={chosen} onChange={(e) => setProfileId(e.target.value)} required>
+          {profiles.data?.profiles.length === 0 && <option value="">No profiles: create one first</option>}
+          {profiles.data?.profiles.map((p) => (
+            <option key={p.id} value={p.id}>
+              {p.name}
+            </option>
+          ))}
+        </select>
+      </label>
+      <label>
+        Title
+        <input value={title} onChange={(e) => setTitle(e.target.value)} />
+      </label>
+      <label>
+        Prompt
+        <textarea value={prompt} onChange={(e) => setPrompt(e.target.value)} required rows={2} />
+      </label>
+      <button type="submit" disabled={create.isPending || !chosen}>
+        Start task
+      </button>
+      {profiles.isError && <ErrorView error={profiles.error} />}
+      {create.isError && <ErrorView error={create.error} />}
+    </form>
   );
 }
