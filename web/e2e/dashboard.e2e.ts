@@ -119,6 +119,33 @@ describe("the dashboard", () => {
     expect(text).toBe("file-from-the-sandbox\n");
   });
 
+  it("uploads a file into the session, checked by its sha256", async () => {
+    const upload = page.getByRole("form", { name: "Upload a file" });
+    await upload.getByLabel("Folder in the sandbox").fill("/tmp");
+    await upload.getByLabel("File").setInputFiles({ name: "uploaded.txt", mimeType: "text/plain", buffer: Buffer.from("from the browser\n") });
+    await upload.getByRole("button", { name: "Upload" }).click();
+    await upload.getByText("Uploaded uploaded.txt.").waitFor();
+    let out = "";
+    for await (const m of sessions.exec({ sessionId, command: "cat /tmp/uploaded.txt" })) {
+      if (m.event.case === "stdout") out += new TextDecoder().decode(m.event.value);
+    }
+    expect(out).toBe("from the browser\n");
+  });
+
+  it("runs a command in the terminal over the shell WebSocket", async () => {
+    const terminal = page.getByRole("region", { name: "Terminal" });
+    await terminal.getByRole("button", { name: "Open a terminal" }).click();
+    await terminal.getByRole("status", { name: "Terminal status" }).filter({ hasText: "connected" }).waitFor();
+    await page.locator(".terminal .xterm").click();
+    await page.keyboard.type("echo $((6*7))");
+    await page.keyboard.press("Enter");
+    await terminal.locator(".xterm-rows").getByText("42", { exact: true }).waitFor();
+    await shot("terminal");
+    await page.keyboard.type("exit 3");
+    await page.keyboard.press("Enter");
+    await terminal.getByRole("status", { name: "Terminal status" }).filter({ hasText: "exited with status 3" }).waitFor();
+  });
+
   it("takes a checkpoint from the session page", async () => {
     const checkpoints = page.getByRole("region", { name: "Checkpoints" });
     await checkpoints.getByRole("button", { name: "Snapshot" }).click();

@@ -37,3 +37,27 @@ export function describeError(err: unknown): { code: string; message: string } {
 export function isUnauthenticated(err: unknown): boolean {
   return ConnectError.from(err).code === Code.Unauthenticated;
 }
+
+// httpError turns a plain HTTP route's refusal (the RPCs' JSON error body: code and message)
+// into the ConnectError every page shows the same way.
+export async function httpError(resp: Response): Promise<ConnectError> {
+  let body: { code?: string; message?: string } = {};
+  try {
+    body = await resp.json();
+  } catch {
+    body = { message: `${resp.status} ${resp.statusText}` };
+  }
+  const name = (body.code ?? "").replace(/_([a-z])/g, (_, c: string) => c.toUpperCase());
+  const key = Object.keys(Code).find((k) => k.toLowerCase() === name.toLowerCase()) as keyof typeof Code | undefined;
+  return new ConnectError(body.message ?? resp.statusText, key ? Code[key] : Code.Unknown);
+}
+
+// routeHeaders are what a plain HTTP route of the API needs from the dashboard: the pasted key
+// when there is one, and the header a cross-site form cannot send (with the sign-in cookie,
+// the server's CSRF check asks for it on anything but GET).
+export function routeHeaders(): Record<string, string> {
+  const h: Record<string, string> = { "X-Hangar-Csrf": "1" };
+  const key = storedKey();
+  if (key) h["x-api-key"] = key;
+  return h;
+}

@@ -181,6 +181,7 @@ function summary(e: SessionEvent): string {
   if (e.kind === "exec.started") return Array.isArray(p.argv) && p.argv.length > 0 ? p.argv.join(" ") : str(p.command);
   if (e.kind === "exec.exited") return `exit status ${num(p.exit_status)}`;
   if (e.kind === "file.written") return str(p.path);
+  if (e.kind === "shell.opened" || e.kind === "shell.closed") return str(p.shell_id);
   if (e.kind === "snapshot.taken") return `${str(p.snapshot_id)} · ${num(p.files)} files · ${num(p.bytes_uploaded)} bytes uploaded`;
   return JSON.stringify(p).slice(0, 200);
 }

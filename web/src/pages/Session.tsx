@@ -6,6 +6,7 @@ import { ErrorView, Loading } from "../components/States";
 import { fold, followEvents, type SessionEvent, type Turn } from "../events";
 import { SessionService } from "../gen/svc/app/v1/session_pb";
 import { Files } from "./SessionFiles";
+import { Terminal } from "./Terminal";
 
 // SessionPage is one session at work: its state, the live conversation, a prompt box with the
 // queue, its checkpoints, and its files and artifacts.
@@ -56,6 +57,7 @@ export function SessionPage() {
             ))}
           </ol>
           <PromptBox sessionId={sessionId} running={conversation.running} queued={conversation.queued} />
+          <Terminal sessionId={sessionId} />
         </div>
         <aside>
           <Checkpoints sessionId={sessionId} />

@@ -3,6 +3,7 @@ import { useMutation, useTransport } from "@connectrpc/connect-query";
 import { useMutation as useTask } from "@tanstack/react-query";
 import { useState, type FormEvent } from "react";
 
+import { httpError, routeHeaders } from "../api";
 import { ErrorView } from "../components/States";
 import type { SessionEvent } from "../events";
 import { SessionService } from "../gen/svc/app/v1/session_pb";
@@ -80,6 +81,7 @@ export function Files({ sessionId, events }: { sessionId: string; events: Sessio
         {fetchFile.isError && <ErrorView error={fetchFile.error} />}
         {keep.isError && <ErrorView error={keep.error} />}
       </form>
+      <Upload sessionId={sessionId} />
       <h3>Artifacts</h3>
       {artifacts.length === 0 ? (
         <p className="empty">No artifacts yet.</p>
@@ -105,5 +107,52 @@ export function Files({ sessionId, events }: { sessionId: string; events: Sessio
       )}
       {fetchArtifact.isError && <ErrorView error={fetchArtifact.error} />}
     </section>
+  );
+}
+
+// hex is a digest as lowercase hex.
+const hex = (b: ArrayBuffer) => Array.from(new Uint8Array(b), (x) => x.toString(16).padStart(2, "0")).join("");
+
+// uploadFile PUTs a file to the session's file route with its sha256, which the server checks
+// before the file appears (a damaged upload writes nothing).
+export async function uploadFile(sessionId: string, path: string, file: Blob, doFetch: typeof fetch = fetch): Promise<void> {
+  const sum = hex(await crypto.subtle.digest("SHA-256", await file.arrayBuffer()));
+  const route = `/api/v1/sessions/${encodeURIComponent(sessionId)}/files/${path.replace(/^\/+/, "").split("/").map(encodeURIComponent).join("/")}`;
+  const resp = await doFetch(route, {
+    method: "PUT",
+    body: file,
+    credentials: "same-origin",
+    headers: { ...routeHeaders(), "X-Hangar-Sha256": sum, "Content-Type": "application/octet-stream" },
+  });
+  if (!resp.ok) throw await httpError(resp);
+}
+
+function Upload({ sessionId }: { sessionId: string }) {
+  const [file, setFile] = useState<File | null>(null);
+  const [dir, setDir] = useState("/root");
+  const upload = useTask({ mutationFn: (f: File) => uploadFile(sessionId, `${dir.replace(/\/+$/, "")}/${f.name}`, f) });
+  return (
+    <form
+      className="editor"
+      aria-label="Upload a file"
+      onSubmit={(e) => {
+        e.preventDefault();
+        if (file) upload.mutate(file);
+      }}
+    >
+      <label>
+        Folder in the sandbox
+        <input className="code" value={dir} onChange={(e) => setDir(e.target.value)} required />
+      </label>
+      <label>
+        File
+        <input type="file" onChange={(e) => setFile(e.target.files?.[0] ?? null)} required />
+      </label>
+      <button type="submit" disabled={!file || upload.isPending}>
+        Upload
+      </button>
+      {upload.isSuccess && file && <p role="status">Uploaded {file.name}.</p>}
+      {upload.isError && <ErrorView error={upload.error} />}
+    </form>
   );
 }
