@@ -1,10 +1,10 @@
 import { timestampDate, type Timestamp } from "@bufbuild/protobuf/wkt";
 import { useMutation, useQuery } from "@connectrpc/connect-query";
-import { useEffect, useState } from "react";
-import { Link, useParams, useSearchParams } from "react-router-dom";
+import { Link, useParams } from "react-router-dom";
 
 import { Loaded } from "../components/Loaded";
 import { ErrorView, Loading } from "../components/States";
+import { Pager, useUrlFilters } from "../components/UrlFilters";
 import { ReviewService, type FindingCounts, type ReviewFinding } from "../gen/svc/app/v1/review_pb";
 
 export const severities = ["critical", "high", "medium", "low"];
@@ -64,17 +64,7 @@ function Facet({ legend, param, values, params, update }: { legend: string; para
 // ReviewsPage lists the active review of each pull request with facets; every filter lives in
 // the URL, so a filtered list is a link.
 export function ReviewsPage() {
-  const [params, setParams] = useSearchParams();
-  const search = params.get("q") ?? "";
-  const page = Math.max(1, Number(params.get("page")) || 1);
-  const [draft, setDraft] = useState(search);
-  useEffect(() => setDraft(search), [search]);
-  const update = (change: (p: URLSearchParams) => void) => {
-    const next = new URLSearchParams(params);
-    next.delete("page");
-    change(next);
-    setParams(next);
-  };
+  const { params, search, page, draft, setDraft, update, submitSearch } = useUrlFilters();
   const list = useQuery(ReviewService.method.listReviews, {
     search,
     repos: params.getAll("repo"),
@@ -86,7 +76,6 @@ export function ReviewsPage() {
     pageSize: reviewPageSize,
   });
   const facets = list.data?.facets;
-  const pages = Math.max(1, Math.ceil((list.data?.totalCount ?? 0) / reviewPageSize));
   return (
     <section>
       <h1>Reviews</h1>
@@ -95,7 +84,7 @@ export function ReviewsPage() {
         role="search"
         onSubmit={(e) => {
           e.preventDefault();
-          update((p) => (draft ? p.set("q", draft) : p.delete("q")));
+          submitSearch();
         }}
       >
         <label>
@@ -147,17 +136,7 @@ export function ReviewsPage() {
                 </tbody>
               </table>
             </div>
-            <nav className="pager" aria-label="Pages">
-              <button disabled={page <= 1} onClick={() => update((p) => p.set("page", String(page - 1)))}>
-                Previous
-              </button>
-              <span>
-                Page {page} of {pages} · {d.totalCount} reviews
-              </span>
-              <button disabled={page >= pages} onClick={() => update((p) => p.set("page", String(page + 1)))}>
-                Next
-              </button>
-            </nav>
+            <Pager page={page} pageSize={reviewPageSize} total={d.totalCount} noun="reviews" update={update} />
           </>
         )}
       </Loaded>

@@ -1,10 +1,11 @@
 import { useMutation, useQuery } from "@connectrpc/connect-query";
-import { useEffect, useState, type FormEvent } from "react";
-import { Link, useNavigate, useSearchParams } from "react-router-dom";
+import { useState, type FormEvent } from "react";
+import { Link, useNavigate } from "react-router-dom";
 
 import { ProfileService } from "../gen/svc/app/v1/profile_pb";
 import { TaskService } from "../gen/svc/app/v1/task_pb";
 import { Empty, ErrorView, Loading } from "../components/States";
+import { Pager, useUrlFilters } from "../components/UrlFilters";
 
 export const taskStates = ["pending", "running", "waiting", "completed", "failed", "cancelled"];
 export const pageSize = 25;
@@ -12,24 +13,11 @@ export const pageSize = 25;
 // TasksPage lists tasks with search, state and owner filters and paging; every filter lives in
 // the URL, so a filtered page is a link.
 export function TasksPage() {
-  const [params, setParams] = useSearchParams();
-  const search = params.get("q") ?? "";
+  const { params, search, page, draft, setDraft, update, submitSearch } = useUrlFilters();
   const states = params.getAll("state");
   const scope = params.get("scope") === "all" ? "all" : "mine";
-  const page = Math.max(1, Number(params.get("page")) || 1);
-  const [draft, setDraft] = useState(search);
-  useEffect(() => setDraft(search), [search]);
-
-  // A new filter starts again at page 1; only the pager keeps (and moves) the page.
-  const update = (change: (p: URLSearchParams) => void) => {
-    const next = new URLSearchParams(params);
-    next.delete("page");
-    change(next);
-    setParams(next);
-  };
   const tasks = useQuery(TaskService.method.listTasks, { search, states, scope, page, pageSize });
   const total = tasks.data?.totalCount ?? 0;
-  const pages = Math.max(1, Math.ceil(total / pageSize));
 
   return (
     <section>
@@ -39,7 +27,7 @@ export function TasksPage() {
         role="search"
         onSubmit={(e) => {
           e.preventDefault();
-          update((p) => (draft ? p.set("q", draft) : p.delete("q")));
+          submitSearch();
         }}
       >
         <label>
@@ -111,17 +99,7 @@ export function TasksPage() {
               ))}
             </tbody>
           </table>
-          <nav className="pager" aria-label="Pages">
-            <button disabled={page <= 1} onClick={() => update((p) => p.set("page", String(page - 1)))}>
-              Previous
-            </button>
-            <span>
-              Page {page} of {pages} · {total} tasks
-            </span>
-            <button disabled={page >= pages} onClick={() => update((p) => p.set("page", String(page + 1)))}>
-              Next
-            </button>
-          </nav>
+          <Pager page={page} pageSize={pageSize} total={total} noun="tasks" update={update} />
         </>
       )}
       {tasks.isSuccess && <NewTask />}
