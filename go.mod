@@ -128,3 +128,6 @@ require (
 	google.golang.org/genproto/googleapis/api v0.0.0-20261012220534-4341edf3f941 // indirect
 	gotest.tools/v3 v3.5.2 // indirect
 )
+
+// wazero with Hangar's patch to its loop deadline check: see third_party/wazero/HANGAR.md.
+replace github.com/tetratelabs/wazero => ./third_party/wazero

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -237,6 +238,26 @@ func TestPluginSeesNoHost(t *testing.T) {
 	want := map[string]string{"time": "2022-01-01T00:00:00Z", "args": "hangar-module", "env": ""}
 	if !reflect.DeepEqual(plan.Env, want) {
 		t.Errorf("what the plugin sees = %v, want %v (no files, no environment, a fake clock)", plan.Env, want)
+	}
+}
+
+// TestRunawayPluginsAreStoppedWhenTheyHoldEveryProcessor runs looping plugins on every
+// processor the Go scheduler has: compiled guest code checks its deadline only every so many
+// loop iterations (third_party/wazero/HANGAR.md), and each check must still let the goroutine
+// that enforces the deadline run, or the calls would never end.
+func TestRunawayPluginsAreStoppedWhenTheyHoldEveryProcessor(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	const calls = 3
+	hostile := load(t, newRuntime(t, wasm.Options{CallTimeout: 200 * time.Millisecond, Instances: calls}), "hostile")
+	errs := make(chan error, calls)
+	for range calls {
+		go func() {
+			_, err := hostile.Parse(context.Background(), abi.ParseRequest{Stream: "stdout", Chunk: "loop"})
+			errs <- err
+		}()
+	}
+	for range calls {
+		checkPluginError(t, <-errs, wasm.ErrTimeout, abi.ExportParse, "ran past its 200ms deadline")
 	}
 }
 

@@ -9,7 +9,10 @@ import (
 const Default = "dev"
 
 // version holds the current version from the go.mod of downstream users or set by ldflag for wazero CLI.
-var version string
+//
+// Hangar's patched copy names itself, so that compilation caches never mix its compiled code
+// (which keeps a loop counter in the execution context) with upstream v1.12.0's.
+var version = "v1.12.0-hangar.1"
 
 // GetWazeroVersion returns the current version of wazero either in the go.mod or set by ldflag for wazero CLI.
 //

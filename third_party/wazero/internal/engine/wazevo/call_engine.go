@@ -136,6 +136,9 @@ type (
 		// when an exception is caught. Compiled code loads this from execCtx
 		// after the trampoline call to decide which handler to dispatch to.
 		caughtExceptionClauseIdx int64
+		// loopCounter counts loop iterations between two checks of the module's exit code
+		// (Hangar's patch, see wazevoapi.LoopCheckInterval).
+		loopCounter uint64
 	}
 )
 
@@ -474,7 +477,7 @@ func (c *callEngine) callWithStack(ctx context.Context, paramResultStack []uint6
 			// Note: this operation must be done in Go, not native code. The reason is that
 			// native code cannot be preempted and that means it can block forever if there are not
 			// enough OS threads (which we don't have control over).
-			if err := m.FailIfClosed(); err != nil {
+			if err := checkClosed(m); err != nil {
 				panic(err)
 			}
 			c.execCtx.exitCode = wazevoapi.ExitCodeOK
@@ -882,3 +885,11 @@ func snapshotRecoverFn(c *callEngine) {
 		}
 	}
 }
+
+// checkClosed is the exit-code check of a loop's back-edge. It is never inlined, so that its
+// prologue is where a goroutine running a long loop honours a preemption request of the Go
+// scheduler (Hangar's patch: the exit now happens once per wazevoapi.LoopCheckInterval
+// iterations, too rarely for an asynchronous preemption signal to land in Go code).
+//
+//go:noinline
+func checkClosed(m *wasm.ModuleInstance) error { return m.FailIfClosed() }

@@ -1353,16 +1353,7 @@ func (c *Compiler) lowerCurrentOpcode() {
 		c.switchTo(originalLen, loopHeader)
 
 		if c.ensureTermination {
-			checkModuleExitCodePtr := builder.AllocateInstruction().
-				AsLoad(c.execCtxPtrValue,
-					wazevoapi.ExecutionContextOffsetCheckModuleExitCodeTrampolineAddress.U32(),
-					ssa.TypeI64,
-				).Insert(builder).Return()
-
-			args := c.allocateVarLengthValues(1, c.execCtxPtrValue)
-			builder.AllocateInstruction().
-				AsCallIndirect(checkModuleExitCodePtr, &c.checkModuleExitCodeSig, args).
-				Insert(builder)
+			c.insertLoopTerminationCheck()
 		}
 	case wasm.OpcodeIf:
 		bt := c.readBlockType()
@@ -5042,4 +5033,41 @@ func (c *Compiler) boundsCheckInMemory(memLen, offset, size ssa.Value) {
 	builder.AllocateInstruction().
 		AsExitIfTrueWithCode(c.execCtxPtrValue, cmp, wazevoapi.ExitCodeMemoryOutOfBounds).
 		Insert(builder)
+}
+
+// insertLoopTerminationCheck counts the loop's iterations in the execution context and, every
+// wazevoapi.LoopCheckInterval of them, calls the checkModuleExitCode trampoline, which exits to
+// Go to see whether the module was closed (a deadline, a cancellation) and lets the Go scheduler
+// run other goroutines. (Hangar's patch: upstream exits to Go on every iteration, which makes
+// tight loops many times slower; see third_party/wazero/HANGAR.md.)
+func (c *Compiler) insertLoopTerminationCheck() {
+	builder := c.ssaBuilder
+	counter := builder.AllocateInstruction().
+		AsLoad(c.execCtxPtrValue, wazevoapi.ExecutionContextOffsetLoopCounter.U32(), ssa.TypeI64).
+		Insert(builder).Return()
+	one := builder.AllocateInstruction().AsIconst64(1).Insert(builder).Return()
+	next := builder.AllocateInstruction().AsIadd(counter, one).Insert(builder).Return()
+	builder.AllocateInstruction().
+		AsStore(ssa.OpcodeStore, next, c.execCtxPtrValue, wazevoapi.ExecutionContextOffsetLoopCounter.U32()).
+		Insert(builder)
+	mask := builder.AllocateInstruction().AsIconst64(wazevoapi.LoopCheckInterval - 1).Insert(builder).Return()
+	masked := builder.AllocateInstruction().AsBand(next, mask).Insert(builder).Return()
+
+	checkBlk, afterBlk := builder.AllocateBasicBlock(), builder.AllocateBasicBlock()
+	brz := builder.AllocateInstruction()
+	brz.AsBrz(masked, ssa.ValuesNil, checkBlk)
+	builder.InsertInstruction(brz)
+	builder.AllocateInstruction().AsJump(ssa.ValuesNil, afterBlk).Insert(builder)
+
+	builder.SetCurrentBlock(checkBlk)
+	trampoline := builder.AllocateInstruction().
+		AsLoad(c.execCtxPtrValue, wazevoapi.ExecutionContextOffsetCheckModuleExitCodeTrampolineAddress.U32(), ssa.TypeI64).
+		Insert(builder).Return()
+	args := c.allocateVarLengthValues(1, c.execCtxPtrValue)
+	builder.AllocateInstruction().AsCallIndirect(trampoline, &c.checkModuleExitCodeSig, args).Insert(builder)
+	builder.AllocateInstruction().AsJump(ssa.ValuesNil, afterBlk).Insert(builder)
+	builder.Seal(checkBlk)
+
+	builder.SetCurrentBlock(afterBlk)
+	builder.Seal(afterBlk)
 }

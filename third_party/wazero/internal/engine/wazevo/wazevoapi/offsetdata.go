@@ -70,7 +70,15 @@ const (
 	// ExecutionContextOffsetCaughtExceptionClauseIdx is the matched catch clause index
 	// written by handleException and read by compiled handler dispatch code.
 	ExecutionContextOffsetCaughtExceptionClauseIdx Offset = 1232
+	// ExecutionContextOffsetLoopCounter is an offset of `loopCounter` field in wazevo.executionContext
+	// (Hangar's patch, see LoopCheckInterval).
+	ExecutionContextOffsetLoopCounter Offset = 1240
 )
+
+// LoopCheckInterval is how many loop iterations compiled code runs between two exits to Go that
+// check whether the module was closed, when termination is ensured (a power of two). Hangar's
+// patch: upstream exits on every iteration.
+const LoopCheckInterval = 1 << 10
 
 // ModuleContextOffsetData allows the compilers to get the information about offsets to the fields of wazevo.moduleContextOpaque,
 // This is unique per module.
