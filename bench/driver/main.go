@@ -50,6 +50,7 @@ var pairs = []pair{
 	{name: "SessionPromptFirstEvent", baseline: "SessionExecEcho", what: "prompt to first assistant message (bash harness) vs exec echo"},
 	{name: "ParsePerEvent", baseline: "RawJSONLineSplit/PerEvent", what: "harness plugin parse of one event vs the same in native Go"},
 	{name: "ParseMiB", baseline: "RawJSONLineSplit/MiB", what: "harness plugin parse of 1 MiB of output vs native Go", bytes: mib},
+	{name: "ParseSmallEvents", baseline: "NativeSmallEvents", what: "claude-code plugin parse of a turn of 1 MiB of small events vs native", bytes: mib},
 	{name: "ParseToolResult10MiB", baseline: "NativeToolResult10MiB", what: "claude-code plugin parse of a turn with a 10 MiB tool result vs native", bytes: 10 * mib, minMiBs: 20},
 	{name: "ClaudeCodeToolTurn", baseline: "RawClaudeCodeToolTurn", what: "real claude-code tool turn vs fake API: + plugin plan and parse (no sandbox)", target: 1.10, optional: true},
 	{name: "LoadWarmCache", baseline: "LoadCold", what: "harness plugin load, warm compilation cache vs cold"},
