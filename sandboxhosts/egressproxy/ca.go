@@ -1,6 +1,7 @@
 package egressproxy
 
 import (
+	"crypto"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -26,7 +27,7 @@ type CA struct {
 	pem  []byte
 
 	mu     sync.Mutex
-	leaves map[string]*tls.Certificate
+	leaves map[string][]tls.Certificate
 }
 
 // caValidity is how long a new CA is valid; leafValidity how long a leaf is, and leaves are
@@ -61,7 +62,7 @@ func NewCA() (*CA, error) {
 	if err != nil {
 		return nil, fmt.Errorf("interception CA: %w", err)
 	}
-	return &CA{cert: cert, key: key, pem: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), leaves: map[string]*tls.Certificate{}}, nil
+	return &CA{cert: cert, key: key, pem: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), leaves: map[string][]tls.Certificate{}}, nil
 }
 
 // MarshalPEM is the CA's certificate and key, to be sealed at rest.
@@ -75,7 +76,7 @@ func (ca *CA) MarshalPEM() ([]byte, error) {
 
 // ParseCA reads what MarshalPEM wrote.
 func ParseCA(b []byte) (*CA, error) {
-	ca := &CA{leaves: map[string]*tls.Certificate{}}
+	ca := &CA{leaves: map[string][]tls.Certificate{}}
 	for {
 		var blk *pem.Block
 		blk, b = pem.Decode(b)
@@ -106,39 +107,61 @@ func ParseCA(b []byte) (*CA, error) {
 // CertPEM is the CA's certificate, which sandboxes trust.
 func (ca *CA) CertPEM() []byte { return ca.pem }
 
-// leaf returns a certificate for host signed by the CA, cached until it nears its end.
-func (ca *CA) leaf(host string) (*tls.Certificate, error) {
+// leaf returns the certificates for host signed by the CA, cached until they near their end:
+// an ECDSA P-256 one first, which costs a handshake a fraction of what RSA does, and an RSA one
+// for small TLS clients (busybox wget among them) that sign-check RSA only. The TLS server picks
+// the first the client supports.
+func (ca *CA) leaf(host string) ([]tls.Certificate, error) {
 	ca.mu.Lock()
 	defer ca.mu.Unlock()
-	if c := ca.leaves[host]; c != nil && time.Until(c.Leaf.NotAfter) > 24*time.Hour {
+	if c := ca.leaves[host]; c != nil && time.Until(c[0].Leaf.NotAfter) > 24*time.Hour {
 		return c, nil
 	}
-	// RSA, not ECDSA: small TLS clients (busybox wget among them) sign-check RSA only.
-	key, err := rsa.GenerateKey(rand.Reader, 2048)
+	ecKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return nil, err
 	}
+	rsaKey, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		return nil, err
+	}
+	certs := make([]tls.Certificate, 0, 2)
+	for _, key := range []crypto.Signer{ecKey, rsaKey} {
+		c, err := ca.sign(host, key)
+		if err != nil {
+			return nil, err
+		}
+		certs = append(certs, c)
+	}
+	ca.leaves[host] = certs
+	return certs, nil
+}
+
+// sign makes a leaf certificate for host with key.
+func (ca *CA) sign(host string, key crypto.Signer) (tls.Certificate, error) {
 	now := time.Now()
+	usage := x509.KeyUsageDigitalSignature
+	if _, ok := key.(*rsa.PrivateKey); ok {
+		usage |= x509.KeyUsageKeyEncipherment
+	}
 	tmpl := &x509.Certificate{
 		SerialNumber: serial(),
 		Subject:      pkix.Name{CommonName: host},
 		DNSNames:     []string{host},
 		NotBefore:    now.Add(-time.Hour),
 		NotAfter:     now.Add(leafValidity),
-		KeyUsage:     x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment,
+		KeyUsage:     usage,
 		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
 	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, key.Public(), ca.key)
 	if err != nil {
-		return nil, fmt.Errorf("leaf certificate for %s: %w", host, err)
+		return tls.Certificate{}, fmt.Errorf("leaf certificate for %s: %w", host, err)
 	}
 	leaf, err := x509.ParseCertificate(der)
 	if err != nil {
-		return nil, err
+		return tls.Certificate{}, err
 	}
-	c := &tls.Certificate{Certificate: [][]byte{der, ca.cert.Raw}, PrivateKey: key, Leaf: leaf}
-	ca.leaves[host] = c
-	return c, nil
+	return tls.Certificate{Certificate: [][]byte{der, ca.cert.Raw}, PrivateKey: key, Leaf: leaf}, nil
 }
 
 func serial() *big.Int {

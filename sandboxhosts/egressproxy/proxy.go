@@ -103,6 +103,11 @@ type Proxy struct {
 	opts      Options
 	transport *http.Transport
 	dialer    egress.Policy
+	// forward sends every proxied request on, to the target in its context (targetKey).
+	forward *httputil.ReverseProxy
+	// intercepted terminates intercepted TLS. It is one config for every connection so that
+	// its session tickets resume across them (a config's ticket keys are its own).
+	intercepted *tls.Config
 }
 
 // New returns a proxy.
@@ -117,10 +122,62 @@ func New(opts Options) *Proxy {
 	t := http.DefaultTransport.(*http.Transport).Clone()
 	t.Proxy = nil
 	t.DialContext = p.dial
-	t.TLSClientConfig = &tls.Config{RootCAs: opts.RootCAs}
+	// Upstream connections are kept (MaxIdleConnsPerHost) and, when one must be made again,
+	// resume their TLS session instead of a full handshake.
+	t.TLSClientConfig = &tls.Config{RootCAs: opts.RootCAs, ClientSessionCache: tls.NewLRUClientSessionCache(256)}
 	t.MaxIdleConnsPerHost = 16
 	p.transport = t
+	p.forward = &httputil.ReverseProxy{
+		Rewrite:   rewrite,
+		Transport: t,
+		// Streamed answers (text/event-stream, unknown length) are flushed at once regardless.
+		FlushInterval: 0,
+		ErrorHandler:  forwardError,
+		// One buffer per request in flight, not one allocated per request.
+		BufferPool: make(bufferPool, 64),
+	}
+	if opts.CA != nil {
+		p.intercepted = &tls.Config{
+			GetCertificate: func(hello *tls.ClientHelloInfo) (*tls.Certificate, error) {
+				host := hello.ServerName
+				if c, ok := hello.Conn.(*bufferedConn); ok && c.host != "" {
+					host = c.host
+				}
+				certs, err := opts.CA.leaf(host)
+				if err != nil {
+					return nil, err
+				}
+				for i := range certs {
+					if hello.SupportsCertificate(&certs[i]) == nil {
+						return &certs[i], nil
+					}
+				}
+				return &certs[len(certs)-1], nil
+			},
+			NextProtos: []string{"http/1.1"},
+			MinVersion: tls.VersionTLS12,
+		}
+	}
 	return p
+}
+
+// bufferPool lends the buffers responses are copied through.
+type bufferPool chan []byte
+
+func (p bufferPool) Get() []byte {
+	select {
+	case b := <-p:
+		return b
+	default:
+		return make([]byte, 32<<10)
+	}
+}
+
+func (p bufferPool) Put(b []byte) {
+	select {
+	case p <- b:
+	default:
+	}
 }
 
 // dial connects to addr through the guarded dialer, or to its test override.
@@ -351,16 +408,7 @@ func (sb *Sandbox) intercepts(host string, port int) bool {
 
 // intercept terminates the sandbox's TLS with a leaf for host and serves its requests.
 func (sb *Sandbox) intercept(ctx context.Context, c net.Conn, br *bufio.Reader, host string, port int) {
-	leaf, err := sb.p.opts.CA.leaf(host)
-	if err != nil {
-		sb.p.opts.Log.Error("egress: leaf certificate", "host", host, "err", err)
-		return
-	}
-	tc := tls.Server(&bufferedConn{Conn: c, r: br}, &tls.Config{
-		Certificates: []tls.Certificate{*leaf},
-		NextProtos:   []string{"http/1.1"},
-		MinVersion:   tls.VersionTLS12,
-	})
+	tc := tls.Server(&bufferedConn{Conn: c, r: br, host: host}, sb.p.intercepted)
 	if err := tc.HandshakeContext(ctx); err != nil {
 		sb.p.opts.Log.Debug("egress: intercepted handshake", "session", sb.sess.ID, "host", host, "err", err)
 		return
@@ -412,10 +460,12 @@ func (p *peekConn) SetWriteDeadline(time.Time) error { return nil }
 func (p *peekConn) LocalAddr() net.Addr              { return &net.TCPAddr{} }
 func (p *peekConn) RemoteAddr() net.Addr             { return &net.TCPAddr{} }
 
-// bufferedConn is a net.Conn whose reads come through r first.
+// bufferedConn is a net.Conn whose reads come through r first; an intercepted one also says
+// which host it is for, whose leaf its TLS is terminated with.
 type bufferedConn struct {
 	net.Conn
-	r *bufio.Reader
+	r    *bufio.Reader
+	host string
 }
 
 func (b *bufferedConn) Read(p []byte) (int, error) { return b.r.Read(p) }
@@ -591,31 +641,36 @@ func (sb *Sandbox) serveRequest(w http.ResponseWriter, r *http.Request, fixed *t
 		cs.injected[n] = true
 	}
 	cs.mu.Unlock()
-	rp := &httputil.ReverseProxy{
-		Rewrite: func(pr *httputil.ProxyRequest) {
-			pr.Out.URL.Scheme = t.scheme
-			pr.Out.URL.Host = net.JoinHostPort(t.host, strconv.Itoa(t.port))
-			if def := map[string]int{"http": 80, "https": 443}[t.scheme]; def == t.port {
-				pr.Out.URL.Host = t.host
-			}
-			pr.Out.Host = pr.In.Host
-			pr.Out.Header["X-Forwarded-For"] = nil
-		},
-		Transport: sb.p.transport,
-		// Streamed answers (text/event-stream, unknown length) are flushed at once regardless.
-		FlushInterval: 0,
-		ErrorHandler: func(w http.ResponseWriter, _ *http.Request, err error) {
-			msg := fmt.Sprintf("cannot reach %s:%d: %v", t.host, t.port, err)
-			if errors.Is(err, egress.ErrRefused) {
-				refuse(w, msg)
-				return
-			}
-			http.Error(w, "hangar egress proxy: "+msg, http.StatusBadGateway)
-		},
-	}
 	// The upstream request lives as long as the sandbox, not as the client's read side: clients
 	// such as busybox wget shut their write side after the request, which would cancel it.
-	rp.ServeHTTP(w, r.WithContext(sb.ctx()))
+	sb.p.forward.ServeHTTP(w, r.WithContext(context.WithValue(sb.ctx(), targetKey{}, t)))
+}
+
+// targetKey is the context key of a forwarded request's *target.
+type targetKey struct{}
+
+// rewrite points a forwarded request at its target.
+func rewrite(pr *httputil.ProxyRequest) {
+	t := pr.In.Context().Value(targetKey{}).(*target)
+	pr.Out.URL.Scheme = t.scheme
+	pr.Out.URL.Host = net.JoinHostPort(t.host, strconv.Itoa(t.port))
+	if (t.scheme == "http" && t.port == 80) || (t.scheme == "https" && t.port == 443) {
+		pr.Out.URL.Host = t.host
+	}
+	pr.Out.Host = pr.In.Host
+	pr.Out.Header["X-Forwarded-For"] = nil
+}
+
+// forwardError answers a request its target could not be reached for: 403 when the guarded
+// dialer refused it, 502 otherwise.
+func forwardError(w http.ResponseWriter, r *http.Request, err error) {
+	t := r.Context().Value(targetKey{}).(*target)
+	msg := fmt.Sprintf("cannot reach %s:%d: %v", t.host, t.port, err)
+	if errors.Is(err, egress.ErrRefused) {
+		refuse(w, msg)
+		return
+	}
+	http.Error(w, "hangar egress proxy: "+msg, http.StatusBadGateway)
 }
 
 // requestTarget is the scheme, host and port an explicit proxy request names. An absolute
