@@ -174,6 +174,27 @@ func BenchmarkRawHTTPSDirect(b *testing.B) {
 	requests(b, direct, "https://api.example.com/small", key)
 }
 
+// BenchmarkProxyHTTPSNewConnection is the small request on a new connection each time, as a
+// client without keep-alive makes it (resuming its TLS session, as curl and Node do);
+// BenchmarkRawHTTPSNewConnection the same straight to the server.
+func BenchmarkProxyHTTPSNewConnection(b *testing.B) {
+	_, proxied, _, key := benchClients(b)
+	requests(b, newConnections(proxied), "https://api.example.com/small", key)
+}
+
+func BenchmarkRawHTTPSNewConnection(b *testing.B) {
+	direct, _, key, _ := benchClients(b)
+	requests(b, newConnections(direct), "https://api.example.com/small", key)
+}
+
+// newConnections is c making a new connection for every request, with a TLS session cache.
+func newConnections(c *http.Client) *http.Client {
+	t := c.Transport.(*http.Transport).Clone()
+	t.DisableKeepAlives = true
+	t.TLSClientConfig.ClientSessionCache = tls.NewLRUClientSessionCache(8)
+	return &http.Client{Transport: t}
+}
+
 // BenchmarkProxyDownload100MiB downloads 100 MiB through the intercepting proxy;
 // BenchmarkRawDownload100MiB straight from the server.
 func BenchmarkProxyDownload100MiB(b *testing.B) {

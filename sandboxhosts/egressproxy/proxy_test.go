@@ -1,6 +1,8 @@
 package egressproxy
 
 import (
+	"bufio"
+	"crypto/tls"
 	"crypto/x509"
 	"io"
 	"net"
@@ -266,4 +268,59 @@ func TestProxyPassesServerFirstProtocolsThrough(t *testing.T) {
 	if !strings.HasPrefix(greeting, "220 mail.example.com") {
 		t.Fatalf("the client got %q, want the server's greeting", greeting)
 	}
+}
+
+func TestInterceptionLeavesSuitEachClientAndSessionsResume(t *testing.T) {
+	f := newFixture(t, Rules{AllowHosts: []string{"api.example.com"}})
+	roots := x509.NewCertPool()
+	roots.AppendCertsFromPEM(f.sb.p.opts.CA.CertPEM())
+	// request makes one intercepted request on a new connection from inside the sandbox and
+	// returns its TLS state; reading the answer also reads TLS 1.3's session tickets.
+	request := func(t *testing.T, cfg *tls.Config) tls.ConnectionState {
+		t.Helper()
+		c, err := dialIn(f.ns.Path, "93.184.216.34:443")
+		if err != nil {
+			t.Fatal(err)
+		}
+		tc := tls.Client(c, cfg)
+		defer tc.Close()
+		req, _ := http.NewRequest(http.MethodGet, "https://api.example.com/v1", nil)
+		req.Header.Set("Authorization", "Bearer "+placeholder)
+		if err := req.Write(tc); err != nil {
+			t.Fatal(err)
+		}
+		resp, err := http.ReadResponse(bufio.NewReader(tc), req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		if !strings.Contains(string(body), "hello from api.example.com") || f.api.lastAuth() != "Bearer "+realKey {
+			t.Fatalf("answer %q, upstream got %q: want the request through with the key", body, f.api.lastAuth())
+		}
+		return tc.ConnectionState()
+	}
+	for _, tc := range []struct {
+		name string
+		cfg  *tls.Config
+		want x509.PublicKeyAlgorithm
+	}{
+		{"a client that checks ECDSA gets the cheaper ECDSA leaf", &tls.Config{ServerName: "api.example.com", RootCAs: roots}, x509.ECDSA},
+		{"a client that checks RSA only gets an RSA leaf", &tls.Config{ServerName: "api.example.com", RootCAs: roots, MaxVersion: tls.VersionTLS12,
+			CipherSuites: []uint16{tls.TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256}}, x509.RSA},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := request(t, tc.cfg).PeerCertificates[0].PublicKeyAlgorithm; got != tc.want {
+				t.Fatalf("leaf key %v, want %v", got, tc.want)
+			}
+		})
+	}
+	t.Run("a new connection resumes the session of an earlier one", func(t *testing.T) {
+		cfg := &tls.Config{ServerName: "api.example.com", RootCAs: roots, ClientSessionCache: tls.NewLRUClientSessionCache(4)}
+		if request(t, cfg).DidResume {
+			t.Fatal("the first connection resumed a session")
+		}
+		if !request(t, cfg).DidResume {
+			t.Fatal("the second connection made a full handshake, want its session resumed")
+		}
+	})
 }
