@@ -98,7 +98,7 @@ func (h *Host) ensureServer(ctx context.Context, session string, sp serverProgra
 	}
 	argv := append([]string{path}, c.args(strconv.Itoa(sp.port))...)
 	var started supervisor.Started
-	_, err = b.sup.Exec(ctx, supervisor.ExecRequest{Argv: argv, Env: b.env}, supervisor.Events{
+	_, err = b.sup.Exec(ctx, supervisor.ExecRequest{Argv: argv, Env: b.env, User: b.user.identity()}, supervisor.Events{
 		Started: func(s supervisor.Started) error { started = s; return errDetach },
 	})
 	if se, ok := errors.AsType[*supervisor.Error](err); ok {
@@ -138,7 +138,7 @@ func (h *Host) findProgram(ctx context.Context, b *box, sp serverProgram) (strin
 	}
 	var out strings.Builder
 	script := `for p in "$@"; do command -v "$p" && exit 0; done; exit 1`
-	exit, err := b.sup.Exec(ctx, supervisor.ExecRequest{Argv: append([]string{"/bin/sh", "-c", script, "sh"}, names...), Env: b.env, Timeout: 10 * time.Second},
+	exit, err := b.sup.Exec(ctx, supervisor.ExecRequest{Argv: append([]string{"/bin/sh", "-c", script, "sh"}, names...), Env: b.env, User: b.user.identity(), Timeout: 10 * time.Second},
 		supervisor.Events{Output: func(o supervisor.Output) error {
 			if o.Stream == supervisor.Stdout {
 				out.Write(o.Data)

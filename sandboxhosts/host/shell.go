@@ -59,6 +59,7 @@ func (h *Host) Shell(ctx context.Context, stream *connect.BidiStream[hostv1.Shel
 	defer h.touch(context.WithoutCancel(ctx), b)
 
 	req.Env = append(slices.Clone(b.env), req.Env...)
+	req.User = b.user.identity() // the image's user, as for commands; root only when it names none
 	term, err := b.sup.OpenPTY(ctx, req)
 	if se, ok := errors.AsType[*supervisor.Error](err); ok && se.Code == supervisor.CodeSpawnFailed {
 		return apierr.FailedPrecondition("the shell could not start in session %s: %s", b.session, se.Message)

@@ -35,7 +35,7 @@ type Request struct {
 	Stdin []byte `json:"stdin,omitempty"`
 	// KeepStdin (exec only) leaves stdin open after Stdin for OpStdin requests to write to.
 	KeepStdin bool `json:"keep_stdin,omitempty"`
-	// User (exec only) runs the process as that uid and gid, with no supplementary groups;
+	// User (exec and pty) runs the process as that uid and gid, with no supplementary groups;
 	// nil runs it as the supervisor (root).
 	User *User `json:"user,omitempty"`
 	// CloseStdin (OpStdin only) closes stdin after its bytes are written.
@@ -50,7 +50,7 @@ type Request struct {
 	StderrOffset int64 `json:"stderr_offset,omitempty"`
 }
 
-// User is the identity an exec runs as.
+// User is the identity an exec or a pty program runs as.
 type User struct {
 	UID uint32 `json:"uid"`
 	GID uint32 `json:"gid"`

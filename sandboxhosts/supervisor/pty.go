@@ -256,6 +256,14 @@ func (s *server) spawnPTY(req Request) (*ptyProc, error) {
 			return nil, fmt.Errorf("size the pseudo-terminal: %w", err)
 		}
 	}
+	if req.User != nil {
+		// The terminal belongs to whoever is logged in on it, as login(1) leaves it: its
+		// programs may then change its modes and tools that check a tty's owner accept it.
+		if err := tty.Chown(int(req.User.UID), int(req.User.GID)); err != nil {
+			master.Close()
+			return nil, fmt.Errorf("give the pseudo-terminal to uid %d: %w", req.User.UID, err)
+		}
+	}
 	ttyFD := tty.Fd()
 
 	s.mu.Lock()
@@ -265,7 +273,7 @@ func (s *server) spawnPTY(req Request) (*ptyProc, error) {
 		Dir:   req.Workdir,
 		Env:   env,
 		Files: []uintptr{ttyFD, ttyFD, ttyFD},
-		Sys:   &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0},
+		Sys:   &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0, Credential: req.User.credential()},
 	})
 	if err != nil {
 		master.Close()
@@ -303,6 +311,8 @@ type PTYRequest struct {
 	// Workdir defaults to the supervisor's working directory.
 	Workdir string
 	Size    WindowSize
+	// User runs the program as that uid and gid; nil runs it as root.
+	User *User
 }
 
 // Terminal is a program running on a pseudo-terminal in the sandbox, for as long as the
@@ -319,7 +329,7 @@ type Terminal struct {
 // OpenPTY starts req's program and returns once it runs. A spawn failure is a *Error with
 // Code CodeSpawnFailed. Canceling ctx closes the connection, which hangs the terminal up.
 func (c *Client) OpenPTY(ctx context.Context, req PTYRequest) (*Terminal, error) {
-	cl, err := c.open(ctx, Request{Op: OpPTY, Argv: req.Argv, Env: req.Env, Workdir: req.Workdir, Rows: req.Size.Rows, Cols: req.Size.Cols})
+	cl, err := c.open(ctx, Request{Op: OpPTY, Argv: req.Argv, Env: req.Env, Workdir: req.Workdir, Rows: req.Size.Rows, Cols: req.Size.Cols, User: req.User})
 	if err != nil {
 		return nil, fail(ctx, OpPTY, err)
 	}

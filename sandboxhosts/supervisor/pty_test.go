@@ -22,7 +22,13 @@ type ptyEnd struct {
 
 func openShell(t *testing.T, sv *supervisorProc) *shellUnderTest {
 	t.Helper()
-	term, err := sv.OpenPTY(context.Background(), PTYRequest{Argv: []string{busybox, "sh"}, Env: []string{"PS1=$ "}, Size: WindowSize{Rows: 24, Cols: 80}})
+	return openShellAs(t, sv, nil)
+}
+
+// openShellAs is openShell as user (nil: root).
+func openShellAs(t *testing.T, sv *supervisorProc, user *User) *shellUnderTest {
+	t.Helper()
+	term, err := sv.OpenPTY(context.Background(), PTYRequest{Argv: []string{busybox, "sh"}, Env: []string{"PS1=$ "}, Size: WindowSize{Rows: 24, Cols: 80}, User: user})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -130,6 +136,25 @@ func TestPTYShell(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { tc.run(t, openShell(t, sv)) })
+	}
+}
+
+func TestPTYShellRunsAsTheRequestedUserAndOwnsItsTerminal(t *testing.T) {
+	sv := startSupervisor(t, startConfig{})
+	for _, tc := range []struct {
+		name string
+		user *User
+		want string
+	}{
+		{"a user", &User{UID: 4242, GID: 4343}, "ids=4242:4343:1 tty=4242:4343"},
+		{"root when none is asked", nil, "ids=0:0:"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := openShellAs(t, sv, tc.user)
+			// id -G lists the groups: only the primary one (1), none of root's kept.
+			s.typeLine(t, `echo "ids=$(id -u):$(id -g):$(id -G | wc -w) tty=$(stat -c %u:%g "$(tty)")"`)
+			s.waitFor(t, tc.want)
+		})
 	}
 }
 

@@ -625,12 +625,16 @@ func (s *server) follow(fw frameWriter, e *execution, offsets [2]int64, gone <-c
 	}
 }
 
-// sysProcAttr puts an exec in its own process group, as user when one is given (setgroups to
-// none, so root's groups are not kept).
+// sysProcAttr puts an exec in its own process group, as user when one is given.
 func sysProcAttr(user *User) *syscall.SysProcAttr {
-	attr := &syscall.SysProcAttr{Setpgid: true}
-	if user != nil {
-		attr.Credential = &syscall.Credential{Uid: user.UID, Gid: user.GID, Groups: []uint32{}}
+	return &syscall.SysProcAttr{Setpgid: true, Credential: user.credential()}
+}
+
+// credential is the identity a process is started with: nil (the supervisor's, root) for no
+// user, else the uid and gid with setgroups to none, so that root's groups are not kept.
+func (u *User) credential() *syscall.Credential {
+	if u == nil {
+		return nil
 	}
-	return attr
+	return &syscall.Credential{Uid: u.UID, Gid: u.GID, Groups: []uint32{}}
 }
