@@ -182,6 +182,7 @@ func New(d Deps) *API {
 		a.routes["GET "+sessions.ShellPath] = route{appv1connect.SessionServiceName, sessionSvc.Shell(authn)}
 		a.routes[sessions.FilesPath] = route{appv1connect.SessionServiceName, sessionSvc.Files(authn)}
 		a.routes[sessions.AppsPath] = route{appv1connect.SessionServiceName, sessionSvc.Apps(authn)}
+		a.routes["GET "+sessions.NetworkUsagePath] = route{appv1connect.SessionServiceName, sessionSvc.NetworkUsage(authn)}
 	} else {
 		add(appv1connect.NewSessionServiceHandler(appv1connect.UnimplementedSessionServiceHandler{}, opts,
 			connect.WithInterceptors(unavailable("sessions are not configured here: set HANGAR_BLOB_URL, HANGAR_SEAL_KEYSET and HANGAR_HOST_TOKEN"))))

@@ -43,6 +43,8 @@ const (
 	KindArtifactCreated = "artifact.created"
 	KindShellOpened     = "shell.opened"
 	KindShellClosed     = "shell.closed"
+	// KindNetUsage carries a session's running network totals through the egress proxy.
+	KindNetUsage = "net.usage"
 
 	KindPromptQueued     = "prompt.queued"
 	KindPromptStarted    = "prompt.started"

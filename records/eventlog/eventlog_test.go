@@ -326,6 +326,30 @@ func TestTailReturnsTheLastEventsInOrder(t *testing.T) {
 	}
 }
 
+func TestLastIsTheNewestEventOfAKind(t *testing.T) {
+	t.Parallel()
+	db, _ := testenv.Firestore(t)
+	seedPagingLog(t, db, "s1")
+	reader := eventlog.NewReader(db)
+	tests := []struct {
+		name, session, kind string
+		want                int64 // 0: none
+	}{
+		{"the newest of many", "s1", eventlog.KindToolCall, 20},
+		{"the newest of the other kind", "s1", eventlog.KindExecStarted, 19},
+		{"a kind the log lacks", "s1", eventlog.KindNetUsage, 0},
+		{"a session without a log", "never", eventlog.KindToolCall, 0},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			e, ok, err := reader.Last(context.Background(), tc.session, tc.kind)
+			if err != nil || ok != (tc.want != 0) || e.Idx != tc.want || ok && e.Kind != tc.kind {
+				t.Fatalf("Last = %d %q, %v, %v; want idx %d", e.Idx, e.Kind, ok, err, tc.want)
+			}
+		})
+	}
+}
+
 func TestReadsRefuseInvalidInputWithTheField(t *testing.T) {
 	t.Parallel()
 	db, _ := testenv.Firestore(t)

@@ -116,6 +116,15 @@ func (r *Reader) Tail(ctx context.Context, sessionID string, n int) ([]Event, er
 	return r.page(ctx, sessionID, q, true)
 }
 
+// Last returns the newest event of sessionID of the given kind, and false when it has none.
+func (r *Reader) Last(ctx context.Context, sessionID, kind string) (Event, bool, error) {
+	events, err := r.page(ctx, sessionID, Query{Kinds: []string{kind}, Limit: 1}, true)
+	if err != nil || len(events) == 0 {
+		return Event{}, false, err
+	}
+	return events[0], true, nil
+}
+
 // page runs q; fromEnd takes the newest matching events instead of the oldest.
 func (r *Reader) page(ctx context.Context, sessionID string, q Query, fromEnd bool) ([]Event, error) {
 	col, err := eventsOf(r.db, sessionID)

@@ -19,6 +19,7 @@ package egressproxy
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -189,9 +190,30 @@ func (p *Proxy) dial(ctx context.Context, network, addr string) (net.Conn, error
 	return p.dialer.DialContext(ctx, network, addr)
 }
 
-// Counters are a session's bytes through the proxy.
+// Counters are a sandbox's totals through the proxy since it was served. A connection counts
+// once it ends (through the explicit proxy: once each request is answered), with the bytes the
+// sandbox's side of it carried.
 type Counters struct {
-	BytesOut, BytesIn, Connections, Denied atomic.Int64
+	BytesOut, BytesIn, Allowed, Denied atomic.Int64
+}
+
+// Usage is a snapshot of Counters, or totals over several sandboxes of one session.
+type Usage struct {
+	BytesOut           int64 `json:"bytes_out"`
+	BytesIn            int64 `json:"bytes_in"`
+	ConnectionsAllowed int64 `json:"connections_allowed"`
+	ConnectionsDenied  int64 `json:"connections_denied"`
+}
+
+// Usage reads the counters.
+func (c *Counters) Usage() Usage {
+	return Usage{BytesOut: c.BytesOut.Load(), BytesIn: c.BytesIn.Load(), ConnectionsAllowed: c.Allowed.Load(), ConnectionsDenied: c.Denied.Load()}
+}
+
+// Plus is u and v added up.
+func (u Usage) Plus(v Usage) Usage {
+	return Usage{BytesOut: u.BytesOut + v.BytesOut, BytesIn: u.BytesIn + v.BytesIn,
+		ConnectionsAllowed: u.ConnectionsAllowed + v.ConnectionsAllowed, ConnectionsDenied: u.ConnectionsDenied + v.ConnectionsDenied}
 }
 
 // Sandbox is one session's sandbox being served.
@@ -264,11 +286,12 @@ func (sb *Sandbox) Close() {
 // audit reports c and adds it to the counters.
 func (sb *Sandbox) audit(c Connection, start time.Time) {
 	c.Duration = time.Since(start).Seconds()
-	sb.Counters.Connections.Add(1)
 	sb.Counters.BytesOut.Add(c.BytesOut)
 	sb.Counters.BytesIn.Add(c.BytesIn)
 	if c.Decision == Denied {
 		sb.Counters.Denied.Add(1)
+	} else {
+		sb.Counters.Allowed.Add(1)
 	}
 	sb.p.opts.Audit(sb.sess.ID, c)
 }
@@ -525,7 +548,10 @@ type connState struct {
 	outMark, inMark atomic.Int64
 	start           time.Time
 	injected        map[string]bool
-	mu              sync.Mutex
+	// host is what the connection's last request was decided by (a captured plain HTTP
+	// request's Host header), for the connection's event; guarded by mu.
+	host string
+	mu   sync.Mutex
 }
 
 type stateKey struct{}
@@ -562,9 +588,10 @@ func (sb *Sandbox) serveHTTP(ctx context.Context, c net.Conn, br *bufio.Reader, 
 		for n := range cs.injected {
 			injected = append(injected, n)
 		}
+		host := cmp.Or(cs.host, fixed.host)
 		cs.mu.Unlock()
-		ok, rule := sb.sess.Rules.decide(fixed.host, fixed.port)
-		ev := Connection{Host: fixed.host, Port: fixed.port, Mode: fixed.mode, Rule: rule, Decision: Allowed,
+		ok, rule := sb.sess.Rules.decide(host, fixed.port)
+		ev := Connection{Host: host, Port: fixed.port, Mode: fixed.mode, Rule: rule, Decision: Allowed,
 			BytesOut: cs.cc.out.Load(), BytesIn: cs.cc.in.Load(), Injected: injected}
 		if !ok {
 			ev.Decision = Denied
@@ -621,6 +648,11 @@ func (sb *Sandbox) serveRequest(w http.ResponseWriter, r *http.Request, fixed *t
 		} else if r.Host != "" {
 			t = &target{host: strings.ToLower(r.Host), port: t.port, scheme: t.scheme, mode: t.mode}
 		}
+	}
+	if fixed != nil {
+		cs.mu.Lock()
+		cs.host = t.host
+		cs.mu.Unlock()
 	}
 	if ok, rule := sb.sess.Rules.decide(t.host, t.port); !ok {
 		refuse(w, fmt.Sprintf("%s:%d refused (%s)", t.host, t.port, rule))

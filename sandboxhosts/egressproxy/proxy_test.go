@@ -16,10 +16,12 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/miekg/dns"
 	"golang.org/x/sys/unix"
 
+	"github.com/hangar-dev/hangar/internal/testkit"
 	"github.com/hangar-dev/hangar/sandboxhosts/sandboxnet"
 )
 
@@ -323,4 +325,38 @@ func TestInterceptionLeavesSuitEachClientAndSessionsResume(t *testing.T) {
 			t.Fatal("the second connection made a full handshake, want its session resumed")
 		}
 	})
+}
+
+// The counters are the sum of what the audit reports, each connection counted once as allowed
+// or denied, with the bytes the sandbox's side carried.
+func TestProxyCountersAddUpTheAuditedConnections(t *testing.T) {
+	f := newFixture(t, Rules{AllowHosts: []string{"api.example.com", "plain.example.com"}})
+	resolve := func(host string, port int) string { return host + ":" + itoa(port) + ":93.184.216.34" }
+	for _, args := range [][]string{
+		{"--resolve", resolve("plain.example.com", 80), "http://plain.example.com/"},
+		{"-x", sandboxnet.ProxyURL, "http://plain.example.com/"},
+		{"-x", sandboxnet.ProxyURL, "-H", "Authorization: Bearer " + placeholder, "https://api.example.com/v1"},
+		{"-x", sandboxnet.ProxyURL, "http://denied.example.com/"},
+		{"--resolve", resolve("denied.example.com", 443), "https://denied.example.com/"},
+	} {
+		_, _ = f.curl(t, args...)
+	}
+	testkit.Eventually(t, 10*time.Second, "five audited connections", func() (bool, string) {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		return len(f.events) == 5, strconv.Itoa(len(f.events))
+	})
+	var want Usage
+	for _, c := range f.events {
+		want = want.Plus(Usage{BytesOut: c.BytesOut, BytesIn: c.BytesIn})
+		if c.Decision == Denied {
+			want.ConnectionsDenied++
+		} else {
+			want.ConnectionsAllowed++
+		}
+	}
+	got := f.sb.Counters.Usage()
+	if got != want || got.ConnectionsAllowed != 3 || got.ConnectionsDenied != 2 || got.BytesIn < int64(3*len("hello from plain.example.com")) || got.BytesOut == 0 {
+		t.Fatalf("counters %+v, want %+v with 3 allowed, 2 denied and the bodies' bytes in; events %+v", got, want, f.events)
+	}
 }

@@ -57,6 +57,8 @@ type box struct {
 	agent agent
 	// net serves the sandbox's connections and DNS for the session; nil until start.
 	net *egressproxy.Sandbox
+	// usage is the session's network totals, as logged in net.usage events.
+	usage netUsage
 	// logMu guards logClosed: teardown closes the log while late work may still emit.
 	logMu     sync.RWMutex
 	logClosed bool
@@ -234,7 +236,14 @@ func (h *Host) start(ctx context.Context, b *box, rec *sessiondb.Record, env map
 		h.remove(context.WithoutCancel(ctx), sbx)
 		return err
 	}
-	b.net, err = h.proxy.Serve(proxySession(rec.ID, network), sbx.ns)
+	if rec.Status != sessiondb.Creating {
+		// A resumed session counts on from what its earlier sandboxes reported.
+		b.usage.base, err = lastNetUsage(ctx, eventlog.NewReader(h.opts.DB), rec.ID)
+		b.usage.reported = b.usage.base
+	}
+	if err == nil {
+		b.net, err = h.proxy.Serve(proxySession(rec.ID, network), sbx.ns)
+	}
 	if err != nil {
 		_ = events.Close(ctx)
 		h.remove(context.WithoutCancel(ctx), sbx)
@@ -427,6 +436,7 @@ func (h *Host) teardown(ctx context.Context, b *box) error {
 	if b.net != nil {
 		b.net.Close()
 	}
+	b.reportNetUsage() // the sandbox's last word on its traffic
 	var errs []error
 	if b.events != nil {
 		b.logMu.Lock()
@@ -476,6 +486,7 @@ func (h *Host) sweepIdle(ctx context.Context) {
 		if !b.ready.Load() {
 			continue
 		}
+		b.reportNetUsage()
 		health, err := b.sup.Ping(ctx)
 		if err != nil {
 			h.log.Warn("ping supervisor", "session", b.session, "err", err)
