@@ -59,11 +59,17 @@ func serveSessionsWith(t testing.TB, db *firestore.Client, cfg config.Config) *s
 // serve runs a on a real loopback server and mints an admin key.
 func serve(t testing.TB, a *api.API) *stack {
 	t.Helper()
-	// The production server (HTTP/1.1 and cleartext HTTP/2), not httptest's, so gRPC works too.
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
+	return serveOn(t, ln, a)
+}
+
+// serveOn is serve on ln, for an API whose configuration needs its address first.
+func serveOn(t testing.TB, ln net.Listener, a *api.API) *stack {
+	t.Helper()
+	// The production server (HTTP/1.1 and cleartext HTTP/2), not httptest's, so gRPC works too.
 	srv := api.NewServer(a.Handler())
 	go func() { _ = srv.Serve(ln) }()
 	t.Cleanup(func() { _ = srv.Close() })

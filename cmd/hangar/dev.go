@@ -103,6 +103,7 @@ func runDev(ctx context.Context, addr, dataDir string, saveEvery time.Duration, 
 	}
 	defer ln.Close()
 	devSignIn(&cfg, "http://"+browserAddr(ln.Addr().(*net.TCPAddr)))
+	devApps(&cfg, ln.Addr().(*net.TCPAddr))
 	a, res, err := api.Open(ctx, cfg, api.Options{Log: log, HarnessCacheDir: filepath.Join(dataDir, "host", "wasm-cache")})
 	if err != nil {
 		return err
@@ -245,6 +246,15 @@ func devSignIn(cfg *config.Config, url string) {
 	}
 	cfg.SignIn.DevSignIn = true
 	cfg.SignIn.DevAdminEmail = devAdminEmail
+}
+
+// devApps gives apps origins of their own under apps.localhost on dev's port unless
+// HANGAR_APPS_DOMAIN says otherwise: browsers resolve every *.localhost name to loopback, and
+// its sites are not the dashboard's (127.0.0.1).
+func devApps(cfg *config.Config, a *net.TCPAddr) {
+	if cfg.Apps.Domain == "" {
+		cfg.Apps.Domain = net.JoinHostPort("apps.localhost", strconv.Itoa(a.Port))
+	}
 }
 
 // browserAddr is where a browser on this machine reaches a listener: an unspecified address

@@ -95,6 +95,29 @@ type API struct {
 	keys        *auth.Keys
 	users       *auth.Users
 	services    map[string]http.Handler
+	// appHosts serves the apps' own origins, by Host, whatever the path.
+	appHosts hostRoute
+}
+
+// hostRoute serves the requests whose Host it claims, for its service's function.
+type hostRoute struct {
+	service string
+	claims  func(host string) bool
+	h       http.Handler
+}
+
+// in is next with the requests h claims taken off to h, when it belongs to service ("" for all).
+func (h hostRoute) in(service string, next http.Handler) http.Handler {
+	if h.claims == nil || service != "" && service != h.service {
+		return next
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if h.claims(r.Host) {
+			h.h.ServeHTTP(w, r)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
 }
 
 // New wires every service over d.
@@ -173,6 +196,7 @@ func New(d Deps) *API {
 			DB: d.DB, Hosts: hosts, Sealer: d.Sealer, Bucket: d.Bucket, Users: a.users,
 			Clock: d.Clock, Limits: d.Config.Limits, DefaultImage: d.DefaultImage, Harnesses: d.Harnesses,
 			Routers: d.Config.ModelRouters, Secrets: secretStore, Credentials: credStore, Images: imageResolver,
+			Apps: d.Config.Apps, PublicURL: d.Config.SignIn.PublicURL,
 		})
 		// Session streams carry file bytes and command output, which gzip turns into CPU time
 		// rather than savings (ReadFile ran at 44 MiB/s compressed): answers go uncompressed.
@@ -183,6 +207,7 @@ func New(d Deps) *API {
 		a.routes[sessions.FilesPath] = route{appv1connect.SessionServiceName, sessionSvc.Files(authn)}
 		a.routes[sessions.AppsPath] = route{appv1connect.SessionServiceName, sessionSvc.Apps(authn)}
 		a.routes["GET "+sessions.NetworkUsagePath] = route{appv1connect.SessionServiceName, sessionSvc.NetworkUsage(authn)}
+		a.appHosts = hostRoute{appv1connect.SessionServiceName, sessionSvc.IsAppHost, sessionSvc.AppOrigin(authn)}
 	} else {
 		add(appv1connect.NewSessionServiceHandler(appv1connect.UnimplementedSessionServiceHandler{}, opts,
 			connect.WithInterceptors(unavailable("sessions are not configured here: set HANGAR_BLOB_URL, HANGAR_SEAL_KEYSET and HANGAR_HOST_TOKEN"))))
@@ -312,7 +337,7 @@ func (a *API) Handler() http.Handler {
 	}
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
 	mux.Handle("/", web.Handler())
-	return mux
+	return a.appHosts.in("", mux)
 }
 
 // ServiceHandler serves one service, for its own Cloud Run function. It answers both under
@@ -331,7 +356,7 @@ func (a *API) ServiceHandler(name string) (http.Handler, bool) {
 			mux.Handle(pattern, r.h)
 		}
 	}
-	return mux, true
+	return a.appHosts.in(name, mux), true
 }
 
 // route is a plain HTTP route outside Connect, served by its service's function.

@@ -93,20 +93,23 @@ func appPort(rec *sessiondb.Record, name string) uint32 {
 	return 0
 }
 
-// Apps serves AppsPath: it authenticates like every route, finds the caller's session (another
-// user's is not_found) and the app, and proxies the request to it through the session's host
-// and supervisor. Hangar's credentials (the x-api-key header, the api_key parameter, Hangar's
-// cookies) are taken off the request first: the app runs code the session's agent controls.
-func (s *Service) Apps(authn *auth.Authenticator) http.Handler {
-	proxy := &httputil.ReverseProxy{
+// newAppProxy is the reverse proxy into apps, for both the API's path route and the apps' own
+// origins: the request goes to its appTarget through the session's host and supervisor, without
+// Hangar's credentials (the x-api-key header, the api_key and app token parameters, Hangar's
+// cookies): the app runs code the session's agent controls.
+func (s *Service) newAppProxy() *httputil.ReverseProxy {
+	return &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			t := pr.In.Context().Value(appTargetKey{}).(*appTarget)
 			pr.SetXForwarded()
-			pr.Out.Header.Set("X-Forwarded-Prefix", strings.TrimSuffix(t.prefix, "/"))
+			if t.prefix != "" {
+				pr.Out.Header.Set("X-Forwarded-Prefix", strings.TrimSuffix(t.prefix, "/"))
+			}
 			pr.Out.URL.Scheme, pr.Out.URL.Host = "http", fmt.Sprintf("127.0.0.1:%d", t.port)
-			pr.Out.URL.Path, pr.Out.URL.RawPath = "/"+pr.In.PathValue("rest"), ""
+			pr.Out.URL.Path, pr.Out.URL.RawPath = t.path, ""
 			q := pr.In.URL.Query()
 			q.Del(apiKeyParam)
+			q.Del(AppTokenParam)
 			pr.Out.URL.RawQuery = q.Encode()
 			// The app sees the host the client asked for, so that its own origin checks (an
 			// IDE's WebSocket) hold behind the proxy.
@@ -122,11 +125,14 @@ func (s *Service) Apps(authn *auth.Authenticator) http.Handler {
 			DisableKeepAlives:     true,
 			ResponseHeaderTimeout: 5 * time.Minute,
 		},
-		// An app's pages are served under the API's origin but must not act as it: sandboxed,
-		// they run in an opaque origin, so the user's session cookie (SameSite=Lax) does not go
-		// with their requests to the API, and the CSRF check refuses them anyway.
+		// An app's pages served under the API's origin must not act as it: sandboxed, they run
+		// in an opaque origin, so the user's session cookie (SameSite=Lax) does not go with
+		// their requests to the API, and the CSRF check refuses them anyway. On an origin of its
+		// own an app needs no sandbox.
 		ModifyResponse: func(resp *http.Response) error {
-			resp.Header.Add("Content-Security-Policy", appSandboxPolicy)
+			if resp.Request.Context().Value(appTargetKey{}).(*appTarget).sandboxed {
+				resp.Header.Add("Content-Security-Policy", appSandboxPolicy)
+			}
 			return nil
 		},
 		FlushInterval: -1, // stream as the app writes: server-sent events, long polls
@@ -137,6 +143,14 @@ func (s *Service) Apps(authn *auth.Authenticator) http.Handler {
 			writeErr(w, r, err)
 		},
 	}
+}
+
+// Apps serves AppsPath: it authenticates like every route, finds the caller's session (another
+// user's is not_found) and the app, and proxies the request to it, sandboxed. When apps have
+// origins of their own, a browser signed in by the dashboard's cookie is sent to the app's
+// origin with an app token instead (apporigins.go); API clients are still served here.
+func (s *Service) Apps(authn *auth.Authenticator) http.Handler {
+	proxy := s.newAppProxy()
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		ctx, err := authenticate(authn, r, false)
 		if err != nil {
@@ -154,22 +168,33 @@ func (s *Service) Apps(authn *auth.Authenticator) http.Handler {
 			writeErr(w, r, apierr.NotFound("app", name))
 			return
 		}
-		t := &appTarget{rec: rec, port: port, prefix: AppURLPath(r.PathValue("id"), name)}
+		rest := "/" + r.PathValue("rest")
+		if caller, _ := auth.Caller(ctx); caller.Kind == auth.KindWebSession && s.apps.origin(rec.ID, name) != "" {
+			if err := s.sendToOrigin(w, r, caller, rec.ID, name, rest); err != nil {
+				writeErr(w, r, err)
+			}
+			return
+		}
+		t := &appTarget{rec: rec, port: port, path: rest, prefix: AppURLPath(r.PathValue("id"), name), sandboxed: true}
 		// The server's unary body deadline is for small bodies; an app's may stream for long.
 		_ = http.NewResponseController(w).SetReadDeadline(time.Time{})
 		proxy.ServeHTTP(w, r.WithContext(context.WithValue(ctx, appTargetKey{}, t)))
 	})
 }
 
-// appSandboxPolicy is the Content-Security-Policy every app response gets (besides its own): a
-// sandbox without allow-same-origin.
+// appSandboxPolicy is the Content-Security-Policy every app response under the API's origin
+// gets (besides its own): a sandbox without allow-same-origin.
 const appSandboxPolicy = "sandbox allow-scripts allow-forms allow-popups allow-modals allow-downloads"
 
 // appTarget is the app a proxied request goes to.
 type appTarget struct {
-	rec    *sessiondb.Record
-	port   uint32
-	prefix string
+	rec  *sessiondb.Record
+	port uint32
+	// path is the path the app gets; prefix, when served under the API's path route, is where
+	// the app is mounted there (X-Forwarded-Prefix).
+	path, prefix string
+	// sandboxed marks responses served under the API's origin, which must not act as it.
+	sandboxed bool
 }
 
 type appTargetKey struct{}
@@ -293,7 +318,7 @@ func (s *Service) EnsureIde(ctx context.Context, req *connect.Request[appv1.Ensu
 	if err != nil {
 		return nil, err
 	}
-	resp.Msg.Endpoint = builtinEndpoint(ctx, rec, IDEApp, resp.Msg.GetPort())
+	resp.Msg.Endpoint = s.endpoint(rec, shownID(ctx, rec), IDEApp, resp.Msg.GetPort())
 	return resp, nil
 }
 
@@ -308,11 +333,11 @@ func (s *Service) EnsureBrowser(ctx context.Context, req *connect.Request[appv1.
 	if err != nil {
 		return nil, err
 	}
-	resp.Msg.Endpoint = builtinEndpoint(ctx, rec, BrowserApp, resp.Msg.GetPort())
+	resp.Msg.Endpoint = s.endpoint(rec, shownID(ctx, rec), BrowserApp, resp.Msg.GetPort())
 	return resp, nil
 }
 
-// builtinEndpoint is a built-in app as the proxy serves it.
-func builtinEndpoint(ctx context.Context, rec *sessiondb.Record, name string, port uint32) *appv1.AppEndpoint {
-	return &appv1.AppEndpoint{Hostname: name, Port: port, UrlPath: AppURLPath(shownID(ctx, rec), name)}
+// endpoint is an app of rec as the proxy serves it, named by the session id shown.
+func (s *Service) endpoint(rec *sessiondb.Record, shown, name string, port uint32) *appv1.AppEndpoint {
+	return &appv1.AppEndpoint{Hostname: name, Port: port, UrlPath: AppURLPath(shown, name), Origin: s.apps.origin(rec.ID, name)}
 }

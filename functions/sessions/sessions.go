@@ -262,6 +262,10 @@ type Deps struct {
 	// Images resolves image_uri to an enabled image; nil takes image_uri as an OCI reference
 	// the host pulls as it is.
 	Images ImageResolver
+	// Apps gives apps origins of their own under its domain; PublicURL is the API's, whose
+	// scheme the apps' origins share.
+	Apps      config.Apps
+	PublicURL string
 }
 
 // ImageResolver finds the enabled image a session names (by id or uri): the reference by
@@ -283,6 +287,8 @@ type Service struct {
 	recent recent
 	// keyer derives the record ids of sessions created with a key (ids.go).
 	keyer ids.Keyer
+	// apps knows the apps' own origins (apporigins.go).
+	apps appOrigins
 }
 
 // New returns the service over d.
@@ -290,7 +296,8 @@ func New(d Deps) *Service {
 	return &Service{d: d, store: sessiondb.NewStore(d.DB, d.Clock.Now), events: eventlog.NewReader(d.DB),
 		// Only manifests are touched here, never chunks, so no local chunk cache is needed.
 		snaps: snapshots.NewStore(d.Bucket, "", snapshots.Options{}),
-		keyer: ids.NewKeyer(d.Sealer.Derive(keyPurpose))}
+		keyer: ids.NewKeyer(d.Sealer.Derive(keyPurpose)),
+		apps:  newAppOrigins(d.Apps, d.PublicURL, d.Sealer, d.Clock.Now)}
 }
 
 var (
@@ -508,7 +515,7 @@ func (s *Service) ListSessions(ctx context.Context, _ *connect.Request[emptypb.E
 	out := &appv1.ListSessionsResponse{Sessions: make([]*appv1.SessionListItem, 0, len(recs))}
 	for _, r := range recs {
 		r = s.settle(ctx, r)
-		item := &appv1.SessionListItem{Session: toProto(r, shownID(ctx, r))}
+		item := &appv1.SessionListItem{Session: s.toProto(r, shownID(ctx, r))}
 		if u, ok := users[r.Owner]; ok {
 			item.OwnerEmail, item.OwnerName, item.OwnerKind = &u.Email, &u.Name, &u.Kind
 		}
@@ -524,7 +531,7 @@ func (s *Service) GetSession(ctx context.Context, req *connect.Request[appv1.Get
 		return nil, err
 	}
 	rec = s.settle(ctx, rec)
-	return connect.NewResponse(&appv1.GetSessionResponse{Session: toProto(rec, shownID(ctx, rec))}), nil
+	return connect.NewResponse(&appv1.GetSessionResponse{Session: s.toProto(rec, shownID(ctx, rec))}), nil
 }
 
 // DeleteSession stops the sandbox, frees its host and marks the record deleted; the session's
@@ -656,7 +663,7 @@ func (s *Service) host(ctx context.Context, rec *sessiondb.Record, wake bool) (h
 }
 
 // toProto is r as the API shows it, by the id shown.
-func toProto(r *sessiondb.Record, shown string) *appv1.Session {
+func (s *Service) toProto(r *sessiondb.Record, shown string) *appv1.Session {
 	p := &appv1.Session{
 		Id: shown, Status: string(r.Status), Image: r.ImageURI, Mode: r.Mode,
 		CreatedAt: clock.Format(r.CreatedAt), LastActiveAt: clock.Format(r.LastActiveAt),
@@ -672,7 +679,7 @@ func toProto(r *sessiondb.Record, shown string) *appv1.Session {
 		p.SuggestedTitle = &r.SuggestedTitle
 	}
 	for _, a := range r.Apps {
-		p.Apps = append(p.Apps, &appv1.AppEndpoint{Hostname: a.Name, Port: a.Port, UrlPath: AppURLPath(shown, a.Name)})
+		p.Apps = append(p.Apps, s.endpoint(r, shown, a.Name, a.Port))
 	}
 	return p
 }
@@ -687,7 +694,7 @@ func (s *Service) Records(ctx context.Context, ids []string) (map[string]*appv1.
 	}
 	sessions, agents := make(map[string]*appv1.Session, len(recs)), make(map[string]string, len(recs))
 	for id, r := range recs {
-		sessions[id], agents[id] = toProto(r, r.ID), r.AgentState
+		sessions[id], agents[id] = s.toProto(r, r.ID), r.AgentState
 	}
 	return sessions, agents, nil
 }

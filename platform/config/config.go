@@ -54,9 +54,23 @@ type Config struct {
 	Registries egress.Policy
 	// SignIn is dashboard sign-in and `hangar login` (functions/signin).
 	SignIn SignIn
+	// Apps is where session apps get origins of their own (functions/sessions).
+	Apps Apps
 	// OAuthProviders is a JSON list of OAuth providers added to (or replacing by id) the
 	// built-in ones OAuthCredentialService signs in to; functions/oauthcreds reads it.
 	OAuthProviders string `env:"HANGAR_OAUTH_PROVIDERS"`
+}
+
+// Apps serves each session app on an origin of its own, a subdomain of Domain, so that one
+// app's pages can script neither the dashboard nor another app.
+type Apps struct {
+	// Domain is the apps' parent domain, host[:port] ("apps.hangar.example.com",
+	// "apps.localhost:8080"): app web of a session is served at web-<session>.<Domain>, with
+	// PublicURL's scheme. Empty: apps are served under the API's origin only, sandboxed.
+	// `hangar dev` sets apps.localhost:<its port>.
+	Domain string `env:"HANGAR_APPS_DOMAIN"`
+	// CookieTTL is how long an app's own sign-in cookie lasts.
+	CookieTTL time.Duration `env:"HANGAR_APPS_COOKIE_TTL, default=8h"`
 }
 
 // SignIn configures /api/auth: OpenID Connect sign-in to the dashboard, its session cookies, and

@@ -568,7 +568,11 @@ type AppEndpoint struct {
 	Port     uint32                 `protobuf:"varint,2,opt,name=port,proto3" json:"port,omitempty"`
 	// Hangar's additions (numbered from 100): where the app is served, through the API's
 	// authenticated reverse proxy (output only; ignored in CreateSessionRequest).
-	UrlPath       string `protobuf:"bytes,100,opt,name=url_path,json=urlPath,proto3" json:"url_path,omitempty"`
+	UrlPath string `protobuf:"bytes,100,opt,name=url_path,json=urlPath,proto3" json:"url_path,omitempty"`
+	// The app's own origin (scheme://host[:port]) when the deployment serves apps on origins of
+	// their own (HANGAR_APPS_DOMAIN), else empty (output only). A browser opens url_path, which
+	// sends it to this origin with a short-lived app token.
+	Origin        string `protobuf:"bytes,101,opt,name=origin,proto3" json:"origin,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -620,6 +624,13 @@ func (x *AppEndpoint) GetPort() uint32 {
 func (x *AppEndpoint) GetUrlPath() string {
 	if x != nil {
 		return x.UrlPath
+	}
+	return ""
+}
+
+func (x *AppEndpoint) GetOrigin() string {
+	if x != nil {
+		return x.Origin
 	}
 	return ""
 }
@@ -4146,11 +4157,12 @@ const file_svc_app_v1_session_proto_rawDesc = "" +
 	"\x0e_last_flush_atB\x15\n" +
 	"\x13_memory_manifest_idB\x1a\n" +
 	"\x18_memory_manifest_versionB\x13\n" +
-	"\x11_last_snapshot_at\"X\n" +
+	"\x11_last_snapshot_at\"p\n" +
 	"\vAppEndpoint\x12\x1a\n" +
 	"\bhostname\x18\x01 \x01(\tR\bhostname\x12\x12\n" +
 	"\x04port\x18\x02 \x01(\rR\x04port\x12\x19\n" +
-	"\burl_path\x18d \x01(\tR\aurlPath\"m\n" +
+	"\burl_path\x18d \x01(\tR\aurlPath\x12\x16\n" +
+	"\x06origin\x18e \x01(\tR\x06origin\"m\n" +
 	"\x10ArtifactMetadata\x12\x1d\n" +
 	"\n" +
 	"media_type\x18\x01 \x01(\tR\tmediaType\x12\x1d\n" +
