@@ -30,7 +30,7 @@ func newSessionsCmd() *cobra.Command {
 		newSessionsCreateCmd, newSessionsListCmd, newSessionsGetCmd, newSessionsDeleteCmd,
 		newSessionsExecCmd, newSessionsCpCmd, newSessionsEventsCmd, newSessionsLogCmd,
 		newSessionsSnapshotCmd, newSessionsResumeCmd, newSessionsCheckpointsCmd, newSessionsEvictCmd, newSessionsCowCmd,
-		newSessionsPromptCmd, newSessionsInterruptCmd, newSessionsCompleteToolCmd, newSessionsShellCmd)
+		newSessionsPromptCmd, newSessionsInterruptCmd, newSessionsCompleteToolCmd, newSessionsShellCmd, newSessionsNetUsageCmd)
 }
 
 func newSessionsCreateCmd(f *clientFlags) *cobra.Command {

@@ -59,6 +59,17 @@ func TestSessionsCommandsOnARealHost(t *testing.T) {
 		})
 	}
 
+	var usage struct {
+		SessionID          string `json:"session_id"`
+		ConnectionsAllowed *int64 `json:"connections_allowed"`
+	}
+	if err := json.Unmarshal([]byte(must("net-usage", "--json", id)), &usage); err != nil || usage.SessionID != id || usage.ConnectionsAllowed == nil || *usage.ConnectionsAllowed != 0 {
+		t.Fatalf("net-usage --json of a session without traffic: %+v %v", usage, err)
+	}
+	if r := run("net-usage", "sess_nope"); r.code != exitNotFound || !strings.Contains(r.msg(), "not_found") {
+		t.Fatalf("net-usage of no session: exit %d, %q; want not_found", r.code, r.msg())
+	}
+
 	local := filepath.Join(t.TempDir(), "in.txt")
 	if err := os.WriteFile(local, []byte("round trip\n"), 0o600); err != nil {
 		t.Fatal(err)
