@@ -75,6 +75,10 @@ func newOriginStack(t *testing.T) *originStack {
 	for _, c := range resp.Cookies() {
 		if c.Name == auth.SessionCookie {
 			o.dashboardCookie = c.Value
+			// Host-only: a browser never sends it to another host, an app's included.
+			if c.Domain != "" || !c.HttpOnly {
+				t.Fatalf("the dashboard's cookie is %+v, want host-only and HttpOnly", c)
+			}
 		}
 	}
 	return o
