@@ -226,6 +226,33 @@ type Sandbox struct {
 	context  context.Context
 	cancel   context.CancelFunc
 	wg       sync.WaitGroup
+	// handlers counts the connections being served; conns are their sockets (the sandbox's
+	// side, and the upstream of a tunnel), closed by Close so that each ends, is audited and
+	// counted before the sandbox goes. closed is set by Close; all under connsMu.
+	handlers sync.WaitGroup
+	connsMu  sync.Mutex
+	conns    map[net.Conn]struct{}
+	closed   bool
+}
+
+// closeWait bounds how long Close waits for the connections it closed to be audited.
+const closeWait = 5 * time.Second
+
+// track makes Close close c; untrack when c is done. A connection tracked after Close is
+// closed at once.
+func (sb *Sandbox) track(c net.Conn) (untrack func()) {
+	sb.connsMu.Lock()
+	defer sb.connsMu.Unlock()
+	if sb.closed {
+		c.Close()
+		return func() {}
+	}
+	sb.conns[c] = struct{}{}
+	return func() {
+		sb.connsMu.Lock()
+		delete(sb.conns, c)
+		sb.connsMu.Unlock()
+	}
 }
 
 // Serve answers the DNS queries and captured connections of ns for sess until Close.
@@ -245,7 +272,7 @@ func (p *Proxy) Listen(sess Session, ln *net.TCPListener) (*Sandbox, error) {
 		return nil, errors.New("egress proxy: the session has secrets to inject and the proxy has no CA")
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	sb := &Sandbox{p: p, sess: sess, names: newNames(), context: ctx, cancel: cancel}
+	sb := &Sandbox{p: p, sess: sess, names: newNames(), context: ctx, cancel: cancel, conns: map[net.Conn]struct{}{}}
 	sb.wg.Add(1)
 	go func() {
 		defer sb.wg.Done()
@@ -265,8 +292,10 @@ func (p *Proxy) Listen(sess Session, ln *net.TCPListener) (*Sandbox, error) {
 				sb.Counters.Denied.Add(1)
 				continue
 			}
+			untrack := sb.track(c)
+			sb.handlers.Add(1)
 			go func() {
-				defer func() { <-slots }()
+				defer func() { untrack(); sb.handlers.Done(); <-slots }()
 				sb.handle(ctx, c)
 			}()
 		}
@@ -277,10 +306,24 @@ func (p *Proxy) Listen(sess Session, ln *net.TCPListener) (*Sandbox, error) {
 
 func (sb *Sandbox) ctx() context.Context { return sb.context }
 
-// Close stops serving; connections in flight end with the sandbox's namespace.
+// Close stops serving and ends the connections in flight, each audited and counted with the
+// bytes it carried so far (waiting at most closeWait for them).
 func (sb *Sandbox) Close() {
 	sb.cancel()
 	sb.wg.Wait()
+	sb.connsMu.Lock()
+	sb.closed = true
+	for c := range sb.conns {
+		c.Close()
+	}
+	sb.connsMu.Unlock()
+	done := make(chan struct{})
+	go func() { sb.handlers.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(closeWait):
+		sb.p.opts.Log.Warn("egress: connections still being served after close", "session", sb.sess.ID)
+	}
 }
 
 // audit reports c and adds it to the counters.
@@ -365,6 +408,7 @@ func (sb *Sandbox) tunnel(ctx context.Context, c net.Conn, br *bufio.Reader, hos
 		return
 	}
 	defer up.Close()
+	defer sb.track(up)()
 	ev.BytesOut, ev.BytesIn = splice(c, br, up)
 	sb.audit(ev, start)
 }

@@ -71,9 +71,13 @@ type fixture struct {
 	ns                *sandboxnet.Namespace
 	sb                *Sandbox
 	api, other, plain *upstream
-	caFile            string
-	mu                sync.Mutex
-	events            []Connection
+	// slow (slow.example.com, http) sends its first bytes, then holds the answer open; tcp
+	// (tcp.example.com:7000, no protocol) does the same on a bare connection.
+	slow   *httptest.Server
+	tcp    net.Listener
+	caFile string
+	mu     sync.Mutex
+	events []Connection
 }
 
 func newFixture(t *testing.T, rules Rules) *fixture {
@@ -85,6 +89,38 @@ func newFixture(t *testing.T, rules Rules) *fixture {
 		t.Skip("needs root")
 	}
 	f := &fixture{api: newUpstream(t, true), other: newUpstream(t, true), plain: newUpstream(t, false)}
+	f.slow = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, "partial\n")
+		w.(http.Flusher).Flush()
+		<-r.Context().Done()
+	}))
+	t.Cleanup(f.slow.Close)
+	var err error
+	if f.tcp, err = net.Listen("tcp", "127.0.0.1:0"); err != nil {
+		t.Fatal(err)
+	}
+	var heldMu sync.Mutex
+	var held []net.Conn
+	t.Cleanup(func() {
+		f.tcp.Close()
+		heldMu.Lock()
+		defer heldMu.Unlock()
+		for _, c := range held {
+			c.Close()
+		}
+	})
+	go func() {
+		for {
+			c, err := f.tcp.Accept()
+			if err != nil {
+				return
+			}
+			io.WriteString(c, "partial\n")
+			heldMu.Lock()
+			held = append(held, c)
+			heldMu.Unlock()
+		}
+	}()
 	ca, err := NewCA()
 	if err != nil {
 		t.Fatal(err)
@@ -98,6 +134,8 @@ func newFixture(t *testing.T, rules Rules) *fixture {
 			"api.example.com:443":   f.api.Listener.Addr().String(),
 			"other.example.com:443": f.other.Listener.Addr().String(),
 			"plain.example.com:80":  f.plain.Listener.Addr().String(),
+			"slow.example.com:80":   f.slow.Listener.Addr().String(),
+			"tcp.example.com:7000":  f.tcp.Addr().String(),
 		},
 		RootCAs: roots,
 		Audit: func(_ string, c Connection) {
@@ -358,5 +396,66 @@ func TestProxyCountersAddUpTheAuditedConnections(t *testing.T) {
 	got := f.sb.Counters.Usage()
 	if got != want || got.ConnectionsAllowed != 3 || got.ConnectionsDenied != 2 || got.BytesIn < int64(3*len("hello from plain.example.com")) || got.BytesOut == 0 {
 		t.Fatalf("counters %+v, want %+v with 3 allowed, 2 denied and the bodies' bytes in; events %+v", got, want, f.events)
+	}
+}
+
+// syncBuffer is an io.Writer safe to read while a process writes to it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// Closing a sandbox's proxy ends its connections still open, and each is audited and counted
+// with the bytes it carried: a sandbox that goes leaves no connection out of its log.
+func TestProxyCloseAuditsTheConnectionsStillOpen(t *testing.T) {
+	for _, tc := range []struct {
+		name, host string
+		args       []string
+		mode       string
+	}{
+		{"captured http", "slow.example.com", []string{"--resolve", "slow.example.com:80:93.184.216.34", "http://slow.example.com/"}, "transparent"},
+		{"http through a CONNECT tunnel", "slow.example.com", []string{"-p", "-x", sandboxnet.ProxyURL, "http://slow.example.com/"}, "proxy"},
+		{"a captured bare connection, spliced", "tcp.example.com", []string{"telnet://tcp.example.com:7000"}, "transparent"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, Rules{AllowHosts: []string{"slow.example.com", "tcp.example.com"}})
+			cmd := exec.Command("nsenter", append([]string{"--net=" + f.ns.Path, "curl", "-sS", "-N", "-m", "60"}, tc.args...)...)
+			var out syncBuffer
+			cmd.Stdout, cmd.Stdin = &out, strings.NewReader("")
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+			testkit.Eventually(t, 10*time.Second, "the first bytes through", func() (bool, string) {
+				return strings.Contains(out.String(), "partial"), out.String()
+			})
+			f.mu.Lock()
+			before := len(f.events)
+			f.mu.Unlock()
+			if before != 0 {
+				t.Fatalf("%d events before the close", before)
+			}
+			f.sb.Close()
+			f.mu.Lock()
+			defer f.mu.Unlock()
+			if len(f.events) != 1 || f.events[0].Host != tc.host || f.events[0].Mode != tc.mode || f.events[0].BytesIn < int64(len("partial")) {
+				t.Fatalf("events after the close: %+v, want the open connection's with its bytes in", f.events)
+			}
+			if u := f.sb.Counters.Usage(); u.ConnectionsAllowed != 1 || u.BytesIn != f.events[0].BytesIn {
+				t.Fatalf("counters %+v", u)
+			}
+		})
 	}
 }
