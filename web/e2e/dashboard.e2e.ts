@@ -224,7 +224,7 @@ describe("the dashboard", () => {
   it("lists the enabled dev image and follows its enable job", async () => {
     await page.goto(`${url}/images`);
     await page.getByRole("table", { name: "Enabled images" }).waitFor();
-    await page.getByRole("list", { name: "Enable jobs" }).getByRole("button").first().click();
+    await page.getByRole("table", { name: "Enable jobs" }).getByRole("button").first().click();
     await page.getByRole("region", { name: "Enable job" }).getByRole("list", { name: "Stages" }).waitFor();
     await shot("images");
   });
