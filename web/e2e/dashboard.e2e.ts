@@ -201,9 +201,9 @@ describe("the dashboard", () => {
     await page.getByRole("link", { name: "Enrolled repositories" }).click();
     const form = page.getByRole("form", { name: "Enrollment" });
     await form.getByLabel("Repository").fill("acme/browser");
-    await form.getByLabel("Trigger").selectOption("on_request");
-    await form.getByLabel("Autofix").selectOption("suggest");
-    await form.getByLabel("Profile").selectOption({ label: "browser" });
+    await form.getByLabel("Trigger", { exact: true }).selectOption("on_request");
+    await form.getByLabel("Autofix", { exact: true }).selectOption("suggest");
+    await form.getByLabel("Profile", { exact: true }).selectOption({ label: "browser" });
     await form.getByRole("button", { name: "Enroll" }).click();
     const table = page.getByRole("table", { name: "Review enrollments" });
     await table.getByRole("row").filter({ hasText: "acme/browser" }).filter({ hasText: "On request" }).waitFor();

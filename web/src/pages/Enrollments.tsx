@@ -79,7 +79,7 @@ function Choice({ name, value, onChange, values }: { name: string; value: string
   return (
     <label>
       {name}
-      <select value={value} onChange={(e) => onChange(e.target.value)}>
+      <select aria-label={name} value={value} onChange={(e) => onChange(e.target.value)}>
         {values.map(([v, text]) => (
           <option key={v} value={v}>
             {text}
