@@ -51,6 +51,8 @@ describe("review enrollments", () => {
     const table = await screen.findByRole("table", { name: "Review enrollments" });
     expect(upserts[0]).toMatchObject({ repo: "acme/app", triggerMode: "on_request", autofix: "task", profileId: "prof_1", engine: "claude-code" });
     expect(table.textContent).toContain("On request");
+    expect(table.textContent).toContain("reviewer");
+    expect((within(screen.getByRole("form", { name: "Enrollment" })).getByLabelText("Repository") as HTMLInputElement).value).toBe("");
 
     fireEvent.click(within(table).getByRole("button", { name: "Edit" }));
     const edit = screen.getByRole("form", { name: "Enrollment" });

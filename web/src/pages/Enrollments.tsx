@@ -27,6 +27,10 @@ const short = (values: [string, string][], v: string) => values.find(([k]) => k 
 export function EnrollmentsPage() {
   const list = useQuery(ReviewService.method.listEnrollments, {});
   const [editing, setEditing] = useState<RepoEnrollment | undefined>();
+  // saved renews the form after each save, so it comes back empty.
+  const [saved, setSaved] = useState(0);
+  const profiles = useQuery(ProfileService.method.listProfiles, {});
+  const profileName = (id: string) => profiles.data?.profiles.find((p) => p.id === id)?.name ?? id;
   const remove = useMutation(ReviewService.method.deleteEnrollment, { onSuccess: () => void list.refetch() });
   return (
     <section>
@@ -38,9 +42,9 @@ export function EnrollmentsPage() {
         level={1}
         create={
           <EnrollmentForm
-            key={editing?.repo ?? ""}
+            key={`${editing?.repo ?? ""} ${saved}`}
             enrollment={editing}
-            onSaved={() => (setEditing(undefined), void list.refetch())}
+            onSaved={() => (setEditing(undefined), setSaved((n) => n + 1), void list.refetch())}
             onCancel={editing && (() => setEditing(undefined))}
           />
         }
@@ -54,7 +58,7 @@ export function EnrollmentsPage() {
           { header: "Repository", cell: (e) => <Link to={`/reviews?repo=${encodeURIComponent(e.repo)}`}>{e.repo}</Link> },
           { header: "Trigger", cell: (e) => short(triggerModes, e.triggerMode) },
           { header: "Autofix", cell: (e) => short(autofixModes, e.autofix) },
-          { header: "Profile", cell: (e) => (e.profileId ? <Link to={`/profiles/${e.profileId}`}>{e.profileId}</Link> : "—") },
+          { header: "Profile", cell: (e) => (e.profileId ? <Link to={`/profiles/${e.profileId}`}>{profileName(e.profileId)}</Link> : "—") },
           { header: "Engine", cell: (e) => e.engine || <span className="muted">the profile's</span> },
           { header: "Updated", cell: (e) => <At ts={e.updatedAt} /> },
           {
