@@ -3,8 +3,10 @@
 // stored the way the dashboard stores a pasted key) and answers the benchmark over stdin and
 // stdout, one line each:
 //   arm <marker>  → "armed": a MutationObserver now waits for <marker> in the conversation
-//   wait          → "seen <ms>": the wall-clock time (ms since the epoch, sub-millisecond) at
-//                   which the DOM first showed it
+//   wait          → "seen <ms> <arrived ms>": the wall-clock times (ms since the epoch,
+//                   sub-millisecond) at which the DOM first showed it, and at which the bytes
+//                   of its server-sent event reached the page's JavaScript (a tee of the
+//                   events fetch's body), which splits the page's time into network and render
 // The benchmark appends the event and times its StreamEvents client itself; both clocks are
 // the machine's wall clock, so the two times are comparable.
 import { createInterface } from "node:readline";
@@ -24,6 +26,24 @@ const browser = await chromium.launch({
 });
 const context = await browser.newContext({ viewport: { width: 1280, height: 800 } });
 await context.addInitScript((k) => sessionStorage.setItem("hangar.apiKey", k), key);
+await context.addInitScript(() => {
+  const fetch0 = window.fetch;
+  window.fetch = async (input, init) => {
+    const resp = await fetch0(input, init);
+    if (!String(input).includes("/events") || !resp.body) return resp;
+    const [page, spy] = resp.body.tee();
+    void (async () => {
+      const reader = spy.getReader();
+      const text = new TextDecoder();
+      for (;;) {
+        const { value, done } = await reader.read();
+        if (done) return;
+        if (window.__marker && !window.__arrived && text.decode(value).includes(window.__marker)) window.__arrived = performance.timeOrigin + performance.now();
+      }
+    })();
+    return new Response(page, { status: resp.status, statusText: resp.statusText, headers: resp.headers });
+  };
+});
 const page = await context.newPage();
 await page.goto(`${url}/sessions/${session}`);
 await page.getByText("● live").waitFor({ timeout: 60000 });
@@ -35,6 +55,8 @@ for await (const line of createInterface({ input: process.stdin })) {
   const [verb, arg] = line.split(" ");
   if (verb === "arm") {
     await page.evaluate((marker) => {
+      window.__marker = marker;
+      window.__arrived = 0;
       const list = document.querySelector('[aria-label="Conversation"]');
       window.__seen = new Promise((resolve) => {
         const seen = () => list.textContent.includes(marker);
@@ -48,7 +70,8 @@ for await (const line of createInterface({ input: process.stdin })) {
     }, arg);
     say("armed");
   } else if (verb === "wait") {
-    say("seen " + (await page.evaluate(() => window.__seen)));
+    const seen = await page.evaluate(() => window.__seen);
+    say(`seen ${seen} ${await page.evaluate(() => window.__arrived)}`);
   } else {
     break;
   }
