@@ -1,12 +1,11 @@
 import { useMutation, useQuery } from "@connectrpc/connect-query";
-import { memo, useEffect, useMemo, useState, useSyncExternalStore, type FormEvent } from "react";
+import { lazy, memo, Suspense, useEffect, useMemo, useState, useSyncExternalStore, type FormEvent } from "react";
 import { Link, useParams } from "react-router-dom";
 
 import { ErrorView, Loading } from "../components/States";
 import { EventStore, fold, followEvents, type Turn } from "../events";
 import { SessionService } from "../gen/svc/app/v1/session_pb";
 import { Files } from "./SessionFiles";
-import { Terminal } from "./Terminal";
 
 // SessionPage is one session at work: its state, the live conversation, a prompt box with the
 // queue, its checkpoints, and its files and artifacts.
@@ -57,7 +56,9 @@ export function SessionPage() {
             ))}
           </ol>
           <PromptBox sessionId={sessionId} running={conversation.running} queued={conversation.queued} />
-          <SessionTerminal sessionId={sessionId} />
+          <Suspense fallback={<Loading what="the terminal" />}>
+            <SessionTerminal sessionId={sessionId} />
+          </Suspense>
         </div>
         <aside>
           <Checkpoints sessionId={sessionId} />
@@ -82,8 +83,9 @@ function useEvents(sessionId: string) {
 }
 
 // The panels beside the conversation depend only on their props: memo keeps a new event from
-// rendering them again.
-const SessionTerminal = memo(Terminal);
+// rendering them again. The terminal (xterm.js, about a third of the dashboard's code) is its
+// own chunk, loaded when a session page opens rather than with every page.
+const SessionTerminal = lazy(() => import("./Terminal").then((m) => ({ default: memo(m.Terminal) })));
 const SessionFiles = memo(Files);
 
 // sameTurn says whether two folds of the log made the same turn: fold makes new objects each
