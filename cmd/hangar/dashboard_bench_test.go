@@ -30,19 +30,7 @@ import (
 // arrive-ns/op the time until the event's bytes reached the page's JavaScript (the rest of the
 // page's time is decoding and rendering).
 func BenchmarkDashboardEventOnPage(b *testing.B) {
-	testenv.RequireEmulators(b)
-	testenv.RequireSandboxes(b)
-	testenv.RequirePlugins(b)
-	web, err := filepath.Abs("../../web")
-	if err != nil {
-		b.Fatal(err)
-	}
-	requireBrowser(b, web)
-	node, err := exec.LookPath("node")
-	if err != nil {
-		testkit.Missing(b, "the browser benchmark needs Node.js")
-	}
-
+	web, node := browserTools(b, "node")
 	dev := serveDev(b)
 	key := readDevFile(b, dev, "admin.key")
 	image := readDevFile(b, dev, "image", "registry-addr") + "/hangar/dev:latest"
@@ -159,10 +147,19 @@ func median(xs []float64) float64 {
 	return s[len(s)/2]
 }
 
-// requireBrowser stops tb (testkit.Missing) unless Chromium, the dashboard's npm packages and
-// its build are there.
-func requireBrowser(tb testing.TB, web string) {
+// browserTools stops tb (testkit.Missing) unless everything a browser test needs is here: the
+// emulators, runc and the plugins for hangar dev, Chromium, the dashboard's npm packages and
+// build, and the Node.js command that drives the browser (node or npm). It returns the web
+// directory and that command's path.
+func browserTools(tb testing.TB, command string) (web, path string) {
 	tb.Helper()
+	testenv.RequireEmulators(tb)
+	testenv.RequireSandboxes(tb)
+	testenv.RequirePlugins(tb)
+	web, err := filepath.Abs("../../web")
+	if err != nil {
+		tb.Fatal(err)
+	}
 	for what, path := range map[string]string{
 		"Chromium (make system-deps-browser installs it)":          "/usr/bin/chromium",
 		"the dashboard's npm packages (make web installs them)":    filepath.Join(web, "node_modules", ".package-lock.json"),
@@ -172,6 +169,11 @@ func requireBrowser(tb testing.TB, web string) {
 			testkit.Missing(tb, "the browser tests need "+what)
 		}
 	}
+	path, err = exec.LookPath(command)
+	if err != nil {
+		testkit.Missing(tb, "the browser tests need Node.js's "+command)
+	}
+	return web, path
 }
 
 // readDevFile reads a file hangar dev wrote under its .data directory, trimmed.

@@ -5,28 +5,13 @@ import (
 	"os/exec"
 	"path/filepath"
 	"testing"
-
-	"github.com/hangar-dev/hangar/internal/testenv"
-	"github.com/hangar-dev/hangar/internal/testkit"
 )
 
 // TestDashboardInBrowser drives the dashboard in Debian's Chromium against a real `hangar dev`:
 // web/e2e's browser tests sign in, find a task, watch its session's events arrive live, send a
 // prompt and take a checkpoint. Screenshots of each page land in web/e2e/screenshots.
 func TestDashboardInBrowser(t *testing.T) {
-	testenv.RequireEmulators(t)
-	testenv.RequireSandboxes(t)
-	testenv.RequirePlugins(t)
-	web, err := filepath.Abs("../../web")
-	if err != nil {
-		t.Fatal(err)
-	}
-	requireBrowser(t, web)
-	npm, err := exec.LookPath("npm")
-	if err != nil {
-		testkit.Missing(t, "the browser tests need Node.js and npm")
-	}
-
+	web, npm := browserTools(t, "npm")
 	dev := serveDev(t)
 	key := readDevFile(t, dev, "admin.key")
 	registry := readDevFile(t, dev, "image", "registry-addr")
