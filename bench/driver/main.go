@@ -74,6 +74,7 @@ var pairs = []pair{
 	{name: "ProxyDownload100MiB", baseline: "RawDownload100MiB", what: "100 MiB HTTPS download through the intercepting proxy vs direct (target: ≥ 0.7× throughput)", bytes: 100 * mib, target: 1 / 0.7},
 	{name: "ProxyDownload100MiB cpu-ns/op", baseline: "RawDownload100MiB cpu-ns/op", what: "the same, CPU of every party per download"},
 	{name: "DashboardEventOnPage", baseline: "DashboardEventOnPage stream-ns/op", what: "an event appended to a session, shown on the open session page (Chromium) vs on StreamEvents", target: 1.5},
+	{name: "DashboardEventOnPage arrive-ns/op", baseline: "DashboardEventOnPage stream-ns/op", what: "the same, until its bytes reach the page's JavaScript (the rest is rendering)"},
 	{name: "NetworkSetup", what: "what networking adds to a sandbox create: namespace, rules, listeners (target: ≤ 5 ms)"},
 }
 
