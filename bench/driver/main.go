@@ -73,6 +73,8 @@ var pairs = []pair{
 	{name: "ProxyHTTPSNewConnection p50-ns", baseline: "RawHTTPSNewConnection p50-ns", what: "the same on a new connection per request, TLS session resumed (p50)"},
 	{name: "ProxyDownload100MiB", baseline: "RawDownload100MiB", what: "100 MiB HTTPS download through the intercepting proxy vs direct (target: ≥ 0.7× throughput)", bytes: 100 * mib, target: 1 / 0.7},
 	{name: "ProxyDownload100MiB cpu-ns/op", baseline: "RawDownload100MiB cpu-ns/op", what: "the same, CPU of every party per download"},
+	{name: "DashboardEventOnPage", baseline: "DashboardEventOnPage stream-ns/op", what: "an event appended to a session, shown on the open session page (Chromium) vs on StreamEvents", target: 1.5},
+	{name: "DashboardEventOnPage arrive-ns/op", baseline: "DashboardEventOnPage stream-ns/op", what: "the same, until its bytes reach the page's JavaScript (the rest is rendering)"},
 	{name: "NetworkSetup", what: "what networking adds to a sandbox create: namespace, rules, listeners (target: ≤ 5 ms)"},
 }
 
@@ -90,7 +92,7 @@ func main() {
 	flag.Parse()
 
 	args := []string{"test", "-run", "^$", "-bench", *only, "-count", strconv.Itoa(*count), "-benchtime", *benchtime, "./e2e/", "./harnesses/harness/",
-		"./automation/expr/", "./automation/jsbox/", "./automation/render/", "./functions/webhooks/", "./platform/pubsub/", "./sandboxhosts/egressproxy/"}
+		"./automation/expr/", "./automation/jsbox/", "./automation/render/", "./functions/webhooks/", "./platform/pubsub/", "./sandboxhosts/egressproxy/", "./cmd/hangar/"}
 	cmd := exec.Command("go", args...)
 	cmd.Stderr = os.Stderr
 	out, err := cmd.Output()

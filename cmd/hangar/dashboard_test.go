@@ -4,47 +4,17 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"testing"
-
-	"github.com/hangar-dev/hangar/internal/testenv"
-	"github.com/hangar-dev/hangar/internal/testkit"
 )
 
 // TestDashboardInBrowser drives the dashboard in Debian's Chromium against a real `hangar dev`:
 // web/e2e's browser tests sign in, find a task, watch its session's events arrive live, send a
 // prompt and take a checkpoint. Screenshots of each page land in web/e2e/screenshots.
 func TestDashboardInBrowser(t *testing.T) {
-	testenv.RequireEmulators(t)
-	testenv.RequireSandboxes(t)
-	testenv.RequirePlugins(t)
-	web, err := filepath.Abs("../../web")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for what, path := range map[string]string{
-		"Chromium (make system-deps-browser installs it)":          "/usr/bin/chromium",
-		"the dashboard's npm packages (make web installs them)":    filepath.Join(web, "node_modules", ".package-lock.json"),
-		"the built dashboard (make web builds it into the binary)": filepath.Join(web, "dist", "index.html"),
-	} {
-		if _, err := os.Stat(path); err != nil {
-			testkit.Missing(t, "the browser tests need "+what)
-		}
-	}
-	npm, err := exec.LookPath("npm")
-	if err != nil {
-		testkit.Missing(t, "the browser tests need Node.js and npm")
-	}
-
+	web, npm := browserTools(t, "npm")
 	dev := serveDev(t)
-	key, err := os.ReadFile(filepath.Join(dev.dir, ".data", "admin.key"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	registry, err := os.ReadFile(filepath.Join(dev.dir, ".data", "image", "registry-addr"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	key := readDevFile(t, dev, "admin.key")
+	registry := readDevFile(t, dev, "image", "registry-addr")
 	shots := filepath.Join(web, "e2e", "screenshots")
 	if err := os.MkdirAll(shots, 0o755); err != nil {
 		t.Fatal(err)
@@ -52,8 +22,8 @@ func TestDashboardInBrowser(t *testing.T) {
 	cmd := exec.Command(npm, "--prefix", web, "run", "e2e")
 	cmd.Env = append(os.Environ(),
 		"HANGAR_URL="+dev.url,
-		"HANGAR_API_KEY="+strings.TrimSpace(string(key)),
-		"HANGAR_IMAGE="+strings.TrimSpace(string(registry))+"/hangar/dev:latest",
+		"HANGAR_API_KEY="+key,
+		"HANGAR_IMAGE="+registry+"/hangar/dev:latest",
 		"HANGAR_SCREENSHOTS="+shots,
 		"NO_COLOR=1",
 	)

@@ -87,7 +87,7 @@ type devServer struct {
 }
 
 // serveDev runs `hangar dev` in this process on a free port until t ends, and waits until it serves.
-func serveDev(t *testing.T) devServer {
+func serveDev(t testing.TB) devServer {
 	t.Helper()
 	dir := t.TempDir()
 	if out, err := exec.Command("go", "build", "-o", filepath.Join(dir, "bin", "hangar"), ".").CombinedOutput(); err != nil {

@@ -51,6 +51,7 @@ const shot = (name: string) => page.screenshot({ path: `${shots}/${name}.png`, f
 describe("the dashboard", () => {
   let taskId = "";
   let sessionId = "";
+  let automationId = "";
 
   it("signs the local admin in by the session cookie, then shows the tasks page first", async () => {
     await page.goto(url + "/");
@@ -161,6 +162,7 @@ describe("the dashboard", () => {
     // Creating checks the code block in the JavaScript sandbox, whose first use compiles it:
     // slow on a busy machine, so a generous deadline.
     await page.getByRole("heading", { name: "Browser automation" }).waitFor({ timeout: 120000 });
+    automationId = new URL(page.url()).pathname.split("/").at(-1)!;
     const editor = page.getByRole("textbox", { name: "Definition (JSON)" });
     const definition = await editor.inputValue();
     await editor.fill(definition.replace('"type": "code"', '"type": "nope"'));
@@ -175,6 +177,40 @@ describe("the dashboard", () => {
     const step = page.getByRole("list", { name: "Steps" }).getByRole("listitem").filter({ hasText: "hello" });
     await step.filter({ hasText: "succeeded" }).waitFor({ timeout: 90000 });
     await shot("run");
+  });
+
+  it("shows the automation's instances, drops and event samples tabs, and the event catalog", async () => {
+    for (const [tab, table] of [["instances", "Instances"], ["drops", "Dropped events"], ["samples", "Event samples"]]) {
+      await page.goto(`${url}/automations/${automationId}/${tab}`);
+      await page.getByRole("heading", { name: table, exact: true }).waitFor();
+      await page.getByText(/^Loading/).waitFor({ state: "hidden" });
+      expect(await page.getByRole("alert").count()).toBe(0);
+      await shot(`automation-${tab}`);
+    }
+    // The tabs are links: keyboard focus moves through them in order.
+    await page.getByRole("navigation", { name: "Automation" }).getByRole("link", { name: "Definition" }).focus();
+    await page.keyboard.press("Tab");
+    expect(await page.evaluate(() => document.activeElement?.textContent)).toBe("Instances");
+    await page.goto(`${url}/event-catalog?provider=github`);
+    await page.getByRole("table", { name: "Events" }).waitFor();
+    await shot("event-catalog");
+  });
+
+  it("enrolls a repository in reviews with selects, and removes it", async () => {
+    await page.goto(`${url}/reviews`);
+    await page.getByRole("link", { name: "Enrolled repositories" }).click();
+    const form = page.getByRole("form", { name: "Enrollment" });
+    await form.getByLabel("Repository").fill("acme/browser");
+    await form.getByLabel("Trigger", { exact: true }).selectOption("on_request");
+    await form.getByLabel("Autofix", { exact: true }).selectOption("suggest");
+    await form.getByLabel("Profile", { exact: true }).selectOption({ label: "browser" });
+    await form.getByRole("button", { name: "Enroll" }).click();
+    const table = page.getByRole("table", { name: "Review enrollments" });
+    await table.getByRole("row").filter({ hasText: "acme/browser" }).filter({ hasText: "On request" }).waitFor();
+    await shot("review-enrollments");
+    await table.getByRole("button", { name: "Remove" }).click();
+    await table.getByRole("button", { name: "Confirm remove" }).click();
+    await page.getByText("No repository is enrolled").waitFor();
   });
 
   it("creates an API key in settings and shows its secret only once", async () => {
@@ -224,7 +260,7 @@ describe("the dashboard", () => {
   it("lists the enabled dev image and follows its enable job", async () => {
     await page.goto(`${url}/images`);
     await page.getByRole("table", { name: "Enabled images" }).waitFor();
-    await page.getByRole("list", { name: "Enable jobs" }).getByRole("button").first().click();
+    await page.getByRole("table", { name: "Enable jobs" }).getByRole("button").first().click();
     await page.getByRole("region", { name: "Enable job" }).getByRole("list", { name: "Stages" }).waitFor();
     await shot("images");
   });

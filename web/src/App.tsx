@@ -6,9 +6,12 @@ import { Navigate, Route, Routes } from "react-router-dom";
 
 import { AuthContext, httpAuth, type Auth } from "./auth";
 import { Layout } from "./components/Layout";
-import { AutomationPage } from "./pages/Automation";
+import { AutomationPage, DefinitionTab } from "./pages/Automation";
+import { DropsTab, InstancesTab, SamplesTab } from "./pages/AutomationActivity";
 import { AutomationsPage } from "./pages/Automations";
 import { HarnessesPage, ModelRoutersPage, RouterModelsPage } from "./pages/Catalog";
+import { EnrollmentsPage } from "./pages/Enrollments";
+import { EventCatalogPage } from "./pages/EventCatalog";
 import { ImagesPage } from "./pages/Images";
 import { NotFound } from "./pages/NotFound";
 import { ProfilePage, ProfilesPage } from "./pages/Profiles";
@@ -40,7 +43,13 @@ export function App({ transport, auth = httpAuth }: { transport: Transport; auth
             <Route path="tasks/:taskId" element={<TaskPage />} />
             <Route path="sessions/:sessionId" element={<SessionPage />} />
             <Route path="automations" element={<AutomationsPage />} />
-            <Route path="automations/:automationId" element={<AutomationPage />} />
+            <Route path="automations/:automationId" element={<AutomationPage />}>
+              <Route index element={<DefinitionTab />} />
+              <Route path="instances" element={<InstancesTab />} />
+              <Route path="drops" element={<DropsTab />} />
+              <Route path="samples" element={<SamplesTab />} />
+            </Route>
+            <Route path="event-catalog" element={<EventCatalogPage />} />
             <Route path="runs/:runId" element={<RunPage />} />
             <Route path="profiles" element={<ProfilesPage />} />
             <Route path="profiles/:profileId" element={<ProfilePage />} />
@@ -49,6 +58,7 @@ export function App({ transport, auth = httpAuth }: { transport: Transport; auth
             <Route path="model-routers" element={<ModelRoutersPage />} />
             <Route path="model-routers/:routerId" element={<RouterModelsPage />} />
             <Route path="reviews" element={<ReviewsPage />} />
+            <Route path="reviews/enrollments" element={<EnrollmentsPage />} />
             <Route path="reviews/:reviewId" element={<ReviewPage />} />
             <Route path="settings" element={<SettingsPage />}>
               <Route index element={<Navigate to="keys" replace />} />

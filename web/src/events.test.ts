@@ -1,4 +1,5 @@
-import { fold, followEvents, parseFrames, type SessionEvent } from "./events";
+import { EventStore, fold, followEvents, parseFrames, type SessionEvent } from "./events";
+import { sameTurn } from "./pages/Session";
 
 const frame = (idx: number, kind: string, payload: object) => `id: ${idx}\nevent: ${kind}\ndata: ${JSON.stringify(payload)}\n\n`;
 
@@ -91,5 +92,40 @@ describe("fold", () => {
   it("ends the running turn on turn.done or an interrupt", () => {
     expect(fold([ev(1, "prompt.started", { prompt_id: "p" }), ev(2, "turn.done")]).running).toBe(false);
     expect(fold([ev(1, "prompt.started", { prompt_id: "p" }), ev(2, "interrupted")]).running).toBe(false);
+  });
+});
+
+describe("sameTurn", () => {
+  it("finds a turn folded again from a longer log the same, and a prompt whose state moved not", () => {
+    const log: SessionEvent[] = [
+      { idx: 1, kind: "prompt.queued", payload: { prompt_id: "p1", text: "hi" } },
+      { idx: 2, kind: "tool.call", payload: { tool_call_id: "t1", tool_name: "bash", input: { cmd: "ls" } } },
+    ];
+    const before = fold(log).turns;
+    const after = fold([...log, { idx: 3, kind: "prompt.started", payload: { prompt_id: "p1" } }]).turns;
+    expect(sameTurn(before[1], after[1])).toBe(true);
+    expect(sameTurn(before[0], after[0])).toBe(false);
+  });
+});
+
+describe("EventStore", () => {
+  it("makes a new snapshot for each event and tells its listeners, keeping the artifacts until an artifact comes", () => {
+    const store = new EventStore();
+    let told = 0;
+    const stop = store.subscribe(() => told++);
+    const first = store.snapshot();
+    store.append({ idx: 1, kind: "exec.started", payload: {} });
+    const second = store.snapshot();
+    expect(second).not.toBe(first);
+    expect(second.events.map((e) => e.idx)).toEqual([1]);
+    expect(second.artifacts).toBe(first.artifacts);
+    store.append({ idx: 2, kind: "artifact.created", payload: { artifact_id: "a1" } });
+    expect(store.snapshot().artifacts.map((e) => e.idx)).toEqual([2]);
+    store.setLive("live");
+    store.setLive("live");
+    expect(told).toBe(3);
+    stop();
+    store.append({ idx: 3, kind: "usage", payload: {} });
+    expect(told).toBe(3);
   });
 });

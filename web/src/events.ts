@@ -83,6 +83,40 @@ export async function followEvents(sessionId: string, opts: FollowOptions): Prom
   }
 }
 
+// SessionLog is what the session page reads of the log: every event so far, the artifacts
+// among them, and whether the stream is live.
+export type SessionLog = { events: SessionEvent[]; artifacts: SessionEvent[]; live: "live" | "reconnecting" };
+
+// EventStore holds a followed session's log for React's useSyncExternalStore: an event
+// appended here is rendered in the same task (an external store's update is synchronous),
+// not after a scheduler task, so it reaches the page as soon as the stream brings it. Each
+// append makes a new snapshot; the artifacts keep their identity until an artifact comes.
+export class EventStore {
+  private log: SessionLog = { events: [], artifacts: [], live: "reconnecting" };
+  private listeners = new Set<() => void>();
+
+  subscribe = (listener: () => void) => {
+    this.listeners.add(listener);
+    return () => void this.listeners.delete(listener);
+  };
+
+  snapshot = () => this.log;
+
+  append = (e: SessionEvent) => {
+    const artifacts = e.kind === "artifact.created" ? [...this.log.artifacts, e] : this.log.artifacts;
+    this.set({ ...this.log, events: [...this.log.events, e], artifacts });
+  };
+
+  setLive = (live: SessionLog["live"]) => {
+    if (live !== this.log.live) this.set({ ...this.log, live });
+  };
+
+  private set(log: SessionLog) {
+    this.log = log;
+    for (const l of this.listeners) l();
+  }
+}
+
 export type PromptTurn = { type: "prompt"; idx: number; promptId: string; text: string; state: "queued" | "running" | "dequeued" };
 export type ToolTurn = { type: "tool"; idx: number; id: string; name: string; input: unknown; result?: string; isError?: boolean };
 export type Turn =

@@ -1,21 +1,23 @@
 import { useMutation, useQuery } from "@connectrpc/connect-query";
 import { useEffect, useState } from "react";
-import { Link, useParams } from "react-router-dom";
+import { Link, NavLink, Outlet, useOutletContext, useParams } from "react-router-dom";
 
 import { BlockErrors, blockErrorsOf } from "../components/BlockErrors";
 import { Empty, ErrorView, Loading } from "../components/States";
 import { AutomationService, type Automation } from "../gen/svc/app/v1/automation_pb";
 import { AutomationRunService } from "../gen/svc/app/v1/automation_run_pb";
 
-// AutomationPage edits an automation: its definition checked as you type (TestRender of the
-// draft), saved as a new version, enabled or disabled, run now; with its versions, its runs and
-// a playground for code blocks.
+// AutomationPage is one automation: its controls and, one tab (and one deep link) each, its
+// definition (edited with validation as you type, saved as a new version, with its versions, its
+// runs and a playground for code blocks), its instances, the events it dropped, and the samples
+// of the events it starts on.
 export function AutomationPage() {
   const { automationId = "" } = useParams();
   const got = useQuery(AutomationService.method.getAutomation, { lookup: { case: "id", value: automationId } });
   if (got.isPending) return <Loading what="the automation" />;
   if (got.isError) return <ErrorView error={got.error} />;
   const a = got.data.automation!;
+  const context: AutomationContext = { automation: a, refetch: () => void got.refetch() };
   return (
     <section>
       <p>
@@ -23,16 +25,37 @@ export function AutomationPage() {
       </p>
       <h1>{a.name}</h1>
       <p className="muted">{a.description}</p>
-      <Controls automation={a} onChange={() => void got.refetch()} />
+      <Controls automation={a} onChange={context.refetch} />
+      <nav className="tabs" aria-label="Automation">
+        <NavLink to={`/automations/${a.id}`} end>
+          Definition
+        </NavLink>
+        <NavLink to={`/automations/${a.id}/instances`}>Instances</NavLink>
+        <NavLink to={`/automations/${a.id}/drops`}>Drops</NavLink>
+        <NavLink to={`/automations/${a.id}/samples`}>Event samples</NavLink>
+      </nav>
+      <Outlet context={context} />
+    </section>
+  );
+}
+
+// AutomationContext is what the automation page hands its tabs.
+export type AutomationContext = { automation: Automation; refetch: () => void };
+
+// DefinitionTab is the editor beside the runs and versions, and the code playground.
+export function DefinitionTab() {
+  const { automation: a, refetch } = useOutletContext<AutomationContext>();
+  return (
+    <>
       <div className="columns">
-        <Editor key={a.currentVersion} automation={a} onSaved={() => void got.refetch()} />
+        <Editor key={a.currentVersion} automation={a} onSaved={refetch} />
         <aside>
           <Runs automationId={a.id} />
           <Versions automationId={a.id} />
         </aside>
       </div>
       <Playground />
-    </section>
+    </>
   );
 }
 

@@ -3,7 +3,8 @@ import { useState, type FormEvent } from "react";
 import { Link, useNavigate } from "react-router-dom";
 
 import { BlockErrors, blockErrorsOf } from "../components/BlockErrors";
-import { Empty, ErrorView, Loading } from "../components/States";
+import { ListWithCreate } from "../components/ListWithCreate";
+import { ErrorView } from "../components/States";
 import { AutomationService } from "../gen/svc/app/v1/automation_pb";
 
 // starter is a definition that validates as it is: one manual entrypoint and one code block.
@@ -22,40 +23,29 @@ export function AutomationsPage() {
   const list = useQuery(AutomationService.method.listAutomations, { includeArchived: archived });
   return (
     <section>
-      <h1>Automations</h1>
-      <label className="chip">
-        <input type="checkbox" checked={archived} onChange={(e) => setArchived(e.target.checked)} /> Show archived
-      </label>
-      {list.isPending ? (
-        <Loading what="automations" />
-      ) : list.isError ? (
-        <ErrorView error={list.error} />
-      ) : list.data.automations.length === 0 ? (
-        <Empty>No automations yet. Create one below.</Empty>
-      ) : (
-        <table className="list">
-          <thead>
-            <tr>
-              <th>Name</th>
-              <th>Starts on</th>
-              <th>State</th>
-              <th>Last run</th>
-            </tr>
-          </thead>
-          <tbody>
-            {list.data.automations.map(({ automation: a, triggerSummary, lastRun }) => (
-              <tr key={a!.id}>
-                <td>
-                  <Link to={`/automations/${a!.id}`}>{a!.name}</Link>
-                </td>
-                <td>{triggerSummary}</td>
-                <td>{a!.archived ? "archived" : a!.enabled ? "enabled" : "disabled"}</td>
-                <td>{lastRun ? <span className={`status status-${lastRun.status}`}>{lastRun.status}</span> : "—"}</td>
-              </tr>
-            ))}
-          </tbody>
-        </table>
-      )}
+      <ListWithCreate
+        title="Automations"
+        level={1}
+        above={
+          <div className="filters">
+            <label className="chip">
+              <input type="checkbox" checked={archived} onChange={(e) => setArchived(e.target.checked)} /> Show archived
+            </label>
+            <Link to="/event-catalog">Event catalog</Link>
+          </div>
+        }
+        query={list}
+        what="automations"
+        rows={(d) => d.automations}
+        rowKey={(x) => x.automation!.id}
+        empty="No automations yet. Create one below."
+        columns={[
+          { header: "Name", cell: ({ automation: a }) => <Link to={`/automations/${a!.id}`}>{a!.name}</Link> },
+          { header: "Starts on", cell: (x) => x.triggerSummary },
+          { header: "State", cell: ({ automation: a }) => (a!.archived ? "archived" : a!.enabled ? "enabled" : "disabled") },
+          { header: "Last run", cell: ({ lastRun }) => (lastRun ? <span className={`status status-${lastRun.status}`}>{lastRun.status}</span> : "—") },
+        ]}
+      />
       <NewAutomation />
     </section>
   );

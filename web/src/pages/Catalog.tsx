@@ -4,8 +4,7 @@ import { Link, useParams, useSearchParams } from "react-router-dom";
 
 import { useAuth } from "../auth";
 import { ConfirmButton } from "../components/ConfirmButton";
-import { Loaded } from "../components/Loaded";
-import { ErrorView } from "../components/States";
+import { ListWithCreate, When } from "../components/ListWithCreate";
 import { HarnessCatalogService } from "../gen/svc/app/v1/harness_pb";
 import { ModelRouterService, RouterModelAudience } from "../gen/svc/app/v1/model_router_pb";
 
@@ -24,44 +23,36 @@ export function HarnessesPage() {
     o.map((x) => (x.default ? `${x.label || x.id} (default)` : x.label || x.id)).join(", ") || "—";
   return (
     <section>
-      <h1>Harnesses</h1>
-      {remove.isError && <ErrorView error={remove.error} />}
-      <Loaded query={list} what="harnesses" isEmpty={(d) => d.harnesses.length === 0} empty="No harnesses.">
-        {(d) => (
-          <div className="table-wrap">
-            <table className="list" aria-label="Harnesses">
-              <thead>
-                <tr>
-                  <th>Harness</th>
-                  <th>Models</th>
-                  <th>Effort</th>
-                  <th>Modes</th>
-                  <th />
-                </tr>
-              </thead>
-              <tbody>
-                {d.harnesses.map((h) => (
-                  <tr key={h.name}>
-                    <td>
-                      <strong>{h.descriptor?.label || h.name}</strong> <code className="muted">{h.name}</code>
-                      {h.builtIn && <span className="status"> built-in</span>}
-                      {h.descriptor?.description && <div className="muted">{h.descriptor.description}</div>}
-                    </td>
-                    <td>{options(h.descriptor?.models ?? [])}</td>
-                    <td>{options(h.descriptor?.effort ?? [])}</td>
-                    <td>{options(h.descriptor?.modes ?? [])}</td>
-                    <td>
-                      {admin && !h.builtIn && (
-                        <ConfirmButton label="Delete" disabled={remove.isPending} onConfirm={() => remove.mutate({ name: h.name })} />
-                      )}
-                    </td>
-                  </tr>
-                ))}
-              </tbody>
-            </table>
-          </div>
-        )}
-      </Loaded>
+      <ListWithCreate
+        title="Harnesses"
+        level={1}
+        errors={[remove.error]}
+        query={list}
+        what="harnesses"
+        rows={(d) => d.harnesses}
+        rowKey={(h) => h.name}
+        empty="No harnesses."
+        columns={[
+          {
+            header: "Harness",
+            cell: (h) => (
+              <>
+                <strong>{h.descriptor?.label || h.name}</strong> <code className="muted">{h.name}</code>
+                {h.builtIn && <span className="status"> built-in</span>}
+                {h.descriptor?.description && <div className="muted">{h.descriptor.description}</div>}
+              </>
+            ),
+          },
+          { header: "Models", cell: (h) => options(h.descriptor?.models ?? []) },
+          { header: "Effort", cell: (h) => options(h.descriptor?.effort ?? []) },
+          { header: "Modes", cell: (h) => options(h.descriptor?.modes ?? []) },
+          {
+            header: "",
+            cell: (h) =>
+              admin && !h.builtIn && <ConfirmButton label="Delete" disabled={remove.isPending} onConfirm={() => remove.mutate({ name: h.name })} />,
+          },
+        ]}
+      />
     </section>
   );
 }
@@ -71,40 +62,33 @@ export function ModelRoutersPage() {
   const list = useQuery(ModelRouterService.method.listModelRouters, {});
   return (
     <section>
-      <h1>Model routers</h1>
-      <Loaded query={list} what="model routers" isEmpty={(d) => d.routers.length === 0} empty="No model routers configured (HANGAR_MODEL_ROUTERS).">
-        {(d) => (
-          <div className="table-wrap">
-            <table className="list" aria-label="Model routers">
-              <thead>
-                <tr>
-                  <th>Router</th>
-                  <th>Models</th>
-                  <th>Key</th>
-                  <th>Last sync</th>
-                </tr>
-              </thead>
-              <tbody>
-                {d.routers.map((r) => (
-                  <tr key={r.id}>
-                    <td>
-                      <Link to={`/model-routers/${r.id}`}>{r.label || r.id}</Link>
-                      {r.description && <div className="muted">{r.description}</div>}
-                    </td>
-                    <td>
-                      {r.enabledModelCount} enabled · {r.availableModelCount} available · {r.modelCount} known
-                    </td>
-                    <td>{r.credentialConfigured ? <code>{r.credentialSecret}</code> : <span className="muted">not set</span>}</td>
-                    <td>
-                      {r.lastSyncError ? <span className="error-text">{r.lastSyncError}</span> : r.lastSuccessfulSyncAt ? new Date(r.lastSuccessfulSyncAt).toLocaleString() : "never"}
-                    </td>
-                  </tr>
-                ))}
-              </tbody>
-            </table>
-          </div>
-        )}
-      </Loaded>
+      <ListWithCreate
+        title="Model routers"
+        level={1}
+        query={list}
+        what="model routers"
+        rows={(d) => d.routers}
+        rowKey={(r) => r.id}
+        empty="No model routers configured (HANGAR_MODEL_ROUTERS)."
+        columns={[
+          {
+            header: "Router",
+            cell: (r) => (
+              <>
+                <Link to={`/model-routers/${r.id}`}>{r.label || r.id}</Link>
+                {r.description && <div className="muted">{r.description}</div>}
+              </>
+            ),
+          },
+          { header: "Models", cell: (r) => `${r.enabledModelCount} enabled · ${r.availableModelCount} available · ${r.modelCount} known` },
+          { header: "Key", cell: (r) => (r.credentialConfigured ? <code>{r.credentialSecret}</code> : <span className="muted">not set</span>) },
+          {
+            header: "Last sync",
+            cell: (r) =>
+              r.lastSyncError ? <span className="error-text">{r.lastSyncError}</span> : r.lastSuccessfulSyncAt ? <When at={r.lastSuccessfulSyncAt} /> : "never",
+          },
+        ]}
+      />
     </section>
   );
 }
@@ -167,57 +151,52 @@ export function RouterModelsPage() {
           </span>
         )}
       </div>
-      {refresh.isError && <ErrorView error={refresh.error} />}
-      {policy.isError && <ErrorView error={policy.error} />}
-      <Loaded query={models} what="models" isEmpty={(d) => d.models.length === 0} empty="No models for this audience.">
-        {(d) => (
-          <div className="table-wrap">
-            <table className="list" aria-label="Models">
-              <thead>
-                <tr>
-                  <th>Model</th>
-                  <th>Context</th>
-                  <th>Price (prompt / completion)</th>
-                  <th>Enabled</th>
-                  <th>For users</th>
-                </tr>
-              </thead>
-              <tbody>
-                {d.models.map((m) => (
-                  <tr key={m.id}>
-                    <td>
-                      {m.name || m.id} <code className="muted">{m.id}</code>
-                      {!m.available && <span className="status status-failed"> unavailable</span>}
-                    </td>
-                    <td>{String(m.contextLength)}</td>
-                    <td>
-                      {m.promptPrice ?? "—"} / {m.completionPrice ?? "—"}
-                    </td>
-                    <td>
-                      <input
-                        type="checkbox"
-                        aria-label={`${m.id} enabled`}
-                        checked={m.enabled}
-                        disabled={!admin || policy.isPending}
-                        onChange={(e) => policy.mutate({ routerId, modelId: m.id, enabled: e.target.checked, userEnabled: m.userEnabled })}
-                      />
-                    </td>
-                    <td>
-                      <input
-                        type="checkbox"
-                        aria-label={`${m.id} for users`}
-                        checked={m.userEnabled}
-                        disabled={!admin || policy.isPending}
-                        onChange={(e) => policy.mutate({ routerId, modelId: m.id, enabled: m.enabled, userEnabled: e.target.checked })}
-                      />
-                    </td>
-                  </tr>
-                ))}
-              </tbody>
-            </table>
-          </div>
-        )}
-      </Loaded>
+      <ListWithCreate
+        label="Models"
+        errors={[refresh.error, policy.error]}
+        query={models}
+        what="models"
+        rows={(d) => d.models}
+        rowKey={(m) => m.id}
+        empty="No models for this audience."
+        columns={[
+          {
+            header: "Model",
+            cell: (m) => (
+              <>
+                {m.name || m.id} <code className="muted">{m.id}</code>
+                {!m.available && <span className="status status-failed"> unavailable</span>}
+              </>
+            ),
+          },
+          { header: "Context", cell: (m) => String(m.contextLength) },
+          { header: "Price (prompt / completion)", cell: (m) => `${m.promptPrice ?? "—"} / ${m.completionPrice ?? "—"}` },
+          {
+            header: "Enabled",
+            cell: (m) => (
+              <input
+                type="checkbox"
+                aria-label={`${m.id} enabled`}
+                checked={m.enabled}
+                disabled={!admin || policy.isPending}
+                onChange={(e) => policy.mutate({ routerId, modelId: m.id, enabled: e.target.checked, userEnabled: m.userEnabled })}
+              />
+            ),
+          },
+          {
+            header: "For users",
+            cell: (m) => (
+              <input
+                type="checkbox"
+                aria-label={`${m.id} for users`}
+                checked={m.userEnabled}
+                disabled={!admin || policy.isPending}
+                onChange={(e) => policy.mutate({ routerId, modelId: m.id, enabled: m.enabled, userEnabled: e.target.checked })}
+              />
+            ),
+          },
+        ]}
+      />
     </section>
   );
 }

@@ -1,8 +1,9 @@
 import { useMutation, useQuery } from "@connectrpc/connect-query";
-import { useEffect, useRef, useState, type FormEvent } from "react";
+import { useEffect, useRef, useState } from "react";
 import { useSearchParams } from "react-router-dom";
 
 import { ConfirmButton } from "../components/ConfirmButton";
+import { CreateForm, ListWithCreate, When } from "../components/ListWithCreate";
 import { Loaded } from "../components/Loaded";
 import { ErrorView } from "../components/States";
 import { ImageService, type EnableJob } from "../gen/svc/app/v1/image_pb";
@@ -28,64 +29,61 @@ export function ImagesPage() {
       <h1>Images</h1>
       <EnableForm onStarted={(job) => (follow(job.id), void jobs.refetch())} />
       {jobId && <JobProgress key={jobId} jobId={jobId} onReady={() => void images.refetch()} />}
-      <h2>Enabled images</h2>
-      {refresh.isError && <ErrorView error={refresh.error} />}
-      {disable.isError && <ErrorView error={disable.error} />}
-      <Loaded query={images} what="images" isEmpty={(d) => d.images.length === 0} empty="No enabled images yet.">
-        {(d) => (
-          <div className="table-wrap">
-            <table className="list" aria-label="Enabled images">
-              <thead>
-                <tr>
-                  <th>Image</th>
-                  <th>Id</th>
-                  <th>Digest</th>
-                  <th>Refreshed</th>
-                  <th />
-                </tr>
-              </thead>
-              <tbody>
-                {d.images.map((i) => (
-                  <tr key={i.id}>
-                    <td>
-                      <code>{i.imageUri}</code>
-                      {i.config?.name && <div className="muted">{i.config.name}</div>}
-                    </td>
-                    <td>
-                      <code>{i.id}</code>
-                    </td>
-                    <td>
-                      <code title={i.manifestDigest}>{i.manifestDigest.slice(0, 19)}</code>
-                    </td>
-                    <td>{i.lastRefreshedAt && <time dateTime={i.lastRefreshedAt}>{new Date(i.lastRefreshedAt).toLocaleString()}</time>}</td>
-                    <td className="actions">
-                      <button type="button" disabled={refresh.isPending} onClick={() => refresh.mutate({ imageUri: i.imageUri })}>
-                        Refresh
-                      </button>
-                      <ConfirmButton label="Disable" disabled={disable.isPending} onConfirm={() => disable.mutate({ imageUri: i.imageUri })} />
-                    </td>
-                  </tr>
-                ))}
-              </tbody>
-            </table>
-          </div>
-        )}
-      </Loaded>
-      <h2>Enable jobs</h2>
-      <Loaded query={jobs} what="jobs" isEmpty={(d) => d.jobs.length === 0} empty="No enable jobs.">
-        {(d) => (
-          <ul aria-label="Enable jobs">
-            {d.jobs.map((j) => (
-              <li key={j.id}>
-                <button type="button" className="link" onClick={() => follow(j.id)}>
-                  {j.id}
-                </button>{" "}
-                <code>{j.imageUri}</code> <span className={`status status-${statusClass(j.state)}`}>{j.state}</span>
-              </li>
-            ))}
-          </ul>
-        )}
-      </Loaded>
+      <ListWithCreate
+        title="Enabled images"
+        errors={[refresh.error, disable.error]}
+        query={images}
+        what="images"
+        rows={(d) => d.images}
+        rowKey={(i) => i.id}
+        empty="No enabled images yet."
+        columns={[
+          {
+            header: "Image",
+            cell: (i) => (
+              <>
+                <code>{i.imageUri}</code>
+                {i.config?.name && <div className="muted">{i.config.name}</div>}
+              </>
+            ),
+          },
+          { header: "Id", cell: (i) => <code>{i.id}</code> },
+          { header: "Digest", cell: (i) => <code title={i.manifestDigest}>{i.manifestDigest.slice(0, 19)}</code> },
+          { header: "Refreshed", cell: (i) => <When at={i.lastRefreshedAt} /> },
+          {
+            header: "",
+            className: "actions",
+            cell: (i) => (
+              <>
+                <button type="button" disabled={refresh.isPending} onClick={() => refresh.mutate({ imageUri: i.imageUri })}>
+                  Refresh
+                </button>
+                <ConfirmButton label="Disable" disabled={disable.isPending} onConfirm={() => disable.mutate({ imageUri: i.imageUri })} />
+              </>
+            ),
+          },
+        ]}
+      />
+      <ListWithCreate
+        title="Enable jobs"
+        query={jobs}
+        what="jobs"
+        rows={(d) => d.jobs}
+        rowKey={(j) => j.id}
+        empty="No enable jobs."
+        columns={[
+          {
+            header: "Job",
+            cell: (j) => (
+              <button type="button" className="link" onClick={() => follow(j.id)}>
+                {j.id}
+              </button>
+            ),
+          },
+          { header: "Image", cell: (j) => <code>{j.imageUri}</code> },
+          { header: "State", cell: (j) => <span className={`status status-${statusClass(j.state)}`}>{j.state}</span> },
+        ]}
+      />
     </section>
   );
 }
@@ -97,13 +95,9 @@ function EnableForm({ onStarted }: { onStarted: (job: EnableJob) => void }) {
   const [name, setName] = useState("");
   const [warm, setWarm] = useState("");
   const enable = useMutation(ImageService.method.enableImage, { onSuccess: (res) => res.job && onStarted(res.job) });
-  const submit = (e: FormEvent) => {
-    e.preventDefault();
-    enable.mutate({ imageUri: uri, config: { name, warm: warm ? { command: ["sh", "-c", warm] } : undefined } });
-  };
+  const submit = () => enable.mutate({ imageUri: uri, config: { name, warm: warm ? { command: ["sh", "-c", warm] } : undefined } });
   return (
-    <form className="form" aria-label="Enable an image" onSubmit={submit}>
-      <h2>Enable an image</h2>
+    <CreateForm title="Enable an image" submitLabel="Enable" call={enable} onSubmit={submit}>
       <label>
         Image
         <input value={uri} onChange={(e) => setUri(e.target.value)} required placeholder="ghcr.io/org/agent:latest" />
@@ -116,11 +110,7 @@ function EnableForm({ onStarted }: { onStarted: (job: EnableJob) => void }) {
         Warm command (optional)
         <input className="code" value={warm} onChange={(e) => setWarm(e.target.value)} placeholder="npm ci" />
       </label>
-      <button type="submit" disabled={enable.isPending}>
-        Enable
-      </button>
-      {enable.isError && <ErrorView error={enable.error} />}
-    </form>
+    </CreateForm>
   );
 }
 

@@ -1,9 +1,9 @@
 import { useMutation, useQuery } from "@connectrpc/connect-query";
-import { useState, type FormEvent } from "react";
+import { useState } from "react";
 import { Link, useNavigate, useParams } from "react-router-dom";
 
 import { ConfirmButton } from "../components/ConfirmButton";
-import { Loaded } from "../components/Loaded";
+import { CreateForm, ListWithCreate, When } from "../components/ListWithCreate";
 import { ErrorView, Loading } from "../components/States";
 import { ImageService } from "../gen/svc/app/v1/image_pb";
 import { ProfileService, type Profile } from "../gen/svc/app/v1/profile_pb";
@@ -15,41 +15,34 @@ export function ProfilesPage() {
   const navigate = useNavigate();
   return (
     <section>
-      <h1>Profiles</h1>
-      <label className="chip">
-        <input type="checkbox" checked={archived} onChange={(e) => setArchived(e.target.checked)} /> Show archived
-      </label>
-      <Loaded query={list} what="profiles" isEmpty={(d) => d.profiles.length === 0} empty="No profiles yet. Create one below.">
-        {(d) => (
-          <table className="list" aria-label="Profiles">
-            <thead>
-              <tr>
-                <th>Name</th>
-                <th>Image</th>
-                <th>Harness</th>
-                <th>Updated</th>
-              </tr>
-            </thead>
-            <tbody>
-              {d.profiles.map((p) => (
-                <tr key={p.id}>
-                  <td>
-                    <Link to={`/profiles/${p.id}`}>{p.name}</Link>
-                    {p.archived && <span className="muted"> (archived)</span>}
-                  </td>
-                  <td>
-                    <code>{p.imageId}</code>
-                  </td>
-                  <td>{[p.harness, p.model].filter(Boolean).join(" · ") || "—"}</td>
-                  <td>
-                    <time dateTime={p.updatedAt}>{new Date(p.updatedAt).toLocaleString()}</time>
-                  </td>
-                </tr>
-              ))}
-            </tbody>
-          </table>
-        )}
-      </Loaded>
+      <ListWithCreate
+        title="Profiles"
+        level={1}
+        above={
+          <label className="chip">
+            <input type="checkbox" checked={archived} onChange={(e) => setArchived(e.target.checked)} /> Show archived
+          </label>
+        }
+        query={list}
+        what="profiles"
+        rows={(d) => d.profiles}
+        rowKey={(p) => p.id}
+        empty="No profiles yet. Create one below."
+        columns={[
+          {
+            header: "Name",
+            cell: (p) => (
+              <>
+                <Link to={`/profiles/${p.id}`}>{p.name}</Link>
+                {p.archived && <span className="muted"> (archived)</span>}
+              </>
+            ),
+          },
+          { header: "Image", cell: (p) => <code>{p.imageId}</code> },
+          { header: "Harness", cell: (p) => [p.harness, p.model].filter(Boolean).join(" · ") || "—" },
+          { header: "Updated", cell: (p) => <When at={p.updatedAt} /> },
+        ]}
+      />
       <ProfileForm title="New profile" submitLabel="Create profile" onSaved={(p) => navigate(`/profiles/${p.id}`)} />
     </section>
   );
@@ -110,18 +103,15 @@ function ProfileForm({ profile, title, submitLabel, onSaved }: { profile?: Profi
   const createProfile = useMutation(ProfileService.method.createProfile, { onSuccess });
   const updateProfile = useMutation(ProfileService.method.updateProfile, { onSuccess });
   const save = profile ? updateProfile : createProfile;
-  const submit = (e: FormEvent) => {
-    e.preventDefault();
+  const submit = () => {
     const fields = { name, description, imageId, harness: harness || undefined, model: model || undefined, envVars: envOf(env) };
     if (profile) {
       const { $typeName: _, createdAt: _c, updatedAt: _u, archived: _a, ...rest } = profile;
       updateProfile.mutate({ ...rest, ...fields });
-    }
-    else createProfile.mutate(fields);
+    } else createProfile.mutate(fields);
   };
   return (
-    <form className="form" aria-label={title === "Edit" ? "Edit profile" : title} onSubmit={submit}>
-      <h2>{title}</h2>
+    <CreateForm title={title} label={title === "Edit" ? "Edit profile" : title} submitLabel={submitLabel} call={save} onSubmit={submit}>
       <label>
         Name
         <input value={name} onChange={(e) => setName(e.target.value)} required maxLength={100} />
@@ -153,10 +143,6 @@ function ProfileForm({ profile, title, submitLabel, onSaved }: { profile?: Profi
         Environment (KEY=value per line)
         <textarea className="code" rows={3} value={env} onChange={(e) => setEnv(e.target.value)} spellCheck={false} />
       </label>
-      <button type="submit" disabled={save.isPending}>
-        {submitLabel}
-      </button>
-      {save.isError && <ErrorView error={save.error} />}
-    </form>
+    </CreateForm>
   );
 }

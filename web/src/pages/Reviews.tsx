@@ -10,7 +10,8 @@ import { ReviewService, type FindingCounts, type ReviewFinding } from "../gen/sv
 export const severities = ["critical", "high", "medium", "low"];
 const reviewPageSize = 50;
 
-function At({ ts }: { ts?: Timestamp }) {
+// At shows a protobuf timestamp ("—" when there is none).
+export function At({ ts }: { ts?: Timestamp }) {
   if (!ts) return <>—</>;
   const d = timestampDate(ts);
   return <time dateTime={d.toISOString()}>{d.toLocaleString()}</time>;
@@ -79,6 +80,9 @@ export function ReviewsPage() {
   return (
     <section>
       <h1>Reviews</h1>
+      <p>
+        <Link to="/reviews/enrollments">Enrolled repositories</Link>
+      </p>
       <form
         className="filters"
         role="search"

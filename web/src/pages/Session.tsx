@@ -1,19 +1,18 @@
 import { useMutation, useQuery } from "@connectrpc/connect-query";
-import { useEffect, useMemo, useState, type FormEvent } from "react";
+import { lazy, memo, Suspense, useEffect, useMemo, useState, useSyncExternalStore, type FormEvent } from "react";
 import { Link, useParams } from "react-router-dom";
 
 import { ErrorView, Loading } from "../components/States";
-import { fold, followEvents, type SessionEvent, type Turn } from "../events";
+import { EventStore, fold, followEvents, type Turn } from "../events";
 import { SessionService } from "../gen/svc/app/v1/session_pb";
 import { Files } from "./SessionFiles";
-import { Terminal } from "./Terminal";
 
 // SessionPage is one session at work: its state, the live conversation, a prompt box with the
 // queue, its checkpoints, and its files and artifacts.
 export function SessionPage() {
   const { sessionId = "" } = useParams();
   const session = useQuery(SessionService.method.getSession, { sessionId }, { refetchInterval: 5000 });
-  const { events, live } = useEvents(sessionId);
+  const { events, artifacts, live } = useEvents(sessionId);
   const conversation = useMemo(() => fold(events), [events]);
 
   if (session.isPending) return <Loading what="the session" />;
@@ -57,34 +56,47 @@ export function SessionPage() {
             ))}
           </ol>
           <PromptBox sessionId={sessionId} running={conversation.running} queued={conversation.queued} />
-          <Terminal sessionId={sessionId} />
+          <Suspense fallback={<Loading what="the terminal" />}>
+            <SessionTerminal sessionId={sessionId} />
+          </Suspense>
         </div>
         <aside>
           <Checkpoints sessionId={sessionId} />
-          <Files sessionId={sessionId} events={events} />
+          <SessionFiles sessionId={sessionId} artifacts={artifacts} />
         </aside>
       </div>
     </section>
   );
 }
 
+// useEvents follows the session's events into an EventStore of its own, from which the page
+// renders each event in the task that brought it.
 function useEvents(sessionId: string) {
-  const [events, setEvents] = useState<SessionEvent[]>([]);
-  const [live, setLive] = useState<"live" | "reconnecting">("reconnecting");
+  // A store per session: another session starts from an empty log.
+  const store = useMemo(() => new EventStore(), [sessionId]);
   useEffect(() => {
-    setEvents([]);
     const ctl = new AbortController();
-    void followEvents(sessionId, {
-      signal: ctl.signal,
-      onEvent: (e) => setEvents((prev) => [...prev, e]),
-      onState: (state) => setLive(state),
-    });
+    void followEvents(sessionId, { signal: ctl.signal, onEvent: store.append, onState: store.setLive });
     return () => ctl.abort();
-  }, [sessionId]);
-  return { events, live };
+  }, [sessionId, store]);
+  return useSyncExternalStore(store.subscribe, store.snapshot);
 }
 
-function TurnView({ turn }: { turn: Turn }) {
+// The panels beside the conversation depend only on their props: memo keeps a new event from
+// rendering them again. The terminal (xterm.js, about a third of the dashboard's code) is its
+// own chunk, loaded when a session page opens rather than with every page.
+const SessionTerminal = lazy(() => import("./Terminal").then((m) => ({ default: memo(m.Terminal) })));
+const SessionFiles = memo(Files);
+
+// sameTurn says whether two folds of the log made the same turn: fold makes new objects each
+// time, so memo compares their fields (a tool call's input is the same payload object).
+export function sameTurn(a: Turn, b: Turn): boolean {
+  const ka = Object.keys(a) as (keyof Turn)[];
+  return ka.length === Object.keys(b).length && ka.every((k) => a[k] === b[k]);
+}
+
+// TurnView is rendered again only when its turn changed, not for every event of the session.
+const TurnView = memo(function TurnView({ turn }: { turn: Turn }) {
   switch (turn.type) {
     case "prompt":
       return (
@@ -125,7 +137,7 @@ function TurnView({ turn }: { turn: Turn }) {
         </li>
       );
   }
-}
+}, (a, b) => sameTurn(a.turn, b.turn));
 
 function PromptBox(props: { sessionId: string; running: boolean; queued: { promptId: string; text: string }[] }) {
   const [text, setText] = useState("");
@@ -200,7 +212,7 @@ function QueuedPrompt({ sessionId, promptId, text }: { sessionId: string; prompt
   );
 }
 
-function Checkpoints({ sessionId }: { sessionId: string }) {
+const Checkpoints = memo(function Checkpoints({ sessionId }: { sessionId: string }) {
   const list = useQuery(SessionService.method.listCheckpoints, { sessionId });
   const refetch = { onSettled: () => void list.refetch() };
   const snapshot = useMutation(SessionService.method.snapshot, refetch);
@@ -246,4 +258,4 @@ function Checkpoints({ sessionId }: { sessionId: string }) {
       </p>
     </section>
   );
-}
+});

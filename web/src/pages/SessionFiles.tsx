@@ -43,7 +43,7 @@ function download(blob: Blob, name: string) {
 
 // Files downloads a file of the session by path (ReadFile, streamed), saves one as an
 // artifact, and lists the session's artifacts (its artifact.created events) for download.
-export function Files({ sessionId, events }: { sessionId: string; events: SessionEvent[] }) {
+export function Files({ sessionId, artifacts: created }: { sessionId: string; artifacts: SessionEvent[] }) {
   const transport = useTransport();
   const client = createClient(SessionService, transport);
   const [path, setPath] = useState("");
@@ -54,9 +54,7 @@ export function Files({ sessionId, events }: { sessionId: string; events: Sessio
     mutationFn: (a: { id: string; name: string }) => saveStream(client.getArtifact({ sessionId, artifactId: a.id }), a.name),
   });
   const keep = useMutation(SessionService.method.createArtifactFromPath);
-  const artifacts = events
-    .filter((e) => e.kind === "artifact.created")
-    .map((e) => e.payload as { artifact_id?: string; file_name?: string; path?: string; size_bytes?: number; caption?: string });
+  const artifacts = created.map((e) => e.payload as { artifact_id?: string; file_name?: string; path?: string; size_bytes?: number; caption?: string });
   const submit = (e: FormEvent) => {
     e.preventDefault();
     fetchFile.mutate(path);

@@ -1,11 +1,10 @@
 import { useMutation, useQuery } from "@connectrpc/connect-query";
-import { useCallback, useEffect, useState, type FormEvent } from "react";
+import { useCallback, useEffect, useState } from "react";
 
 import { ConfirmButton } from "../../components/ConfirmButton";
-import { Loaded } from "../../components/Loaded";
+import { CreateForm, ListWithCreate, When } from "../../components/ListWithCreate";
 import { ErrorView } from "../../components/States";
 import { OAuthCredentialService, OauthSubjectKind } from "../../gen/svc/app/v1/oauth_pb";
-import { When } from "./Settings";
 
 // me is the caller's own subject: a USER subject with an empty id.
 const me = { kind: OauthSubjectKind.USER, id: "" };
@@ -18,57 +17,36 @@ export function OAuthPage() {
   const list = useQuery(OAuthCredentialService.method.listCredentials, { subject: me });
   const { refetch } = list;
   const refresh = useCallback(() => void refetch(), [refetch]);
-  const disconnect = useMutation(OAuthCredentialService.method.disconnect, { onSuccess: () => void list.refetch() });
+  const disconnect = useMutation(OAuthCredentialService.method.disconnect, { onSuccess: refresh });
   return (
-    <>
-      <h2>OAuth connections</h2>
-      <Connect onDone={refresh} />
-      {disconnect.isError && <ErrorView error={disconnect.error} />}
-      <Loaded query={list} what="connections" isEmpty={(d) => d.credentials.length === 0} empty="No connections yet.">
-        {(d) => (
-          <div className="table-wrap">
-            <table className="list" aria-label="OAuth connections">
-              <thead>
-                <tr>
-                  <th>Provider</th>
-                  <th>Status</th>
-                  <th>Account</th>
-                  <th>Expires</th>
-                  <th>Updated</th>
-                  <th />
-                </tr>
-              </thead>
-              <tbody>
-                {d.credentials.map((c) => (
-                  <tr key={c.provider}>
-                    <td>{c.provider}</td>
-                    <td>
-                      <span className={`status status-${c.connected ? "completed" : "cancelled"}`}>{c.status}</span>
-                    </td>
-                    <td>{c.account?.displayName || c.account?.workspaceName || "—"}</td>
-                    <td>
-                      <When at={c.expiresAt} />
-                    </td>
-                    <td>
-                      <When at={c.updatedAt} />
-                    </td>
-                    <td>
-                      {c.connected && (
-                        <ConfirmButton
-                          label="Disconnect"
-                          disabled={disconnect.isPending}
-                          onConfirm={() => disconnect.mutate({ subject: me, provider: c.provider, expectedVersion: c.version })}
-                        />
-                      )}
-                    </td>
-                  </tr>
-                ))}
-              </tbody>
-            </table>
-          </div>
-        )}
-      </Loaded>
-    </>
+    <ListWithCreate
+      title="OAuth connections"
+      create={<Connect onDone={refresh} />}
+      errors={[disconnect.error]}
+      query={list}
+      what="connections"
+      rows={(d) => d.credentials}
+      rowKey={(c) => c.provider}
+      empty="No connections yet."
+      columns={[
+        { header: "Provider", cell: (c) => c.provider },
+        { header: "Status", cell: (c) => <span className={`status status-${c.connected ? "completed" : "cancelled"}`}>{c.status}</span> },
+        { header: "Account", cell: (c) => c.account?.displayName || c.account?.workspaceName || "—" },
+        { header: "Expires", cell: (c) => <When at={c.expiresAt} /> },
+        { header: "Updated", cell: (c) => <When at={c.updatedAt} /> },
+        {
+          header: "",
+          cell: (c) =>
+            c.connected && (
+              <ConfirmButton
+                label="Disconnect"
+                disabled={disconnect.isPending}
+                onConfirm={() => disconnect.mutate({ subject: me, provider: c.provider, expectedVersion: c.version })}
+              />
+            ),
+        },
+      ]}
+    />
   );
 }
 
@@ -77,8 +55,7 @@ function Connect({ onDone }: { onDone: () => void }) {
   const device = useMutation(OAuthCredentialService.method.beginFlow);
   const redirect = useMutation(OAuthCredentialService.method.beginRedirectFlow);
   const flowId = redirect.data?.flow?.id ?? device.data?.flow?.id ?? "";
-  const submit = (e: FormEvent) => {
-    e.preventDefault();
+  const byCode = () => {
     redirect.reset();
     device.mutate({ subject: me, provider });
   };
@@ -86,25 +63,11 @@ function Connect({ onDone }: { onDone: () => void }) {
     device.reset();
     redirect.mutate({ subject: me, provider, redirectUri: `${location.origin}/api/auth/oauth/callback` });
   };
-  return (
-    <form className="form" aria-label="Connect a provider" onSubmit={submit}>
-      <h2>Connect a provider</h2>
-      <label>
-        Provider
-        <input list="oauth-providers" value={provider} onChange={(e) => setProvider(e.target.value)} required />
-        <datalist id="oauth-providers">
-          {builtIn.map((p) => (
-            <option key={p} value={p} />
-          ))}
-        </datalist>
-      </label>
-      <button type="submit" disabled={device.isPending}>
-        Connect with a code
-      </button>
+  const after = (
+    <>
       <button type="button" disabled={redirect.isPending} onClick={inBrowser}>
         Connect in the browser
       </button>
-      {device.isError && <ErrorView error={device.error} />}
       {redirect.isError && <ErrorView error={redirect.error} />}
       {device.data && (
         <p>
@@ -121,7 +84,20 @@ function Connect({ onDone }: { onDone: () => void }) {
         </p>
       )}
       {flowId && <FlowState key={flowId} flowId={flowId} onEnded={onDone} />}
-    </form>
+    </>
+  );
+  return (
+    <CreateForm title="Connect a provider" submitLabel="Connect with a code" call={device} onSubmit={byCode} after={after}>
+      <label>
+        Provider
+        <input list="oauth-providers" value={provider} onChange={(e) => setProvider(e.target.value)} required />
+        <datalist id="oauth-providers">
+          {builtIn.map((p) => (
+            <option key={p} value={p} />
+          ))}
+        </datalist>
+      </label>
+    </CreateForm>
   );
 }
 

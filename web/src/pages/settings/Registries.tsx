@@ -1,12 +1,10 @@
 import type { MessageInitShape } from "@bufbuild/protobuf";
 import { useMutation, useQuery } from "@connectrpc/connect-query";
-import { useState, type FormEvent } from "react";
+import { useState } from "react";
 
 import { ConfirmButton } from "../../components/ConfirmButton";
-import { Loaded } from "../../components/Loaded";
-import { ErrorView } from "../../components/States";
+import { CreateForm, ListWithCreate, When } from "../../components/ListWithCreate";
 import { ImageService, type AddRegistryRequestSchema } from "../../gen/svc/app/v1/image_pb";
-import { When } from "./Settings";
 
 type AuthKind = "static" | "anonymous" | "workloadIdentity" | "cloudRegistry";
 
@@ -16,45 +14,26 @@ export function RegistriesPage() {
   const list = useQuery(ImageService.method.listRegistries, {});
   const remove = useMutation(ImageService.method.deleteRegistry, { onSuccess: () => void list.refetch() });
   return (
-    <>
-      <h2>Registries</h2>
-      <AddRegistry onAdded={() => void list.refetch()} />
-      {remove.isError && <ErrorView error={remove.error} />}
-      <Loaded query={list} what="registries" isEmpty={(d) => d.registries.length === 0} empty="No registry credentials: pulls are anonymous.">
-        {(d) => (
-          <div className="table-wrap">
-            <table className="list" aria-label="Registries">
-              <thead>
-                <tr>
-                  <th>Host</th>
-                  <th>Auth</th>
-                  <th>As</th>
-                  <th>Added</th>
-                  <th />
-                </tr>
-              </thead>
-              <tbody>
-                {d.registries.map((r) => (
-                  <tr key={r.id}>
-                    <td>
-                      <code>{r.registryHost}</code>
-                    </td>
-                    <td>{r.authKind}</td>
-                    <td>{r.authPrincipal ?? "—"}</td>
-                    <td>
-                      <When at={r.createdAt} />
-                    </td>
-                    <td>
-                      <ConfirmButton label="Delete" disabled={remove.isPending} onConfirm={() => remove.mutate({ host: r.registryHost })} />
-                    </td>
-                  </tr>
-                ))}
-              </tbody>
-            </table>
-          </div>
-        )}
-      </Loaded>
-    </>
+    <ListWithCreate
+      title="Registries"
+      create={<AddRegistry onAdded={() => void list.refetch()} />}
+      errors={[remove.error]}
+      query={list}
+      what="registries"
+      rows={(d) => d.registries}
+      rowKey={(r) => r.id}
+      empty="No registry credentials: pulls are anonymous."
+      columns={[
+        { header: "Host", cell: (r) => <code>{r.registryHost}</code> },
+        { header: "Auth", cell: (r) => r.authKind },
+        { header: "As", cell: (r) => r.authPrincipal ?? "—" },
+        { header: "Added", cell: (r) => <When at={r.createdAt} /> },
+        {
+          header: "",
+          cell: (r) => <ConfirmButton label="Delete" disabled={remove.isPending} onConfirm={() => remove.mutate({ host: r.registryHost })} />,
+        },
+      ]}
+    />
   );
 }
 
@@ -70,8 +49,7 @@ function AddRegistry({ onAdded }: { onAdded: () => void }) {
       onAdded();
     },
   });
-  const submit = (e: FormEvent) => {
-    e.preventDefault();
+  const submit = () => {
     const auth: MessageInitShape<typeof AddRegistryRequestSchema>["auth"] =
       kind === "static"
         ? { case: "static", value: { username, password } }
@@ -83,8 +61,7 @@ function AddRegistry({ onAdded }: { onAdded: () => void }) {
     add.mutate({ host, auth });
   };
   return (
-    <form className="form" aria-label="Add registry" onSubmit={submit}>
-      <h2>Add a registry</h2>
+    <CreateForm title="Add a registry" label="Add registry" submitLabel="Add registry" call={add} onSubmit={submit}>
       <label>
         Host
         <input value={host} onChange={(e) => setHost(e.target.value)} required placeholder="ghcr.io" />
@@ -116,10 +93,6 @@ function AddRegistry({ onAdded }: { onAdded: () => void }) {
           <input value={principal} onChange={(e) => setPrincipal(e.target.value)} />
         </label>
       )}
-      <button type="submit" disabled={add.isPending}>
-        Add registry
-      </button>
-      {add.isError && <ErrorView error={add.error} />}
-    </form>
+    </CreateForm>
   );
 }

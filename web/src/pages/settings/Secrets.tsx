@@ -2,10 +2,9 @@ import { useMutation, useQuery } from "@connectrpc/connect-query";
 import { useState, type FormEvent } from "react";
 
 import { ConfirmButton } from "../../components/ConfirmButton";
-import { Loaded } from "../../components/Loaded";
+import { CreateForm, ListWithCreate, When } from "../../components/ListWithCreate";
 import { ErrorView } from "../../components/States";
 import { OrgSecretService, OrgSecretVisibility, type OrgSecret, type OrgSecretAccess } from "../../gen/svc/app/v1/org_secret_pb";
-import { When } from "./Settings";
 
 const visibilities: [OrgSecretVisibility, string][] = [
   [OrgSecretVisibility.ADMINS_ONLY, "Admins only"],
@@ -23,62 +22,42 @@ export function SecretsPage() {
   const [editing, setEditing] = useState<string | null>(null);
   const remove = useMutation(OrgSecretService.method.deleteOrgSecret, { onSuccess: () => void list.refetch() });
   return (
-    <>
-      <h2>Org secrets</h2>
-      <PutSecret onSaved={() => void list.refetch()} />
-      {remove.isError && <ErrorView error={remove.error} />}
-      <Loaded query={list} what="secrets" isEmpty={(d) => d.secrets.length === 0} empty="No org secrets.">
-        {(d) => (
-          <div className="table-wrap">
-            <table className="list" aria-label="Org secrets">
-              <thead>
-                <tr>
-                  <th>Name</th>
-                  <th>Description</th>
-                  <th>Version</th>
-                  <th>Who may use it</th>
-                  <th>Updated</th>
-                  <th />
-                </tr>
-              </thead>
-              <tbody>
-                {d.secrets.map((s) => (
-                  <tr key={s.name}>
-                    <td>
-                      <code>{s.name}</code>
-                    </td>
-                    <td>{s.description}</td>
-                    <td>{String(s.version)}</td>
-                    <td>
-                      {editing === s.name ? (
-                        <AccessEditor secret={s} onDone={() => (setEditing(null), void list.refetch())} />
-                      ) : (
-                        <>
-                          {visibilityName(s.access?.visibility)}{" "}
-                          <button type="button" onClick={() => setEditing(s.name)}>
-                            Edit access
-                          </button>
-                        </>
-                      )}
-                    </td>
-                    <td>
-                      <When at={s.updatedAt} />
-                    </td>
-                    <td>
-                      <ConfirmButton
-                        label="Delete"
-                        disabled={remove.isPending}
-                        onConfirm={() => remove.mutate({ name: s.name, expectedVersion: s.version })}
-                      />
-                    </td>
-                  </tr>
-                ))}
-              </tbody>
-            </table>
-          </div>
-        )}
-      </Loaded>
-    </>
+    <ListWithCreate
+      title="Org secrets"
+      create={<PutSecret onSaved={() => void list.refetch()} />}
+      errors={[remove.error]}
+      query={list}
+      what="secrets"
+      rows={(d) => d.secrets}
+      rowKey={(s) => s.name}
+      empty="No org secrets."
+      columns={[
+        { header: "Name", cell: (s) => <code>{s.name}</code> },
+        { header: "Description", cell: (s) => s.description },
+        { header: "Version", cell: (s) => String(s.version) },
+        {
+          header: "Who may use it",
+          cell: (s) =>
+            editing === s.name ? (
+              <AccessEditor secret={s} onDone={() => (setEditing(null), void list.refetch())} />
+            ) : (
+              <>
+                {visibilityName(s.access?.visibility)}{" "}
+                <button type="button" onClick={() => setEditing(s.name)}>
+                  Edit access
+                </button>
+              </>
+            ),
+        },
+        { header: "Updated", cell: (s) => <When at={s.updatedAt} /> },
+        {
+          header: "",
+          cell: (s) => (
+            <ConfirmButton label="Delete" disabled={remove.isPending} onConfirm={() => remove.mutate({ name: s.name, expectedVersion: s.version })} />
+          ),
+        },
+      ]}
+    />
   );
 }
 
@@ -93,13 +72,20 @@ function PutSecret({ onSaved }: { onSaved: () => void }) {
       onSaved();
     },
   });
-  const submit = (e: FormEvent) => {
-    e.preventDefault();
-    put.mutate({ name, value, description: description || undefined });
-  };
+  const saved = put.data && (
+    <span role="status">
+      {put.data.created ? "Created" : "Updated"} <code>{put.data.secret?.name}</code> (version {String(put.data.secret?.version)})
+    </span>
+  );
   return (
-    <form className="form" aria-label="Put secret" onSubmit={submit}>
-      <h2>Set a secret</h2>
+    <CreateForm
+      title="Set a secret"
+      label="Put secret"
+      submitLabel="Save secret"
+      call={put}
+      onSubmit={() => put.mutate({ name, value, description: description || undefined })}
+      after={saved}
+    >
       <label>
         Name
         <input value={name} onChange={(e) => setName(e.target.value)} required maxLength={128} pattern="[A-Za-z0-9_./\-]+" />
@@ -112,16 +98,7 @@ function PutSecret({ onSaved }: { onSaved: () => void }) {
         Description
         <input value={description} onChange={(e) => setDescription(e.target.value)} />
       </label>
-      <button type="submit" disabled={put.isPending}>
-        Save secret
-      </button>
-      {put.data && (
-        <span role="status">
-          {put.data.created ? "Created" : "Updated"} <code>{put.data.secret?.name}</code> (version {String(put.data.secret?.version)})
-        </span>
-      )}
-      {put.isError && <ErrorView error={put.error} />}
-    </form>
+    </CreateForm>
   );
 }
 

@@ -17,9 +17,3 @@ export function SettingsPage() {
     </section>
   );
 }
-
-// when formats an RFC 3339 time for a table cell ("—" when there is none).
-export function When({ at }: { at?: string }) {
-  if (!at) return <>—</>;
-  return <time dateTime={at}>{new Date(at).toLocaleString()}</time>;
-}
