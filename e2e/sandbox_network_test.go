@@ -26,12 +26,7 @@ type fakeAPI struct {
 
 func newFakeAPI(t *testing.T, tlsOn bool) *fakeAPI {
 	f := &fakeAPI{}
-	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		f.mu.Lock()
-		f.auths = append(f.auths, r.Header.Get("Authorization"))
-		f.mu.Unlock()
-		io.WriteString(w, "reached "+r.Host+"\n")
-	})
+	h := http.HandlerFunc(f.serve)
 	if tlsOn {
 		f.Server = httptest.NewTLSServer(h)
 	} else {
@@ -39,6 +34,14 @@ func newFakeAPI(t *testing.T, tlsOn bool) *fakeAPI {
 	}
 	t.Cleanup(f.Close)
 	return f
+}
+
+// serve records the request's credentials and says which host it reached.
+func (f *fakeAPI) serve(w http.ResponseWriter, r *http.Request) {
+	f.mu.Lock()
+	f.auths = append(f.auths, r.Header.Get("Authorization"))
+	f.mu.Unlock()
+	io.WriteString(w, "reached "+r.Host+"\n")
 }
 
 func (f *fakeAPI) got() []string {

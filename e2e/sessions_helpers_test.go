@@ -30,6 +30,12 @@ type sandboxStack struct {
 // newSandboxStack serves the API over nHosts sandbox hosts; tune adjusts the config first.
 func newSandboxStack(t testing.TB, nHosts int, tune func(*testenv.Sandboxes)) *sandboxStack {
 	t.Helper()
+	return newSandboxStackWith(t, nHosts, tune, nil)
+}
+
+// newSandboxStackWith is newSandboxStack with tuneAPI adjusting the API's deps too.
+func newSandboxStackWith(t testing.TB, nHosts int, tune func(*testenv.Sandboxes), tuneAPI func(*api.Deps)) *sandboxStack {
+	t.Helper()
 	db, _ := testenv.Firestore(t)
 	sb := testenv.NewSandboxes(t, db)
 	if tune != nil {
@@ -39,7 +45,11 @@ func newSandboxStack(t testing.TB, nHosts int, tune func(*testenv.Sandboxes)) *s
 	for i := range nHosts {
 		s.hosts = append(s.hosts, sb.StartHost(t, "host-"+string(rune('a'+i))))
 	}
-	s.stack = serve(t, api.New(api.Deps{DB: sb.DB, Config: sb.Config, Bucket: sb.Bucket, Sealer: sb.Sealer, DefaultImage: sb.Image}))
+	deps := api.Deps{DB: sb.DB, Config: sb.Config, Bucket: sb.Bucket, Sealer: sb.Sealer, DefaultImage: sb.Image}
+	if tuneAPI != nil {
+		tuneAPI(&deps)
+	}
+	s.stack = serve(t, api.New(deps))
 	s.svc = s.sessions(s.admin)
 	return s
 }

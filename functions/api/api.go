@@ -197,6 +197,7 @@ func New(d Deps) *API {
 			Clock: d.Clock, Limits: d.Config.Limits, DefaultImage: d.DefaultImage, Harnesses: d.Harnesses,
 			Routers: d.Config.ModelRouters, Secrets: secretStore, Credentials: credStore, Images: imageResolver,
 			Apps: d.Config.Apps, PublicURL: d.Config.SignIn.PublicURL,
+			OAuthHosts: oauthSandboxHosts(d.Config.OAuthProviders),
 		})
 		// Session streams carry file bytes and command output, which gzip turns into CPU time
 		// rather than savings (ReadFile ran at 44 MiB/s compressed): answers go uncompressed.
@@ -304,6 +305,17 @@ func (a *API) oauth(d Deps, opts connect.HandlerOption, add func(string, http.Ha
 		return a.authn.AuthenticateRequest(r, false)
 	})}
 	return svc
+}
+
+// oauthSandboxHosts is the provider registry's SandboxHosts, for sessions to keep access
+// tokens out of sandboxes. When HANGAR_OAUTH_PROVIDERS does not build (OAuthCredentialService
+// then says why), the built-ins still keep their providers' tokens out.
+func oauthSandboxHosts(configured string) func(string) (string, []string, bool) {
+	providers, err := oauthcreds.NewRegistry(configured)
+	if err != nil {
+		providers, _ = oauthcreds.NewRegistry("")
+	}
+	return providers.SandboxHosts
 }
 
 // Keys is the API key store (used to bootstrap the first admin key).

@@ -113,3 +113,35 @@ func TestSecurityBrokerTokenIsBoundToItsLiveSession(t *testing.T) {
 	_, err = update(h, "sess_b", b, 0, "x")
 	testenv.WantCode(t, err, connect.CodeInvalidArgument)
 }
+
+// A session whose sandbox holds its credential as a placeholder (SessionService sealed the
+// sandbox's bundle into it) fetches that bundle, at the credential's current version, and
+// cannot save one: Hangar refreshes the credential.
+func TestProxiedSessionsFetchTheirPlaceholderBundleAndCannotSave(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	connectAlice(t, h)
+	token, broker, err := credentials.NewBroker(aliceSub, "acme")
+	if err != nil {
+		t.Fatal(err)
+	}
+	broker.Proxied = true
+	const sandboxed = `{"claudeAiOauth":{"accessToken":"hangar-placeholder-1"}}`
+	sealed, err := h.svc.d.Sealer.Seal([]byte(sandboxed), sessiondb.CredentialOwner("sess_p"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := &sessiondb.Record{ID: "sess_p", Owner: alice.UserID, Status: sessiondb.Running, Broker: broker, SealedCredential: sealed}
+	if err := h.sessions.Create(t.Context(), rec, 0); err != nil {
+		t.Fatal(err)
+	}
+	got, err := h.svc.FetchSessionCredential(h.alice, connect.NewRequest(&appv1.FetchSessionCredentialRequest{SessionId: "sess_p", BrokerToken: token}))
+	if err != nil || string(got.Msg.GetOpaqueBundle()) != sandboxed || got.Msg.GetVersion() != 1 {
+		t.Fatalf("fetch: %v, %v", got, err)
+	}
+	_, err = update(h, "sess_p", token, 1, `{"claudeAiOauth":{"accessToken":"from-the-sandbox"}}`)
+	testenv.WantCode(t, err, connect.CodeFailedPrecondition)
+	if m := meta(t, h); m.GetVersion() != 1 {
+		t.Fatalf("the credential changed: %v", m)
+	}
+}

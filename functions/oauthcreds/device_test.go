@@ -89,7 +89,7 @@ func TestDeviceFlowFollowsTheTokenEndpointsAnswers(t *testing.T) {
 				t.Fatalf("credential %v", c)
 			}
 			bundle, _, err := h.svc.d.Store.Bundle(t.Context(), credentials.Subject{Kind: credentials.KindUser, ID: alice.UserID}, "acme")
-			if err != nil || decodeBundle(BundleClaudeCode, bundle).RefreshToken == "" {
+			if err != nil || credentials.DecodeBundle(credentials.BundleClaudeCode, bundle).RefreshToken == "" {
 				t.Fatalf("the stored bundle holds no refresh token (%v)", err)
 			}
 		})

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"net/url"
 	"slices"
 
 	appv1 "github.com/hangar-dev/hangar/gen/svc/app/v1"
@@ -45,6 +46,12 @@ type Provider struct {
 	Bundle string `json:"bundle,omitempty"`
 	// Metadata reads account details from the token response and a probe request.
 	Metadata *Metadata `json:"metadata,omitempty"`
+	// APIHosts are the hosts (entries as a profile's allow_hosts: a name with an optional
+	// ":port") where the provider's access tokens are used. A session's sandbox holds a
+	// placeholder of the token, which the egress proxy swaps for the real one only in requests
+	// to these hosts and the token endpoint's; a provider without any gives sandboxes the
+	// real bundle through the session broker.
+	APIHosts []string `json:"api_hosts,omitempty"`
 }
 
 // Metadata says where account details come from: FromTokenResponse maps an account field
@@ -72,25 +79,35 @@ type Probe struct {
 func Builtins() []Provider {
 	return []Provider{
 		{
-			ID:           "anthropic",
-			AuthorizeURL: "https://claude.ai/oauth/authorize",
-			TokenURL:     "https://console.anthropic.com/v1/oauth/token",
-			Scopes:       []string{"org:create_api_key", "user:profile", "user:inference"},
-			ClientID:     "9d1c250a-e61b-44d9-88ed-5944d1962f5e",
-			PKCE:         true,
-			Bundle:       BundleClaudeCode,
+			// Claude Code's own sign-in (see README "Built-in providers, checked against"): its
+			// authorize page wants code=true, which has Anthropic's hosted callback show the
+			// code to paste.
+			ID:                   "anthropic",
+			AuthorizeURL:         "https://claude.ai/oauth/authorize",
+			TokenURL:             "https://platform.claude.com/v1/oauth/token",
+			Scopes:               []string{"org:create_api_key", "user:profile", "user:inference", "user:sessions:claude_code", "user:mcp_servers", "user:file_upload"},
+			ExtraAuthorizeParams: map[string]string{"code": "true"},
+			ClientID:             "9d1c250a-e61b-44d9-88ed-5944d1962f5e",
+			PKCE:                 true,
+			Bundle:               credentials.BundleClaudeCode,
 			Metadata: &Metadata{FromTokenResponse: map[string]string{
 				"display_name": "account.email_address", "workspace_id": "organization.uuid", "workspace_name": "organization.name",
 			}},
+			APIHosts: []string{"api.anthropic.com"},
 		},
 		{
+			// Codex's ChatGPT sign-in (codex-rs/login): the authorize parameters it sends.
 			ID:           "openai",
 			AuthorizeURL: "https://auth.openai.com/oauth/authorize",
 			TokenURL:     "https://auth.openai.com/oauth/token",
 			Scopes:       []string{"openid", "profile", "email", "offline_access"},
-			ClientID:     "app_EMoamEEZ73f0CkXaXp7hrann",
-			PKCE:         true,
-			Bundle:       BundleCodexAuthJSON,
+			ExtraAuthorizeParams: map[string]string{
+				"id_token_add_organizations": "true", "codex_cli_simplified_flow": "true", "originator": "codex_cli_rs",
+			},
+			ClientID: "app_EMoamEEZ73f0CkXaXp7hrann",
+			PKCE:     true,
+			Bundle:   credentials.BundleCodexAuthJSON,
+			APIHosts: []string{"chatgpt.com", "api.openai.com"},
 		},
 		{
 			ID:                     "github",
@@ -104,6 +121,7 @@ func Builtins() []Provider {
 			Metadata: &Metadata{Probe: &Probe{
 				Host: "api.github.com", Path: "/user", Map: map[string]string{"display_name": "login"},
 			}},
+			APIHosts: []string{"api.github.com", "github.com"},
 		},
 		{
 			ID:                     "gitlab",
@@ -117,6 +135,7 @@ func Builtins() []Provider {
 			Metadata: &Metadata{Probe: &Probe{
 				Host: "gitlab.com", Path: "/api/v4/user", Map: map[string]string{"display_name": "username"},
 			}},
+			APIHosts: []string{"gitlab.com"},
 		},
 	}
 }
@@ -149,12 +168,28 @@ func NewRegistry(configured string) (Registry, error) {
 			return nil, fmt.Errorf("HANGAR_OAUTH_PROVIDERS[%d] (%s): token_url is required", i, p.ID)
 		case p.DeviceAuthorizationURL == "" && p.AuthorizeURL == "":
 			return nil, fmt.Errorf("HANGAR_OAUTH_PROVIDERS[%d] (%s): needs device_authorization_url or authorize_url", i, p.ID)
-		case !slices.Contains(bundleFormats, p.Bundle):
-			return nil, fmt.Errorf("HANGAR_OAUTH_PROVIDERS[%d] (%s): bundle %q: want one of %v", i, p.ID, p.Bundle, bundleFormats[1:])
+		case !slices.Contains(credentials.BundleFormats, p.Bundle):
+			return nil, fmt.Errorf("HANGAR_OAUTH_PROVIDERS[%d] (%s): bundle %q: want one of %v", i, p.ID, p.Bundle, credentials.BundleFormats[1:])
 		}
 		r[p.ID] = p
 	}
 	return r, nil
+}
+
+// SandboxHosts says how a session's sandbox holds provider's tokens: the bundle format, and
+// the hosts its access token may go to (its API hosts and its token endpoint's host). ok is
+// false for a provider the registry does not know or that names no API hosts: such a
+// session's sandbox gets the real bundle.
+func (r Registry) SandboxHosts(provider string) (format string, hosts []string, ok bool) {
+	p, known := r[provider]
+	if !known || len(p.APIHosts) == 0 {
+		return "", nil, false
+	}
+	hosts = slices.Clone(p.APIHosts)
+	if u, err := url.Parse(p.TokenURL); err == nil && u.Host != "" && !slices.Contains(hosts, u.Host) {
+		hosts = append(hosts, u.Host)
+	}
+	return p.Bundle, hosts, true
 }
 
 // spec is the provider's redirect flow as the API's RedirectOauthSpec.

@@ -316,8 +316,8 @@ func (s *Service) store(ctx context.Context, sub credentials.Subject, p Provider
 	}
 	account := s.account(ctx, p, md, tok)
 	return s.d.Store.Save(ctx, sub, p.ID, credentials.Grant{
-		Bundle: encodeBundle(p.Bundle, tok, scopes, s.d.Clock.Now()), ExpiresAt: tok.Expiry,
-		Refreshable: tok.RefreshToken != "" && p.Bundle != BundleAccessToken, Account: account,
+		Bundle: credentials.EncodeBundle(p.Bundle, tok, scopes, s.d.Clock.Now()), ExpiresAt: tok.Expiry,
+		Refreshable: tok.RefreshToken != "" && p.Bundle != credentials.BundleAccessToken, Account: account,
 	}, 0, "token")
 }
 

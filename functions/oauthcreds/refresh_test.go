@@ -60,7 +60,7 @@ func TestRefreshRenewsBeforeExpiryAndMarksWhatCannotBe(t *testing.T) {
 			t.Fatalf("after refresh %v (was %v)", m, first)
 		}
 		now, _, _ := h.svc.d.Store.Bundle(t.Context(), aliceSub, "acme")
-		o, n := decodeBundle(BundleClaudeCode, old), decodeBundle(BundleClaudeCode, now)
+		o, n := credentials.DecodeBundle(credentials.BundleClaudeCode, old), credentials.DecodeBundle(credentials.BundleClaudeCode, now)
 		if n.AccessToken == o.AccessToken || n.RefreshToken == o.RefreshToken || n.RefreshToken == "" {
 			t.Fatal("the refresh kept the old tokens")
 		}

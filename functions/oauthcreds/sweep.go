@@ -49,7 +49,7 @@ func (s *Service) refresh(ctx context.Context, sub credentials.Subject, provider
 	if !known {
 		p = Provider{ID: provider}
 	}
-	old := decodeBundle(p.Bundle, bundle)
+	old := credentials.DecodeBundle(p.Bundle, bundle)
 	now := s.d.Clock.Now()
 	mark := func(status, why string) error {
 		if _, _, err := s.d.Store.Mark(ctx, sub, provider, meta.Version, status); err != nil {
@@ -90,7 +90,7 @@ func (s *Service) refresh(ctx context.Context, sub credentials.Subject, provider
 		return mark(credentials.StatusRefreshFailed, safe.Error())
 	}
 	_, err = s.d.Store.Save(ctx, sub, provider, credentials.Grant{
-		Bundle: rewrapBundle(p.Bundle, bundle, tok, p.Scopes, now), ExpiresAt: tok.Expiry, Refreshable: tok.RefreshToken != "",
+		Bundle: credentials.RewrapBundle(p.Bundle, bundle, tok, p.Scopes, now), ExpiresAt: tok.Expiry, Refreshable: tok.RefreshToken != "",
 	}, meta.Version, "token")
 	if err != nil {
 		return fmt.Errorf("save the refreshed credential: %w", err)

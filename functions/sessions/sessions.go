@@ -208,7 +208,12 @@ func routerEnv(r *config.ModelRouter, protocol, model, key string) map[string]st
 // and mints the session's broker binding: the broker token goes into env (the sandbox's
 // environment, sealed with the session's other secrets) with the session id, and only its hash
 // into the record, so the token works while the session lives and reaches only its credential.
-func (s *Service) oauthBundle(ctx context.Context, caller auth.Principal, agent agentChoice, b *appv1.OAuthCredentialBinding, id string, env map[string]string) (string, *sessiondb.Broker, error) {
+//
+// When the provider's API hosts are known (Deps.OAuthHosts), the bundle answered is the
+// sandbox's: its access token a placeholder, its refresh token gone, and the proxy secret
+// that has the egress proxy inject the credential's current token for those hosts is added to
+// network.
+func (s *Service) oauthBundle(ctx context.Context, caller auth.Principal, agent agentChoice, b *appv1.OAuthCredentialBinding, id string, env map[string]string, network *hostv1.SandboxNetwork) (string, *sessiondb.Broker, error) {
 	if b == nil {
 		return "", nil, nil
 	}
@@ -235,7 +240,24 @@ func (s *Service) oauthBundle(ctx context.Context, caller auth.Principal, agent 
 		return "", nil, err
 	}
 	env[credentials.EnvBrokerToken], env[credentials.EnvSessionID] = token, id
-	return bundle, broker, nil
+	if s.d.OAuthHosts == nil {
+		return bundle, broker, nil
+	}
+	format, hosts, ok := s.d.OAuthHosts(provider)
+	if !ok {
+		return bundle, broker, nil
+	}
+	placeholder := NewPlaceholder()
+	sandboxed, ok := credentials.SandboxBundle(format, bundle, placeholder, s.d.Clock.Now())
+	if !ok {
+		return "", nil, apierr.FailedPrecondition("the %s credential of %s holds no access token Hangar can read in its %q format: sign in again", provider, sub, cmp.Or(format, credentials.BundleTokenJSON))
+	}
+	network.Secrets = append(network.Secrets, &hostv1.ProxySecret{
+		Name: "oauth/" + provider, Placeholder: placeholder, AllowHosts: hosts,
+		Credential: &hostv1.ProxyCredential{SubjectKind: sub.Kind, SubjectId: sub.ID, Provider: provider, BundleFormat: format},
+	})
+	broker.Proxied = true
+	return sandboxed, broker, nil
 }
 
 // Kind is what CreateSessionResponse.kind says: the sandbox technology a session runs on.
@@ -259,6 +281,10 @@ type Deps struct {
 	// Secrets holds the routers' keys; Credentials the OAuth credentials sessions may name.
 	Secrets     *secrets.Store
 	Credentials *credentials.Store
+	// OAuthHosts says, for an OAuth provider, its bundles' format and the hosts its access
+	// token may go to (ok false: unknown). A session's sandbox then holds the token only as a
+	// placeholder the egress proxy swaps; nil, or ok false, gives the sandbox the real bundle.
+	OAuthHosts func(provider string) (format string, hosts []string, ok bool)
 	// Images resolves image_uri to an enabled image; nil takes image_uri as an OCI reference
 	// the host pulls as it is.
 	Images ImageResolver
@@ -396,7 +422,8 @@ func (s *Service) create(ctx context.Context, m *appv1.CreateSessionRequest, id,
 			return nil, err
 		}
 	}
-	bundle, broker, err := s.oauthBundle(ctx, caller, agent, m.GetOauthCredential(), id, env)
+	network := MergeNetwork(agent.network, extra.Network)
+	bundle, broker, err := s.oauthBundle(ctx, caller, agent, m.GetOauthCredential(), id, env, network)
 	if err != nil {
 		return nil, err
 	}
@@ -420,7 +447,6 @@ func (s *Service) create(ctx context.Context, m *appv1.CreateSessionRequest, id,
 	if err != nil {
 		return nil, err
 	}
-	network := MergeNetwork(agent.network, extra.Network)
 	sealedNet, err := sealNetwork(s.d.Sealer, id, network)
 	if err != nil {
 		return nil, err

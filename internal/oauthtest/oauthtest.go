@@ -92,6 +92,14 @@ func (p *Provider) ForgetRefreshTokens() {
 	clear(p.refreshable)
 }
 
+// SetExpiresIn sets the lifetime of the access tokens issued from now on, in seconds: a short
+// one has Hangar's refresh sweep come due at once.
+func (p *Provider) SetExpiresIn(seconds int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.expiresIn = seconds
+}
+
 // SetRefreshError has refreshes answer the OAuth error code ("" issues tokens again).
 func (p *Provider) SetRefreshError(code string) {
 	p.mu.Lock()

@@ -90,6 +90,8 @@ type Sandboxes struct {
 	// real host names mapped to loopback upstreams, and those upstreams' roots.
 	EgressResolve map[string]string
 	EgressRootCAs *x509.CertPool
+	// CredentialCacheTTL is the hosts' host.Options.CredentialCacheTTL.
+	CredentialCacheTTL time.Duration
 }
 
 // NewSandboxes prepares the parts; hosts come from StartHost.
@@ -168,7 +170,7 @@ func (s *Sandboxes) StartHost(t testing.TB, id string) *TestHost {
 		ID:        id, Address: "http://" + ln.Addr().String(), DataDir: dir, DB: s.DB, Bucket: s.Bucket,
 		Sealer: s.Sealer, Supervisor: supervisortest.Binary(t), Token: s.Config.HostToken,
 		Config: s.Config.Host, Limits: s.Config.Limits, Registries: s.Config.Registries, CgroupParent: "hangar-test",
-		EgressResolve: s.EgressResolve, EgressRootCAs: s.EgressRootCAs,
+		EgressResolve: s.EgressResolve, EgressRootCAs: s.EgressRootCAs, CredentialCacheTTL: s.CredentialCacheTTL,
 	})
 	if err != nil {
 		ln.Close()

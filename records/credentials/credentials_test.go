@@ -1,4 +1,4 @@
-package credentials
+package credentials_test
 
 import (
 	"bytes"
@@ -12,6 +12,7 @@ import (
 	"github.com/hangar-dev/hangar/internal/testenv"
 	"github.com/hangar-dev/hangar/platform/auth"
 	"github.com/hangar-dev/hangar/platform/clock"
+	"github.com/hangar-dev/hangar/records/credentials"
 )
 
 func TestSubjectOfAppliesTheSubjectRules(t *testing.T) {
@@ -23,24 +24,24 @@ func TestSubjectOfAppliesTheSubjectRules(t *testing.T) {
 		name   string
 		caller auth.Principal
 		sub    *appv1.OAuthSubject
-		want   Subject
+		want   credentials.Subject
 		code   connect.Code
 	}{
-		{"a user's own", alice, &appv1.OAuthSubject{Kind: user, Id: "user_alice"}, Subject{KindUser, "user_alice"}, 0},
-		{"no id is the caller", alice, &appv1.OAuthSubject{Kind: user}, Subject{KindUser, "user_alice"}, 0},
-		{"another user's, for a user", alice, &appv1.OAuthSubject{Kind: user, Id: "user_bob"}, Subject{}, connect.CodeNotFound},
-		{"another user's, for an admin", root, &appv1.OAuthSubject{Kind: user, Id: "user_bob"}, Subject{KindUser, "user_bob"}, 0},
-		{"a connector, for a user", alice, &appv1.OAuthSubject{Kind: appv1.OauthSubjectKind_OAUTH_SUBJECT_KIND_CONNECTOR, Id: "github"}, Subject{}, connect.CodePermissionDenied},
-		{"an MCP server, for a user", alice, &appv1.OAuthSubject{Kind: appv1.OauthSubjectKind_OAUTH_SUBJECT_KIND_MCP, Id: "linear"}, Subject{}, connect.CodePermissionDenied},
-		{"a user connector, for a user", alice, &appv1.OAuthSubject{Kind: appv1.OauthSubjectKind_OAUTH_SUBJECT_KIND_USER_CONNECTOR, Id: "user_alice"}, Subject{}, connect.CodePermissionDenied},
-		{"a connector, for an admin", root, &appv1.OAuthSubject{Kind: appv1.OauthSubjectKind_OAUTH_SUBJECT_KIND_CONNECTOR, Id: "github"}, Subject{KindConnector, "github"}, 0},
-		{"no kind", alice, &appv1.OAuthSubject{Id: "user_alice"}, Subject{}, connect.CodeInvalidArgument},
-		{"no subject at all", alice, nil, Subject{}, connect.CodeInvalidArgument},
-		{"a connector without id", root, &appv1.OAuthSubject{Kind: appv1.OauthSubjectKind_OAUTH_SUBJECT_KIND_CONNECTOR}, Subject{}, connect.CodeInvalidArgument},
+		{"a user's own", alice, &appv1.OAuthSubject{Kind: user, Id: "user_alice"}, credentials.Subject{credentials.KindUser, "user_alice"}, 0},
+		{"no id is the caller", alice, &appv1.OAuthSubject{Kind: user}, credentials.Subject{credentials.KindUser, "user_alice"}, 0},
+		{"another user's, for a user", alice, &appv1.OAuthSubject{Kind: user, Id: "user_bob"}, credentials.Subject{}, connect.CodeNotFound},
+		{"another user's, for an admin", root, &appv1.OAuthSubject{Kind: user, Id: "user_bob"}, credentials.Subject{credentials.KindUser, "user_bob"}, 0},
+		{"a connector, for a user", alice, &appv1.OAuthSubject{Kind: appv1.OauthSubjectKind_OAUTH_SUBJECT_KIND_CONNECTOR, Id: "github"}, credentials.Subject{}, connect.CodePermissionDenied},
+		{"an MCP server, for a user", alice, &appv1.OAuthSubject{Kind: appv1.OauthSubjectKind_OAUTH_SUBJECT_KIND_MCP, Id: "linear"}, credentials.Subject{}, connect.CodePermissionDenied},
+		{"a user connector, for a user", alice, &appv1.OAuthSubject{Kind: appv1.OauthSubjectKind_OAUTH_SUBJECT_KIND_USER_CONNECTOR, Id: "user_alice"}, credentials.Subject{}, connect.CodePermissionDenied},
+		{"a connector, for an admin", root, &appv1.OAuthSubject{Kind: appv1.OauthSubjectKind_OAUTH_SUBJECT_KIND_CONNECTOR, Id: "github"}, credentials.Subject{credentials.KindConnector, "github"}, 0},
+		{"no kind", alice, &appv1.OAuthSubject{Id: "user_alice"}, credentials.Subject{}, connect.CodeInvalidArgument},
+		{"no subject at all", alice, nil, credentials.Subject{}, connect.CodeInvalidArgument},
+		{"a connector without id", root, &appv1.OAuthSubject{Kind: appv1.OauthSubjectKind_OAUTH_SUBJECT_KIND_CONNECTOR}, credentials.Subject{}, connect.CodeInvalidArgument},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := SubjectOf(tc.caller, tc.sub)
+			got, err := credentials.SubjectOf(tc.caller, tc.sub)
 			if tc.code != 0 {
 				testenv.WantCode(t, err, tc.code)
 				return
@@ -58,29 +59,26 @@ func TestBundlesAreSealedAndBoundToSubjectAndProvider(t *testing.T) {
 	t.Parallel()
 	db, _ := testenv.Firestore(t)
 	_, sealer := testenv.Keyset(t)
-	s := New(db, sealer, clock.NewFake(time.Date(2026, 5, 1, 0, 0, 0, 0, time.UTC)).Now, 1024)
+	s := credentials.New(db, sealer, clock.NewFake(time.Date(2026, 5, 1, 0, 0, 0, 0, time.UTC)).Now, 1024)
 	ctx := t.Context()
-	alice, bob := Subject{KindUser, "user_alice"}, Subject{KindUser, "user_bob"}
-	for _, sub := range []Subject{alice, bob} {
+	alice, bob := credentials.Subject{credentials.KindUser, "user_alice"}, credentials.Subject{credentials.KindUser, "user_bob"}
+	for _, sub := range []credentials.Subject{alice, bob} {
 		if _, err := s.Put(ctx, sub, "anthropic", "bundle-of-"+sub.ID); err != nil {
 			t.Fatal(err)
 		}
 	}
-	snap, err := s.doc(alice, "anthropic").Get(ctx)
+	snap, err := credentials.DocOf(s, alice, "anthropic").Get(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var rec record
-	if err := snap.DataTo(&rec); err != nil {
-		t.Fatal(err)
-	}
-	if bytes.Contains(rec.Sealed, []byte("bundle-of")) {
+	sealed, _ := snap.Data()["sealed"].([]byte)
+	if len(sealed) == 0 || bytes.Contains(sealed, []byte("bundle-of")) {
 		t.Fatal("the stored bundle is plaintext")
 	}
 	if got, _, err := s.Bundle(ctx, alice, "anthropic"); err != nil || got != "bundle-of-user_alice" {
 		t.Fatalf("bundle %q, %v", got, err)
 	}
-	if _, err := s.doc(bob, "anthropic").Update(ctx, []firestore.Update{{Path: "sealed", Value: rec.Sealed}}); err != nil {
+	if _, err := credentials.DocOf(s, bob, "anthropic").Update(ctx, []firestore.Update{{Path: "sealed", Value: sealed}}); err != nil {
 		t.Fatal(err)
 	}
 	if _, _, err := s.Bundle(ctx, bob, "anthropic"); err == nil {
@@ -103,10 +101,10 @@ func TestRefreshScheduleClaimsAndVersions(t *testing.T) {
 	db, _ := testenv.Firestore(t)
 	_, sealer := testenv.Keyset(t)
 	clk := clock.NewFake(time.Date(2026, 5, 1, 0, 0, 0, 0, time.UTC))
-	s := New(db, sealer, clk.Now, 1024)
+	s := credentials.New(db, sealer, clk.Now, 1024)
 	ctx := t.Context()
-	alice := Subject{KindUser, "user_alice"}
-	m, err := s.Save(ctx, alice, "acme", Grant{Bundle: "b1", ExpiresAt: clk.Now().Add(time.Hour), Refreshable: true}, 0, "token")
+	alice := credentials.Subject{credentials.KindUser, "user_alice"}
+	m, err := s.Save(ctx, alice, "acme", credentials.Grant{Bundle: "b1", ExpiresAt: clk.Now().Add(time.Hour), Refreshable: true}, 0, "token")
 	if err != nil || m.Version != 1 || m.ExpiresAt == nil {
 		t.Fatalf("save: %+v, %v", m, err)
 	}
@@ -128,16 +126,16 @@ func TestRefreshScheduleClaimsAndVersions(t *testing.T) {
 	if due, _ := s.Due(ctx, 10); len(due) != 0 {
 		t.Fatal("due within the lease")
 	}
-	if _, err := s.Save(ctx, alice, "acme", Grant{Bundle: "b2"}, 1, "token"); err != nil {
+	if _, err := s.Save(ctx, alice, "acme", credentials.Grant{Bundle: "b2"}, 1, "token"); err != nil {
 		t.Fatal(err)
 	}
-	_, err = s.Save(ctx, alice, "acme", Grant{Bundle: "b3"}, 1, "token")
+	_, err = s.Save(ctx, alice, "acme", credentials.Grant{Bundle: "b3"}, 1, "token")
 	testenv.WantCode(t, err, connect.CodeAborted)
-	if _, ok, _ := s.Mark(ctx, alice, "acme", 1, StatusExpired); ok {
+	if _, ok, _ := s.Mark(ctx, alice, "acme", 1, credentials.StatusExpired); ok {
 		t.Fatal("marked a credential that changed since")
 	}
-	m, ok, err = s.Mark(ctx, alice, "acme", 2, StatusRevoked)
-	if err != nil || !ok || m.Status != StatusRevoked || m.Version != 3 {
+	m, ok, err = s.Mark(ctx, alice, "acme", 2, credentials.StatusRevoked)
+	if err != nil || !ok || m.Status != credentials.StatusRevoked || m.Version != 3 {
 		t.Fatalf("mark: %+v %v %v", m, ok, err)
 	}
 	_, _, err = s.Bundle(ctx, alice, "acme")

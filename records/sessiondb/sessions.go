@@ -342,6 +342,10 @@ type Broker struct {
 	SubjectKind string `firestore:"subject_kind"`
 	SubjectID   string `firestore:"subject_id"`
 	Provider    string `firestore:"provider"`
+	// Proxied says the sandbox holds the credential's access token only as a placeholder the
+	// egress proxy swaps: the broker answers the session's own placeholder bundle, and the
+	// sandbox cannot save a bundle (Hangar refreshes the credential).
+	Proxied bool `firestore:"proxied,omitempty"`
 }
 
 // NetworkOwner is what a session's sealed egress is bound to.

@@ -51,6 +51,22 @@ type Secret struct {
 	Value             string
 	AllowHosts        []string
 	AllowHostPatterns []string
+	// Current, when set, is asked for the value each time a request carries the placeholder
+	// (Value is then unused): a value that changes while the sandbox runs, such as an OAuth
+	// access token Hangar refreshes. An error refuses the request.
+	Current func(context.Context) (string, error)
+}
+
+// value is the secret's value now.
+func (s Secret) value(ctx context.Context) (string, error) {
+	if s.Current == nil {
+		return s.Value, nil
+	}
+	v, err := s.Current(ctx)
+	if err == nil && v == "" {
+		err = errors.New("it has no value now")
+	}
+	return v, err
 }
 
 // Session is what the proxy knows of one sandbox's session.
@@ -702,11 +718,14 @@ func (sb *Sandbox) serveRequest(w http.ResponseWriter, r *http.Request, fixed *t
 		refuse(w, fmt.Sprintf("%s:%d refused (%s)", t.host, t.port, rule))
 		return
 	}
-	injected, refused := sb.inject(r, t.host, t.port)
-	if refused != "" {
-		injected = nil
+	injected, refused, err := sb.inject(r, t.host, t.port)
+	if err != nil {
+		sb.audit(Connection{Host: t.host, Port: t.port, Mode: t.mode, Decision: Denied, Rule: "secret unavailable", Error: err.Error()}, start)
+		refuse(w, err.Error())
+		return
 	}
 	if refused != "" {
+		injected = nil
 		sb.audit(Connection{Host: t.host, Port: t.port, Mode: t.mode, Decision: Denied, Refused: refused,
 			Rule: "placeholder of secret " + refused + " sent to a host it may not go to"}, start)
 		refuse(w, fmt.Sprintf("the request to %s carries the placeholder of secret %q, which may not go to this host", t.host, refused))
@@ -809,29 +828,39 @@ func egressRefused(host string) error {
 // may go to host:port, and names the secrets injected; it names the first secret whose
 // placeholder r carries to a host the secret may not go to, and then changes nothing. A
 // placeholder inside an "Authorization: Basic" header's encoded credentials counts too (git
-// sends its token there).
-func (sb *Sandbox) inject(r *http.Request, host string, port int) (injected []string, refused string) {
+// sends its token there). A secret whose current value cannot be had is an error, and then
+// too r is left as it is.
+func (sb *Sandbox) inject(r *http.Request, host string, port int) (injected []string, refused string, err error) {
+	var carried []Secret
 	for _, s := range sb.sess.Secrets {
 		if s.Placeholder == "" || !carries(r, s) {
 			continue
 		}
 		if !s.Allows(host, port) {
-			return nil, s.Name
+			return nil, s.Name, nil
 		}
-		injected = append(injected, s.Name)
+		carried = append(carried, s)
 	}
-	for _, s := range sb.sess.Secrets {
-		if !contains(injected, s.Name) {
-			continue
+	// Not the request's context: clients such as busybox wget shut their write side after the
+	// request, which cancels it.
+	ctx, cancel := context.WithTimeout(sb.ctx(), secretValueTimeout)
+	defer cancel()
+	values := make([]string, len(carried))
+	for i, s := range carried {
+		if values[i], err = s.value(ctx); err != nil {
+			return nil, "", fmt.Errorf("secret %q is not available: %w", s.Name, err)
 		}
+	}
+	for i, s := range carried {
 		for k, vs := range r.Header {
-			for i, v := range vs {
-				r.Header[k][i], _ = swap(v, s.Placeholder, s.Value)
+			for j, v := range vs {
+				r.Header[k][j], _ = swap(v, s.Placeholder, values[i])
 			}
 		}
-		r.URL.RawQuery = strings.ReplaceAll(r.URL.RawQuery, s.Placeholder, s.Value)
+		r.URL.RawQuery = strings.ReplaceAll(r.URL.RawQuery, s.Placeholder, values[i])
+		injected = append(injected, s.Name)
 	}
-	return injected, ""
+	return injected, "", nil
 }
 
 // swap replaces placeholder with value in a header value, inside Basic credentials too, and
@@ -863,14 +892,8 @@ func carries(r *http.Request, s Secret) bool {
 	return false
 }
 
-func contains(xs []string, x string) bool {
-	for _, y := range xs {
-		if y == x {
-			return true
-		}
-	}
-	return false
-}
+// secretValueTimeout bounds the wait for a secret's current value (Secret.Current).
+const secretValueTimeout = 10 * time.Second
 
 // MaxConnections is how many connections one sandbox may have open through the proxy at once.
 const MaxConnections = 1024

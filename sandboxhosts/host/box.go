@@ -242,7 +242,7 @@ func (h *Host) start(ctx context.Context, b *box, rec *sessiondb.Record, env map
 		b.usage.reported = b.usage.base
 	}
 	if err == nil {
-		b.net, err = h.proxy.Serve(proxySession(rec.ID, network), sbx.ns)
+		b.net, err = h.proxy.Serve(proxySession(rec.ID, network, h.tokens), sbx.ns)
 	}
 	if err != nil {
 		_ = events.Close(ctx)

@@ -33,6 +33,7 @@ import (
 	"github.com/hangar-dev/hangar/platform/config"
 	"github.com/hangar-dev/hangar/platform/egress"
 	"github.com/hangar-dev/hangar/platform/seal"
+	"github.com/hangar-dev/hangar/records/credentials"
 	"github.com/hangar-dev/hangar/records/fleet"
 	"github.com/hangar-dev/hangar/records/registryauth"
 	"github.com/hangar-dev/hangar/records/sessiondb"
@@ -87,6 +88,10 @@ type Options struct {
 	EgressResolve map[string]string
 	// EgressRootCAs are the roots the proxy trusts upstream; nil is the system's.
 	EgressRootCAs *x509.CertPool
+	// CredentialCacheTTL is how long the proxy keeps an OAuth credential's access token before
+	// reading the credential again: 0 is DefaultCredentialCacheTTL, negative reads it for
+	// every request that carries its placeholder.
+	CredentialCacheTTL time.Duration
 }
 
 // Host is one running sandbox host.
@@ -110,6 +115,8 @@ type Host struct {
 	// proxy is every sandbox's only way out; ca is its interception authority.
 	proxy *egressproxy.Proxy
 	ca    *egressproxy.CA
+	// tokens are the OAuth access tokens the proxy injects for sandboxes holding placeholders.
+	tokens *accessTokens
 
 	mu     sync.Mutex
 	boxes  map[string]*box
@@ -183,6 +190,7 @@ func New(ctx context.Context, opts Options) (*Host, error) {
 	h.snaps = snapshots.NewStore(opts.Bucket, filepath.Join(dataDir, "chunks"), snapshots.Options{})
 	h.imageChunks = imagechunks.New(h.images, h.snaps, opts.Bucket)
 	h.store = sessiondb.NewStore(opts.DB, h.clock.Now)
+	h.tokens = newAccessTokens(credentials.New(opts.DB, opts.Sealer, h.clock.Now, opts.Limits.MaxSecretBytes), opts.CredentialCacheTTL, h.clock.Now)
 	h.fleet = fleet.New(opts.DB, h.clock.Now, opts.Config.HostTimeout)
 
 	if err := h.recover(ctx); err != nil {

@@ -147,18 +147,23 @@ func networkEnv() map[string]string {
 	return env
 }
 
-// proxySession is what the proxy needs of a session's network.
-func proxySession(id string, n *hostv1.SandboxNetwork) egressproxy.Session {
+// proxySession is what the proxy needs of a session's network; a secret that stands for an
+// OAuth credential takes its value from tokens when a request carries it.
+func proxySession(id string, n *hostv1.SandboxNetwork, tokens *accessTokens) egressproxy.Session {
 	s := egressproxy.Session{ID: id}
 	if n == nil {
 		return s
 	}
 	s.Rules = egressproxy.Rules{DefaultAllow: n.GetDefaultAllow(), AllowHosts: n.GetAllowHosts(), AllowHostPatterns: n.GetAllowHostPatterns()}
 	for _, ps := range n.GetSecrets() {
-		s.Secrets = append(s.Secrets, egressproxy.Secret{
+		sec := egressproxy.Secret{
 			Name: ps.GetName(), Placeholder: ps.GetPlaceholder(), Value: ps.GetValue(),
 			AllowHosts: ps.GetAllowHosts(), AllowHostPatterns: ps.GetAllowHostPatterns(),
-		})
+		}
+		if c := ps.GetCredential(); c != nil {
+			sec.Current = tokens.current(c)
+		}
+		s.Secrets = append(s.Secrets, sec)
 	}
 	return s
 }

@@ -1160,8 +1160,12 @@ type ProxySecret struct {
 	Value             string   `protobuf:"bytes,3,opt,name=value,proto3" json:"value,omitempty"`
 	AllowHosts        []string `protobuf:"bytes,4,rep,name=allow_hosts,json=allowHosts,proto3" json:"allow_hosts,omitempty"`
 	AllowHostPatterns []string `protobuf:"bytes,5,rep,name=allow_host_patterns,json=allowHostPatterns,proto3" json:"allow_host_patterns,omitempty"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	// credential, when set, names the OAuth credential whose current access token the proxy
+	// injects (value is then empty): the host reads it from the credential store, so a refresh
+	// reaches the proxy and never the sandbox.
+	Credential    *ProxyCredential `protobuf:"bytes,6,opt,name=credential,proto3" json:"credential,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ProxySecret) Reset() {
@@ -1229,6 +1233,82 @@ func (x *ProxySecret) GetAllowHostPatterns() []string {
 	return nil
 }
 
+func (x *ProxySecret) GetCredential() *ProxyCredential {
+	if x != nil {
+		return x.Credential
+	}
+	return nil
+}
+
+// ProxyCredential is the OAuth credential a ProxySecret stands for, and its bundle's format.
+type ProxyCredential struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	SubjectKind   string                 `protobuf:"bytes,1,opt,name=subject_kind,json=subjectKind,proto3" json:"subject_kind,omitempty"`
+	SubjectId     string                 `protobuf:"bytes,2,opt,name=subject_id,json=subjectId,proto3" json:"subject_id,omitempty"`
+	Provider      string                 `protobuf:"bytes,3,opt,name=provider,proto3" json:"provider,omitempty"`
+	BundleFormat  string                 `protobuf:"bytes,4,opt,name=bundle_format,json=bundleFormat,proto3" json:"bundle_format,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ProxyCredential) Reset() {
+	*x = ProxyCredential{}
+	mi := &file_host_v1_host_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ProxyCredential) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ProxyCredential) ProtoMessage() {}
+
+func (x *ProxyCredential) ProtoReflect() protoreflect.Message {
+	mi := &file_host_v1_host_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ProxyCredential.ProtoReflect.Descriptor instead.
+func (*ProxyCredential) Descriptor() ([]byte, []int) {
+	return file_host_v1_host_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *ProxyCredential) GetSubjectKind() string {
+	if x != nil {
+		return x.SubjectKind
+	}
+	return ""
+}
+
+func (x *ProxyCredential) GetSubjectId() string {
+	if x != nil {
+		return x.SubjectId
+	}
+	return ""
+}
+
+func (x *ProxyCredential) GetProvider() string {
+	if x != nil {
+		return x.Provider
+	}
+	return ""
+}
+
+func (x *ProxyCredential) GetBundleFormat() string {
+	if x != nil {
+		return x.BundleFormat
+	}
+	return ""
+}
+
 type CreateSandboxResponse struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
 	SessionId string                 `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
@@ -1242,7 +1322,7 @@ type CreateSandboxResponse struct {
 
 func (x *CreateSandboxResponse) Reset() {
 	*x = CreateSandboxResponse{}
-	mi := &file_host_v1_host_proto_msgTypes[16]
+	mi := &file_host_v1_host_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1254,7 +1334,7 @@ func (x *CreateSandboxResponse) String() string {
 func (*CreateSandboxResponse) ProtoMessage() {}
 
 func (x *CreateSandboxResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_host_v1_host_proto_msgTypes[16]
+	mi := &file_host_v1_host_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1267,7 +1347,7 @@ func (x *CreateSandboxResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateSandboxResponse.ProtoReflect.Descriptor instead.
 func (*CreateSandboxResponse) Descriptor() ([]byte, []int) {
-	return file_host_v1_host_proto_rawDescGZIP(), []int{16}
+	return file_host_v1_host_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *CreateSandboxResponse) GetSessionId() string {
@@ -1307,7 +1387,7 @@ type DeleteSandboxRequest struct {
 
 func (x *DeleteSandboxRequest) Reset() {
 	*x = DeleteSandboxRequest{}
-	mi := &file_host_v1_host_proto_msgTypes[17]
+	mi := &file_host_v1_host_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1319,7 +1399,7 @@ func (x *DeleteSandboxRequest) String() string {
 func (*DeleteSandboxRequest) ProtoMessage() {}
 
 func (x *DeleteSandboxRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_host_v1_host_proto_msgTypes[17]
+	mi := &file_host_v1_host_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1332,7 +1412,7 @@ func (x *DeleteSandboxRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteSandboxRequest.ProtoReflect.Descriptor instead.
 func (*DeleteSandboxRequest) Descriptor() ([]byte, []int) {
-	return file_host_v1_host_proto_rawDescGZIP(), []int{17}
+	return file_host_v1_host_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *DeleteSandboxRequest) GetSessionId() string {
@@ -1353,7 +1433,7 @@ type DeleteSandboxResponse struct {
 
 func (x *DeleteSandboxResponse) Reset() {
 	*x = DeleteSandboxResponse{}
-	mi := &file_host_v1_host_proto_msgTypes[18]
+	mi := &file_host_v1_host_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1365,7 +1445,7 @@ func (x *DeleteSandboxResponse) String() string {
 func (*DeleteSandboxResponse) ProtoMessage() {}
 
 func (x *DeleteSandboxResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_host_v1_host_proto_msgTypes[18]
+	mi := &file_host_v1_host_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1378,7 +1458,7 @@ func (x *DeleteSandboxResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteSandboxResponse.ProtoReflect.Descriptor instead.
 func (*DeleteSandboxResponse) Descriptor() ([]byte, []int) {
-	return file_host_v1_host_proto_rawDescGZIP(), []int{18}
+	return file_host_v1_host_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *DeleteSandboxResponse) GetSessionId() string {
@@ -1407,7 +1487,7 @@ type EvictRequest struct {
 
 func (x *EvictRequest) Reset() {
 	*x = EvictRequest{}
-	mi := &file_host_v1_host_proto_msgTypes[19]
+	mi := &file_host_v1_host_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1419,7 +1499,7 @@ func (x *EvictRequest) String() string {
 func (*EvictRequest) ProtoMessage() {}
 
 func (x *EvictRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_host_v1_host_proto_msgTypes[19]
+	mi := &file_host_v1_host_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1432,7 +1512,7 @@ func (x *EvictRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EvictRequest.ProtoReflect.Descriptor instead.
 func (*EvictRequest) Descriptor() ([]byte, []int) {
-	return file_host_v1_host_proto_rawDescGZIP(), []int{19}
+	return file_host_v1_host_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *EvictRequest) GetSessionId() string {
@@ -1467,7 +1547,7 @@ type EvictResponse struct {
 
 func (x *EvictResponse) Reset() {
 	*x = EvictResponse{}
-	mi := &file_host_v1_host_proto_msgTypes[20]
+	mi := &file_host_v1_host_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1479,7 +1559,7 @@ func (x *EvictResponse) String() string {
 func (*EvictResponse) ProtoMessage() {}
 
 func (x *EvictResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_host_v1_host_proto_msgTypes[20]
+	mi := &file_host_v1_host_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1492,7 +1572,7 @@ func (x *EvictResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EvictResponse.ProtoReflect.Descriptor instead.
 func (*EvictResponse) Descriptor() ([]byte, []int) {
-	return file_host_v1_host_proto_rawDescGZIP(), []int{20}
+	return file_host_v1_host_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *EvictResponse) GetSessionId() string {
@@ -1525,7 +1605,7 @@ type FindReposRequest struct {
 
 func (x *FindReposRequest) Reset() {
 	*x = FindReposRequest{}
-	mi := &file_host_v1_host_proto_msgTypes[21]
+	mi := &file_host_v1_host_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1537,7 +1617,7 @@ func (x *FindReposRequest) String() string {
 func (*FindReposRequest) ProtoMessage() {}
 
 func (x *FindReposRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_host_v1_host_proto_msgTypes[21]
+	mi := &file_host_v1_host_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1550,7 +1630,7 @@ func (x *FindReposRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FindReposRequest.ProtoReflect.Descriptor instead.
 func (*FindReposRequest) Descriptor() ([]byte, []int) {
-	return file_host_v1_host_proto_rawDescGZIP(), []int{21}
+	return file_host_v1_host_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *FindReposRequest) GetImageUri() string {
@@ -1569,7 +1649,7 @@ type FindReposResponse struct {
 
 func (x *FindReposResponse) Reset() {
 	*x = FindReposResponse{}
-	mi := &file_host_v1_host_proto_msgTypes[22]
+	mi := &file_host_v1_host_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1581,7 +1661,7 @@ func (x *FindReposResponse) String() string {
 func (*FindReposResponse) ProtoMessage() {}
 
 func (x *FindReposResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_host_v1_host_proto_msgTypes[22]
+	mi := &file_host_v1_host_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1594,7 +1674,7 @@ func (x *FindReposResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FindReposResponse.ProtoReflect.Descriptor instead.
 func (*FindReposResponse) Descriptor() ([]byte, []int) {
-	return file_host_v1_host_proto_rawDescGZIP(), []int{22}
+	return file_host_v1_host_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *FindReposResponse) GetRepos() []*Repo {
@@ -1615,7 +1695,7 @@ type Repo struct {
 
 func (x *Repo) Reset() {
 	*x = Repo{}
-	mi := &file_host_v1_host_proto_msgTypes[23]
+	mi := &file_host_v1_host_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1627,7 +1707,7 @@ func (x *Repo) String() string {
 func (*Repo) ProtoMessage() {}
 
 func (x *Repo) ProtoReflect() protoreflect.Message {
-	mi := &file_host_v1_host_proto_msgTypes[23]
+	mi := &file_host_v1_host_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1640,7 +1720,7 @@ func (x *Repo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Repo.ProtoReflect.Descriptor instead.
 func (*Repo) Descriptor() ([]byte, []int) {
-	return file_host_v1_host_proto_rawDescGZIP(), []int{23}
+	return file_host_v1_host_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *Repo) GetPath() string {
@@ -1667,7 +1747,7 @@ type Remote struct {
 
 func (x *Remote) Reset() {
 	*x = Remote{}
-	mi := &file_host_v1_host_proto_msgTypes[24]
+	mi := &file_host_v1_host_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1679,7 +1759,7 @@ func (x *Remote) String() string {
 func (*Remote) ProtoMessage() {}
 
 func (x *Remote) ProtoReflect() protoreflect.Message {
-	mi := &file_host_v1_host_proto_msgTypes[24]
+	mi := &file_host_v1_host_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1692,7 +1772,7 @@ func (x *Remote) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Remote.ProtoReflect.Descriptor instead.
 func (*Remote) Descriptor() ([]byte, []int) {
-	return file_host_v1_host_proto_rawDescGZIP(), []int{24}
+	return file_host_v1_host_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *Remote) GetName() string {
@@ -1806,14 +1886,23 @@ const file_host_v1_host_proto_rawDesc = "" +
 	"\vallow_hosts\x18\x02 \x03(\tR\n" +
 	"allowHosts\x12.\n" +
 	"\x13allow_host_patterns\x18\x03 \x03(\tR\x11allowHostPatterns\x12.\n" +
-	"\asecrets\x18\x04 \x03(\v2\x14.host.v1.ProxySecretR\asecrets\"\xaa\x01\n" +
+	"\asecrets\x18\x04 \x03(\v2\x14.host.v1.ProxySecretR\asecrets\"\xe4\x01\n" +
 	"\vProxySecret\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12 \n" +
 	"\vplaceholder\x18\x02 \x01(\tR\vplaceholder\x12\x14\n" +
 	"\x05value\x18\x03 \x01(\tR\x05value\x12\x1f\n" +
 	"\vallow_hosts\x18\x04 \x03(\tR\n" +
 	"allowHosts\x12.\n" +
-	"\x13allow_host_patterns\x18\x05 \x03(\tR\x11allowHostPatterns\"\x90\x01\n" +
+	"\x13allow_host_patterns\x18\x05 \x03(\tR\x11allowHostPatterns\x128\n" +
+	"\n" +
+	"credential\x18\x06 \x01(\v2\x18.host.v1.ProxyCredentialR\n" +
+	"credential\"\x94\x01\n" +
+	"\x0fProxyCredential\x12!\n" +
+	"\fsubject_kind\x18\x01 \x01(\tR\vsubjectKind\x12\x1d\n" +
+	"\n" +
+	"subject_id\x18\x02 \x01(\tR\tsubjectId\x12\x1a\n" +
+	"\bprovider\x18\x03 \x01(\tR\bprovider\x12#\n" +
+	"\rbundle_format\x18\x04 \x01(\tR\fbundleFormat\"\x90\x01\n" +
 	"\x15CreateSandboxResponse\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x1d\n" +
@@ -1888,7 +1977,7 @@ func file_host_v1_host_proto_rawDescGZIP() []byte {
 	return file_host_v1_host_proto_rawDescData
 }
 
-var file_host_v1_host_proto_msgTypes = make([]protoimpl.MessageInfo, 27)
+var file_host_v1_host_proto_msgTypes = make([]protoimpl.MessageInfo, 28)
 var file_host_v1_host_proto_goTypes = []any{
 	(*ImageLayer)(nil),                        // 0: host.v1.ImageLayer
 	(*WarmCommand)(nil),                       // 1: host.v1.WarmCommand
@@ -1906,116 +1995,118 @@ var file_host_v1_host_proto_goTypes = []any{
 	(*RepoCheckout)(nil),                      // 13: host.v1.RepoCheckout
 	(*SandboxNetwork)(nil),                    // 14: host.v1.SandboxNetwork
 	(*ProxySecret)(nil),                       // 15: host.v1.ProxySecret
-	(*CreateSandboxResponse)(nil),             // 16: host.v1.CreateSandboxResponse
-	(*DeleteSandboxRequest)(nil),              // 17: host.v1.DeleteSandboxRequest
-	(*DeleteSandboxResponse)(nil),             // 18: host.v1.DeleteSandboxResponse
-	(*EvictRequest)(nil),                      // 19: host.v1.EvictRequest
-	(*EvictResponse)(nil),                     // 20: host.v1.EvictResponse
-	(*FindReposRequest)(nil),                  // 21: host.v1.FindReposRequest
-	(*FindReposResponse)(nil),                 // 22: host.v1.FindReposResponse
-	(*Repo)(nil),                              // 23: host.v1.Repo
-	(*Remote)(nil),                            // 24: host.v1.Remote
-	nil,                                       // 25: host.v1.WarmCommand.EnvEntry
-	nil,                                       // 26: host.v1.CreateSandboxRequest.EnvEntry
-	(*v1.ExecExit)(nil),                       // 27: svc.app.v1.ExecExit
-	(*v1.ImageResources)(nil),                 // 28: svc.app.v1.ImageResources
-	(*v1.ExecRequest)(nil),                    // 29: svc.app.v1.ExecRequest
-	(*v1.CancelExecRequest)(nil),              // 30: svc.app.v1.CancelExecRequest
-	(*v1.WriteFileRequest)(nil),               // 31: svc.app.v1.WriteFileRequest
-	(*v1.ReadFileRequest)(nil),                // 32: svc.app.v1.ReadFileRequest
-	(*v1.SnapshotRequest)(nil),                // 33: svc.app.v1.SnapshotRequest
-	(*v1.ResumeRequest)(nil),                  // 34: svc.app.v1.ResumeRequest
-	(*v1.GetCowStateRequest)(nil),             // 35: svc.app.v1.GetCowStateRequest
-	(*v1.CreateArtifactFromPathRequest)(nil),  // 36: svc.app.v1.CreateArtifactFromPathRequest
-	(*v1.SendPromptRequest)(nil),              // 37: svc.app.v1.SendPromptRequest
-	(*v1.EditQueuedPromptRequest)(nil),        // 38: svc.app.v1.EditQueuedPromptRequest
-	(*v1.DequeueQueuedPromptRequest)(nil),     // 39: svc.app.v1.DequeueQueuedPromptRequest
-	(*v1.InterruptRequest)(nil),               // 40: svc.app.v1.InterruptRequest
-	(*v1.CompleteToolCallRequest)(nil),        // 41: svc.app.v1.CompleteToolCallRequest
-	(*v1.EnsureIdeRequest)(nil),               // 42: svc.app.v1.EnsureIdeRequest
-	(*v1.EnsureBrowserRequest)(nil),           // 43: svc.app.v1.EnsureBrowserRequest
-	(*v1.ExecOutput)(nil),                     // 44: svc.app.v1.ExecOutput
-	(*emptypb.Empty)(nil),                     // 45: google.protobuf.Empty
-	(*v1.WriteFileResponse)(nil),              // 46: svc.app.v1.WriteFileResponse
-	(*v1.ReadFileResponse)(nil),               // 47: svc.app.v1.ReadFileResponse
-	(*v1.SnapshotResponse)(nil),               // 48: svc.app.v1.SnapshotResponse
-	(*v1.ResumeResponse)(nil),                 // 49: svc.app.v1.ResumeResponse
-	(*v1.GetCowStateResponse)(nil),            // 50: svc.app.v1.GetCowStateResponse
-	(*v1.CreateArtifactFromPathResponse)(nil), // 51: svc.app.v1.CreateArtifactFromPathResponse
-	(*v1.SendPromptResponse)(nil),             // 52: svc.app.v1.SendPromptResponse
-	(*v1.EditQueuedPromptResponse)(nil),       // 53: svc.app.v1.EditQueuedPromptResponse
-	(*v1.DequeueQueuedPromptResponse)(nil),    // 54: svc.app.v1.DequeueQueuedPromptResponse
-	(*v1.InterruptResponse)(nil),              // 55: svc.app.v1.InterruptResponse
-	(*v1.CompleteToolCallResponse)(nil),       // 56: svc.app.v1.CompleteToolCallResponse
-	(*v1.EnsureIdeResponse)(nil),              // 57: svc.app.v1.EnsureIdeResponse
-	(*v1.EnsureBrowserResponse)(nil),          // 58: svc.app.v1.EnsureBrowserResponse
+	(*ProxyCredential)(nil),                   // 16: host.v1.ProxyCredential
+	(*CreateSandboxResponse)(nil),             // 17: host.v1.CreateSandboxResponse
+	(*DeleteSandboxRequest)(nil),              // 18: host.v1.DeleteSandboxRequest
+	(*DeleteSandboxResponse)(nil),             // 19: host.v1.DeleteSandboxResponse
+	(*EvictRequest)(nil),                      // 20: host.v1.EvictRequest
+	(*EvictResponse)(nil),                     // 21: host.v1.EvictResponse
+	(*FindReposRequest)(nil),                  // 22: host.v1.FindReposRequest
+	(*FindReposResponse)(nil),                 // 23: host.v1.FindReposResponse
+	(*Repo)(nil),                              // 24: host.v1.Repo
+	(*Remote)(nil),                            // 25: host.v1.Remote
+	nil,                                       // 26: host.v1.WarmCommand.EnvEntry
+	nil,                                       // 27: host.v1.CreateSandboxRequest.EnvEntry
+	(*v1.ExecExit)(nil),                       // 28: svc.app.v1.ExecExit
+	(*v1.ImageResources)(nil),                 // 29: svc.app.v1.ImageResources
+	(*v1.ExecRequest)(nil),                    // 30: svc.app.v1.ExecRequest
+	(*v1.CancelExecRequest)(nil),              // 31: svc.app.v1.CancelExecRequest
+	(*v1.WriteFileRequest)(nil),               // 32: svc.app.v1.WriteFileRequest
+	(*v1.ReadFileRequest)(nil),                // 33: svc.app.v1.ReadFileRequest
+	(*v1.SnapshotRequest)(nil),                // 34: svc.app.v1.SnapshotRequest
+	(*v1.ResumeRequest)(nil),                  // 35: svc.app.v1.ResumeRequest
+	(*v1.GetCowStateRequest)(nil),             // 36: svc.app.v1.GetCowStateRequest
+	(*v1.CreateArtifactFromPathRequest)(nil),  // 37: svc.app.v1.CreateArtifactFromPathRequest
+	(*v1.SendPromptRequest)(nil),              // 38: svc.app.v1.SendPromptRequest
+	(*v1.EditQueuedPromptRequest)(nil),        // 39: svc.app.v1.EditQueuedPromptRequest
+	(*v1.DequeueQueuedPromptRequest)(nil),     // 40: svc.app.v1.DequeueQueuedPromptRequest
+	(*v1.InterruptRequest)(nil),               // 41: svc.app.v1.InterruptRequest
+	(*v1.CompleteToolCallRequest)(nil),        // 42: svc.app.v1.CompleteToolCallRequest
+	(*v1.EnsureIdeRequest)(nil),               // 43: svc.app.v1.EnsureIdeRequest
+	(*v1.EnsureBrowserRequest)(nil),           // 44: svc.app.v1.EnsureBrowserRequest
+	(*v1.ExecOutput)(nil),                     // 45: svc.app.v1.ExecOutput
+	(*emptypb.Empty)(nil),                     // 46: google.protobuf.Empty
+	(*v1.WriteFileResponse)(nil),              // 47: svc.app.v1.WriteFileResponse
+	(*v1.ReadFileResponse)(nil),               // 48: svc.app.v1.ReadFileResponse
+	(*v1.SnapshotResponse)(nil),               // 49: svc.app.v1.SnapshotResponse
+	(*v1.ResumeResponse)(nil),                 // 50: svc.app.v1.ResumeResponse
+	(*v1.GetCowStateResponse)(nil),            // 51: svc.app.v1.GetCowStateResponse
+	(*v1.CreateArtifactFromPathResponse)(nil), // 52: svc.app.v1.CreateArtifactFromPathResponse
+	(*v1.SendPromptResponse)(nil),             // 53: svc.app.v1.SendPromptResponse
+	(*v1.EditQueuedPromptResponse)(nil),       // 54: svc.app.v1.EditQueuedPromptResponse
+	(*v1.DequeueQueuedPromptResponse)(nil),    // 55: svc.app.v1.DequeueQueuedPromptResponse
+	(*v1.InterruptResponse)(nil),              // 56: svc.app.v1.InterruptResponse
+	(*v1.CompleteToolCallResponse)(nil),       // 57: svc.app.v1.CompleteToolCallResponse
+	(*v1.EnsureIdeResponse)(nil),              // 58: svc.app.v1.EnsureIdeResponse
+	(*v1.EnsureBrowserResponse)(nil),          // 59: svc.app.v1.EnsureBrowserResponse
 }
 var file_host_v1_host_proto_depIdxs = []int32{
-	25, // 0: host.v1.WarmCommand.env:type_name -> host.v1.WarmCommand.EnvEntry
+	26, // 0: host.v1.WarmCommand.env:type_name -> host.v1.WarmCommand.EnvEntry
 	1,  // 1: host.v1.PrepareImageRequest.warm:type_name -> host.v1.WarmCommand
 	0,  // 2: host.v1.PrepareImageProgress.layers:type_name -> host.v1.ImageLayer
 	5,  // 3: host.v1.ShellInput.start:type_name -> host.v1.ShellStart
 	6,  // 4: host.v1.ShellInput.resize:type_name -> host.v1.WindowSize
 	6,  // 5: host.v1.ShellStart.size:type_name -> host.v1.WindowSize
 	8,  // 6: host.v1.ShellOutput.started:type_name -> host.v1.ShellStarted
-	27, // 7: host.v1.ShellOutput.exit:type_name -> svc.app.v1.ExecExit
+	28, // 7: host.v1.ShellOutput.exit:type_name -> svc.app.v1.ExecExit
 	10, // 8: host.v1.DialAppInput.dial:type_name -> host.v1.DialApp
-	26, // 9: host.v1.CreateSandboxRequest.env:type_name -> host.v1.CreateSandboxRequest.EnvEntry
+	27, // 9: host.v1.CreateSandboxRequest.env:type_name -> host.v1.CreateSandboxRequest.EnvEntry
 	14, // 10: host.v1.CreateSandboxRequest.network:type_name -> host.v1.SandboxNetwork
 	13, // 11: host.v1.CreateSandboxRequest.repos:type_name -> host.v1.RepoCheckout
-	28, // 12: host.v1.CreateSandboxRequest.resources:type_name -> svc.app.v1.ImageResources
+	29, // 12: host.v1.CreateSandboxRequest.resources:type_name -> svc.app.v1.ImageResources
 	15, // 13: host.v1.SandboxNetwork.secrets:type_name -> host.v1.ProxySecret
-	23, // 14: host.v1.FindReposResponse.repos:type_name -> host.v1.Repo
-	24, // 15: host.v1.Repo.remotes:type_name -> host.v1.Remote
-	12, // 16: host.v1.HostService.CreateSandbox:input_type -> host.v1.CreateSandboxRequest
-	17, // 17: host.v1.HostService.DeleteSandbox:input_type -> host.v1.DeleteSandboxRequest
-	29, // 18: host.v1.HostService.Exec:input_type -> svc.app.v1.ExecRequest
-	30, // 19: host.v1.HostService.CancelExec:input_type -> svc.app.v1.CancelExecRequest
-	31, // 20: host.v1.HostService.WriteFile:input_type -> svc.app.v1.WriteFileRequest
-	32, // 21: host.v1.HostService.ReadFile:input_type -> svc.app.v1.ReadFileRequest
-	33, // 22: host.v1.HostService.Snapshot:input_type -> svc.app.v1.SnapshotRequest
-	34, // 23: host.v1.HostService.Resume:input_type -> svc.app.v1.ResumeRequest
-	19, // 24: host.v1.HostService.Evict:input_type -> host.v1.EvictRequest
-	35, // 25: host.v1.HostService.GetCowState:input_type -> svc.app.v1.GetCowStateRequest
-	36, // 26: host.v1.HostService.CreateArtifactFromPath:input_type -> svc.app.v1.CreateArtifactFromPathRequest
-	21, // 27: host.v1.HostService.FindRepos:input_type -> host.v1.FindReposRequest
-	37, // 28: host.v1.HostService.SendPrompt:input_type -> svc.app.v1.SendPromptRequest
-	38, // 29: host.v1.HostService.EditQueuedPrompt:input_type -> svc.app.v1.EditQueuedPromptRequest
-	39, // 30: host.v1.HostService.DequeueQueuedPrompt:input_type -> svc.app.v1.DequeueQueuedPromptRequest
-	40, // 31: host.v1.HostService.Interrupt:input_type -> svc.app.v1.InterruptRequest
-	41, // 32: host.v1.HostService.CompleteToolCall:input_type -> svc.app.v1.CompleteToolCallRequest
-	2,  // 33: host.v1.HostService.PrepareImage:input_type -> host.v1.PrepareImageRequest
-	4,  // 34: host.v1.HostService.Shell:input_type -> host.v1.ShellInput
-	9,  // 35: host.v1.HostService.DialApp:input_type -> host.v1.DialAppInput
-	42, // 36: host.v1.HostService.EnsureIde:input_type -> svc.app.v1.EnsureIdeRequest
-	43, // 37: host.v1.HostService.EnsureBrowser:input_type -> svc.app.v1.EnsureBrowserRequest
-	16, // 38: host.v1.HostService.CreateSandbox:output_type -> host.v1.CreateSandboxResponse
-	18, // 39: host.v1.HostService.DeleteSandbox:output_type -> host.v1.DeleteSandboxResponse
-	44, // 40: host.v1.HostService.Exec:output_type -> svc.app.v1.ExecOutput
-	45, // 41: host.v1.HostService.CancelExec:output_type -> google.protobuf.Empty
-	46, // 42: host.v1.HostService.WriteFile:output_type -> svc.app.v1.WriteFileResponse
-	47, // 43: host.v1.HostService.ReadFile:output_type -> svc.app.v1.ReadFileResponse
-	48, // 44: host.v1.HostService.Snapshot:output_type -> svc.app.v1.SnapshotResponse
-	49, // 45: host.v1.HostService.Resume:output_type -> svc.app.v1.ResumeResponse
-	20, // 46: host.v1.HostService.Evict:output_type -> host.v1.EvictResponse
-	50, // 47: host.v1.HostService.GetCowState:output_type -> svc.app.v1.GetCowStateResponse
-	51, // 48: host.v1.HostService.CreateArtifactFromPath:output_type -> svc.app.v1.CreateArtifactFromPathResponse
-	22, // 49: host.v1.HostService.FindRepos:output_type -> host.v1.FindReposResponse
-	52, // 50: host.v1.HostService.SendPrompt:output_type -> svc.app.v1.SendPromptResponse
-	53, // 51: host.v1.HostService.EditQueuedPrompt:output_type -> svc.app.v1.EditQueuedPromptResponse
-	54, // 52: host.v1.HostService.DequeueQueuedPrompt:output_type -> svc.app.v1.DequeueQueuedPromptResponse
-	55, // 53: host.v1.HostService.Interrupt:output_type -> svc.app.v1.InterruptResponse
-	56, // 54: host.v1.HostService.CompleteToolCall:output_type -> svc.app.v1.CompleteToolCallResponse
-	3,  // 55: host.v1.HostService.PrepareImage:output_type -> host.v1.PrepareImageProgress
-	7,  // 56: host.v1.HostService.Shell:output_type -> host.v1.ShellOutput
-	11, // 57: host.v1.HostService.DialApp:output_type -> host.v1.DialAppOutput
-	57, // 58: host.v1.HostService.EnsureIde:output_type -> svc.app.v1.EnsureIdeResponse
-	58, // 59: host.v1.HostService.EnsureBrowser:output_type -> svc.app.v1.EnsureBrowserResponse
-	38, // [38:60] is the sub-list for method output_type
-	16, // [16:38] is the sub-list for method input_type
-	16, // [16:16] is the sub-list for extension type_name
-	16, // [16:16] is the sub-list for extension extendee
-	0,  // [0:16] is the sub-list for field type_name
+	16, // 14: host.v1.ProxySecret.credential:type_name -> host.v1.ProxyCredential
+	24, // 15: host.v1.FindReposResponse.repos:type_name -> host.v1.Repo
+	25, // 16: host.v1.Repo.remotes:type_name -> host.v1.Remote
+	12, // 17: host.v1.HostService.CreateSandbox:input_type -> host.v1.CreateSandboxRequest
+	18, // 18: host.v1.HostService.DeleteSandbox:input_type -> host.v1.DeleteSandboxRequest
+	30, // 19: host.v1.HostService.Exec:input_type -> svc.app.v1.ExecRequest
+	31, // 20: host.v1.HostService.CancelExec:input_type -> svc.app.v1.CancelExecRequest
+	32, // 21: host.v1.HostService.WriteFile:input_type -> svc.app.v1.WriteFileRequest
+	33, // 22: host.v1.HostService.ReadFile:input_type -> svc.app.v1.ReadFileRequest
+	34, // 23: host.v1.HostService.Snapshot:input_type -> svc.app.v1.SnapshotRequest
+	35, // 24: host.v1.HostService.Resume:input_type -> svc.app.v1.ResumeRequest
+	20, // 25: host.v1.HostService.Evict:input_type -> host.v1.EvictRequest
+	36, // 26: host.v1.HostService.GetCowState:input_type -> svc.app.v1.GetCowStateRequest
+	37, // 27: host.v1.HostService.CreateArtifactFromPath:input_type -> svc.app.v1.CreateArtifactFromPathRequest
+	22, // 28: host.v1.HostService.FindRepos:input_type -> host.v1.FindReposRequest
+	38, // 29: host.v1.HostService.SendPrompt:input_type -> svc.app.v1.SendPromptRequest
+	39, // 30: host.v1.HostService.EditQueuedPrompt:input_type -> svc.app.v1.EditQueuedPromptRequest
+	40, // 31: host.v1.HostService.DequeueQueuedPrompt:input_type -> svc.app.v1.DequeueQueuedPromptRequest
+	41, // 32: host.v1.HostService.Interrupt:input_type -> svc.app.v1.InterruptRequest
+	42, // 33: host.v1.HostService.CompleteToolCall:input_type -> svc.app.v1.CompleteToolCallRequest
+	2,  // 34: host.v1.HostService.PrepareImage:input_type -> host.v1.PrepareImageRequest
+	4,  // 35: host.v1.HostService.Shell:input_type -> host.v1.ShellInput
+	9,  // 36: host.v1.HostService.DialApp:input_type -> host.v1.DialAppInput
+	43, // 37: host.v1.HostService.EnsureIde:input_type -> svc.app.v1.EnsureIdeRequest
+	44, // 38: host.v1.HostService.EnsureBrowser:input_type -> svc.app.v1.EnsureBrowserRequest
+	17, // 39: host.v1.HostService.CreateSandbox:output_type -> host.v1.CreateSandboxResponse
+	19, // 40: host.v1.HostService.DeleteSandbox:output_type -> host.v1.DeleteSandboxResponse
+	45, // 41: host.v1.HostService.Exec:output_type -> svc.app.v1.ExecOutput
+	46, // 42: host.v1.HostService.CancelExec:output_type -> google.protobuf.Empty
+	47, // 43: host.v1.HostService.WriteFile:output_type -> svc.app.v1.WriteFileResponse
+	48, // 44: host.v1.HostService.ReadFile:output_type -> svc.app.v1.ReadFileResponse
+	49, // 45: host.v1.HostService.Snapshot:output_type -> svc.app.v1.SnapshotResponse
+	50, // 46: host.v1.HostService.Resume:output_type -> svc.app.v1.ResumeResponse
+	21, // 47: host.v1.HostService.Evict:output_type -> host.v1.EvictResponse
+	51, // 48: host.v1.HostService.GetCowState:output_type -> svc.app.v1.GetCowStateResponse
+	52, // 49: host.v1.HostService.CreateArtifactFromPath:output_type -> svc.app.v1.CreateArtifactFromPathResponse
+	23, // 50: host.v1.HostService.FindRepos:output_type -> host.v1.FindReposResponse
+	53, // 51: host.v1.HostService.SendPrompt:output_type -> svc.app.v1.SendPromptResponse
+	54, // 52: host.v1.HostService.EditQueuedPrompt:output_type -> svc.app.v1.EditQueuedPromptResponse
+	55, // 53: host.v1.HostService.DequeueQueuedPrompt:output_type -> svc.app.v1.DequeueQueuedPromptResponse
+	56, // 54: host.v1.HostService.Interrupt:output_type -> svc.app.v1.InterruptResponse
+	57, // 55: host.v1.HostService.CompleteToolCall:output_type -> svc.app.v1.CompleteToolCallResponse
+	3,  // 56: host.v1.HostService.PrepareImage:output_type -> host.v1.PrepareImageProgress
+	7,  // 57: host.v1.HostService.Shell:output_type -> host.v1.ShellOutput
+	11, // 58: host.v1.HostService.DialApp:output_type -> host.v1.DialAppOutput
+	58, // 59: host.v1.HostService.EnsureIde:output_type -> svc.app.v1.EnsureIdeResponse
+	59, // 60: host.v1.HostService.EnsureBrowser:output_type -> svc.app.v1.EnsureBrowserResponse
+	39, // [39:61] is the sub-list for method output_type
+	17, // [17:39] is the sub-list for method input_type
+	17, // [17:17] is the sub-list for extension type_name
+	17, // [17:17] is the sub-list for extension extendee
+	0,  // [0:17] is the sub-list for field type_name
 }
 
 func init() { file_host_v1_host_proto_init() }
@@ -2039,14 +2130,14 @@ func file_host_v1_host_proto_init() {
 		(*DialAppInput_Data)(nil),
 	}
 	file_host_v1_host_proto_msgTypes[12].OneofWrappers = []any{}
-	file_host_v1_host_proto_msgTypes[20].OneofWrappers = []any{}
+	file_host_v1_host_proto_msgTypes[21].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_host_v1_host_proto_rawDesc), len(file_host_v1_host_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   27,
+			NumMessages:   28,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

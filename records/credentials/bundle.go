@@ -1,4 +1,4 @@
-package oauthcreds
+package credentials
 
 import (
 	"encoding/base64"
@@ -11,7 +11,8 @@ import (
 
 // Bundle formats: how a token becomes the opaque bundle a session's harness reads, and back
 // (the refresh sweep reads the refresh token out of it; a session's UpdateSessionCredential
-// gives a bundle whose expiry Hangar reads to schedule the next refresh).
+// gives a bundle whose expiry Hangar reads to schedule the next refresh). SandboxBundle is what
+// a sandbox behind the egress proxy reads instead, and AccessToken what the proxy injects.
 const (
 	// BundleTokenJSON is golang.org/x/oauth2's Token as JSON: access_token, token_type,
 	// refresh_token, expiry.
@@ -26,8 +27,8 @@ const (
 	BundleCodexAuthJSON = "codex_auth_json"
 )
 
-// bundleFormats lists the formats, "" (the default, token_json) first.
-var bundleFormats = []string{"", BundleTokenJSON, BundleAccessToken, BundleClaudeCode, BundleCodexAuthJSON}
+// BundleFormats lists the formats, "" (the default, token_json) first.
+var BundleFormats = []string{"", BundleTokenJSON, BundleAccessToken, BundleClaudeCode, BundleCodexAuthJSON}
 
 type claudeFile struct {
 	ClaudeAiOauth struct {
@@ -49,9 +50,9 @@ type codexFile struct {
 	LastRefresh time.Time `json:"last_refresh"`
 }
 
-// encodeBundle makes the bundle of tok in format; scopes are what the flow asked for, now the
+// EncodeBundle makes the bundle of tok in format; scopes are what the flow asked for, now the
 // time of the refresh.
-func encodeBundle(format string, tok *oauth2.Token, scopes []string, now time.Time) string {
+func EncodeBundle(format string, tok *oauth2.Token, scopes []string, now time.Time) string {
 	var out any
 	switch format {
 	case BundleAccessToken:
@@ -82,10 +83,10 @@ func encodeBundle(format string, tok *oauth2.Token, scopes []string, now time.Ti
 	return string(b)
 }
 
-// decodeBundle reads the token back out of a bundle in format: what refreshing needs and when
+// DecodeBundle reads the token back out of a bundle in format: what refreshing needs and when
 // it expires. A bundle it cannot read is a token with neither (nothing to schedule); a session
 // may hand back whatever its harness wrote.
-func decodeBundle(format, bundle string) oauth2.Token {
+func DecodeBundle(format, bundle string) oauth2.Token {
 	switch format {
 	case BundleAccessToken:
 		return oauth2.Token{AccessToken: bundle}
@@ -114,9 +115,9 @@ func decodeBundle(format, bundle string) oauth2.Token {
 	}
 }
 
-// rewrapBundle replaces the token in a bundle of format, keeping what else the harness wrote
+// RewrapBundle replaces the token in a bundle of format, keeping what else the harness wrote
 // there (Codex's id_token and account_id when the refresh answer has none).
-func rewrapBundle(format, old string, tok *oauth2.Token, scopes []string, now time.Time) string {
+func RewrapBundle(format, old string, tok *oauth2.Token, scopes []string, now time.Time) string {
 	if format == BundleCodexAuthJSON {
 		var f codexFile
 		if json.Unmarshal([]byte(old), &f) == nil {
@@ -131,7 +132,7 @@ func rewrapBundle(format, old string, tok *oauth2.Token, scopes []string, now ti
 			scopes = f.ClaudeAiOauth.Scopes
 		}
 	}
-	return encodeBundle(format, tok, scopes, now)
+	return EncodeBundle(format, tok, scopes, now)
 }
 
 // jwtExpiry is the exp claim of a JWT, unverified: only to schedule a refresh (zero when the
@@ -171,3 +172,49 @@ func jwtClaims(token string, claims any) bool {
 	payload, err := base64.RawURLEncoding.DecodeString(parts[1])
 	return err == nil && json.Unmarshal(payload, claims) == nil
 }
+
+// AccessToken is the access token a bundle of format holds, "" when it holds none Hangar can
+// read. A claude_code bundle may be the bare token (what a pasted credential often is).
+func AccessToken(format, bundle string) string {
+	if format == BundleClaudeCode && !strings.HasPrefix(strings.TrimSpace(bundle), "{") {
+		return strings.TrimSpace(bundle)
+	}
+	return DecodeBundle(format, bundle).AccessToken
+}
+
+// SandboxBundle is bundle, of format, as a sandbox behind the egress proxy receives it: its
+// access token replaced by placeholder, its refresh token dropped (Hangar refreshes, the
+// sandbox never can) and its expiry removed or put far ahead, so the harness never tries to
+// refresh it itself; what else the harness wrote (Codex's id_token and account, Claude Code's
+// scopes) is kept. It reports false when the bundle holds no access token it can read.
+func SandboxBundle(format, bundle, placeholder string, now time.Time) (string, bool) {
+	if AccessToken(format, bundle) == "" {
+		return "", false
+	}
+	var out any
+	switch format {
+	case BundleAccessToken:
+		return placeholder, true
+	case BundleClaudeCode:
+		var f claudeFile
+		if json.Unmarshal([]byte(bundle), &f) != nil {
+			return placeholder, true // the bare token
+		}
+		f.ClaudeAiOauth.AccessToken, f.ClaudeAiOauth.RefreshToken = placeholder, ""
+		f.ClaudeAiOauth.ExpiresAt = now.Add(sandboxBundleLife).UnixMilli()
+		out = f
+	case BundleCodexAuthJSON:
+		var f codexFile
+		_ = json.Unmarshal([]byte(bundle), &f)
+		f.Tokens.AccessToken, f.Tokens.RefreshToken, f.LastRefresh = placeholder, "", now.UTC()
+		out = f
+	default:
+		out = oauth2.Token{AccessToken: placeholder, TokenType: DecodeBundle(format, bundle).TokenType}
+	}
+	b, _ := json.Marshal(out)
+	return string(b), true
+}
+
+// sandboxBundleLife is how far ahead a sandbox's bundle says its token expires: past any
+// session's life, so that the harness never refreshes (it has nothing to refresh with).
+const sandboxBundleLife = 365 * 24 * time.Hour
