@@ -18,10 +18,10 @@ import (
 
 	"connectrpc.com/connect"
 
-	appv1 "github.com/hangar-dev/hangar/gen/svc/app/v1"
-	"github.com/hangar-dev/hangar/gen/svc/app/v1/appv1connect"
 	"github.com/hangar-dev/hangar/functions/api"
 	"github.com/hangar-dev/hangar/functions/oauthcreds"
+	appv1 "github.com/hangar-dev/hangar/gen/svc/app/v1"
+	"github.com/hangar-dev/hangar/gen/svc/app/v1/appv1connect"
 	"github.com/hangar-dev/hangar/internal/oauthtest"
 	"github.com/hangar-dev/hangar/internal/testenv"
 	"github.com/hangar-dev/hangar/platform/auth"
@@ -68,9 +68,9 @@ type oauthProxyStack struct {
 	*sandboxStack
 	provider           *oauthtest.Provider
 	anthropic, console *fakeAPI
-	creds        appv1connect.OAuthCredentialServiceClient
-	store        *credentials.Store
-	me           credentials.Subject
+	creds              appv1connect.OAuthCredentialServiceClient
+	store              *credentials.Store
+	me                 credentials.Subject
 	// refresher is another instance's OAuthCredentialService over the same database, whose
 	// sweep refreshes credentials (the stack runs no automation worker to tick).
 	refresher *oauthcreds.Service
