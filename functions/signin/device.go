@@ -96,7 +96,7 @@ func (s *Service) deviceCode(w http.ResponseWriter, r *http.Request) {
 	}
 	now := s.d.Clock.Now()
 	client := s.d.Authn.ClientAddress(r.RemoteAddr, r.Header)
-	if !s.starts.take("device code:"+client, now) {
+	if !s.starts.take(r.Context(), "device code:"+client) {
 		writeOAuthError(w, http.StatusTooManyRequests, "slow_down", "too many device codes asked for from this address; wait a minute")
 		return
 	}
@@ -181,7 +181,7 @@ func (s *Service) deviceToken(w http.ResponseWriter, r *http.Request) {
 	// Unknown device codes are guesses (or garbage) costing a read each: limited per address as
 	// wrong user codes are.
 	guesser := "device code guesses:" + s.d.Authn.ClientAddress(r.RemoteAddr, r.Header)
-	if !s.lookups.allowed(now, guesser) {
+	if !s.lookups.allowed(guesser) {
 		writeOAuthError(w, http.StatusTooManyRequests, "slow_down", "too many unknown device codes from this address; wait a minute")
 		return
 	}
@@ -217,7 +217,7 @@ func (s *Service) deviceToken(w http.ResponseWriter, r *http.Request) {
 		return tx.Set(ref, g)
 	})
 	if errors.Is(err, store.ErrNotFound) {
-		s.lookups.fail(now, guesser)
+		s.lookups.fail(r.Context(), guesser)
 		writeOAuthError(w, http.StatusBadRequest, "invalid_grant", "unknown device_code")
 		return
 	}
@@ -269,12 +269,12 @@ func pollAnswer(g *grant, now time.Time) (string, error) {
 // who and client; limited is true when they have no failures left.
 func (s *Service) findGrant(ctx context.Context, typed, who, client string) (ref *firestore.DocumentRef, g *grant, limited bool, err error) {
 	now := s.d.Clock.Now()
-	if !s.lookups.allowed(now, "user:"+who, "address:"+client) {
+	if !s.lookups.allowed("user:"+who, "address:"+client) {
 		return nil, nil, true, nil
 	}
 	code := normalizeCode(typed)
 	fail := func() (*firestore.DocumentRef, *grant, bool, error) {
-		s.lookups.fail(now, "user:"+who, "address:"+client)
+		s.lookups.fail(ctx, "user:"+who, "address:"+client)
 		return nil, nil, false, nil
 	}
 	if len(code) != userCodeLen {

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"strings"
 	"testing"
@@ -257,5 +258,47 @@ func TestUnknownDeviceCodesAreRateLimitedPerAddress(t *testing.T) {
 	e.clock.Advance(time.Minute)
 	if got, _ := e.poll(t, da.DeviceCode); got != "authorization_pending" {
 		t.Errorf("a minute later: %q", got)
+	}
+}
+
+// Cloud Run runs many instances: a client spreading its requests over two gets the address's
+// device codes once between them, not once each; and wrong user codes entered on one refuse
+// the person on the other once it has counted one more (the failure is what spends).
+func TestRateLimitsAreSharedAcrossInstances(t *testing.T) {
+	e := newEnv(t)
+	other := New(e.d) // a second instance over the same database
+	post := func(svc *Service) int {
+		r := httptest.NewRequest(http.MethodPost, DeviceCodePath, strings.NewReader(url.Values{"client_id": {CLIClientID}}.Encode()))
+		r.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		r.RemoteAddr = "192.0.2.7:5555"
+		w := httptest.NewRecorder()
+		svc.deviceCode(w, r)
+		return w.Code
+	}
+	var issued int
+	for i := range 2 * startBurst {
+		svc := e.svc
+		if i%2 == 1 {
+			svc = other
+		}
+		if post(svc) == http.StatusOK {
+			issued++
+		}
+	}
+	if issued != startBurst {
+		t.Fatalf("two instances issued %d device codes to one address, want %d between them", issued, startBurst)
+	}
+
+	for i := range userCodeFailureBurst {
+		if _, _, limited, err := e.svc.findGrant(t.Context(), fmt.Sprintf("WRONG%03d", i), "user_mallory", "192.0.2.8"); err != nil || limited {
+			t.Fatalf("guess %d: limited %v, %v", i, limited, err)
+		}
+	}
+	// The other instance learns at its first wrong guess, and refuses from then on.
+	if _, _, limited, err := other.findGrant(t.Context(), "WRONGXXX", "user_mallory", "192.0.2.8"); err != nil || limited {
+		t.Fatalf("the other instance's first guess: limited %v, %v", limited, err)
+	}
+	if _, _, limited, _ := other.findGrant(t.Context(), "WRONGYYY", "user_mallory", "192.0.2.8"); !limited {
+		t.Fatal("the other instance still lets the person guess")
 	}
 }

@@ -1,76 +1,59 @@
 package signin
 
 import (
-	"sync"
+	"context"
+	"log/slog"
 	"time"
 
-	"golang.org/x/time/rate"
+	"cloud.google.com/go/firestore"
+
+	"github.com/hangar-dev/hangar/platform/ratelimit"
 )
 
-// Rates of what an unauthenticated or guessing client may do.
+// Rates of what an unauthenticated or guessing client may do, shared by every instance
+// (platform/ratelimit): a client spreading its attempts over Cloud Run's instances gets no more.
 const (
-	// userCodeFailureRate and userCodeFailureBurst are the wrong user codes a person, and an
+	// userCodeFailureInterval and userCodeFailureBurst are the wrong user codes a person, and an
 	// address, may enter: 10, then one a minute. Guessing one live code of 20^8 takes billions.
-	userCodeFailureRate  = rate.Limit(1.0 / 60)
-	userCodeFailureBurst = 10
-	// startRate and startBurst bound the sign-ins, and apart the device codes, one address
+	userCodeFailureInterval = time.Minute
+	userCodeFailureBurst    = 10
+	// startInterval and startBurst bound the sign-ins, and apart the device codes, one address
 	// starts: each writes a Firestore record before anyone is authenticated.
-	startRate  = rate.Limit(1.0 / 6)
-	startBurst = 20
-	// maxLimited bounds the limiters kept; past it they start over, which only lets a few more
-	// attempts through.
-	maxLimited = 10000
+	startInterval = 6 * time.Second
+	startBurst    = 20
 )
 
-// limiter is a token bucket per name.
+// limiter is one of the service's shared limits, each name a token bucket.
 type limiter struct {
-	rate  rate.Limit
-	burst int
-
-	mu   sync.Mutex
-	byID map[string]*rate.Limiter
+	limit *ratelimit.Limit
+	log   *slog.Logger
 }
 
-func newLimiter(r rate.Limit, burst int) limiter {
-	return limiter{rate: r, burst: burst, byID: make(map[string]*rate.Limiter)}
+func newLimiter(db *firestore.Client, kind string, burst int, interval time.Duration, now func() time.Time, log *slog.Logger) limiter {
+	return limiter{limit: ratelimit.New(db, kind, burst, interval, now), log: log}
 }
 
-func (l *limiter) get(name string) *rate.Limiter {
-	lim, ok := l.byID[name]
-	if !ok {
-		if len(l.byID) >= maxLimited {
-			l.byID = make(map[string]*rate.Limiter)
-		}
-		lim = rate.NewLimiter(l.rate, l.burst)
-		l.byID[name] = lim
-	}
-	return lim
+// allowed reports whether every one of names has an attempt left, as far as this instance
+// knows; it spends and reads nothing (a failure, which fail records, is what costs).
+func (l limiter) allowed(names ...string) bool {
+	ok, _ := l.limit.Allowed(names...)
+	return ok
 }
 
-// allowed reports whether every one of names has a token left, spending none.
-func (l *limiter) allowed(now time.Time, names ...string) bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	for _, n := range names {
-		if l.get(n).TokensAt(now) < 1 {
-			return false
-		}
-	}
-	return true
-}
-
-// fail spends a token of every one of names.
-func (l *limiter) fail(now time.Time, names ...string) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	for _, n := range names {
-		l.get(n).AllowN(now, 1)
+// fail spends an attempt of every one of names, in one transaction. A store error is logged:
+// the failure it would have counted is lost, the request it came with is answered anyway.
+func (l limiter) fail(ctx context.Context, names ...string) {
+	if _, err := l.limit.Spend(ctx, names...); err != nil {
+		l.log.Warn("sign-in rate limit", "err", err)
 	}
 }
 
-// take spends a token of name, reporting whether there was one.
-func (l *limiter) take(name string, now time.Time) bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.get(name).AllowN(now, 1)
+// take spends an attempt of name, reporting whether there was one; a store error refuses (the
+// record the attempt would write could not be written either).
+func (l limiter) take(ctx context.Context, name string) bool {
+	ok, err := l.limit.Take(ctx, name)
+	if err != nil {
+		l.log.Warn("sign-in rate limit", "err", err)
+	}
+	return ok && err == nil
 }

@@ -117,7 +117,7 @@ func (s *Service) login(w http.ResponseWriter, r *http.Request) {
 		s.page(w, http.StatusServiceUnavailable, "Sign-in is unavailable", err.Error())
 		return
 	}
-	if !s.starts.take("sign-in:"+s.d.Authn.ClientAddress(r.RemoteAddr, r.Header), s.d.Clock.Now()) {
+	if !s.starts.take(r.Context(), "sign-in:"+s.d.Authn.ClientAddress(r.RemoteAddr, r.Header)) {
 		s.page(w, http.StatusTooManyRequests, "Too many sign-ins", "Too many sign-ins were started from this address; wait a minute.")
 		return
 	}

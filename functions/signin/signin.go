@@ -90,8 +90,8 @@ func New(d Deps) *Service {
 	}
 	s := &Service{d: d, secure: !loopbackHTTP(d.Config.PublicURL), client: d.Egress.EndpointClient(d.LoopbackHTTP)}
 	s.client.Timeout = providerTimeout
-	s.lookups = newLimiter(userCodeFailureRate, userCodeFailureBurst)
-	s.starts = newLimiter(startRate, startBurst)
+	s.lookups = newLimiter(d.DB, "signin.lookup", userCodeFailureBurst, userCodeFailureInterval, d.Clock.Now, d.Log)
+	s.starts = newLimiter(d.DB, "signin.start", startBurst, startInterval, d.Clock.Now, d.Log)
 	return s
 }
 

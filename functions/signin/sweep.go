@@ -10,6 +10,7 @@ import (
 
 	"github.com/hangar-dev/hangar/platform/apierr"
 	"github.com/hangar-dev/hangar/platform/auth"
+	"github.com/hangar-dev/hangar/platform/ratelimit"
 	"github.com/hangar-dev/hangar/platform/store"
 )
 
@@ -38,6 +39,10 @@ func (s *Service) Sweep(ctx context.Context) error {
 		}
 	}
 	if _, err := s.d.Sessions.DeleteExpired(ctx, before, sweepBatch); err != nil {
+		errs = append(errs, err)
+	}
+	// Every shared rate limit's documents (sign-in's and the API key failures'), once full again.
+	if _, err := ratelimit.Sweep(ctx, s.d.DB, s.d.Clock.Now(), sweepBatch); err != nil {
 		errs = append(errs, err)
 	}
 	if err := errors.Join(errs...); err != nil {

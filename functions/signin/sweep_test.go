@@ -11,6 +11,7 @@ import (
 
 	"github.com/hangar-dev/hangar/internal/oidctest"
 	"github.com/hangar-dev/hangar/platform/auth"
+	"github.com/hangar-dev/hangar/platform/ratelimit"
 )
 
 // Sign out everywhere ends every session of the person, wherever they signed in, and no one
@@ -87,7 +88,7 @@ func TestSweepDeletesExpiredSignInRecords(t *testing.T) {
 	}
 	count := func() map[string]int {
 		out := map[string]int{}
-		for _, c := range []string{flowsCollection, grantsCollection, userCodesCollection, "webSessions"} {
+		for _, c := range []string{flowsCollection, grantsCollection, userCodesCollection, "webSessions", ratelimit.Collection} {
 			docs, err := e.d.DB.Collection(c).Documents(t.Context()).GetAll()
 			if err != nil {
 				t.Fatal(err)
@@ -96,7 +97,8 @@ func TestSweepDeletesExpiredSignInRecords(t *testing.T) {
 		}
 		return out
 	}
-	want := map[string]int{flowsCollection: 1, grantsCollection: 1, userCodesCollection: 1, "webSessions": 1}
+	// The address's sign-in and device code starts are one rate limit document each.
+	want := map[string]int{flowsCollection: 1, grantsCollection: 1, userCodesCollection: 1, "webSessions": 1, ratelimit.Collection: 2}
 	if err := e.svc.Sweep(t.Context()); err != nil {
 		t.Fatal(err)
 	}
@@ -107,7 +109,7 @@ func TestSweepDeletesExpiredSignInRecords(t *testing.T) {
 	if err := e.svc.Sweep(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	want = map[string]int{flowsCollection: 0, grantsCollection: 0, userCodesCollection: 0, "webSessions": 1}
+	want = map[string]int{flowsCollection: 0, grantsCollection: 0, userCodesCollection: 0, "webSessions": 1, ratelimit.Collection: 0}
 	if got := count(); !maps.Equal(got, want) {
 		t.Fatalf("a sweep after the codes expired left %v, want %v (the session lives on)", got, want)
 	}

@@ -55,7 +55,7 @@ type Authenticator struct {
 	mu    sync.Mutex
 	cache map[string]cached
 
-	failures failures
+	failures *failures
 	lookups  atomic.Int64
 
 	// sessions and origins are set by AcceptSessions (websessions.go): without them only API
@@ -77,7 +77,7 @@ const lastUsedEvery = time.Minute
 
 // NewAuthenticator returns an authenticator over db's keys.
 func NewAuthenticator(db *firestore.Client, c clock.Clock, ttl time.Duration, log *slog.Logger) *Authenticator {
-	return &Authenticator{db: db, clock: c, ttl: ttl, log: log, cache: make(map[string]cached)}
+	return &Authenticator{db: db, clock: c, ttl: ttl, log: log, cache: make(map[string]cached), failures: newFailures(db, c.Now, log)}
 }
 
 // BehindProxy makes the authenticator take a request's client address from the last
@@ -113,13 +113,13 @@ func (a *Authenticator) Authenticate(ctx context.Context, key, client string) (P
 	if a.failures.known(h, now) {
 		return Principal{}, apierr.Unauthenticated()
 	}
-	if err := a.failures.exhausted(client, id, now); err != nil {
+	if err := a.failures.exhausted(client, id); err != nil {
 		return Principal{}, err
 	}
 	a.lookups.Add(1)
 	snap, err := a.db.Collection(keysCollection).Doc(id).Get(ctx)
 	if store.IsNotFound(err) {
-		a.failures.failed(h, client, id, now)
+		a.failures.failed(ctx, h, client, id, now)
 		return Principal{}, apierr.Unauthenticated()
 	}
 	if err != nil {
@@ -130,7 +130,7 @@ func (a *Authenticator) Authenticate(ctx context.Context, key, client string) (P
 		return Principal{}, err
 	}
 	if k.Revoked() || !hashesEqual(k.Hash, h) {
-		a.failures.failed(h, client, id, now)
+		a.failures.failed(ctx, h, client, id, now)
 		return Principal{}, apierr.Unauthenticated()
 	}
 	p := Principal{UserID: k.UserID, KeyID: k.ID, Kind: k.Kind, Admin: k.Admin}

@@ -4,39 +4,18 @@ import (
 	"net/http"
 	"testing"
 	"time"
-
-	"connectrpc.com/connect"
 )
 
-func TestFailuresRememberBadKeysAndRunOutPerClientAndKeyID(t *testing.T) {
+// The failure limit itself is shared across instances: see TestFailureLimitsAreSharedAcrossInstances.
+func TestFailuresRememberBadKeysForTheirTTL(t *testing.T) {
 	var f failures
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	if f.known("h", now) || f.exhausted("10.0.0.1", "keyid", now) != nil {
+	if f.known("h", now) {
 		t.Fatal("a fresh tracker refuses")
 	}
-	f.failed("h", "10.0.0.1", "keyid", now)
+	f.remember("h", now)
 	if !f.known("h", now) || f.known("h", now.Add(badKeyTTL)) {
 		t.Fatal("a bad key is not remembered for badKeyTTL exactly")
-	}
-	for i := 1; i < failureBurst; i++ {
-		f.failed("other", "10.0.0.1", "keyid", now)
-	}
-	for _, tc := range []struct {
-		name, client, keyID string
-		exhausted           bool
-	}{
-		{"the same client and key id", "10.0.0.1", "keyid", true},
-		{"the same client, another key id", "10.0.0.1", "other", true},
-		{"another client, the same key id", "10.0.0.2", "keyid", true},
-		{"another client and key id", "10.0.0.2", "other", false},
-	} {
-		err := f.exhausted(tc.client, tc.keyID, now)
-		if tc.exhausted != (connect.CodeOf(err) == connect.CodeResourceExhausted) {
-			t.Errorf("%s: exhausted = %v", tc.name, err)
-		}
-	}
-	if err := f.exhausted("10.0.0.1", "keyid", now.Add(time.Second)); err != nil {
-		t.Fatalf("a second later one more failure is allowed: %v", err)
 	}
 }
 
@@ -44,10 +23,10 @@ func TestFailuresStayBounded(t *testing.T) {
 	var f failures
 	now := time.Now()
 	for i := range maxTracked + 10 {
-		f.failed(string(rune(i)), "client", string(rune(i)), now)
+		f.remember(string(rune(i)), now)
 	}
-	if len(f.bad) > maxTracked || len(f.limiters) > maxTracked {
-		t.Fatalf("tracking %d bad keys and %d limiters", len(f.bad), len(f.limiters))
+	if len(f.bad) > maxTracked {
+		t.Fatalf("tracking %d bad keys", len(f.bad))
 	}
 }
 

@@ -133,7 +133,7 @@ func (a *Authenticator) AuthenticateSession(ctx context.Context, token, client s
 	// The failure limit's "key id" scope is the token's own hash: one shared scope for every
 	// session would let anyone's bad cookies lock every browser out.
 	scope := "session " + h[:16]
-	if err := a.failures.exhausted(client, scope, now); err != nil {
+	if err := a.failures.exhausted(client, scope); err != nil {
 		return Principal{}, err
 	}
 	p, expires, ok, err := a.sessions.lookup(ctx, token, now)
@@ -141,7 +141,7 @@ func (a *Authenticator) AuthenticateSession(ctx context.Context, token, client s
 		return Principal{}, err
 	}
 	if !ok {
-		a.failures.failed(h, client, scope, now)
+		a.failures.failed(ctx, h, client, scope, now)
 		return Principal{}, apierr.Unauthenticated()
 	}
 	until := now.Add(a.ttl)
