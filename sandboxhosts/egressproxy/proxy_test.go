@@ -2,8 +2,10 @@ package egressproxy
 
 import (
 	"bufio"
+	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"errors"
 	"io"
 	"net"
 	"net/http"
@@ -457,5 +459,63 @@ func TestProxyCloseAuditsTheConnectionsStillOpen(t *testing.T) {
 				t.Fatalf("counters %+v", u)
 			}
 		})
+	}
+}
+
+// A secret whose value changes while the sandbox runs (an OAuth access token Hangar refreshes)
+// is asked for at each request that carries its placeholder: each request gets the value of
+// its moment, and one whose value cannot be had is refused without reaching the host.
+func TestProxyInjectsASecretsCurrentValue(t *testing.T) {
+	f := newFixture(t, Rules{AllowHosts: []string{"api.example.com"}})
+	const oauthPlaceholder = "hangar-placeholder-oauth"
+	var mu sync.Mutex
+	current, unavailable := "access-token-1", error(nil)
+	f.sb.sess.Secrets = append(f.sb.sess.Secrets, Secret{
+		Name: "oauth/acme", Placeholder: oauthPlaceholder, AllowHosts: []string{"api.example.com"},
+		Current: func(context.Context) (string, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			return current, unavailable
+		},
+	})
+	call := func() string {
+		out, _ := f.curl(t, "-x", sandboxnet.ProxyURL, "-H", "Authorization: Bearer "+oauthPlaceholder, "https://api.example.com/v1")
+		return out
+	}
+	for _, tc := range []struct {
+		name, value string
+		err         error
+		wantOut     string
+		wantAuth    string
+	}{
+		{"the value now", "access-token-1", nil, "hello from api.example.com", "Bearer access-token-1"},
+		{"the value after it changed", "access-token-2", nil, "hello from api.example.com", "Bearer access-token-2"},
+		{"no value to be had", "", errors.New("the acme credential is disconnected"), `secret "oauth/acme" is not available`, "Bearer access-token-2"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			mu.Lock()
+			current, unavailable = tc.value, tc.err
+			mu.Unlock()
+			if out := call(); !strings.Contains(out, tc.wantOut) {
+				t.Fatalf("curl said %q, want %q", out, tc.wantOut)
+			}
+			if got := f.api.lastAuth(); got != tc.wantAuth {
+				t.Fatalf("the upstream last got %q, want %q", got, tc.wantAuth)
+			}
+		})
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var injected, refused int
+	for _, e := range f.events {
+		if len(e.Injected) == 1 && e.Injected[0] == "oauth/acme" {
+			injected++
+		}
+		if e.Decision == Denied && strings.Contains(e.Error, "not available") {
+			refused++
+		}
+	}
+	if injected != 2 || refused != 1 {
+		t.Fatalf("events: %d injections, %d refusals; want 2 and 1", injected, refused)
 	}
 }
