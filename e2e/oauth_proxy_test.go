@@ -242,19 +242,24 @@ func TestOAuthAccessTokenReachesItsProviderOnlyThroughTheProxy(t *testing.T) {
 	if len(o.console.got()) != 0 {
 		t.Fatalf("a request carrying the placeholder reached the other host: %q", o.console.got())
 	}
+	// The event log batches its writes: wait for the three events, then check there are no more.
 	var injected, refused int
-	for _, e := range o.listEvents(t, id, "net.connection") {
-		var c egressproxy.Connection
-		if err := json.Unmarshal([]byte(e.GetPayloadJson()), &c); err != nil {
-			t.Fatal(err)
+	o.eventsUntil(t, id, func(events []*appv1.SessionEvent) bool {
+		injected, refused = 0, 0
+		for _, e := range events {
+			var c egressproxy.Connection
+			if err := json.Unmarshal([]byte(e.GetPayloadJson()), &c); err != nil {
+				t.Fatal(err)
+			}
+			if c.Host == "api.anthropic.com" && len(c.Injected) == 1 && c.Injected[0] == "oauth/anthropic" {
+				injected++
+			}
+			if c.Host == "console.anthropic.com" && c.Refused == "oauth/anthropic" && c.Decision == egressproxy.Denied {
+				refused++
+			}
 		}
-		if c.Host == "api.anthropic.com" && len(c.Injected) == 1 && c.Injected[0] == "oauth/anthropic" {
-			injected++
-		}
-		if c.Host == "console.anthropic.com" && c.Refused == "oauth/anthropic" && c.Decision == egressproxy.Denied {
-			refused++
-		}
-	}
+		return injected >= 2 && refused >= 1
+	}, "net.connection")
 	if injected != 2 || refused != 1 {
 		t.Fatalf("net.connection events: %d injections, %d refusals; want 2 and 1", injected, refused)
 	}

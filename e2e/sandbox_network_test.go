@@ -113,22 +113,27 @@ func TestSandboxReachesItsRouterThroughTheProxyWithTheKeyInjected(t *testing.T) 
 	}
 	s.noEventHolds(t, id, "sk-lab-real-key")
 
+	// The event log batches its writes: wait until the events are stored.
 	var allowed, denied int
-	for _, e := range s.listEvents(t, id, "net.connection") {
-		var c egressproxy.Connection
-		if err := json.Unmarshal([]byte(e.GetPayloadJson()), &c); err != nil {
-			t.Fatal(err)
-		}
-		switch {
-		case c.Host == "llm.example.com" && c.Decision == egressproxy.Allowed:
-			allowed++
-			if len(c.Injected) != 1 || c.Injected[0] != "lab/key" || c.BytesIn == 0 || c.BytesOut == 0 {
-				t.Errorf("the router's connection event is %+v, want lab/key injected and bytes both ways", c)
+	s.eventsUntil(t, id, func(events []*appv1.SessionEvent) bool {
+		allowed, denied = 0, 0
+		for _, e := range events {
+			var c egressproxy.Connection
+			if err := json.Unmarshal([]byte(e.GetPayloadJson()), &c); err != nil {
+				t.Fatal(err)
 			}
-		case c.Decision == egressproxy.Denied:
-			denied++
+			switch {
+			case c.Host == "llm.example.com" && c.Decision == egressproxy.Allowed:
+				allowed++
+				if len(c.Injected) != 1 || c.Injected[0] != "lab/key" || c.BytesIn == 0 || c.BytesOut == 0 {
+					t.Errorf("the router's connection event is %+v, want lab/key injected and bytes both ways", c)
+				}
+			case c.Decision == egressproxy.Denied:
+				denied++
+			}
 		}
-	}
+		return allowed >= 1 && denied >= 3
+	}, "net.connection")
 	if allowed != 1 || denied < 3 {
 		t.Fatalf("net.connection events: %d allowed to the router, %d denied; want 1 and at least 3", allowed, denied)
 	}

@@ -236,6 +236,24 @@ func (s *sandboxStack) fileSums(t testing.TB, session string, dirs ...string) st
 func ptr[T any](v T) *T { return &v }
 
 // listEvents returns the session's events of kind, oldest first.
+// eventsUntil lists the session's events of kinds until done says they hold what the test
+// waits for: the event log batches its writes, so an event emitted before a command returned
+// may be stored a moment later. It fails the test after a minute.
+func (s *sandboxStack) eventsUntil(t testing.TB, session string, done func([]*appv1.SessionEvent) bool, kinds ...string) []*appv1.SessionEvent {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		events := s.listEvents(t, session, kinds...)
+		if done(events) {
+			return events
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the session's %v events never held what was awaited: %d events", kinds, len(events))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
 func (s *sandboxStack) listEvents(t testing.TB, session string, kinds ...string) []*appv1.SessionEvent {
 	t.Helper()
 	var out []*appv1.SessionEvent
