@@ -1,6 +1,7 @@
 package oauthcreds
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
@@ -8,6 +9,7 @@ import (
 
 	appv1 "github.com/hangar-dev/hangar/gen/svc/app/v1"
 	"github.com/hangar-dev/hangar/internal/testenv"
+	"github.com/hangar-dev/hangar/records/credentials"
 )
 
 // HANGAR_OAUTH_PROVIDERS is refused whole, saying which entry and why, when an entry is not one
@@ -21,6 +23,9 @@ func TestRegistryRefusesBadProviders(t *testing.T) {
 		{"no flow", `[{"id": "x", "token_url": "https://x/t"}]`, "needs device_authorization_url or authorize_url"},
 		{"a bad bundle", `[{"id": "x", "token_url": "https://x/t", "authorize_url": "https://x/a", "bundle": "pem"}]`, `bundle "pem"`},
 		{"not a list", `{"id": "x"}`, "HANGAR_OAUTH_PROVIDERS"},
+		{"an api host with a scheme", `[{"id": "x", "token_url": "https://x/t", "authorize_url": "https://x/a", "api_hosts": ["https://api.x"]}]`, `api_hosts entry "https://api.x"`},
+		{"an api host with a path", `[{"id": "x", "token_url": "https://x/t", "authorize_url": "https://x/a", "api_hosts": ["api.x/v1"]}]`, `api_hosts entry "api.x/v1"`},
+		{"an empty api host", `[{"id": "x", "token_url": "https://x/t", "authorize_url": "https://x/a", "api_hosts": [""]}]`, `api_hosts entry ""`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if _, err := NewRegistry(tc.json); err == nil || !strings.Contains(err.Error(), tc.want) {
@@ -31,6 +36,34 @@ func TestRegistryRefusesBadProviders(t *testing.T) {
 	r, err := NewRegistry(`[{"id": "github", "token_url": "https://ghe.example.com/login/oauth/access_token", "device_authorization_url": "https://ghe.example.com/login/device/code", "client_id": "Iv1.abc"}]`)
 	if err != nil || r["github"].ClientID != "Iv1.abc" || r["anthropic"].TokenURL == "" {
 		t.Fatalf("overlay: %v, %v", r["github"], err)
+	}
+}
+
+// A provider's sandbox hosts are its API hosts and its token endpoint's host; one without API
+// hosts (a configured one, or a built-in replaced by one naming none) has none, and its
+// sessions get the real bundle.
+func TestSandboxHostsAreTheAPIHostsAndTheTokenEndpoint(t *testing.T) {
+	t.Parallel()
+	r, err := NewRegistry(`[{"id": "acme", "token_url": "https://login.acme.test:8443/token", "authorize_url": "https://login.acme.test/a", "api_hosts": ["api.acme.test", "files.acme.test:444"], "bundle": "access_token"},
+		{"id": "bare", "token_url": "https://bare.test/t", "authorize_url": "https://bare.test/a"}]`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		provider, format string
+		hosts            []string
+		ok               bool
+	}{
+		{"acme", credentials.BundleAccessToken, []string{"api.acme.test", "files.acme.test:444", "login.acme.test:8443"}, true},
+		{"anthropic", credentials.BundleClaudeCode, []string{"api.anthropic.com", "platform.claude.com"}, true},
+		{"openai", credentials.BundleCodexAuthJSON, []string{"chatgpt.com", "api.openai.com", "auth.openai.com"}, true},
+		{"bare", "", nil, false},
+		{"unknown", "", nil, false},
+	} {
+		format, hosts, ok := r.SandboxHosts(tc.provider)
+		if format != tc.format || !slices.Equal(hosts, tc.hosts) || ok != tc.ok {
+			t.Errorf("%s: %q %v %v, want %q %v %v", tc.provider, format, hosts, ok, tc.format, tc.hosts, tc.ok)
+		}
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"maps"
 	"net/url"
 	"slices"
+	"strings"
 
 	appv1 "github.com/hangar-dev/hangar/gen/svc/app/v1"
 	"github.com/hangar-dev/hangar/records/credentials"
@@ -171,9 +172,21 @@ func NewRegistry(configured string) (Registry, error) {
 		case !slices.Contains(credentials.BundleFormats, p.Bundle):
 			return nil, fmt.Errorf("HANGAR_OAUTH_PROVIDERS[%d] (%s): bundle %q: want one of %v", i, p.ID, p.Bundle, credentials.BundleFormats[1:])
 		}
+		for _, h := range p.APIHosts {
+			if !validHost(h) {
+				return nil, fmt.Errorf("HANGAR_OAUTH_PROVIDERS[%d] (%s): api_hosts entry %q: want a host name with an optional :port", i, p.ID, h)
+			}
+		}
 		r[p.ID] = p
 	}
 	return r, nil
+}
+
+// validHost reports whether h is a host name or IP with an optional ":port", as an allow_hosts
+// entry is: no scheme, path, user info or space.
+func validHost(h string) bool {
+	u, err := url.Parse("https://" + h)
+	return err == nil && h != "" && u.Host == h && u.User == nil && u.Hostname() != "" && !strings.ContainsAny(h, " \t/")
 }
 
 // SandboxHosts says how a session's sandbox holds provider's tokens: the bundle format, and
