@@ -313,3 +313,59 @@ func TestSecurityOAuthTokensNeverReachTheSandbox(t *testing.T) {
 		t.Fatalf("the sandbox holds a token: %q", files)
 	}
 }
+
+// A profile with include_user_tokens gives its tasks' sessions the creator's own credential of
+// the provider the harness takes, as the placeholder the proxy swaps; without it, none.
+func TestProfileIncludeUserTokensGivesTasksTheCreatorsCredentialAsAPlaceholder(t *testing.T) {
+	o := newOAuthProxyStack(t)
+	ctx := context.Background()
+	profiles := appv1connect.NewProfileServiceClient(httpClient, o.rpcURL(), auth.WithKey(o.admin))
+	tasks := appv1connect.NewTaskServiceClient(httpClient, o.rpcURL(), auth.WithKey(o.admin))
+	broker := appv1connect.NewOAuthCredentialServiceClient(httpClient, o.rpcURL())
+	for _, tc := range []struct {
+		name    string
+		include bool
+	}{{"included", true}, {"not included", false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			p, err := profiles.CreateProfile(ctx, connect.NewRequest(&appv1.CreateProfileRequest{
+				Name: tc.name, ImageId: o.sb.Image, Harness: ptr("claude-code"), IncludeUserTokens: tc.include,
+			}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			created, err := tasks.CreateTask(ctx, connect.NewRequest(&appv1.CreateTaskRequest{
+				ProfileId: p.Msg.GetProfile().GetId(), Prompt: ptr("hello"), DeferInitialPrompt: true,
+			}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			id := created.Msg.GetTask().GetSessions()[0].GetSessionId()
+			token := strings.TrimSpace(o.sh(t, id, `echo "$HANGAR_OAUTH_BROKER_TOKEN"`))
+			if !tc.include {
+				if token != "" {
+					t.Fatalf("a profile without include_user_tokens gave the session a broker token")
+				}
+				return
+			}
+			got, err := broker.FetchSessionCredential(ctx, connect.NewRequest(&appv1.FetchSessionCredentialRequest{SessionId: id, BrokerToken: token}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var f struct {
+				ClaudeAiOauth struct {
+					AccessToken string `json:"accessToken"`
+				} `json:"claudeAiOauth"`
+			}
+			if err := json.Unmarshal(got.Msg.GetOpaqueBundle(), &f); err != nil || !strings.HasPrefix(f.ClaudeAiOauth.AccessToken, "hangar-placeholder-") {
+				t.Fatalf("the task's session holds %q (%v), want a placeholder", got.Msg.GetOpaqueBundle(), err)
+			}
+			out := o.sh(t, id, `wget -q -O- --header "Authorization: Bearer `+f.ClaudeAiOauth.AccessToken+`" https://api.anthropic.com/v1/messages 2>&1; echo "exit=$?"`)
+			if !strings.Contains(out, "reached api.anthropic.com") {
+				t.Fatalf("the provider's API: %q", out)
+			}
+			if auths := o.anthropic.got(); len(auths) == 0 || auths[len(auths)-1] != "Bearer "+o.accessToken(t) {
+				t.Fatalf("the API got %q, want the creator's real token", auths)
+			}
+		})
+	}
+}

@@ -486,7 +486,7 @@ func (t taskSessions) Start(ctx context.Context, spec tasks.SessionSpec) (string
 			*f.dst = &f.val
 		}
 	}
-	resp, err := t.svc.CreateForTask(ctx, req, spec.Key, sessions.TaskStart{Network: network, Repos: checkouts(spec.Repos)})
+	resp, err := t.svc.CreateForTask(ctx, req, spec.Key, sessions.TaskStart{Network: network, Repos: checkouts(spec.Repos), UserTokens: spec.IncludeUserTokens})
 	if err != nil {
 		return "", profileImageErr(spec.Image, err)
 	}

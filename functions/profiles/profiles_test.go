@@ -561,6 +561,7 @@ func TestLaunch(t *testing.T) {
 			wantProto(t, "snapshot", got, &appv1.ProfileSnapshot{
 				Id: live.GetId(), Name: "Live", ImageId: in.GetImageId(), Harness: in.Harness, Model: in.Model,
 				Effort: in.Effort, ModelRouter: in.ModelRouter, UpdatedAt: clock.Format(t0), Apps: in.Apps,
+				IncludeUserTokens: in.GetIncludeUserTokens(),
 			})
 		})
 	}

@@ -118,7 +118,7 @@ func (r record) snapshot() *appv1.ProfileSnapshot {
 		Id: r.ID, Name: r.Name, ImageId: r.ImageID,
 		Harness: opt.String(r.Harness), Model: opt.String(r.Model), Effort: opt.String(r.Effort),
 		ModelRouter: opt.String(r.ModelRouter), UpdatedAt: clock.Format(r.UpdatedAt),
-		Apps: r.appsProto(),
+		Apps: r.appsProto(), IncludeUserTokens: r.IncludeUserTokens,
 	}
 }
 

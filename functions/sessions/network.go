@@ -53,6 +53,9 @@ func routerHosts(r *config.ModelRouter) []string {
 type TaskStart struct {
 	Network *hostv1.SandboxNetwork
 	Repos   []*hostv1.RepoCheckout
+	// UserTokens is the profile's include_user_tokens: the task creator's own OAuth credential
+	// of the provider the harness takes goes with the session, when they have one connected.
+	UserTokens bool
 }
 
 // MergeNetwork adds what extra allows and injects to n (nil n makes a new one).

@@ -260,6 +260,26 @@ func (s *Service) oauthBundle(ctx context.Context, caller auth.Principal, agent 
 	return sandboxed, broker, nil
 }
 
+// userTokens is the binding of a task's session to its creator's own credential of the
+// provider the harness takes (a profile's include_user_tokens), nil when the harness takes none
+// or the creator has none connected: the profile asks for the person's tokens where they exist.
+func (s *Service) userTokens(ctx context.Context, caller auth.Principal, agent agentChoice) (*appv1.OAuthCredentialBinding, error) {
+	if agent.oauth == nil || s.d.Credentials == nil {
+		return nil, nil
+	}
+	me := credentials.Subject{Kind: credentials.KindUser, ID: caller.UserID}
+	metas, err := s.d.Credentials.List(ctx, me)
+	if err != nil {
+		return nil, err
+	}
+	for _, m := range metas {
+		if m.Provider == agent.oauth.Provider && m.Connected() {
+			return &appv1.OAuthCredentialBinding{Subject: me.Proto(), Provider: m.Provider}, nil
+		}
+	}
+	return nil, nil
+}
+
 // Kind is what CreateSessionResponse.kind says: the sandbox technology a session runs on.
 const Kind = "runc"
 
@@ -422,8 +442,15 @@ func (s *Service) create(ctx context.Context, m *appv1.CreateSessionRequest, id,
 			return nil, err
 		}
 	}
+	binding := m.GetOauthCredential()
+	if binding == nil && extra.UserTokens {
+		var err error
+		if binding, err = s.userTokens(ctx, caller, agent); err != nil {
+			return nil, err
+		}
+	}
 	network := MergeNetwork(agent.network, extra.Network)
-	bundle, broker, err := s.oauthBundle(ctx, caller, agent, m.GetOauthCredential(), id, env, network)
+	bundle, broker, err := s.oauthBundle(ctx, caller, agent, binding, id, env, network)
 	if err != nil {
 		return nil, err
 	}

@@ -50,6 +50,10 @@ type SessionSpec struct {
 	ProxySecrets []*appv1.ProfileSecret
 	// Apps are the profile's apps, which the session serves.
 	Apps []*appv1.SessionApp
+	// IncludeUserTokens is the profile's include_user_tokens: the task creator's OAuth
+	// credential of the harness's provider goes with the session (as a placeholder the egress
+	// proxy swaps) when they have one connected.
+	IncludeUserTokens bool
 }
 
 // Network is what a profile lets its sessions reach.

@@ -131,7 +131,7 @@ func (s *Service) CreateTask(ctx context.Context, req *connect.Request[appv1.Cre
 			Key: sessionKey, Image: profile.GetImageId(), Harness: base.Harness, HarnessMode: in.HarnessMode, Prompt: prompt,
 			Model: base.Model, Effort: base.Effort, ModelRouter: base.ModelRouter, Env: profileEnv, SecretRefs: refs,
 			ProfileID: in.ProfileID, Network: networkOf(network, repos), Repos: repos, ProxySecrets: proxied,
-			Apps: profile.GetApps(),
+			Apps: profile.GetApps(), IncludeUserTokens: profile.GetIncludeUserTokens(),
 		})
 		if err != nil {
 			return nil, fmt.Errorf("start the task's session: %w", err)

@@ -726,9 +726,12 @@ type ProfileSnapshot struct {
 	ModelRouter *string                `protobuf:"bytes,7,opt,name=model_router,json=modelRouter,proto3,oneof" json:"model_router,omitempty"`
 	UpdatedAt   string                 `protobuf:"bytes,8,opt,name=updated_at,json=updatedAt,proto3" json:"updated_at,omitempty"`
 	// Hangar's additions (numbered from 100): the profile's apps, which a task's session serves.
-	Apps          []*SessionApp `protobuf:"bytes,100,rep,name=apps,proto3" json:"apps,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Apps []*SessionApp `protobuf:"bytes,100,rep,name=apps,proto3" json:"apps,omitempty"`
+	// include_user_tokens: the task creator's OAuth credential of the provider the harness takes
+	// goes with the task's session (as a placeholder the egress proxy swaps), when connected.
+	IncludeUserTokens bool `protobuf:"varint,101,opt,name=include_user_tokens,json=includeUserTokens,proto3" json:"include_user_tokens,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *ProfileSnapshot) Reset() {
@@ -822,6 +825,13 @@ func (x *ProfileSnapshot) GetApps() []*SessionApp {
 		return x.Apps
 	}
 	return nil
+}
+
+func (x *ProfileSnapshot) GetIncludeUserTokens() bool {
+	if x != nil {
+		return x.IncludeUserTokens
+	}
+	return false
 }
 
 type ListProfilesRequest struct {
@@ -1648,7 +1658,7 @@ const file_svc_app_v1_profile_proto_rawDesc = "" +
 	"\n" +
 	"SessionApp\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
-	"\x04port\x18\x02 \x01(\rR\x04port\"\xcc\x02\n" +
+	"\x04port\x18\x02 \x01(\rR\x04port\"\xfc\x02\n" +
 	"\x0fProfileSnapshot\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x19\n" +
@@ -1659,7 +1669,8 @@ const file_svc_app_v1_profile_proto_rawDesc = "" +
 	"\fmodel_router\x18\a \x01(\tH\x03R\vmodelRouter\x88\x01\x01\x12\x1d\n" +
 	"\n" +
 	"updated_at\x18\b \x01(\tR\tupdatedAt\x12*\n" +
-	"\x04apps\x18d \x03(\v2\x16.svc.app.v1.SessionAppR\x04appsB\n" +
+	"\x04apps\x18d \x03(\v2\x16.svc.app.v1.SessionAppR\x04apps\x12.\n" +
+	"\x13include_user_tokens\x18e \x01(\bR\x11includeUserTokensB\n" +
 	"\n" +
 	"\b_harnessB\b\n" +
 	"\x06_modelB\t\n" +
