@@ -40,8 +40,8 @@ func (l limiter) allowed(names ...string) bool {
 	return ok
 }
 
-// fail spends an attempt of every one of names, in one transaction. A store error is logged:
-// the failure it would have counted is lost, the request it came with is answered anyway.
+// fail spends an attempt of every one of names, in one transaction. A store error is logged
+// (the failure is then counted on this instance only); the request is answered anyway.
 func (l limiter) fail(ctx context.Context, names ...string) {
 	if _, err := l.limit.Spend(ctx, names...); err != nil {
 		l.log.Warn("sign-in rate limit", "err", err)

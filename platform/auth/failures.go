@@ -82,7 +82,7 @@ func (f *failures) exhausted(client, keyID string) error {
 }
 
 // failed records that the key with hash h, presented by client for keyID, did not verify. A
-// store error loses that failure's count (logged); the request is refused anyway.
+// store error counts the failure on this instance only (logged); the request is refused anyway.
 func (f *failures) failed(ctx context.Context, h, client, keyID string, now time.Time) {
 	f.remember(h, now)
 	if _, err := f.limit.Spend(context.WithoutCancel(ctx), scopes(client, keyID)...); err != nil {

@@ -152,10 +152,33 @@ func (l *Limit) update(ctx context.Context, names []string, onlyIfAllowed bool) 
 		return nil
 	}, firestore.MaxAttempts(3))
 	if err != nil {
+		if !onlyIfAllowed {
+			// The failure still happened: count it here at least, so that contention or an
+			// outage does not open the limit on this instance.
+			l.spendLocally(names)
+		}
 		return false, fmt.Errorf("rate limit %s: %w", l.Kind, err)
 	}
 	l.remember(names, seen)
 	return allowed, nil
+}
+
+// spendLocally moves the TATs this instance knows of names one interval on, as a spend would.
+func (l *Limit) spendLocally(names []string) {
+	now := l.now()
+	tats := make([]time.Time, len(names))
+	l.mu.Lock()
+	for i, n := range names {
+		tats[i] = l.known[n]
+		if tats[i].Before(now) {
+			tats[i] = now
+		}
+		if tats[i].Sub(now) <= l.tolerance() {
+			tats[i] = tats[i].Add(l.Interval)
+		}
+	}
+	l.mu.Unlock()
+	l.remember(names, tats)
 }
 
 // remember keeps the TATs seen, never going back.

@@ -1,6 +1,7 @@
 package ratelimit_test
 
 import (
+	"context"
 	"os"
 	"testing"
 	"time"
@@ -99,5 +100,24 @@ func TestFailuresSpentOnOneInstanceRefuseOnTheOther(t *testing.T) {
 	clk.Advance(time.Minute)
 	if ok, err := b.Take(t.Context(), names...); err != nil || !ok {
 		t.Fatalf("a minute later: %v, %v", ok, err)
+	}
+}
+
+// A failure the store cannot record (here: the database is gone) is still counted on the
+// instance, so an outage or contention does not open the limit there.
+func TestFailuresAreCountedLocallyWhenTheStoreFails(t *testing.T) {
+	t.Parallel()
+	db, _ := testenv.Firestore(t)
+	clk := clock.NewFake(time.Date(2026, 11, 26, 0, 0, 0, 0, time.UTC))
+	l := ratelimit.New(db, "test.down", 2, time.Minute, clk.Now)
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	for range 2 {
+		if _, err := l.Spend(ctx, "address:192.0.2.3"); err == nil {
+			t.Fatal("a spend with a cancelled context succeeded")
+		}
+	}
+	if ok, _ := l.Allowed("address:192.0.2.3"); ok {
+		t.Fatal("two failures the store lost left the limit open")
 	}
 }
