@@ -19,6 +19,7 @@ import (
 
 	hostv1 "github.com/hangar-dev/hangar/gen/host/v1"
 	"github.com/hangar-dev/hangar/gen/host/v1/hostv1connect"
+	"github.com/hangar-dev/hangar/platform/auth"
 	"github.com/hangar-dev/hangar/platform/egress"
 	"github.com/hangar-dev/hangar/platform/pubsub"
 	"github.com/hangar-dev/hangar/records/secrets"
@@ -412,7 +413,14 @@ func (w *Worker) warmStage(ctx context.Context, j *Job) error {
 		if w.s.d.Secrets == nil {
 			return errors.New("the warm command names secrets, and this deployment keeps no org secrets")
 		}
-		vals, err := w.s.d.Secrets.Resolve(ctx, secrets.Subject{Admin: true}, refs)
+		actor := auth.Principal{UserID: j.Actor}
+		if w.s.d.Acting != nil {
+			var err error
+			if actor, err = w.s.d.Acting(ctx, j.Actor); err != nil {
+				return err
+			}
+		}
+		vals, err := w.s.d.Secrets.Resolve(ctx, secrets.SubjectOf(actor, ""), refs)
 		if err != nil {
 			return err
 		}
@@ -434,7 +442,10 @@ func (w *Worker) warmStage(ctx context.Context, j *Job) error {
 	}
 	last, err := w.prepare(ctx, c, &hostv1.PrepareImageRequest{
 		Stage: "warm", ImageRef: j.ref(), WarmKey: j.ImageID + "-" + j.ID,
-		Warm: &hostv1.WarmCommand{Command: cfg.GetCommand(), Workdir: cfg.GetWorkdir(), Env: env, TimeoutSecs: cfg.GetTimeoutSecs()},
+		Warm: &hostv1.WarmCommand{
+			Command: cfg.GetCommand(), Workdir: cfg.GetWorkdir(), Env: env, TimeoutSecs: cfg.GetTimeoutSecs(),
+			Network: warmNetwork(cfg.GetNetwork()),
+		},
 	}, j.ID)
 	if err != nil {
 		return err

@@ -70,6 +70,9 @@ type Job struct {
 	BytesTotal    int64  `firestore:"bytes_total"`
 	BytesUploaded int64  `firestore:"bytes_uploaded"`
 	Attempts      int    `firestore:"attempts"`
+	// Actor is the user who started the job or last retried it: the warm command's secrets are
+	// resolved for them.
+	Actor string `firestore:"actor"`
 	// HostID is the host that pulls, chunks and warms (materialize_host_id).
 	HostID        string   `firestore:"host_id"`
 	PrestageHosts []string `firestore:"prestage_hosts"`

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"strings"
 	"sync"
 	"time"
@@ -26,6 +27,10 @@ const (
 	PrepareStagePrestage = "prestage"
 	PrepareStageWarm     = "warm"
 )
+
+// warmSessionPrefix names a warm sandbox to the egress proxy (its audit goes to the host's log,
+// since no session's log is open).
+const warmSessionPrefix = "warm/"
 
 // maxWarmTimeout bounds a warm command when the image's config names no timeout.
 const maxWarmTimeout = time.Hour
@@ -155,12 +160,18 @@ func (h *Host) warmImage(ctx context.Context, ref string, m *hostv1.PrepareImage
 	if t := w.GetTimeoutSecs(); t > 0 {
 		timeout = min(timeout, time.Duration(t)*time.Second)
 	}
-	var env []string
-	for k, val := range w.GetEnv() {
-		env = append(env, k+"="+val)
+	// The command reaches out only through the egress proxy, under the image's warm network
+	// policy, as a session does under its profile's: a denied connection is refused at once.
+	net, err := h.proxy.Serve(proxySession(warmSessionPrefix+m.GetWarmKey(), w.GetNetwork()), sbx.ns)
+	if err != nil {
+		return fmt.Errorf("serve the warm sandbox's network: %w", err)
 	}
+	defer net.Close()
+	env := networkEnv()
+	maps.Copy(env, sbx.user.env())
+	maps.Copy(env, w.GetEnv())
 	exit, err := sbx.sup.Exec(ctx, supervisor.ExecRequest{
-		Argv: w.GetCommand(), Env: env, Workdir: w.GetWorkdir(), Timeout: timeout,
+		Argv: w.GetCommand(), Env: envEntries(env), Workdir: w.GetWorkdir(), Timeout: timeout,
 	}, supervisor.Events{Output: func(o supervisor.Output) error {
 		return send(&hostv1.PrepareImageProgress{Output: append([]byte(nil), o.Data...)})
 	}})

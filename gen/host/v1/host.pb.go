@@ -86,8 +86,11 @@ type WarmCommand struct {
 	Command []string               `protobuf:"bytes,1,rep,name=command,proto3" json:"command,omitempty"`
 	Workdir string                 `protobuf:"bytes,2,opt,name=workdir,proto3" json:"workdir,omitempty"`
 	// env holds literal values, secret references already resolved by the caller.
-	Env           map[string]string `protobuf:"bytes,3,rep,name=env,proto3" json:"env,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
-	TimeoutSecs   uint64            `protobuf:"varint,4,opt,name=timeout_secs,json=timeoutSecs,proto3" json:"timeout_secs,omitempty"`
+	Env         map[string]string `protobuf:"bytes,3,rep,name=env,proto3" json:"env,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	TimeoutSecs uint64            `protobuf:"varint,4,opt,name=timeout_secs,json=timeoutSecs,proto3" json:"timeout_secs,omitempty"`
+	// network is what the command may reach through the host's egress proxy, as a session's
+	// network is (no secrets): unset lets nothing out.
+	Network       *SandboxNetwork `protobuf:"bytes,5,opt,name=network,proto3" json:"network,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -148,6 +151,13 @@ func (x *WarmCommand) GetTimeoutSecs() uint64 {
 		return x.TimeoutSecs
 	}
 	return 0
+}
+
+func (x *WarmCommand) GetNetwork() *SandboxNetwork {
+	if x != nil {
+		return x.Network
+	}
+	return nil
 }
 
 type PrepareImageRequest struct {
@@ -1717,12 +1727,13 @@ const file_host_v1_host_proto_rawDesc = "" +
 	"\n" +
 	"ImageLayer\x12\x16\n" +
 	"\x06digest\x18\x01 \x01(\tR\x06digest\x12\x16\n" +
-	"\x06chunks\x18\x02 \x01(\rR\x06chunks\"\xcd\x01\n" +
+	"\x06chunks\x18\x02 \x01(\rR\x06chunks\"\x80\x02\n" +
 	"\vWarmCommand\x12\x18\n" +
 	"\acommand\x18\x01 \x03(\tR\acommand\x12\x18\n" +
 	"\aworkdir\x18\x02 \x01(\tR\aworkdir\x12/\n" +
 	"\x03env\x18\x03 \x03(\v2\x1d.host.v1.WarmCommand.EnvEntryR\x03env\x12!\n" +
-	"\ftimeout_secs\x18\x04 \x01(\x04R\vtimeoutSecs\x1a6\n" +
+	"\ftimeout_secs\x18\x04 \x01(\x04R\vtimeoutSecs\x121\n" +
+	"\anetwork\x18\x05 \x01(\v2\x17.host.v1.SandboxNetworkR\anetwork\x1a6\n" +
 	"\bEnvEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xac\x01\n" +
@@ -1952,70 +1963,71 @@ var file_host_v1_host_proto_goTypes = []any{
 }
 var file_host_v1_host_proto_depIdxs = []int32{
 	25, // 0: host.v1.WarmCommand.env:type_name -> host.v1.WarmCommand.EnvEntry
-	1,  // 1: host.v1.PrepareImageRequest.warm:type_name -> host.v1.WarmCommand
-	0,  // 2: host.v1.PrepareImageProgress.layers:type_name -> host.v1.ImageLayer
-	5,  // 3: host.v1.ShellInput.start:type_name -> host.v1.ShellStart
-	6,  // 4: host.v1.ShellInput.resize:type_name -> host.v1.WindowSize
-	6,  // 5: host.v1.ShellStart.size:type_name -> host.v1.WindowSize
-	8,  // 6: host.v1.ShellOutput.started:type_name -> host.v1.ShellStarted
-	27, // 7: host.v1.ShellOutput.exit:type_name -> svc.app.v1.ExecExit
-	10, // 8: host.v1.DialAppInput.dial:type_name -> host.v1.DialApp
-	26, // 9: host.v1.CreateSandboxRequest.env:type_name -> host.v1.CreateSandboxRequest.EnvEntry
-	14, // 10: host.v1.CreateSandboxRequest.network:type_name -> host.v1.SandboxNetwork
-	13, // 11: host.v1.CreateSandboxRequest.repos:type_name -> host.v1.RepoCheckout
-	28, // 12: host.v1.CreateSandboxRequest.resources:type_name -> svc.app.v1.ImageResources
-	15, // 13: host.v1.SandboxNetwork.secrets:type_name -> host.v1.ProxySecret
-	23, // 14: host.v1.FindReposResponse.repos:type_name -> host.v1.Repo
-	24, // 15: host.v1.Repo.remotes:type_name -> host.v1.Remote
-	12, // 16: host.v1.HostService.CreateSandbox:input_type -> host.v1.CreateSandboxRequest
-	17, // 17: host.v1.HostService.DeleteSandbox:input_type -> host.v1.DeleteSandboxRequest
-	29, // 18: host.v1.HostService.Exec:input_type -> svc.app.v1.ExecRequest
-	30, // 19: host.v1.HostService.CancelExec:input_type -> svc.app.v1.CancelExecRequest
-	31, // 20: host.v1.HostService.WriteFile:input_type -> svc.app.v1.WriteFileRequest
-	32, // 21: host.v1.HostService.ReadFile:input_type -> svc.app.v1.ReadFileRequest
-	33, // 22: host.v1.HostService.Snapshot:input_type -> svc.app.v1.SnapshotRequest
-	34, // 23: host.v1.HostService.Resume:input_type -> svc.app.v1.ResumeRequest
-	19, // 24: host.v1.HostService.Evict:input_type -> host.v1.EvictRequest
-	35, // 25: host.v1.HostService.GetCowState:input_type -> svc.app.v1.GetCowStateRequest
-	36, // 26: host.v1.HostService.CreateArtifactFromPath:input_type -> svc.app.v1.CreateArtifactFromPathRequest
-	21, // 27: host.v1.HostService.FindRepos:input_type -> host.v1.FindReposRequest
-	37, // 28: host.v1.HostService.SendPrompt:input_type -> svc.app.v1.SendPromptRequest
-	38, // 29: host.v1.HostService.EditQueuedPrompt:input_type -> svc.app.v1.EditQueuedPromptRequest
-	39, // 30: host.v1.HostService.DequeueQueuedPrompt:input_type -> svc.app.v1.DequeueQueuedPromptRequest
-	40, // 31: host.v1.HostService.Interrupt:input_type -> svc.app.v1.InterruptRequest
-	41, // 32: host.v1.HostService.CompleteToolCall:input_type -> svc.app.v1.CompleteToolCallRequest
-	2,  // 33: host.v1.HostService.PrepareImage:input_type -> host.v1.PrepareImageRequest
-	4,  // 34: host.v1.HostService.Shell:input_type -> host.v1.ShellInput
-	9,  // 35: host.v1.HostService.DialApp:input_type -> host.v1.DialAppInput
-	42, // 36: host.v1.HostService.EnsureIde:input_type -> svc.app.v1.EnsureIdeRequest
-	43, // 37: host.v1.HostService.EnsureBrowser:input_type -> svc.app.v1.EnsureBrowserRequest
-	16, // 38: host.v1.HostService.CreateSandbox:output_type -> host.v1.CreateSandboxResponse
-	18, // 39: host.v1.HostService.DeleteSandbox:output_type -> host.v1.DeleteSandboxResponse
-	44, // 40: host.v1.HostService.Exec:output_type -> svc.app.v1.ExecOutput
-	45, // 41: host.v1.HostService.CancelExec:output_type -> google.protobuf.Empty
-	46, // 42: host.v1.HostService.WriteFile:output_type -> svc.app.v1.WriteFileResponse
-	47, // 43: host.v1.HostService.ReadFile:output_type -> svc.app.v1.ReadFileResponse
-	48, // 44: host.v1.HostService.Snapshot:output_type -> svc.app.v1.SnapshotResponse
-	49, // 45: host.v1.HostService.Resume:output_type -> svc.app.v1.ResumeResponse
-	20, // 46: host.v1.HostService.Evict:output_type -> host.v1.EvictResponse
-	50, // 47: host.v1.HostService.GetCowState:output_type -> svc.app.v1.GetCowStateResponse
-	51, // 48: host.v1.HostService.CreateArtifactFromPath:output_type -> svc.app.v1.CreateArtifactFromPathResponse
-	22, // 49: host.v1.HostService.FindRepos:output_type -> host.v1.FindReposResponse
-	52, // 50: host.v1.HostService.SendPrompt:output_type -> svc.app.v1.SendPromptResponse
-	53, // 51: host.v1.HostService.EditQueuedPrompt:output_type -> svc.app.v1.EditQueuedPromptResponse
-	54, // 52: host.v1.HostService.DequeueQueuedPrompt:output_type -> svc.app.v1.DequeueQueuedPromptResponse
-	55, // 53: host.v1.HostService.Interrupt:output_type -> svc.app.v1.InterruptResponse
-	56, // 54: host.v1.HostService.CompleteToolCall:output_type -> svc.app.v1.CompleteToolCallResponse
-	3,  // 55: host.v1.HostService.PrepareImage:output_type -> host.v1.PrepareImageProgress
-	7,  // 56: host.v1.HostService.Shell:output_type -> host.v1.ShellOutput
-	11, // 57: host.v1.HostService.DialApp:output_type -> host.v1.DialAppOutput
-	57, // 58: host.v1.HostService.EnsureIde:output_type -> svc.app.v1.EnsureIdeResponse
-	58, // 59: host.v1.HostService.EnsureBrowser:output_type -> svc.app.v1.EnsureBrowserResponse
-	38, // [38:60] is the sub-list for method output_type
-	16, // [16:38] is the sub-list for method input_type
-	16, // [16:16] is the sub-list for extension type_name
-	16, // [16:16] is the sub-list for extension extendee
-	0,  // [0:16] is the sub-list for field type_name
+	14, // 1: host.v1.WarmCommand.network:type_name -> host.v1.SandboxNetwork
+	1,  // 2: host.v1.PrepareImageRequest.warm:type_name -> host.v1.WarmCommand
+	0,  // 3: host.v1.PrepareImageProgress.layers:type_name -> host.v1.ImageLayer
+	5,  // 4: host.v1.ShellInput.start:type_name -> host.v1.ShellStart
+	6,  // 5: host.v1.ShellInput.resize:type_name -> host.v1.WindowSize
+	6,  // 6: host.v1.ShellStart.size:type_name -> host.v1.WindowSize
+	8,  // 7: host.v1.ShellOutput.started:type_name -> host.v1.ShellStarted
+	27, // 8: host.v1.ShellOutput.exit:type_name -> svc.app.v1.ExecExit
+	10, // 9: host.v1.DialAppInput.dial:type_name -> host.v1.DialApp
+	26, // 10: host.v1.CreateSandboxRequest.env:type_name -> host.v1.CreateSandboxRequest.EnvEntry
+	14, // 11: host.v1.CreateSandboxRequest.network:type_name -> host.v1.SandboxNetwork
+	13, // 12: host.v1.CreateSandboxRequest.repos:type_name -> host.v1.RepoCheckout
+	28, // 13: host.v1.CreateSandboxRequest.resources:type_name -> svc.app.v1.ImageResources
+	15, // 14: host.v1.SandboxNetwork.secrets:type_name -> host.v1.ProxySecret
+	23, // 15: host.v1.FindReposResponse.repos:type_name -> host.v1.Repo
+	24, // 16: host.v1.Repo.remotes:type_name -> host.v1.Remote
+	12, // 17: host.v1.HostService.CreateSandbox:input_type -> host.v1.CreateSandboxRequest
+	17, // 18: host.v1.HostService.DeleteSandbox:input_type -> host.v1.DeleteSandboxRequest
+	29, // 19: host.v1.HostService.Exec:input_type -> svc.app.v1.ExecRequest
+	30, // 20: host.v1.HostService.CancelExec:input_type -> svc.app.v1.CancelExecRequest
+	31, // 21: host.v1.HostService.WriteFile:input_type -> svc.app.v1.WriteFileRequest
+	32, // 22: host.v1.HostService.ReadFile:input_type -> svc.app.v1.ReadFileRequest
+	33, // 23: host.v1.HostService.Snapshot:input_type -> svc.app.v1.SnapshotRequest
+	34, // 24: host.v1.HostService.Resume:input_type -> svc.app.v1.ResumeRequest
+	19, // 25: host.v1.HostService.Evict:input_type -> host.v1.EvictRequest
+	35, // 26: host.v1.HostService.GetCowState:input_type -> svc.app.v1.GetCowStateRequest
+	36, // 27: host.v1.HostService.CreateArtifactFromPath:input_type -> svc.app.v1.CreateArtifactFromPathRequest
+	21, // 28: host.v1.HostService.FindRepos:input_type -> host.v1.FindReposRequest
+	37, // 29: host.v1.HostService.SendPrompt:input_type -> svc.app.v1.SendPromptRequest
+	38, // 30: host.v1.HostService.EditQueuedPrompt:input_type -> svc.app.v1.EditQueuedPromptRequest
+	39, // 31: host.v1.HostService.DequeueQueuedPrompt:input_type -> svc.app.v1.DequeueQueuedPromptRequest
+	40, // 32: host.v1.HostService.Interrupt:input_type -> svc.app.v1.InterruptRequest
+	41, // 33: host.v1.HostService.CompleteToolCall:input_type -> svc.app.v1.CompleteToolCallRequest
+	2,  // 34: host.v1.HostService.PrepareImage:input_type -> host.v1.PrepareImageRequest
+	4,  // 35: host.v1.HostService.Shell:input_type -> host.v1.ShellInput
+	9,  // 36: host.v1.HostService.DialApp:input_type -> host.v1.DialAppInput
+	42, // 37: host.v1.HostService.EnsureIde:input_type -> svc.app.v1.EnsureIdeRequest
+	43, // 38: host.v1.HostService.EnsureBrowser:input_type -> svc.app.v1.EnsureBrowserRequest
+	16, // 39: host.v1.HostService.CreateSandbox:output_type -> host.v1.CreateSandboxResponse
+	18, // 40: host.v1.HostService.DeleteSandbox:output_type -> host.v1.DeleteSandboxResponse
+	44, // 41: host.v1.HostService.Exec:output_type -> svc.app.v1.ExecOutput
+	45, // 42: host.v1.HostService.CancelExec:output_type -> google.protobuf.Empty
+	46, // 43: host.v1.HostService.WriteFile:output_type -> svc.app.v1.WriteFileResponse
+	47, // 44: host.v1.HostService.ReadFile:output_type -> svc.app.v1.ReadFileResponse
+	48, // 45: host.v1.HostService.Snapshot:output_type -> svc.app.v1.SnapshotResponse
+	49, // 46: host.v1.HostService.Resume:output_type -> svc.app.v1.ResumeResponse
+	20, // 47: host.v1.HostService.Evict:output_type -> host.v1.EvictResponse
+	50, // 48: host.v1.HostService.GetCowState:output_type -> svc.app.v1.GetCowStateResponse
+	51, // 49: host.v1.HostService.CreateArtifactFromPath:output_type -> svc.app.v1.CreateArtifactFromPathResponse
+	22, // 50: host.v1.HostService.FindRepos:output_type -> host.v1.FindReposResponse
+	52, // 51: host.v1.HostService.SendPrompt:output_type -> svc.app.v1.SendPromptResponse
+	53, // 52: host.v1.HostService.EditQueuedPrompt:output_type -> svc.app.v1.EditQueuedPromptResponse
+	54, // 53: host.v1.HostService.DequeueQueuedPrompt:output_type -> svc.app.v1.DequeueQueuedPromptResponse
+	55, // 54: host.v1.HostService.Interrupt:output_type -> svc.app.v1.InterruptResponse
+	56, // 55: host.v1.HostService.CompleteToolCall:output_type -> svc.app.v1.CompleteToolCallResponse
+	3,  // 56: host.v1.HostService.PrepareImage:output_type -> host.v1.PrepareImageProgress
+	7,  // 57: host.v1.HostService.Shell:output_type -> host.v1.ShellOutput
+	11, // 58: host.v1.HostService.DialApp:output_type -> host.v1.DialAppOutput
+	57, // 59: host.v1.HostService.EnsureIde:output_type -> svc.app.v1.EnsureIdeResponse
+	58, // 60: host.v1.HostService.EnsureBrowser:output_type -> svc.app.v1.EnsureBrowserResponse
+	39, // [39:61] is the sub-list for method output_type
+	17, // [17:39] is the sub-list for method input_type
+	17, // [17:17] is the sub-list for extension type_name
+	17, // [17:17] is the sub-list for extension extendee
+	0,  // [0:17] is the sub-list for field type_name
 }
 
 func init() { file_host_v1_host_proto_init() }
