@@ -78,7 +78,7 @@ func recordKey(digest string) (string, error) {
 	if err != nil || h.Algorithm != "sha256" {
 		return "", fmt.Errorf("image digest %q is not a sha256 digest", digest)
 	}
-	return "imagerecords/sha256/" + h.Hex + ".json", nil
+	return recordsPrefix + h.Hex + ".json", nil
 }
 
 // Chunk cuts every layer of the pulled image digest into the chunk store, skipping layers some
@@ -227,8 +227,7 @@ func (s *Store) StageWarm(ctx context.Context, ref string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("warm layer %s: %w", ref, err)
 	}
-	// The warm layer goes through the image cache like any layer, under a digest of its ref.
-	digest := "sha256:" + hashHex(ref)
+	digest := warmDigest(ref)
 	if !s.cache.HasLayer(digest) {
 		err := s.cache.AddLayer(digest, func(d string) error {
 			_, err := s.snaps.Restore(ctx, m, d)
@@ -240,6 +239,10 @@ func (s *Store) StageWarm(ctx context.Context, ref string) (string, error) {
 	}
 	return s.cache.LayerDir(digest)
 }
+
+// warmDigest is the digest a warm layer is kept under in the image cache: it goes through the
+// cache like any layer, under a digest of its ref.
+func warmDigest(ref string) string { return "sha256:" + hashHex(ref) }
 
 // DeleteWarm removes every warm layer filed under key; its chunks go with the next GC when
 // nothing else references them.
