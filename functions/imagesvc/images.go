@@ -40,9 +40,11 @@ import (
 	"github.com/hangar-dev/hangar/sandboxhosts/hostclient"
 )
 
-// Queue hands an enable job to a worker (Pub/Sub in production, PubSubQueue).
+// Queue hands an enable job, or a collection of images nothing references, to a worker
+// (Pub/Sub in production, PubSubQueue).
 type Queue interface {
 	Enqueue(ctx context.Context, jobID string) error
+	EnqueueCollect(ctx context.Context) error
 }
 
 // Secrets resolves a warm command's secret_ref entries for the admin who configured them.
@@ -360,7 +362,9 @@ func (s *Service) UpdateImage(ctx context.Context, req *connect.Request[appv1.Up
 }
 
 // DisableImage stops new sessions from starting from the image; running ones continue. A job
-// in progress is superseded.
+// in progress, or failed and awaiting a retry, is superseded. A collection is queued: the
+// image's chunks, warm layer and prestaged copies go once nothing references them
+// (CollectImages).
 func (s *Service) DisableImage(ctx context.Context, req *connect.Request[appv1.DisableImageRequest]) (*connect.Response[emptypb.Empty], error) {
 	if err := requireAdmin(ctx, "disable images"); err != nil {
 		return nil, err
@@ -381,14 +385,21 @@ func (s *Service) DisableImage(ctx context.Context, req *connect.Request[appv1.D
 	}
 	if img.JobID != "" {
 		_, err := s.rec.updateJob(ctx, img.JobID, func(j *Job) error {
-			if j.State.Ended() {
+			if j.State == Ready || j.State == Superseded {
 				return errNothing
 			}
 			j.State, j.Error, j.LeaseOwner = Superseded, "image disabled", ""
 			return nil
 		})
-		if err != nil && !errors.Is(err, errNothing) {
+		if err != nil && !errors.Is(err, errNothing) && !isNotFound(err) {
 			return nil, err
+		}
+	}
+	// The image is disabled whether or not the collection is queued: a later one (the worker
+	// runs one every CollectEvery) collects it then.
+	if s.d.Queue != nil {
+		if err := s.d.Queue.EnqueueCollect(ctx); err != nil {
+			s.log.Warn("queue an image collection after a disable", "image", uri, "err", err)
 		}
 	}
 	return connect.NewResponse(&emptypb.Empty{}), nil

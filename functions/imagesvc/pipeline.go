@@ -53,6 +53,9 @@ type WorkerOptions struct {
 	// Lease is how long a worker holds a job without renewing it (default 2 minutes); a job
 	// whose lease ran out is taken over by the next worker the sweeper hands it to.
 	Lease time.Duration
+	// CollectEvery is how often Run collects images nothing references (default an hour, as
+	// hosts collect snapshot chunks); DisableImage also queues a collection at once.
+	CollectEvery time.Duration
 	// BeforeStage, when set, runs before every stage; an error fails the stage with it (fault
 	// injection for tests).
 	BeforeStage func(ctx context.Context, j *Job) error
@@ -74,6 +77,9 @@ func (s *Service) Worker(opts WorkerOptions) *Worker {
 	if opts.Log == nil {
 		opts.Log = s.log
 	}
+	if opts.CollectEvery <= 0 {
+		opts.CollectEvery = time.Hour
+	}
 	if opts.Name == "" {
 		opts.Name = "images-worker"
 	}
@@ -85,8 +91,13 @@ var (
 	errIdle      = errors.New("enable job has nothing to do now")
 )
 
-// HandleMessage advances the job of one message of the jobs topic.
+// HandleMessage advances the job of one message of the jobs topic, or runs the collection it
+// asks for.
 func (w *Worker) HandleMessage(ctx context.Context, m pubsub.Message) error {
+	var collect collectMessage
+	if json.Unmarshal(m.Data, &collect) == nil && collect.Collect {
+		return w.collect(ctx)
+	}
 	var msg jobMessage
 	if err := json.Unmarshal(m.Data, &msg); err != nil || msg.JobID == "" {
 		w.opts.Log.Error("enable job message undecodable; dropped", "message", m.ID, "err", err)
@@ -95,7 +106,20 @@ func (w *Worker) HandleMessage(ctx context.Context, m pubsub.Message) error {
 	return w.Advance(ctx, msg.JobID)
 }
 
-// Run pulls job messages and sweeps every tick until ctx ends.
+// collect runs a CollectImages; one deferred by a job in progress is left to the next.
+func (w *Worker) collect(ctx context.Context) error {
+	c, err := w.s.CollectImages(ctx)
+	if err != nil {
+		return err
+	}
+	if c.Deferred != "" {
+		w.opts.Log.Info("image collection deferred", "why", c.Deferred)
+	}
+	return nil
+}
+
+// Run pulls job messages and sweeps every tick until ctx ends, and collects images nothing
+// references every CollectEvery.
 func (w *Worker) Run(ctx context.Context, ps *pubsub.Client, tick time.Duration) error {
 	g, ctx := errgroup.WithContext(ctx)
 	g.Go(func() error {
@@ -111,6 +135,20 @@ func (w *Worker) Run(ctx context.Context, ps *pubsub.Client, tick time.Duration)
 			case <-t.C:
 				if _, err := w.Sweep(ctx); err != nil && ctx.Err() == nil {
 					w.opts.Log.Warn("enable job sweep", "err", err)
+				}
+			}
+		}
+	})
+	g.Go(func() error {
+		t := time.NewTicker(w.opts.CollectEvery)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-t.C:
+				if err := w.collect(ctx); err != nil && ctx.Err() == nil {
+					w.opts.Log.Warn("image collection", "err", err)
 				}
 			}
 		}

@@ -130,6 +130,33 @@ func (r *records) job(ctx context.Context, id string) (*Job, error) {
 	return store.Read[Job](ctx, nil, r.jobs().Doc(id))
 }
 
+// jobsByID reads the jobs of ids that exist.
+func (r *records) jobsByID(ctx context.Context, ids []string) ([]Job, error) {
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	refs := make([]*firestore.DocumentRef, len(ids))
+	for i, id := range ids {
+		refs[i] = r.jobs().Doc(id)
+	}
+	snaps, err := r.db.GetAll(ctx, refs)
+	if err != nil {
+		return nil, fmt.Errorf("read enable jobs: %w", err)
+	}
+	var out []Job
+	for _, snap := range snaps {
+		if !snap.Exists() {
+			continue
+		}
+		var j Job
+		if err := snap.DataTo(&j); err != nil {
+			return nil, fmt.Errorf("read enable job %s: %w", snap.Ref.ID, err)
+		}
+		out = append(out, j)
+	}
+	return out, nil
+}
+
 func (r *records) listJobs(ctx context.Context, limit int) ([]Job, error) {
 	return store.All[Job](r.jobs().OrderBy("created_at", firestore.Desc).Limit(limit).Documents(ctx))
 }

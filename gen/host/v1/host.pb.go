@@ -240,6 +240,150 @@ func (x *PrepareImageRequest) GetWarmLayer() string {
 	return ""
 }
 
+type CollectImagesRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// keep_images are image manifest digests (sha256:...) still referenced: enabled images,
+	// enable jobs in progress, sessions not deleted.
+	KeepImages []string `protobuf:"bytes,1,rep,name=keep_images,json=keepImages,proto3" json:"keep_images,omitempty"`
+	// keep_warm_layers are the warm layers (as the warm stage returned them) of the same.
+	KeepWarmLayers []string `protobuf:"bytes,2,rep,name=keep_warm_layers,json=keepWarmLayers,proto3" json:"keep_warm_layers,omitempty"`
+	// sweep: also collect in the chunk store (one host per collection does).
+	Sweep         bool `protobuf:"varint,3,opt,name=sweep,proto3" json:"sweep,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CollectImagesRequest) Reset() {
+	*x = CollectImagesRequest{}
+	mi := &file_host_v1_host_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CollectImagesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CollectImagesRequest) ProtoMessage() {}
+
+func (x *CollectImagesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_host_v1_host_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CollectImagesRequest.ProtoReflect.Descriptor instead.
+func (*CollectImagesRequest) Descriptor() ([]byte, []int) {
+	return file_host_v1_host_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *CollectImagesRequest) GetKeepImages() []string {
+	if x != nil {
+		return x.KeepImages
+	}
+	return nil
+}
+
+func (x *CollectImagesRequest) GetKeepWarmLayers() []string {
+	if x != nil {
+		return x.KeepWarmLayers
+	}
+	return nil
+}
+
+func (x *CollectImagesRequest) GetSweep() bool {
+	if x != nil {
+		return x.Sweep
+	}
+	return false
+}
+
+type CollectImagesResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// images_removed counts the images dropped from this host's cache.
+	ImagesRemoved uint32 `protobuf:"varint,1,opt,name=images_removed,json=imagesRemoved,proto3" json:"images_removed,omitempty"`
+	// records_deleted and manifests_deleted count the chunk store's image records and layer and
+	// warm manifests deleted; chunks_deleted the chunks the GC then deleted.
+	RecordsDeleted   uint32 `protobuf:"varint,2,opt,name=records_deleted,json=recordsDeleted,proto3" json:"records_deleted,omitempty"`
+	ManifestsDeleted uint32 `protobuf:"varint,3,opt,name=manifests_deleted,json=manifestsDeleted,proto3" json:"manifests_deleted,omitempty"`
+	ChunksDeleted    uint32 `protobuf:"varint,4,opt,name=chunks_deleted,json=chunksDeleted,proto3" json:"chunks_deleted,omitempty"`
+	// sweep_busy: a snapshot was in progress, so the chunks wait for the next GC.
+	SweepBusy     bool `protobuf:"varint,5,opt,name=sweep_busy,json=sweepBusy,proto3" json:"sweep_busy,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CollectImagesResponse) Reset() {
+	*x = CollectImagesResponse{}
+	mi := &file_host_v1_host_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CollectImagesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CollectImagesResponse) ProtoMessage() {}
+
+func (x *CollectImagesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_host_v1_host_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CollectImagesResponse.ProtoReflect.Descriptor instead.
+func (*CollectImagesResponse) Descriptor() ([]byte, []int) {
+	return file_host_v1_host_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *CollectImagesResponse) GetImagesRemoved() uint32 {
+	if x != nil {
+		return x.ImagesRemoved
+	}
+	return 0
+}
+
+func (x *CollectImagesResponse) GetRecordsDeleted() uint32 {
+	if x != nil {
+		return x.RecordsDeleted
+	}
+	return 0
+}
+
+func (x *CollectImagesResponse) GetManifestsDeleted() uint32 {
+	if x != nil {
+		return x.ManifestsDeleted
+	}
+	return 0
+}
+
+func (x *CollectImagesResponse) GetChunksDeleted() uint32 {
+	if x != nil {
+		return x.ChunksDeleted
+	}
+	return 0
+}
+
+func (x *CollectImagesResponse) GetSweepBusy() bool {
+	if x != nil {
+		return x.SweepBusy
+	}
+	return false
+}
+
 type PrepareImageProgress struct {
 	state       protoimpl.MessageState `protogen:"open.v1"`
 	ChunksDone  uint32                 `protobuf:"varint,1,opt,name=chunks_done,json=chunksDone,proto3" json:"chunks_done,omitempty"`
@@ -263,7 +407,7 @@ type PrepareImageProgress struct {
 
 func (x *PrepareImageProgress) Reset() {
 	*x = PrepareImageProgress{}
-	mi := &file_host_v1_host_proto_msgTypes[3]
+	mi := &file_host_v1_host_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -275,7 +419,7 @@ func (x *PrepareImageProgress) String() string {
 func (*PrepareImageProgress) ProtoMessage() {}
 
 func (x *PrepareImageProgress) ProtoReflect() protoreflect.Message {
-	mi := &file_host_v1_host_proto_msgTypes[3]
+	mi := &file_host_v1_host_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -288,7 +432,7 @@ func (x *PrepareImageProgress) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PrepareImageProgress.ProtoReflect.Descriptor instead.
 func (*PrepareImageProgress) Descriptor() ([]byte, []int) {
-	return file_host_v1_host_proto_rawDescGZIP(), []int{3}
+	return file_host_v1_host_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *PrepareImageProgress) GetChunksDone() uint32 {
@@ -369,7 +513,7 @@ type ShellInput struct {
 
 func (x *ShellInput) Reset() {
 	*x = ShellInput{}
-	mi := &file_host_v1_host_proto_msgTypes[4]
+	mi := &file_host_v1_host_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -381,7 +525,7 @@ func (x *ShellInput) String() string {
 func (*ShellInput) ProtoMessage() {}
 
 func (x *ShellInput) ProtoReflect() protoreflect.Message {
-	mi := &file_host_v1_host_proto_msgTypes[4]
+	mi := &file_host_v1_host_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -394,7 +538,7 @@ func (x *ShellInput) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShellInput.ProtoReflect.Descriptor instead.
 func (*ShellInput) Descriptor() ([]byte, []int) {
-	return file_host_v1_host_proto_rawDescGZIP(), []int{4}
+	return file_host_v1_host_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *ShellInput) GetFrame() isShellInput_Frame {
@@ -485,7 +629,7 @@ type ShellStart struct {
 
 func (x *ShellStart) Reset() {
 	*x = ShellStart{}
-	mi := &file_host_v1_host_proto_msgTypes[5]
+	mi := &file_host_v1_host_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -497,7 +641,7 @@ func (x *ShellStart) String() string {
 func (*ShellStart) ProtoMessage() {}
 
 func (x *ShellStart) ProtoReflect() protoreflect.Message {
-	mi := &file_host_v1_host_proto_msgTypes[5]
+	mi := &file_host_v1_host_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -510,7 +654,7 @@ func (x *ShellStart) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShellStart.ProtoReflect.Descriptor instead.
 func (*ShellStart) Descriptor() ([]byte, []int) {
-	return file_host_v1_host_proto_rawDescGZIP(), []int{5}
+	return file_host_v1_host_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *ShellStart) GetSessionId() string {
@@ -551,7 +695,7 @@ type WindowSize struct {
 
 func (x *WindowSize) Reset() {
 	*x = WindowSize{}
-	mi := &file_host_v1_host_proto_msgTypes[6]
+	mi := &file_host_v1_host_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -563,7 +707,7 @@ func (x *WindowSize) String() string {
 func (*WindowSize) ProtoMessage() {}
 
 func (x *WindowSize) ProtoReflect() protoreflect.Message {
-	mi := &file_host_v1_host_proto_msgTypes[6]
+	mi := &file_host_v1_host_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -576,7 +720,7 @@ func (x *WindowSize) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WindowSize.ProtoReflect.Descriptor instead.
 func (*WindowSize) Descriptor() ([]byte, []int) {
-	return file_host_v1_host_proto_rawDescGZIP(), []int{6}
+	return file_host_v1_host_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *WindowSize) GetRows() uint32 {
@@ -607,7 +751,7 @@ type ShellOutput struct {
 
 func (x *ShellOutput) Reset() {
 	*x = ShellOutput{}
-	mi := &file_host_v1_host_proto_msgTypes[7]
+	mi := &file_host_v1_host_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -619,7 +763,7 @@ func (x *ShellOutput) String() string {
 func (*ShellOutput) ProtoMessage() {}
 
 func (x *ShellOutput) ProtoReflect() protoreflect.Message {
-	mi := &file_host_v1_host_proto_msgTypes[7]
+	mi := &file_host_v1_host_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -632,7 +776,7 @@ func (x *ShellOutput) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShellOutput.ProtoReflect.Descriptor instead.
 func (*ShellOutput) Descriptor() ([]byte, []int) {
-	return file_host_v1_host_proto_rawDescGZIP(), []int{7}
+	return file_host_v1_host_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ShellOutput) GetFrame() isShellOutput_Frame {
@@ -700,7 +844,7 @@ type ShellStarted struct {
 
 func (x *ShellStarted) Reset() {
 	*x = ShellStarted{}
-	mi := &file_host_v1_host_proto_msgTypes[8]
+	mi := &file_host_v1_host_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -712,7 +856,7 @@ func (x *ShellStarted) String() string {
 func (*ShellStarted) ProtoMessage() {}
 
 func (x *ShellStarted) ProtoReflect() protoreflect.Message {
-	mi := &file_host_v1_host_proto_msgTypes[8]
+	mi := &file_host_v1_host_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -725,7 +869,7 @@ func (x *ShellStarted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShellStarted.ProtoReflect.Descriptor instead.
 func (*ShellStarted) Descriptor() ([]byte, []int) {
-	return file_host_v1_host_proto_rawDescGZIP(), []int{8}
+	return file_host_v1_host_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ShellStarted) GetShellId() string {
@@ -748,7 +892,7 @@ type DialAppInput struct {
 
 func (x *DialAppInput) Reset() {
 	*x = DialAppInput{}
-	mi := &file_host_v1_host_proto_msgTypes[9]
+	mi := &file_host_v1_host_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -760,7 +904,7 @@ func (x *DialAppInput) String() string {
 func (*DialAppInput) ProtoMessage() {}
 
 func (x *DialAppInput) ProtoReflect() protoreflect.Message {
-	mi := &file_host_v1_host_proto_msgTypes[9]
+	mi := &file_host_v1_host_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -773,7 +917,7 @@ func (x *DialAppInput) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DialAppInput.ProtoReflect.Descriptor instead.
 func (*DialAppInput) Descriptor() ([]byte, []int) {
-	return file_host_v1_host_proto_rawDescGZIP(), []int{9}
+	return file_host_v1_host_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *DialAppInput) GetFrame() isDialAppInput_Frame {
@@ -827,7 +971,7 @@ type DialApp struct {
 
 func (x *DialApp) Reset() {
 	*x = DialApp{}
-	mi := &file_host_v1_host_proto_msgTypes[10]
+	mi := &file_host_v1_host_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -839,7 +983,7 @@ func (x *DialApp) String() string {
 func (*DialApp) ProtoMessage() {}
 
 func (x *DialApp) ProtoReflect() protoreflect.Message {
-	mi := &file_host_v1_host_proto_msgTypes[10]
+	mi := &file_host_v1_host_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -852,7 +996,7 @@ func (x *DialApp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DialApp.ProtoReflect.Descriptor instead.
 func (*DialApp) Descriptor() ([]byte, []int) {
-	return file_host_v1_host_proto_rawDescGZIP(), []int{10}
+	return file_host_v1_host_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *DialApp) GetSessionId() string {
@@ -878,7 +1022,7 @@ type DialAppOutput struct {
 
 func (x *DialAppOutput) Reset() {
 	*x = DialAppOutput{}
-	mi := &file_host_v1_host_proto_msgTypes[11]
+	mi := &file_host_v1_host_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -890,7 +1034,7 @@ func (x *DialAppOutput) String() string {
 func (*DialAppOutput) ProtoMessage() {}
 
 func (x *DialAppOutput) ProtoReflect() protoreflect.Message {
-	mi := &file_host_v1_host_proto_msgTypes[11]
+	mi := &file_host_v1_host_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -903,7 +1047,7 @@ func (x *DialAppOutput) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DialAppOutput.ProtoReflect.Descriptor instead.
 func (*DialAppOutput) Descriptor() ([]byte, []int) {
-	return file_host_v1_host_proto_rawDescGZIP(), []int{11}
+	return file_host_v1_host_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *DialAppOutput) GetData() []byte {
@@ -940,7 +1084,7 @@ type CreateSandboxRequest struct {
 
 func (x *CreateSandboxRequest) Reset() {
 	*x = CreateSandboxRequest{}
-	mi := &file_host_v1_host_proto_msgTypes[12]
+	mi := &file_host_v1_host_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -952,7 +1096,7 @@ func (x *CreateSandboxRequest) String() string {
 func (*CreateSandboxRequest) ProtoMessage() {}
 
 func (x *CreateSandboxRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_host_v1_host_proto_msgTypes[12]
+	mi := &file_host_v1_host_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -965,7 +1109,7 @@ func (x *CreateSandboxRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateSandboxRequest.ProtoReflect.Descriptor instead.
 func (*CreateSandboxRequest) Descriptor() ([]byte, []int) {
-	return file_host_v1_host_proto_rawDescGZIP(), []int{12}
+	return file_host_v1_host_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *CreateSandboxRequest) GetSessionId() string {
@@ -1039,7 +1183,7 @@ type RepoCheckout struct {
 
 func (x *RepoCheckout) Reset() {
 	*x = RepoCheckout{}
-	mi := &file_host_v1_host_proto_msgTypes[13]
+	mi := &file_host_v1_host_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1051,7 +1195,7 @@ func (x *RepoCheckout) String() string {
 func (*RepoCheckout) ProtoMessage() {}
 
 func (x *RepoCheckout) ProtoReflect() protoreflect.Message {
-	mi := &file_host_v1_host_proto_msgTypes[13]
+	mi := &file_host_v1_host_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1064,7 +1208,7 @@ func (x *RepoCheckout) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RepoCheckout.ProtoReflect.Descriptor instead.
 func (*RepoCheckout) Descriptor() ([]byte, []int) {
-	return file_host_v1_host_proto_rawDescGZIP(), []int{13}
+	return file_host_v1_host_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *RepoCheckout) GetPath() string {
@@ -1104,7 +1248,7 @@ type SandboxNetwork struct {
 
 func (x *SandboxNetwork) Reset() {
 	*x = SandboxNetwork{}
-	mi := &file_host_v1_host_proto_msgTypes[14]
+	mi := &file_host_v1_host_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1116,7 +1260,7 @@ func (x *SandboxNetwork) String() string {
 func (*SandboxNetwork) ProtoMessage() {}
 
 func (x *SandboxNetwork) ProtoReflect() protoreflect.Message {
-	mi := &file_host_v1_host_proto_msgTypes[14]
+	mi := &file_host_v1_host_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1129,7 +1273,7 @@ func (x *SandboxNetwork) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SandboxNetwork.ProtoReflect.Descriptor instead.
 func (*SandboxNetwork) Descriptor() ([]byte, []int) {
-	return file_host_v1_host_proto_rawDescGZIP(), []int{14}
+	return file_host_v1_host_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *SandboxNetwork) GetDefaultAllow() bool {
@@ -1176,7 +1320,7 @@ type ProxySecret struct {
 
 func (x *ProxySecret) Reset() {
 	*x = ProxySecret{}
-	mi := &file_host_v1_host_proto_msgTypes[15]
+	mi := &file_host_v1_host_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1188,7 +1332,7 @@ func (x *ProxySecret) String() string {
 func (*ProxySecret) ProtoMessage() {}
 
 func (x *ProxySecret) ProtoReflect() protoreflect.Message {
-	mi := &file_host_v1_host_proto_msgTypes[15]
+	mi := &file_host_v1_host_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1201,7 +1345,7 @@ func (x *ProxySecret) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProxySecret.ProtoReflect.Descriptor instead.
 func (*ProxySecret) Descriptor() ([]byte, []int) {
-	return file_host_v1_host_proto_rawDescGZIP(), []int{15}
+	return file_host_v1_host_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ProxySecret) GetName() string {
@@ -1252,7 +1396,7 @@ type CreateSandboxResponse struct {
 
 func (x *CreateSandboxResponse) Reset() {
 	*x = CreateSandboxResponse{}
-	mi := &file_host_v1_host_proto_msgTypes[16]
+	mi := &file_host_v1_host_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1264,7 +1408,7 @@ func (x *CreateSandboxResponse) String() string {
 func (*CreateSandboxResponse) ProtoMessage() {}
 
 func (x *CreateSandboxResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_host_v1_host_proto_msgTypes[16]
+	mi := &file_host_v1_host_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1277,7 +1421,7 @@ func (x *CreateSandboxResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateSandboxResponse.ProtoReflect.Descriptor instead.
 func (*CreateSandboxResponse) Descriptor() ([]byte, []int) {
-	return file_host_v1_host_proto_rawDescGZIP(), []int{16}
+	return file_host_v1_host_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *CreateSandboxResponse) GetSessionId() string {
@@ -1317,7 +1461,7 @@ type DeleteSandboxRequest struct {
 
 func (x *DeleteSandboxRequest) Reset() {
 	*x = DeleteSandboxRequest{}
-	mi := &file_host_v1_host_proto_msgTypes[17]
+	mi := &file_host_v1_host_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1329,7 +1473,7 @@ func (x *DeleteSandboxRequest) String() string {
 func (*DeleteSandboxRequest) ProtoMessage() {}
 
 func (x *DeleteSandboxRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_host_v1_host_proto_msgTypes[17]
+	mi := &file_host_v1_host_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1342,7 +1486,7 @@ func (x *DeleteSandboxRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteSandboxRequest.ProtoReflect.Descriptor instead.
 func (*DeleteSandboxRequest) Descriptor() ([]byte, []int) {
-	return file_host_v1_host_proto_rawDescGZIP(), []int{17}
+	return file_host_v1_host_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *DeleteSandboxRequest) GetSessionId() string {
@@ -1363,7 +1507,7 @@ type DeleteSandboxResponse struct {
 
 func (x *DeleteSandboxResponse) Reset() {
 	*x = DeleteSandboxResponse{}
-	mi := &file_host_v1_host_proto_msgTypes[18]
+	mi := &file_host_v1_host_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1375,7 +1519,7 @@ func (x *DeleteSandboxResponse) String() string {
 func (*DeleteSandboxResponse) ProtoMessage() {}
 
 func (x *DeleteSandboxResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_host_v1_host_proto_msgTypes[18]
+	mi := &file_host_v1_host_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1388,7 +1532,7 @@ func (x *DeleteSandboxResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteSandboxResponse.ProtoReflect.Descriptor instead.
 func (*DeleteSandboxResponse) Descriptor() ([]byte, []int) {
-	return file_host_v1_host_proto_rawDescGZIP(), []int{18}
+	return file_host_v1_host_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *DeleteSandboxResponse) GetSessionId() string {
@@ -1417,7 +1561,7 @@ type EvictRequest struct {
 
 func (x *EvictRequest) Reset() {
 	*x = EvictRequest{}
-	mi := &file_host_v1_host_proto_msgTypes[19]
+	mi := &file_host_v1_host_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1429,7 +1573,7 @@ func (x *EvictRequest) String() string {
 func (*EvictRequest) ProtoMessage() {}
 
 func (x *EvictRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_host_v1_host_proto_msgTypes[19]
+	mi := &file_host_v1_host_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1442,7 +1586,7 @@ func (x *EvictRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EvictRequest.ProtoReflect.Descriptor instead.
 func (*EvictRequest) Descriptor() ([]byte, []int) {
-	return file_host_v1_host_proto_rawDescGZIP(), []int{19}
+	return file_host_v1_host_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *EvictRequest) GetSessionId() string {
@@ -1477,7 +1621,7 @@ type EvictResponse struct {
 
 func (x *EvictResponse) Reset() {
 	*x = EvictResponse{}
-	mi := &file_host_v1_host_proto_msgTypes[20]
+	mi := &file_host_v1_host_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1489,7 +1633,7 @@ func (x *EvictResponse) String() string {
 func (*EvictResponse) ProtoMessage() {}
 
 func (x *EvictResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_host_v1_host_proto_msgTypes[20]
+	mi := &file_host_v1_host_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1502,7 +1646,7 @@ func (x *EvictResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EvictResponse.ProtoReflect.Descriptor instead.
 func (*EvictResponse) Descriptor() ([]byte, []int) {
-	return file_host_v1_host_proto_rawDescGZIP(), []int{20}
+	return file_host_v1_host_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *EvictResponse) GetSessionId() string {
@@ -1535,7 +1679,7 @@ type FindReposRequest struct {
 
 func (x *FindReposRequest) Reset() {
 	*x = FindReposRequest{}
-	mi := &file_host_v1_host_proto_msgTypes[21]
+	mi := &file_host_v1_host_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1547,7 +1691,7 @@ func (x *FindReposRequest) String() string {
 func (*FindReposRequest) ProtoMessage() {}
 
 func (x *FindReposRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_host_v1_host_proto_msgTypes[21]
+	mi := &file_host_v1_host_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1560,7 +1704,7 @@ func (x *FindReposRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FindReposRequest.ProtoReflect.Descriptor instead.
 func (*FindReposRequest) Descriptor() ([]byte, []int) {
-	return file_host_v1_host_proto_rawDescGZIP(), []int{21}
+	return file_host_v1_host_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *FindReposRequest) GetImageUri() string {
@@ -1579,7 +1723,7 @@ type FindReposResponse struct {
 
 func (x *FindReposResponse) Reset() {
 	*x = FindReposResponse{}
-	mi := &file_host_v1_host_proto_msgTypes[22]
+	mi := &file_host_v1_host_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1591,7 +1735,7 @@ func (x *FindReposResponse) String() string {
 func (*FindReposResponse) ProtoMessage() {}
 
 func (x *FindReposResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_host_v1_host_proto_msgTypes[22]
+	mi := &file_host_v1_host_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1604,7 +1748,7 @@ func (x *FindReposResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FindReposResponse.ProtoReflect.Descriptor instead.
 func (*FindReposResponse) Descriptor() ([]byte, []int) {
-	return file_host_v1_host_proto_rawDescGZIP(), []int{22}
+	return file_host_v1_host_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *FindReposResponse) GetRepos() []*Repo {
@@ -1625,7 +1769,7 @@ type Repo struct {
 
 func (x *Repo) Reset() {
 	*x = Repo{}
-	mi := &file_host_v1_host_proto_msgTypes[23]
+	mi := &file_host_v1_host_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1637,7 +1781,7 @@ func (x *Repo) String() string {
 func (*Repo) ProtoMessage() {}
 
 func (x *Repo) ProtoReflect() protoreflect.Message {
-	mi := &file_host_v1_host_proto_msgTypes[23]
+	mi := &file_host_v1_host_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1650,7 +1794,7 @@ func (x *Repo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Repo.ProtoReflect.Descriptor instead.
 func (*Repo) Descriptor() ([]byte, []int) {
-	return file_host_v1_host_proto_rawDescGZIP(), []int{23}
+	return file_host_v1_host_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *Repo) GetPath() string {
@@ -1677,7 +1821,7 @@ type Remote struct {
 
 func (x *Remote) Reset() {
 	*x = Remote{}
-	mi := &file_host_v1_host_proto_msgTypes[24]
+	mi := &file_host_v1_host_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1689,7 +1833,7 @@ func (x *Remote) String() string {
 func (*Remote) ProtoMessage() {}
 
 func (x *Remote) ProtoReflect() protoreflect.Message {
-	mi := &file_host_v1_host_proto_msgTypes[24]
+	mi := &file_host_v1_host_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1702,7 +1846,7 @@ func (x *Remote) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Remote.ProtoReflect.Descriptor instead.
 func (*Remote) Descriptor() ([]byte, []int) {
-	return file_host_v1_host_proto_rawDescGZIP(), []int{24}
+	return file_host_v1_host_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *Remote) GetName() string {
@@ -1743,7 +1887,19 @@ const file_host_v1_host_proto_rawDesc = "" +
 	"\x04warm\x18\x03 \x01(\v2\x14.host.v1.WarmCommandR\x04warm\x12\x19\n" +
 	"\bwarm_key\x18\x04 \x01(\tR\awarmKey\x12\x1d\n" +
 	"\n" +
-	"warm_layer\x18\x05 \x01(\tR\twarmLayer\"\xb7\x02\n" +
+	"warm_layer\x18\x05 \x01(\tR\twarmLayer\"w\n" +
+	"\x14CollectImagesRequest\x12\x1f\n" +
+	"\vkeep_images\x18\x01 \x03(\tR\n" +
+	"keepImages\x12(\n" +
+	"\x10keep_warm_layers\x18\x02 \x03(\tR\x0ekeepWarmLayers\x12\x14\n" +
+	"\x05sweep\x18\x03 \x01(\bR\x05sweep\"\xda\x01\n" +
+	"\x15CollectImagesResponse\x12%\n" +
+	"\x0eimages_removed\x18\x01 \x01(\rR\rimagesRemoved\x12'\n" +
+	"\x0frecords_deleted\x18\x02 \x01(\rR\x0erecordsDeleted\x12+\n" +
+	"\x11manifests_deleted\x18\x03 \x01(\rR\x10manifestsDeleted\x12%\n" +
+	"\x0echunks_deleted\x18\x04 \x01(\rR\rchunksDeleted\x12\x1d\n" +
+	"\n" +
+	"sweep_busy\x18\x05 \x01(\bR\tsweepBusy\"\xb7\x02\n" +
 	"\x14PrepareImageProgress\x12\x1f\n" +
 	"\vchunks_done\x18\x01 \x01(\rR\n" +
 	"chunksDone\x12!\n" +
@@ -1860,7 +2016,7 @@ const file_host_v1_host_proto_rawDesc = "" +
 	"\aremotes\x18\x02 \x03(\v2\x0f.host.v1.RemoteR\aremotes\".\n" +
 	"\x06Remote\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x10\n" +
-	"\x03url\x18\x02 \x01(\tR\x03url2\xa9\r\n" +
+	"\x03url\x18\x02 \x01(\tR\x03url2\xf9\r\n" +
 	"\vHostService\x12N\n" +
 	"\rCreateSandbox\x12\x1d.host.v1.CreateSandboxRequest\x1a\x1e.host.v1.CreateSandboxResponse\x12N\n" +
 	"\rDeleteSandbox\x12\x1d.host.v1.DeleteSandboxRequest\x1a\x1e.host.v1.DeleteSandboxResponse\x129\n" +
@@ -1881,7 +2037,8 @@ const file_host_v1_host_proto_rawDesc = "" +
 	"\x13DequeueQueuedPrompt\x12&.svc.app.v1.DequeueQueuedPromptRequest\x1a'.svc.app.v1.DequeueQueuedPromptResponse\x12H\n" +
 	"\tInterrupt\x12\x1c.svc.app.v1.InterruptRequest\x1a\x1d.svc.app.v1.InterruptResponse\x12]\n" +
 	"\x10CompleteToolCall\x12#.svc.app.v1.CompleteToolCallRequest\x1a$.svc.app.v1.CompleteToolCallResponse\x12M\n" +
-	"\fPrepareImage\x12\x1c.host.v1.PrepareImageRequest\x1a\x1d.host.v1.PrepareImageProgress0\x01\x126\n" +
+	"\fPrepareImage\x12\x1c.host.v1.PrepareImageRequest\x1a\x1d.host.v1.PrepareImageProgress0\x01\x12N\n" +
+	"\rCollectImages\x12\x1d.host.v1.CollectImagesRequest\x1a\x1e.host.v1.CollectImagesResponse\x126\n" +
 	"\x05Shell\x12\x13.host.v1.ShellInput\x1a\x14.host.v1.ShellOutput(\x010\x01\x12<\n" +
 	"\aDialApp\x12\x15.host.v1.DialAppInput\x1a\x16.host.v1.DialAppOutput(\x010\x01\x12H\n" +
 	"\tEnsureIde\x12\x1c.svc.app.v1.EnsureIdeRequest\x1a\x1d.svc.app.v1.EnsureIdeResponse\x12T\n" +
@@ -1899,132 +2056,136 @@ func file_host_v1_host_proto_rawDescGZIP() []byte {
 	return file_host_v1_host_proto_rawDescData
 }
 
-var file_host_v1_host_proto_msgTypes = make([]protoimpl.MessageInfo, 27)
+var file_host_v1_host_proto_msgTypes = make([]protoimpl.MessageInfo, 29)
 var file_host_v1_host_proto_goTypes = []any{
 	(*ImageLayer)(nil),                        // 0: host.v1.ImageLayer
 	(*WarmCommand)(nil),                       // 1: host.v1.WarmCommand
 	(*PrepareImageRequest)(nil),               // 2: host.v1.PrepareImageRequest
-	(*PrepareImageProgress)(nil),              // 3: host.v1.PrepareImageProgress
-	(*ShellInput)(nil),                        // 4: host.v1.ShellInput
-	(*ShellStart)(nil),                        // 5: host.v1.ShellStart
-	(*WindowSize)(nil),                        // 6: host.v1.WindowSize
-	(*ShellOutput)(nil),                       // 7: host.v1.ShellOutput
-	(*ShellStarted)(nil),                      // 8: host.v1.ShellStarted
-	(*DialAppInput)(nil),                      // 9: host.v1.DialAppInput
-	(*DialApp)(nil),                           // 10: host.v1.DialApp
-	(*DialAppOutput)(nil),                     // 11: host.v1.DialAppOutput
-	(*CreateSandboxRequest)(nil),              // 12: host.v1.CreateSandboxRequest
-	(*RepoCheckout)(nil),                      // 13: host.v1.RepoCheckout
-	(*SandboxNetwork)(nil),                    // 14: host.v1.SandboxNetwork
-	(*ProxySecret)(nil),                       // 15: host.v1.ProxySecret
-	(*CreateSandboxResponse)(nil),             // 16: host.v1.CreateSandboxResponse
-	(*DeleteSandboxRequest)(nil),              // 17: host.v1.DeleteSandboxRequest
-	(*DeleteSandboxResponse)(nil),             // 18: host.v1.DeleteSandboxResponse
-	(*EvictRequest)(nil),                      // 19: host.v1.EvictRequest
-	(*EvictResponse)(nil),                     // 20: host.v1.EvictResponse
-	(*FindReposRequest)(nil),                  // 21: host.v1.FindReposRequest
-	(*FindReposResponse)(nil),                 // 22: host.v1.FindReposResponse
-	(*Repo)(nil),                              // 23: host.v1.Repo
-	(*Remote)(nil),                            // 24: host.v1.Remote
-	nil,                                       // 25: host.v1.WarmCommand.EnvEntry
-	nil,                                       // 26: host.v1.CreateSandboxRequest.EnvEntry
-	(*v1.ExecExit)(nil),                       // 27: svc.app.v1.ExecExit
-	(*v1.ImageResources)(nil),                 // 28: svc.app.v1.ImageResources
-	(*v1.ExecRequest)(nil),                    // 29: svc.app.v1.ExecRequest
-	(*v1.CancelExecRequest)(nil),              // 30: svc.app.v1.CancelExecRequest
-	(*v1.WriteFileRequest)(nil),               // 31: svc.app.v1.WriteFileRequest
-	(*v1.ReadFileRequest)(nil),                // 32: svc.app.v1.ReadFileRequest
-	(*v1.SnapshotRequest)(nil),                // 33: svc.app.v1.SnapshotRequest
-	(*v1.ResumeRequest)(nil),                  // 34: svc.app.v1.ResumeRequest
-	(*v1.GetCowStateRequest)(nil),             // 35: svc.app.v1.GetCowStateRequest
-	(*v1.CreateArtifactFromPathRequest)(nil),  // 36: svc.app.v1.CreateArtifactFromPathRequest
-	(*v1.SendPromptRequest)(nil),              // 37: svc.app.v1.SendPromptRequest
-	(*v1.EditQueuedPromptRequest)(nil),        // 38: svc.app.v1.EditQueuedPromptRequest
-	(*v1.DequeueQueuedPromptRequest)(nil),     // 39: svc.app.v1.DequeueQueuedPromptRequest
-	(*v1.InterruptRequest)(nil),               // 40: svc.app.v1.InterruptRequest
-	(*v1.CompleteToolCallRequest)(nil),        // 41: svc.app.v1.CompleteToolCallRequest
-	(*v1.EnsureIdeRequest)(nil),               // 42: svc.app.v1.EnsureIdeRequest
-	(*v1.EnsureBrowserRequest)(nil),           // 43: svc.app.v1.EnsureBrowserRequest
-	(*v1.ExecOutput)(nil),                     // 44: svc.app.v1.ExecOutput
-	(*emptypb.Empty)(nil),                     // 45: google.protobuf.Empty
-	(*v1.WriteFileResponse)(nil),              // 46: svc.app.v1.WriteFileResponse
-	(*v1.ReadFileResponse)(nil),               // 47: svc.app.v1.ReadFileResponse
-	(*v1.SnapshotResponse)(nil),               // 48: svc.app.v1.SnapshotResponse
-	(*v1.ResumeResponse)(nil),                 // 49: svc.app.v1.ResumeResponse
-	(*v1.GetCowStateResponse)(nil),            // 50: svc.app.v1.GetCowStateResponse
-	(*v1.CreateArtifactFromPathResponse)(nil), // 51: svc.app.v1.CreateArtifactFromPathResponse
-	(*v1.SendPromptResponse)(nil),             // 52: svc.app.v1.SendPromptResponse
-	(*v1.EditQueuedPromptResponse)(nil),       // 53: svc.app.v1.EditQueuedPromptResponse
-	(*v1.DequeueQueuedPromptResponse)(nil),    // 54: svc.app.v1.DequeueQueuedPromptResponse
-	(*v1.InterruptResponse)(nil),              // 55: svc.app.v1.InterruptResponse
-	(*v1.CompleteToolCallResponse)(nil),       // 56: svc.app.v1.CompleteToolCallResponse
-	(*v1.EnsureIdeResponse)(nil),              // 57: svc.app.v1.EnsureIdeResponse
-	(*v1.EnsureBrowserResponse)(nil),          // 58: svc.app.v1.EnsureBrowserResponse
+	(*CollectImagesRequest)(nil),              // 3: host.v1.CollectImagesRequest
+	(*CollectImagesResponse)(nil),             // 4: host.v1.CollectImagesResponse
+	(*PrepareImageProgress)(nil),              // 5: host.v1.PrepareImageProgress
+	(*ShellInput)(nil),                        // 6: host.v1.ShellInput
+	(*ShellStart)(nil),                        // 7: host.v1.ShellStart
+	(*WindowSize)(nil),                        // 8: host.v1.WindowSize
+	(*ShellOutput)(nil),                       // 9: host.v1.ShellOutput
+	(*ShellStarted)(nil),                      // 10: host.v1.ShellStarted
+	(*DialAppInput)(nil),                      // 11: host.v1.DialAppInput
+	(*DialApp)(nil),                           // 12: host.v1.DialApp
+	(*DialAppOutput)(nil),                     // 13: host.v1.DialAppOutput
+	(*CreateSandboxRequest)(nil),              // 14: host.v1.CreateSandboxRequest
+	(*RepoCheckout)(nil),                      // 15: host.v1.RepoCheckout
+	(*SandboxNetwork)(nil),                    // 16: host.v1.SandboxNetwork
+	(*ProxySecret)(nil),                       // 17: host.v1.ProxySecret
+	(*CreateSandboxResponse)(nil),             // 18: host.v1.CreateSandboxResponse
+	(*DeleteSandboxRequest)(nil),              // 19: host.v1.DeleteSandboxRequest
+	(*DeleteSandboxResponse)(nil),             // 20: host.v1.DeleteSandboxResponse
+	(*EvictRequest)(nil),                      // 21: host.v1.EvictRequest
+	(*EvictResponse)(nil),                     // 22: host.v1.EvictResponse
+	(*FindReposRequest)(nil),                  // 23: host.v1.FindReposRequest
+	(*FindReposResponse)(nil),                 // 24: host.v1.FindReposResponse
+	(*Repo)(nil),                              // 25: host.v1.Repo
+	(*Remote)(nil),                            // 26: host.v1.Remote
+	nil,                                       // 27: host.v1.WarmCommand.EnvEntry
+	nil,                                       // 28: host.v1.CreateSandboxRequest.EnvEntry
+	(*v1.ExecExit)(nil),                       // 29: svc.app.v1.ExecExit
+	(*v1.ImageResources)(nil),                 // 30: svc.app.v1.ImageResources
+	(*v1.ExecRequest)(nil),                    // 31: svc.app.v1.ExecRequest
+	(*v1.CancelExecRequest)(nil),              // 32: svc.app.v1.CancelExecRequest
+	(*v1.WriteFileRequest)(nil),               // 33: svc.app.v1.WriteFileRequest
+	(*v1.ReadFileRequest)(nil),                // 34: svc.app.v1.ReadFileRequest
+	(*v1.SnapshotRequest)(nil),                // 35: svc.app.v1.SnapshotRequest
+	(*v1.ResumeRequest)(nil),                  // 36: svc.app.v1.ResumeRequest
+	(*v1.GetCowStateRequest)(nil),             // 37: svc.app.v1.GetCowStateRequest
+	(*v1.CreateArtifactFromPathRequest)(nil),  // 38: svc.app.v1.CreateArtifactFromPathRequest
+	(*v1.SendPromptRequest)(nil),              // 39: svc.app.v1.SendPromptRequest
+	(*v1.EditQueuedPromptRequest)(nil),        // 40: svc.app.v1.EditQueuedPromptRequest
+	(*v1.DequeueQueuedPromptRequest)(nil),     // 41: svc.app.v1.DequeueQueuedPromptRequest
+	(*v1.InterruptRequest)(nil),               // 42: svc.app.v1.InterruptRequest
+	(*v1.CompleteToolCallRequest)(nil),        // 43: svc.app.v1.CompleteToolCallRequest
+	(*v1.EnsureIdeRequest)(nil),               // 44: svc.app.v1.EnsureIdeRequest
+	(*v1.EnsureBrowserRequest)(nil),           // 45: svc.app.v1.EnsureBrowserRequest
+	(*v1.ExecOutput)(nil),                     // 46: svc.app.v1.ExecOutput
+	(*emptypb.Empty)(nil),                     // 47: google.protobuf.Empty
+	(*v1.WriteFileResponse)(nil),              // 48: svc.app.v1.WriteFileResponse
+	(*v1.ReadFileResponse)(nil),               // 49: svc.app.v1.ReadFileResponse
+	(*v1.SnapshotResponse)(nil),               // 50: svc.app.v1.SnapshotResponse
+	(*v1.ResumeResponse)(nil),                 // 51: svc.app.v1.ResumeResponse
+	(*v1.GetCowStateResponse)(nil),            // 52: svc.app.v1.GetCowStateResponse
+	(*v1.CreateArtifactFromPathResponse)(nil), // 53: svc.app.v1.CreateArtifactFromPathResponse
+	(*v1.SendPromptResponse)(nil),             // 54: svc.app.v1.SendPromptResponse
+	(*v1.EditQueuedPromptResponse)(nil),       // 55: svc.app.v1.EditQueuedPromptResponse
+	(*v1.DequeueQueuedPromptResponse)(nil),    // 56: svc.app.v1.DequeueQueuedPromptResponse
+	(*v1.InterruptResponse)(nil),              // 57: svc.app.v1.InterruptResponse
+	(*v1.CompleteToolCallResponse)(nil),       // 58: svc.app.v1.CompleteToolCallResponse
+	(*v1.EnsureIdeResponse)(nil),              // 59: svc.app.v1.EnsureIdeResponse
+	(*v1.EnsureBrowserResponse)(nil),          // 60: svc.app.v1.EnsureBrowserResponse
 }
 var file_host_v1_host_proto_depIdxs = []int32{
-	25, // 0: host.v1.WarmCommand.env:type_name -> host.v1.WarmCommand.EnvEntry
-	14, // 1: host.v1.WarmCommand.network:type_name -> host.v1.SandboxNetwork
+	27, // 0: host.v1.WarmCommand.env:type_name -> host.v1.WarmCommand.EnvEntry
+	16, // 1: host.v1.WarmCommand.network:type_name -> host.v1.SandboxNetwork
 	1,  // 2: host.v1.PrepareImageRequest.warm:type_name -> host.v1.WarmCommand
 	0,  // 3: host.v1.PrepareImageProgress.layers:type_name -> host.v1.ImageLayer
-	5,  // 4: host.v1.ShellInput.start:type_name -> host.v1.ShellStart
-	6,  // 5: host.v1.ShellInput.resize:type_name -> host.v1.WindowSize
-	6,  // 6: host.v1.ShellStart.size:type_name -> host.v1.WindowSize
-	8,  // 7: host.v1.ShellOutput.started:type_name -> host.v1.ShellStarted
-	27, // 8: host.v1.ShellOutput.exit:type_name -> svc.app.v1.ExecExit
-	10, // 9: host.v1.DialAppInput.dial:type_name -> host.v1.DialApp
-	26, // 10: host.v1.CreateSandboxRequest.env:type_name -> host.v1.CreateSandboxRequest.EnvEntry
-	14, // 11: host.v1.CreateSandboxRequest.network:type_name -> host.v1.SandboxNetwork
-	13, // 12: host.v1.CreateSandboxRequest.repos:type_name -> host.v1.RepoCheckout
-	28, // 13: host.v1.CreateSandboxRequest.resources:type_name -> svc.app.v1.ImageResources
-	15, // 14: host.v1.SandboxNetwork.secrets:type_name -> host.v1.ProxySecret
-	23, // 15: host.v1.FindReposResponse.repos:type_name -> host.v1.Repo
-	24, // 16: host.v1.Repo.remotes:type_name -> host.v1.Remote
-	12, // 17: host.v1.HostService.CreateSandbox:input_type -> host.v1.CreateSandboxRequest
-	17, // 18: host.v1.HostService.DeleteSandbox:input_type -> host.v1.DeleteSandboxRequest
-	29, // 19: host.v1.HostService.Exec:input_type -> svc.app.v1.ExecRequest
-	30, // 20: host.v1.HostService.CancelExec:input_type -> svc.app.v1.CancelExecRequest
-	31, // 21: host.v1.HostService.WriteFile:input_type -> svc.app.v1.WriteFileRequest
-	32, // 22: host.v1.HostService.ReadFile:input_type -> svc.app.v1.ReadFileRequest
-	33, // 23: host.v1.HostService.Snapshot:input_type -> svc.app.v1.SnapshotRequest
-	34, // 24: host.v1.HostService.Resume:input_type -> svc.app.v1.ResumeRequest
-	19, // 25: host.v1.HostService.Evict:input_type -> host.v1.EvictRequest
-	35, // 26: host.v1.HostService.GetCowState:input_type -> svc.app.v1.GetCowStateRequest
-	36, // 27: host.v1.HostService.CreateArtifactFromPath:input_type -> svc.app.v1.CreateArtifactFromPathRequest
-	21, // 28: host.v1.HostService.FindRepos:input_type -> host.v1.FindReposRequest
-	37, // 29: host.v1.HostService.SendPrompt:input_type -> svc.app.v1.SendPromptRequest
-	38, // 30: host.v1.HostService.EditQueuedPrompt:input_type -> svc.app.v1.EditQueuedPromptRequest
-	39, // 31: host.v1.HostService.DequeueQueuedPrompt:input_type -> svc.app.v1.DequeueQueuedPromptRequest
-	40, // 32: host.v1.HostService.Interrupt:input_type -> svc.app.v1.InterruptRequest
-	41, // 33: host.v1.HostService.CompleteToolCall:input_type -> svc.app.v1.CompleteToolCallRequest
+	7,  // 4: host.v1.ShellInput.start:type_name -> host.v1.ShellStart
+	8,  // 5: host.v1.ShellInput.resize:type_name -> host.v1.WindowSize
+	8,  // 6: host.v1.ShellStart.size:type_name -> host.v1.WindowSize
+	10, // 7: host.v1.ShellOutput.started:type_name -> host.v1.ShellStarted
+	29, // 8: host.v1.ShellOutput.exit:type_name -> svc.app.v1.ExecExit
+	12, // 9: host.v1.DialAppInput.dial:type_name -> host.v1.DialApp
+	28, // 10: host.v1.CreateSandboxRequest.env:type_name -> host.v1.CreateSandboxRequest.EnvEntry
+	16, // 11: host.v1.CreateSandboxRequest.network:type_name -> host.v1.SandboxNetwork
+	15, // 12: host.v1.CreateSandboxRequest.repos:type_name -> host.v1.RepoCheckout
+	30, // 13: host.v1.CreateSandboxRequest.resources:type_name -> svc.app.v1.ImageResources
+	17, // 14: host.v1.SandboxNetwork.secrets:type_name -> host.v1.ProxySecret
+	25, // 15: host.v1.FindReposResponse.repos:type_name -> host.v1.Repo
+	26, // 16: host.v1.Repo.remotes:type_name -> host.v1.Remote
+	14, // 17: host.v1.HostService.CreateSandbox:input_type -> host.v1.CreateSandboxRequest
+	19, // 18: host.v1.HostService.DeleteSandbox:input_type -> host.v1.DeleteSandboxRequest
+	31, // 19: host.v1.HostService.Exec:input_type -> svc.app.v1.ExecRequest
+	32, // 20: host.v1.HostService.CancelExec:input_type -> svc.app.v1.CancelExecRequest
+	33, // 21: host.v1.HostService.WriteFile:input_type -> svc.app.v1.WriteFileRequest
+	34, // 22: host.v1.HostService.ReadFile:input_type -> svc.app.v1.ReadFileRequest
+	35, // 23: host.v1.HostService.Snapshot:input_type -> svc.app.v1.SnapshotRequest
+	36, // 24: host.v1.HostService.Resume:input_type -> svc.app.v1.ResumeRequest
+	21, // 25: host.v1.HostService.Evict:input_type -> host.v1.EvictRequest
+	37, // 26: host.v1.HostService.GetCowState:input_type -> svc.app.v1.GetCowStateRequest
+	38, // 27: host.v1.HostService.CreateArtifactFromPath:input_type -> svc.app.v1.CreateArtifactFromPathRequest
+	23, // 28: host.v1.HostService.FindRepos:input_type -> host.v1.FindReposRequest
+	39, // 29: host.v1.HostService.SendPrompt:input_type -> svc.app.v1.SendPromptRequest
+	40, // 30: host.v1.HostService.EditQueuedPrompt:input_type -> svc.app.v1.EditQueuedPromptRequest
+	41, // 31: host.v1.HostService.DequeueQueuedPrompt:input_type -> svc.app.v1.DequeueQueuedPromptRequest
+	42, // 32: host.v1.HostService.Interrupt:input_type -> svc.app.v1.InterruptRequest
+	43, // 33: host.v1.HostService.CompleteToolCall:input_type -> svc.app.v1.CompleteToolCallRequest
 	2,  // 34: host.v1.HostService.PrepareImage:input_type -> host.v1.PrepareImageRequest
-	4,  // 35: host.v1.HostService.Shell:input_type -> host.v1.ShellInput
-	9,  // 36: host.v1.HostService.DialApp:input_type -> host.v1.DialAppInput
-	42, // 37: host.v1.HostService.EnsureIde:input_type -> svc.app.v1.EnsureIdeRequest
-	43, // 38: host.v1.HostService.EnsureBrowser:input_type -> svc.app.v1.EnsureBrowserRequest
-	16, // 39: host.v1.HostService.CreateSandbox:output_type -> host.v1.CreateSandboxResponse
-	18, // 40: host.v1.HostService.DeleteSandbox:output_type -> host.v1.DeleteSandboxResponse
-	44, // 41: host.v1.HostService.Exec:output_type -> svc.app.v1.ExecOutput
-	45, // 42: host.v1.HostService.CancelExec:output_type -> google.protobuf.Empty
-	46, // 43: host.v1.HostService.WriteFile:output_type -> svc.app.v1.WriteFileResponse
-	47, // 44: host.v1.HostService.ReadFile:output_type -> svc.app.v1.ReadFileResponse
-	48, // 45: host.v1.HostService.Snapshot:output_type -> svc.app.v1.SnapshotResponse
-	49, // 46: host.v1.HostService.Resume:output_type -> svc.app.v1.ResumeResponse
-	20, // 47: host.v1.HostService.Evict:output_type -> host.v1.EvictResponse
-	50, // 48: host.v1.HostService.GetCowState:output_type -> svc.app.v1.GetCowStateResponse
-	51, // 49: host.v1.HostService.CreateArtifactFromPath:output_type -> svc.app.v1.CreateArtifactFromPathResponse
-	22, // 50: host.v1.HostService.FindRepos:output_type -> host.v1.FindReposResponse
-	52, // 51: host.v1.HostService.SendPrompt:output_type -> svc.app.v1.SendPromptResponse
-	53, // 52: host.v1.HostService.EditQueuedPrompt:output_type -> svc.app.v1.EditQueuedPromptResponse
-	54, // 53: host.v1.HostService.DequeueQueuedPrompt:output_type -> svc.app.v1.DequeueQueuedPromptResponse
-	55, // 54: host.v1.HostService.Interrupt:output_type -> svc.app.v1.InterruptResponse
-	56, // 55: host.v1.HostService.CompleteToolCall:output_type -> svc.app.v1.CompleteToolCallResponse
-	3,  // 56: host.v1.HostService.PrepareImage:output_type -> host.v1.PrepareImageProgress
-	7,  // 57: host.v1.HostService.Shell:output_type -> host.v1.ShellOutput
-	11, // 58: host.v1.HostService.DialApp:output_type -> host.v1.DialAppOutput
-	57, // 59: host.v1.HostService.EnsureIde:output_type -> svc.app.v1.EnsureIdeResponse
-	58, // 60: host.v1.HostService.EnsureBrowser:output_type -> svc.app.v1.EnsureBrowserResponse
-	39, // [39:61] is the sub-list for method output_type
-	17, // [17:39] is the sub-list for method input_type
+	3,  // 35: host.v1.HostService.CollectImages:input_type -> host.v1.CollectImagesRequest
+	6,  // 36: host.v1.HostService.Shell:input_type -> host.v1.ShellInput
+	11, // 37: host.v1.HostService.DialApp:input_type -> host.v1.DialAppInput
+	44, // 38: host.v1.HostService.EnsureIde:input_type -> svc.app.v1.EnsureIdeRequest
+	45, // 39: host.v1.HostService.EnsureBrowser:input_type -> svc.app.v1.EnsureBrowserRequest
+	18, // 40: host.v1.HostService.CreateSandbox:output_type -> host.v1.CreateSandboxResponse
+	20, // 41: host.v1.HostService.DeleteSandbox:output_type -> host.v1.DeleteSandboxResponse
+	46, // 42: host.v1.HostService.Exec:output_type -> svc.app.v1.ExecOutput
+	47, // 43: host.v1.HostService.CancelExec:output_type -> google.protobuf.Empty
+	48, // 44: host.v1.HostService.WriteFile:output_type -> svc.app.v1.WriteFileResponse
+	49, // 45: host.v1.HostService.ReadFile:output_type -> svc.app.v1.ReadFileResponse
+	50, // 46: host.v1.HostService.Snapshot:output_type -> svc.app.v1.SnapshotResponse
+	51, // 47: host.v1.HostService.Resume:output_type -> svc.app.v1.ResumeResponse
+	22, // 48: host.v1.HostService.Evict:output_type -> host.v1.EvictResponse
+	52, // 49: host.v1.HostService.GetCowState:output_type -> svc.app.v1.GetCowStateResponse
+	53, // 50: host.v1.HostService.CreateArtifactFromPath:output_type -> svc.app.v1.CreateArtifactFromPathResponse
+	24, // 51: host.v1.HostService.FindRepos:output_type -> host.v1.FindReposResponse
+	54, // 52: host.v1.HostService.SendPrompt:output_type -> svc.app.v1.SendPromptResponse
+	55, // 53: host.v1.HostService.EditQueuedPrompt:output_type -> svc.app.v1.EditQueuedPromptResponse
+	56, // 54: host.v1.HostService.DequeueQueuedPrompt:output_type -> svc.app.v1.DequeueQueuedPromptResponse
+	57, // 55: host.v1.HostService.Interrupt:output_type -> svc.app.v1.InterruptResponse
+	58, // 56: host.v1.HostService.CompleteToolCall:output_type -> svc.app.v1.CompleteToolCallResponse
+	5,  // 57: host.v1.HostService.PrepareImage:output_type -> host.v1.PrepareImageProgress
+	4,  // 58: host.v1.HostService.CollectImages:output_type -> host.v1.CollectImagesResponse
+	9,  // 59: host.v1.HostService.Shell:output_type -> host.v1.ShellOutput
+	13, // 60: host.v1.HostService.DialApp:output_type -> host.v1.DialAppOutput
+	59, // 61: host.v1.HostService.EnsureIde:output_type -> svc.app.v1.EnsureIdeResponse
+	60, // 62: host.v1.HostService.EnsureBrowser:output_type -> svc.app.v1.EnsureBrowserResponse
+	40, // [40:63] is the sub-list for method output_type
+	17, // [17:40] is the sub-list for method input_type
 	17, // [17:17] is the sub-list for extension type_name
 	17, // [17:17] is the sub-list for extension extendee
 	0,  // [0:17] is the sub-list for field type_name
@@ -2035,30 +2196,30 @@ func file_host_v1_host_proto_init() {
 	if File_host_v1_host_proto != nil {
 		return
 	}
-	file_host_v1_host_proto_msgTypes[4].OneofWrappers = []any{
+	file_host_v1_host_proto_msgTypes[6].OneofWrappers = []any{
 		(*ShellInput_Start)(nil),
 		(*ShellInput_Data)(nil),
 		(*ShellInput_Resize)(nil),
 		(*ShellInput_Signal)(nil),
 	}
-	file_host_v1_host_proto_msgTypes[7].OneofWrappers = []any{
+	file_host_v1_host_proto_msgTypes[9].OneofWrappers = []any{
 		(*ShellOutput_Started)(nil),
 		(*ShellOutput_Data)(nil),
 		(*ShellOutput_Exit)(nil),
 	}
-	file_host_v1_host_proto_msgTypes[9].OneofWrappers = []any{
+	file_host_v1_host_proto_msgTypes[11].OneofWrappers = []any{
 		(*DialAppInput_Dial)(nil),
 		(*DialAppInput_Data)(nil),
 	}
-	file_host_v1_host_proto_msgTypes[12].OneofWrappers = []any{}
-	file_host_v1_host_proto_msgTypes[20].OneofWrappers = []any{}
+	file_host_v1_host_proto_msgTypes[14].OneofWrappers = []any{}
+	file_host_v1_host_proto_msgTypes[22].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_host_v1_host_proto_rawDesc), len(file_host_v1_host_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   27,
+			NumMessages:   29,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
