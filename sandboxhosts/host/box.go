@@ -205,7 +205,7 @@ type sandbox struct {
 	digest string
 	// warmLayer is the enabled image's warm layer the sandbox runs over ("" for none).
 	warmLayer string
-	booted time.Time
+	booted    time.Time
 	// memoryBytes is the sandbox's memory limit, booked with the host until it is removed.
 	memoryBytes int64
 }
