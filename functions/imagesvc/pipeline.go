@@ -53,6 +53,9 @@ type WorkerOptions struct {
 	// Lease is how long a worker holds a job without renewing it (default 2 minutes); a job
 	// whose lease ran out is taken over by the next worker the sweeper hands it to.
 	Lease time.Duration
+	// StageTimeout bounds a stage (default an hour; the warm stage gets its command's timeout
+	// on top): one that takes longer fails, naming the stage, and can be retried.
+	StageTimeout time.Duration
 	// CollectEvery is how often Run collects images nothing references (default an hour, as
 	// hosts collect snapshot chunks); DisableImage also queues a collection at once.
 	CollectEvery time.Duration
@@ -76,6 +79,9 @@ func (s *Service) Worker(opts WorkerOptions) *Worker {
 	}
 	if opts.Log == nil {
 		opts.Log = s.log
+	}
+	if opts.StageTimeout <= 0 {
+		opts.StageTimeout = time.Hour
 	}
 	if opts.CollectEvery <= 0 {
 		opts.CollectEvery = time.Hour
@@ -302,7 +308,33 @@ func message(err error) string {
 	return err.Error()
 }
 
+// runStage runs the stage j is in, bounded by the stage's time: a host that hangs (it answers
+// nothing, and the lease renewal keeps the job this worker's) fails the stage instead of
+// holding the job forever.
 func (w *Worker) runStage(ctx context.Context, j *Job) error {
+	limit := w.opts.StageTimeout
+	if j.State == Warming {
+		// The warm command has a timeout of its own; booting and capturing come on top.
+		limit += maxWarmTimeout(decodeConfig(j.Config).GetWarm().GetTimeoutSecs())
+	}
+	stageCtx, cancel := context.WithTimeoutCause(ctx, limit, fmt.Errorf("the stage did not finish within %s", limit))
+	defer cancel()
+	err := w.stage(stageCtx, j)
+	if err != nil && ctx.Err() == nil && stageCtx.Err() != nil {
+		return context.Cause(stageCtx)
+	}
+	return err
+}
+
+// maxWarmTimeout is how long a warm command may run: its timeout_secs, or the host's bound.
+func maxWarmTimeout(secs uint64) time.Duration {
+	if secs == 0 || secs > maxWarmTimeoutSecs {
+		secs = maxWarmTimeoutSecs
+	}
+	return time.Duration(secs) * time.Second
+}
+
+func (w *Worker) stage(ctx context.Context, j *Job) error {
 	if w.opts.BeforeStage != nil {
 		if err := w.opts.BeforeStage(ctx, j); err != nil {
 			return err
