@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+
 	"github.com/hangar-dev/hangar/functions/imagesvc"
 	appv1 "github.com/hangar-dev/hangar/gen/svc/app/v1"
 	"github.com/hangar-dev/hangar/gen/svc/app/v1/appv1connect"
