@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"connectrpc.com/connect"
@@ -70,6 +71,8 @@ type WorkerOptions struct {
 type Worker struct {
 	s    *Service
 	opts WorkerOptions
+	// checked is when Tick last asked whether a collection is due.
+	checked atomic.Pointer[time.Time]
 }
 
 // Worker returns a worker of the service's jobs.
@@ -139,22 +142,8 @@ func (w *Worker) Run(ctx context.Context, ps *pubsub.Client, tick time.Duration)
 			case <-ctx.Done():
 				return nil
 			case <-t.C:
-				if _, err := w.Sweep(ctx); err != nil && ctx.Err() == nil {
-					w.opts.Log.Warn("enable job sweep", "err", err)
-				}
-			}
-		}
-	})
-	g.Go(func() error {
-		t := time.NewTicker(w.opts.CollectEvery)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return nil
-			case <-t.C:
-				if err := w.collect(ctx); err != nil && ctx.Err() == nil {
-					w.opts.Log.Warn("image collection", "err", err)
+				if err := w.Tick(ctx); err != nil && ctx.Err() == nil {
+					w.opts.Log.Warn("enable job tick", "err", err)
 				}
 			}
 		}
@@ -164,6 +153,24 @@ func (w *Worker) Run(ctx context.Context, ps *pubsub.Client, tick time.Duration)
 		return nil
 	}
 	return err
+}
+
+// Tick is the worker's periodic work: Sweep, and a collection of images nothing references
+// once CollectEvery has passed since the deployment's last one (kept in Firestore, so that
+// however many instances tick, one collects). Run calls it every tick; in production the
+// automation worker's tick does.
+func (w *Worker) Tick(ctx context.Context) error {
+	_, err := w.Sweep(ctx)
+	now := time.Now()
+	if w.checked.Load() != nil && now.Sub(*w.checked.Load()) < min(w.opts.CollectEvery, time.Minute) {
+		return err
+	}
+	w.checked.Store(&now)
+	due, derr := w.s.rec.collectDue(ctx, w.s.d.Clock.Now(), w.opts.CollectEvery)
+	if derr != nil || !due {
+		return errors.Join(err, derr)
+	}
+	return errors.Join(err, w.collect(ctx))
 }
 
 // Routes is the production push endpoint.

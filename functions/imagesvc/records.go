@@ -277,6 +277,34 @@ func (r *records) finish(ctx context.Context, jobID, owner string) (*Job, error)
 	return out, err
 }
 
+// collectionsDoc keeps when the deployment last collected images.
+const collectionsDoc = "image_collections/last"
+
+// collectDue reports whether every has passed since the last collection, and if so records now
+// as the last one, in one transaction: of the instances that ask at once, one is told yes.
+func (r *records) collectDue(ctx context.Context, now time.Time, every time.Duration) (bool, error) {
+	due := false
+	ref := r.db.Doc(collectionsDoc)
+	err := r.db.RunTransaction(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
+		due = false
+		snap, err := tx.Get(ref)
+		if err != nil && !store.IsNotFound(err) {
+			return err
+		}
+		if err == nil {
+			if at, ok := snap.Data()["at"].(time.Time); ok && now.Sub(at) < every {
+				return nil
+			}
+		}
+		due = true
+		return tx.Set(ref, map[string]any{"at": now})
+	})
+	if err != nil {
+		return false, fmt.Errorf("is an image collection due: %w", err)
+	}
+	return due, nil
+}
+
 // setImage changes an image record in a transaction.
 func (r *records) setImage(ctx context.Context, id string, change func(*Image) error) (*Image, error) {
 	var out *Image
