@@ -11,7 +11,8 @@
 //	imagerecords/sha256/<hex>.json            the image cache's record of an image digest
 //
 // Layer and warm manifests live under manifests/ so that the snapshot GC counts their chunks
-// as referenced.
+// as referenced, for as long as they are there: Collect (collect.go) deletes those of images
+// nothing references any more, and the GC then takes their chunks.
 package imagechunks
 
 import (
