@@ -115,14 +115,22 @@ func (w *Worker) HandleMessage(ctx context.Context, m pubsub.Message) error {
 	return w.Advance(ctx, msg.JobID)
 }
 
-// collect runs a CollectImages; one deferred by a job in progress is left to the next.
+// errCollectLater is a collection that could not do all its work now: a job was pulling or
+// chunking, or the chunk store was busy with a snapshot.
+var errCollectLater = errors.New("image collection must run again later")
+
+// collect runs a CollectImages. One that could not finish answers errCollectLater, so that a
+// collection message comes again (Pub/Sub's backoff) rather than wait for the next tick's.
 func (w *Worker) collect(ctx context.Context) error {
 	c, err := w.s.CollectImages(ctx)
 	if err != nil {
 		return err
 	}
-	if c.Deferred != "" {
-		w.opts.Log.Info("image collection deferred", "why", c.Deferred)
+	switch {
+	case c.Deferred != "":
+		return fmt.Errorf("%w: %s", errCollectLater, c.Deferred)
+	case c.SweepBusy:
+		return fmt.Errorf("%w: a snapshot or a chunking was in progress", errCollectLater)
 	}
 	return nil
 }
@@ -170,7 +178,13 @@ func (w *Worker) Tick(ctx context.Context) error {
 	if derr != nil || !due {
 		return errors.Join(err, derr)
 	}
-	return errors.Join(err, w.collect(ctx))
+	if cerr := w.collect(ctx); errors.Is(cerr, errCollectLater) {
+		// The next due collection, or DisableImage's next message, does the rest.
+		w.opts.Log.Info("image collection incomplete", "why", cerr)
+	} else {
+		err = errors.Join(err, cerr)
+	}
+	return err
 }
 
 // Routes is the production push endpoint.

@@ -29,8 +29,9 @@ type Keep struct {
 type Collected struct {
 	// Records and Manifests count the image records and the layer and warm manifests deleted.
 	Records, Manifests int
-	// Chunks counts the chunks the snapshot GC then deleted; Busy reports that it did not run
-	// because a snapshot was in progress (the chunks go with the next GC).
+	// Chunks counts the chunks the snapshot GC then deleted; Busy reports that a snapshot or a
+	// chunking was in progress, so the deletes or the GC did not run (the next collection, or
+	// the hosts' hourly GC, does them).
 	Chunks int
 	Busy   bool
 }
@@ -43,6 +44,29 @@ type Collected struct {
 // that follows deletes exactly the chunks no remaining manifest — a kept image's layer, a
 // session's snapshot — references. grace is the GC's (chunks younger are kept).
 func (s *Store) Collect(ctx context.Context, keep Keep, grace time.Duration) (Collected, error) {
+	var out Collected
+	// The deletes step aside while a chunking (or a snapshot) is in progress: it may be reusing
+	// a layer manifest its record does not name yet.
+	err := s.snaps.WithoutSnapshots(ctx, func() (err error) {
+		out, err = s.forget(ctx, keep)
+		return err
+	})
+	if errors.Is(err, snapshots.ErrBusy) {
+		out.Busy = true
+		return out, nil
+	}
+	if err != nil {
+		return out, err
+	}
+	out.Chunks, err = s.snaps.GC(ctx, grace)
+	if errors.Is(err, snapshots.ErrBusy) {
+		out.Busy, err = true, nil
+	}
+	return out, err
+}
+
+// forget deletes the image records, layer manifests and warm manifests keep does not hold.
+func (s *Store) forget(ctx context.Context, keep Keep) (Collected, error) {
 	var out Collected
 	wanted := map[string]bool{}
 	for _, d := range keep.Images {
@@ -109,11 +133,7 @@ func (s *Store) Collect(ctx context.Context, keep Keep, grace time.Duration) (Co
 			}
 		}
 	}
-	out.Chunks, err = s.snaps.GC(ctx, grace)
-	if errors.Is(err, snapshots.ErrBusy) {
-		out.Busy, err = true, nil
-	}
-	return out, err
+	return out, nil
 }
 
 // recordsPrefix is where image records are (recordKey).

@@ -61,7 +61,8 @@ func chunkExists(t *testing.T, bucket *blob.Bucket, sum string) bool {
 // a session's snapshot holds a copy of one of A's files; both have warm layers. Collecting with
 // only B kept deletes A's record, its own layer's manifest, its warm layer and the chunks only
 // those held, and keeps the shared layer's chunks, B's, B's warm layer's and the snapshot's —
-// one mark and sweep, the snapshot GC's. Pruning the cache then drops A's prestaged copy.
+// one mark and sweep, the snapshot GC's — but not while a chunking holds the manifests.
+// Pruning the cache then drops A's prestaged copy.
 func TestCollectForgetsImagesNothingReferencesAndKeepsSharedChunks(t *testing.T) {
 	testkit.RequireRoot(t, "unpacking layers chowns")
 	ctx := context.Background()
@@ -117,7 +118,19 @@ func TestCollectForgetsImagesNothingReferencesAndKeepsSharedChunks(t *testing.T)
 	layerB := chunksOf(t, snaps, "imglayer-"+pulled["b"].Layers[1][len("sha256:"):])
 	warmA, warmB := chunksOf(t, snaps, filepath.Dir(warm["a"])), chunksOf(t, snaps, filepath.Dir(warm["b"]))
 
-	got, err := store.Collect(ctx, imagechunks.Keep{Images: []string{pulled["b"].Digest}, WarmLayers: []string{warm["b"]}}, 0)
+	keepB := imagechunks.Keep{Images: []string{pulled["b"].Digest}, WarmLayers: []string{warm["b"]}}
+	// While a chunking holds the manifests (it may be reusing A's layers), nothing is deleted.
+	err := snaps.HoldingManifests(ctx, "imgchunk-test", func() error {
+		got, err := store.Collect(ctx, keepB, 0)
+		if err != nil || !got.Busy || got.Records+got.Manifests+got.Chunks != 0 {
+			t.Errorf("collect during a chunking: %+v %v, want busy and nothing deleted", got, err)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := store.Collect(ctx, keepB, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -83,8 +83,19 @@ func recordKey(digest string) (string, error) {
 }
 
 // Chunk cuts every layer of the pulled image digest into the chunk store, skipping layers some
-// image already put there, then stores the image's record. It is idempotent.
+// image already put there, then stores the image's record. It is idempotent. It holds the
+// store's manifests (snapshots.HoldingManifests) from its first look at a layer to the record's
+// write, so a Collect cannot delete a layer manifest it reuses before its record names it.
 func (s *Store) Chunk(ctx context.Context, digest string, progress Progress) (*Result, error) {
+	var res *Result
+	err := s.snaps.HoldingManifests(ctx, "imgchunk-"+strings.TrimPrefix(digest, "sha256:"), func() (err error) {
+		res, err = s.chunk(ctx, digest, progress)
+		return err
+	})
+	return res, err
+}
+
+func (s *Store) chunk(ctx context.Context, digest string, progress Progress) (*Result, error) {
 	pulled, err := s.cache.Lookup(digest)
 	if err != nil {
 		return nil, fmt.Errorf("chunk %s: %w", digest, err)
