@@ -44,10 +44,14 @@ type imageStack struct {
 	offline atomic.Bool
 }
 
-func newImageStack(t testing.TB, nHosts int) *imageStack {
+// newImageStack starts the stack; tune, when given, adjusts the sandbox hosts before they start.
+func newImageStack(t testing.TB, nHosts int, tune ...func(*testenv.Sandboxes)) *imageStack {
 	t.Helper()
 	db, _ := testenv.Firestore(t)
 	sb := testenv.NewSandboxes(t, db)
+	for _, f := range tune {
+		f(sb)
+	}
 	is := &imageStack{sandboxStack: &sandboxStack{sb: sb}, ps: testenv.PubSub(t)}
 	// A registry that answers 503 to everything while offline is set.
 	is.reg = imagestest.Registry(t, func(next http.Handler) http.Handler {

@@ -81,7 +81,10 @@ func (d *Dispatcher) Deliver(ctx context.Context, del triggers.Delivery) ([]Outc
 	var matches []*records.AutomationRecord
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error {
-		return d.runs.RecordSample(gctx, del.EventKey, del.DeliveryKey, string(del.Payload), del.ReceivedAt)
+		return d.runs.RecordSample(gctx, runs.Sample{
+			EventKey: del.EventKey, RegistrationID: del.RegistrationID, RegistrationOwner: del.RegistrationOwner,
+			Payload: string(del.Payload), ReceivedAt: del.ReceivedAt,
+		}, del.DeliveryKey)
 	})
 	g.Go(func() (err error) {
 		matches, err = d.automations.MatchingEvent(gctx, del.EventKey)

@@ -8,6 +8,7 @@ import (
 
 	"cloud.google.com/go/firestore"
 
+	"github.com/hangar-dev/hangar/platform/auth"
 	"github.com/hangar-dev/hangar/platform/ids"
 	"github.com/hangar-dev/hangar/platform/store"
 )
@@ -42,11 +43,18 @@ type FilteredEvent struct {
 }
 
 // Sample is a received event payload, kept so automations can be rendered against real data.
+// It is its registration's data: only whoever may read the registration it came through (its
+// owner, admins) reads it, as only their automations receive the delivery.
 type Sample struct {
-	ID         string    `firestore:"id"`
-	EventKey   string    `firestore:"event_key"`
-	Payload    string    `firestore:"payload"`
-	ReceivedAt time.Time `firestore:"received_at"`
+	ID       string `firestore:"id"`
+	EventKey string `firestore:"event_key"`
+	// RegistrationID and RegistrationOwner name the webhook registration the delivery came
+	// through and the user who created it ("" for a sample kept before they were recorded:
+	// admins' only).
+	RegistrationID    string    `firestore:"registration_id"`
+	RegistrationOwner string    `firestore:"registration_owner"`
+	Payload           string    `firestore:"payload"`
+	ReceivedAt        time.Time `firestore:"received_at"`
 }
 
 // once keys the records of one event for one automation, so that a redelivered event writes
@@ -104,25 +112,49 @@ func (s *Store) FilteredSince(ctx context.Context, automationID string, t time.T
 	return out, nil
 }
 
-// RecordSample keeps a received payload under its delivery, once.
-func (s *Store) RecordSample(ctx context.Context, eventKey, deliveryKey, payload string, at time.Time) error {
-	id := ids.FromKey("smp", eventKey+"\x00"+deliveryKey)
-	smp := Sample{ID: id, EventKey: eventKey, Payload: payload, ReceivedAt: at}
+// RecordSample keeps a received payload under its delivery, once; smp.ID is set from its
+// event key and deliveryKey.
+func (s *Store) RecordSample(ctx context.Context, smp Sample, deliveryKey string) error {
+	smp.ID = ids.FromKey("smp", smp.EventKey+"\x00"+deliveryKey)
 	b := store.Batch(s.db)
-	b.Set(s.db.Collection(SamplesCollection).Doc(id), smp)
-	b.Set(s.observed(eventKey), map[string]any{"event_key": eventKey, "last_at": at})
+	b.Set(s.db.Collection(SamplesCollection).Doc(smp.ID), smp)
+	b.Set(s.observed(smp.EventKey), map[string]any{"event_key": smp.EventKey, "last_at": smp.ReceivedAt})
 	if _, err := b.Commit(ctx); err != nil {
-		return fmt.Errorf("record sample of %s: %w", eventKey, err)
+		return fmt.Errorf("record sample of %s: %w", smp.EventKey, err)
 	}
 	return nil
 }
 
-// Samples returns the newest samples of the given event keys.
-func (s *Store) Samples(ctx context.Context, eventKeys []string, limit int) ([]Sample, error) {
-	if len(eventKeys) == 0 {
+// AnyOwner, as Samples' owner, lists the samples of every registration: an admin's reading.
+const AnyOwner = "\x00any"
+
+// SamplesReadBy is Samples' owner for p: every registration's samples for an admin, else those
+// of the registrations p created ("" for a caller who is nobody: none). It is the rule
+// dispatch's mayRead applies to deliveries, and ReadableBy to one sample.
+func SamplesReadBy(p auth.Principal) string {
+	if p.Admin {
+		return AnyOwner
+	}
+	return p.UserID
+}
+
+// ReadableBy reports whether p may read the sample: an admin, or the owner of the registration
+// it came through.
+func (smp *Sample) ReadableBy(p auth.Principal) bool {
+	return p.Admin || (p.UserID != "" && p.UserID == smp.RegistrationOwner)
+}
+
+// Samples returns the newest samples of the given event keys that came through registrations
+// owner created (AnyOwner: every registration's).
+func (s *Store) Samples(ctx context.Context, eventKeys []string, owner string, limit int) ([]Sample, error) {
+	if len(eventKeys) == 0 || owner == "" {
 		return nil, nil
 	}
-	q := s.db.Collection(SamplesCollection).Where("event_key", "in", eventKeys).OrderBy("received_at", firestore.Desc).Limit(limit)
+	q := s.db.Collection(SamplesCollection).Where("event_key", "in", eventKeys)
+	if owner != AnyOwner {
+		q = q.Where("registration_owner", "==", owner)
+	}
+	q = q.OrderBy("received_at", firestore.Desc).Limit(limit)
 	out, err := store.All[Sample](q.Documents(ctx))
 	if err != nil {
 		return nil, fmt.Errorf("list samples of %v: %w", eventKeys, err)

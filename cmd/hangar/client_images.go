@@ -25,6 +25,9 @@ type imageConfigFlags struct {
 	name, warmCmd, warmWorkdir string
 	warmTimeout                uint64
 	env, warmEnv, warmSecret   []string
+	// The warm command's network, as a profile's (--network-default, --allow-host...).
+	warmNetworkDefault                   string
+	warmAllowHosts, warmAllowHostPattern []string
 }
 
 func (f *imageConfigFlags) add(cmd *cobra.Command) {
@@ -36,6 +39,9 @@ func (f *imageConfigFlags) add(cmd *cobra.Command) {
 	fl.Uint64Var(&f.warmTimeout, "warm-timeout", 0, "stop the warm command after `SECONDS` (default: an hour)")
 	fl.StringArrayVar(&f.warmEnv, "warm-env", nil, "`KEY=VALUE` for the warm command (repeatable)")
 	fl.StringArrayVar(&f.warmSecret, "warm-secret", nil, "`KEY=SECRET` puts an org secret in the warm command's environment (repeatable)")
+	fl.StringVar(&f.warmNetworkDefault, "warm-network-default", "", "`allow` or `deny` (the default) the warm command's network access to hosts no --warm-allow-host names")
+	fl.StringArrayVar(&f.warmAllowHosts, "warm-allow-host", nil, "let the warm command reach host `H` (repeatable)")
+	fl.StringArrayVar(&f.warmAllowHostPattern, "warm-allow-host-pattern", nil, "let the warm command reach hosts matching `P`, such as *.example.com (repeatable)")
 }
 
 func (f *imageConfigFlags) config() (*appv1.ImageConfig, error) {
@@ -47,13 +53,17 @@ func (f *imageConfigFlags) config() (*appv1.ImageConfig, error) {
 		}
 		cfg.Env[k] = v
 	}
+	network := len(f.warmAllowHosts)+len(f.warmAllowHostPattern) > 0 || f.warmNetworkDefault != ""
 	if f.warmCmd == "" {
-		if len(f.warmEnv)+len(f.warmSecret) > 0 || f.warmWorkdir != "" || f.warmTimeout > 0 {
-			return nil, usageError("--warm-env, --warm-secret, --warm-workdir and --warm-timeout need --warm-cmd")
+		if len(f.warmEnv)+len(f.warmSecret) > 0 || f.warmWorkdir != "" || f.warmTimeout > 0 || network {
+			return nil, usageError("--warm-env, --warm-secret, --warm-workdir, --warm-timeout and the --warm network flags need --warm-cmd")
 		}
 		return cfg, nil
 	}
 	w := &appv1.ImageWarmConfig{Command: []string{"sh", "-c", f.warmCmd}}
+	if network {
+		w.Network = &appv1.ProfileNetwork{Default: f.warmNetworkDefault, AllowHosts: f.warmAllowHosts, AllowHostPatterns: f.warmAllowHostPattern}
+	}
 	if f.warmWorkdir != "" {
 		w.Workdir = &f.warmWorkdir
 	}

@@ -60,6 +60,13 @@ func TestImagesCommandsEnableWarmAndFollowToSessions(t *testing.T) {
 			t.Fatalf("enable --follow printed no %q:\n%s", want, out)
 		}
 	}
+	// The warm command's network flags make a profile-shaped policy, checked by the server.
+	if r := run("images", "enable", sb.Image+"-net", "--warm-cmd", "true", "--warm-allow-host", "*.example.com"); r.err == nil || !strings.Contains(r.msg(), "config.warm.network.allow_hosts[0]") {
+		t.Fatalf("a wildcard in --warm-allow-host: exit %d %q", r.code, r.msg())
+	}
+	if r := run("images", "enable", sb.Image+"-net", "--warm-allow-host", "deps.example.com"); r.err == nil || !strings.Contains(r.msg(), "need --warm-cmd") {
+		t.Fatalf("--warm-allow-host without --warm-cmd: exit %d %q", r.code, r.msg())
+	}
 	if out := must("images", "list"); !strings.Contains(out, sb.Image) || !strings.Contains(out, "yes") {
 		t.Fatalf("images list: %q", out)
 	}

@@ -241,12 +241,9 @@ func New(d Deps) *API {
 		a.worker.Listen(reviewSvc)
 	}
 	if a.worker != nil && a.imageWorker != nil {
-		// The tick re-queues enable jobs whose worker died, as `hangar dev`'s image worker does
-		// on its own ticker.
-		a.worker.AlsoTick(func(ctx context.Context) error {
-			_, err := a.imageWorker.Sweep(ctx)
-			return err
-		})
+		// The tick re-queues enable jobs whose worker died and collects images nothing
+		// references when due, as `hangar dev`'s image worker does on its own ticker.
+		a.worker.AlsoTick(a.imageWorker.Tick)
 	}
 	if hooks != nil {
 		add(appv1connect.NewWebhookRegistrationServiceHandler(hooks, opts))

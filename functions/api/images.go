@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"os"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/hangar-dev/hangar/functions/imagesvc"
 	"github.com/hangar-dev/hangar/gen/svc/app/v1/appv1connect"
+	"github.com/hangar-dev/hangar/platform/auth"
 	"github.com/hangar-dev/hangar/platform/egress"
 	"github.com/hangar-dev/hangar/records/registries"
 	"github.com/hangar-dev/hangar/records/registryauth"
@@ -36,6 +38,9 @@ func (a *API) imagesService(d Deps, opts connect.HandlerOption, add func(string,
 	}
 	if secretStore != nil {
 		deps.Secrets = secretStore
+		deps.Acting = func(ctx context.Context, userID string) (auth.Principal, error) {
+			return a.keys.Acting(ctx, userID, "image")
+		}
 	}
 	jobs := hosts != nil && d.PubSub != nil
 	if jobs {

@@ -124,6 +124,11 @@ func (s *Service) sample(ctx context.Context, e *Engine, sampleID, payload strin
 		if err != nil {
 			return nil, err
 		}
+		// Another registration's payload is not the caller's to run against: the same answer
+		// as for no sample.
+		if p, _ := auth.Caller(ctx); !smp.ReadableBy(p) {
+			return nil, apierr.NotFound("event sample", sampleID)
+		}
 		return json.RawMessage(smp.Payload), nil
 	case payload != "":
 		if !triggers.IsJSONObject([]byte(payload)) {
@@ -350,7 +355,9 @@ func (s *Service) DryRun(ctx context.Context, req *connect.Request[appv1.DryRunR
 }
 
 // ListEventSamples lists the newest received payloads of the automation's event keys (or of
-// event_key).
+// event_key) that the caller may read: the automation is its owner's and admins' to ask about
+// (not_found otherwise, as for its runs), and a sample is listed only to the owner of the
+// registration it came through and to admins, who alone receive its deliveries.
 func (s *Service) ListEventSamples(ctx context.Context, req *connect.Request[appv1.ListEventSamplesRequest]) (*connect.Response[appv1.ListEventSamplesResponse], error) {
 	e, err := s.engine()
 	if err != nil {
@@ -365,11 +372,15 @@ func (s *Service) ListEventSamples(ctx context.Context, req *connect.Request[app
 	if err != nil {
 		return nil, err
 	}
+	p, _ := auth.Caller(ctx)
+	if !rec.ChangeableBy(p) {
+		return nil, apierr.NotFound("automation", rec.ID)
+	}
 	keys := rec.EventKeys
 	if m.EventKey != nil {
 		keys = []string{m.GetEventKey()}
 	}
-	samples, err := e.Runs.Samples(ctx, keys, limit)
+	samples, err := e.Runs.Samples(ctx, keys, runs.SamplesReadBy(p), limit)
 	if err != nil {
 		return nil, err
 	}

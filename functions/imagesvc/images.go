@@ -26,6 +26,7 @@ import (
 
 	"cloud.google.com/go/firestore"
 
+	hostv1 "github.com/hangar-dev/hangar/gen/host/v1"
 	appv1 "github.com/hangar-dev/hangar/gen/svc/app/v1"
 	"github.com/hangar-dev/hangar/gen/svc/app/v1/appv1connect"
 	"github.com/hangar-dev/hangar/platform/apierr"
@@ -39,9 +40,11 @@ import (
 	"github.com/hangar-dev/hangar/sandboxhosts/hostclient"
 )
 
-// Queue hands an enable job to a worker (Pub/Sub in production, PubSubQueue).
+// Queue hands an enable job, or a collection of images nothing references, to a worker
+// (Pub/Sub in production, PubSubQueue).
 type Queue interface {
 	Enqueue(ctx context.Context, jobID string) error
+	EnqueueCollect(ctx context.Context) error
 }
 
 // Secrets resolves a warm command's secret_ref entries for the admin who configured them.
@@ -63,6 +66,11 @@ type Deps struct {
 	RegistryStore *registries.Store
 	// Secrets resolves warm env secret_ref; nil refuses configs that use one.
 	Secrets Secrets
+	// Acting is the principal a job's actor (the admin who started or retried it) acts as
+	// without a key, as an automation acts for its owner (auth.Keys.Acting): a warm command's
+	// secret_ref resolves under the org-secret access policy for them. nil: the actor is taken
+	// as no admin, so only secrets shared with them resolve.
+	Acting func(ctx context.Context, userID string) (auth.Principal, error)
 	// PrestageHosts bounds how many live hosts a job prestages onto (0: all).
 	PrestageHosts int
 	// Log takes the service's own lines (default slog.Default()).
@@ -99,6 +107,12 @@ const maxJobsListed = 200
 const maxWarmTimeoutSecs = 3600
 
 var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// callerID is the user the request in ctx is made by.
+func callerID(ctx context.Context) string {
+	p, _ := auth.Caller(ctx)
+	return p.UserID
+}
 
 func requireAdmin(ctx context.Context, what string) error {
 	if p, ok := auth.Caller(ctx); !ok || !p.Admin {
@@ -140,6 +154,7 @@ func (s *Service) checkConfig(c *appv1.ImageConfig, v *apierr.Violations) {
 	if w.GetTimeoutSecs() > maxWarmTimeoutSecs {
 		v.Addf("config.warm.timeout_secs", "must be at most %d", maxWarmTimeoutSecs)
 	}
+	checkNetwork(w.GetNetwork(), v)
 	for _, e := range w.GetEnv() {
 		if !envName.MatchString(e.GetName()) {
 			v.Addf("config.warm.env", "%q is not an environment variable name", e.GetName())
@@ -147,6 +162,59 @@ func (s *Service) checkConfig(c *appv1.ImageConfig, v *apierr.Violations) {
 		if e.GetSecretRef() != "" && s.d.Secrets == nil {
 			v.Addf("config.warm.env", "%s names a secret, and this deployment keeps no org secrets", e.GetName())
 		}
+	}
+}
+
+// maxNetworkEntries bounds each allow list of a warm network.
+const maxNetworkEntries = 100
+
+// checkNetwork validates a warm command's network policy, the shape of a profile's network
+// (default "deny" or "allow", allow_hosts, allow_host_patterns), and puts its entries in the
+// canonical form the egress proxy matches.
+func checkNetwork(n *appv1.ProfileNetwork, v *apierr.Violations) {
+	if n == nil {
+		return
+	}
+	switch n.GetDefault() {
+	case "", networkDeny, networkAllow:
+	default:
+		v.Addf("config.warm.network.default", "must be %q (the default) or %q", networkDeny, networkAllow)
+	}
+	for _, l := range []struct {
+		field     string
+		list      *[]string
+		normalize func(string) (string, error)
+	}{{"allow_hosts", &n.AllowHosts, egress.NormalizeHost}, {"allow_host_patterns", &n.AllowHostPatterns, egress.NormalizeHostPattern}} {
+		field, list, normalize := l.field, l.list, l.normalize
+		if len(*list) > maxNetworkEntries {
+			v.Addf("config.warm.network."+field, "has %d entries; at most %d", len(*list), maxNetworkEntries)
+			continue
+		}
+		for i, e := range *list {
+			h, err := normalize(e)
+			if err != nil {
+				v.Addf(fmt.Sprintf("config.warm.network.%s[%d]", field, i), "%q %v", e, err)
+				continue
+			}
+			(*list)[i] = h
+		}
+	}
+}
+
+// The words of a network's default.
+const (
+	networkDeny  = "deny"
+	networkAllow = "allow"
+)
+
+// warmNetwork is what the host's egress proxy lets the warm command reach: nothing without a
+// policy, as a session without a network.
+func warmNetwork(n *appv1.ProfileNetwork) *hostv1.SandboxNetwork {
+	if n == nil {
+		return nil
+	}
+	return &hostv1.SandboxNetwork{
+		DefaultAllow: n.GetDefault() == networkAllow, AllowHosts: n.GetAllowHosts(), AllowHostPatterns: n.GetAllowHostPatterns(),
 	}
 }
 
@@ -174,11 +242,12 @@ func warmPart(config string) string {
 	return string(b)
 }
 
-// newJob is a job of img with config, run as caller.
-func newJob(img *Image, config *appv1.ImageConfig, warm bool) *Job {
+// newJob is a job of img with config, started by the caller in ctx.
+func newJob(ctx context.Context, img *Image, config *appv1.ImageConfig, warm bool) *Job {
 	j := &Job{
 		ID: ids.New("ejob"), ImageID: img.ID, URI: img.URI, Repo: img.Repo, State: Queued,
 		Config: encodeConfig(config), Attempts: 1, Warm: warm && config.GetWarm() != nil,
+		Actor: callerID(ctx),
 	}
 	if !j.Warm && warmPart(j.Config) != "" && warmPart(j.Config) == img.WarmConfig {
 		j.KeepWarmLayer = img.WarmLayer
@@ -225,7 +294,7 @@ func (s *Service) EnableImage(ctx context.Context, req *connect.Request[appv1.En
 		if !exists {
 			img.Disabled = true // until its first job is ready
 		}
-		return newJob(img, cfg, true), nil
+		return newJob(ctx, img, cfg, true), nil
 	})
 	if err != nil {
 		return nil, err
@@ -278,7 +347,7 @@ func (s *Service) UpdateImage(ctx context.Context, req *connect.Request[appv1.Up
 		return nil, apierr.FailedPrecondition("the change to image %s's warm command needs its warm layer captured again: set allow_recapture", uri)
 	}
 	job, err := s.rec.startJob(ctx, img.ID, func(i *Image, _ bool, _ *Job) (*Job, error) {
-		j := newJob(i, cfg, true)
+		j := newJob(ctx, i, cfg, true)
 		// The digest stays: the job re-uses what the image was enabled from.
 		j.Digest = i.Digest
 		return j, nil
@@ -293,7 +362,9 @@ func (s *Service) UpdateImage(ctx context.Context, req *connect.Request[appv1.Up
 }
 
 // DisableImage stops new sessions from starting from the image; running ones continue. A job
-// in progress is superseded.
+// in progress, or failed and awaiting a retry, is superseded. A collection is queued: the
+// image's chunks, warm layer and prestaged copies go once nothing references them
+// (CollectImages).
 func (s *Service) DisableImage(ctx context.Context, req *connect.Request[appv1.DisableImageRequest]) (*connect.Response[emptypb.Empty], error) {
 	if err := requireAdmin(ctx, "disable images"); err != nil {
 		return nil, err
@@ -314,14 +385,21 @@ func (s *Service) DisableImage(ctx context.Context, req *connect.Request[appv1.D
 	}
 	if img.JobID != "" {
 		_, err := s.rec.updateJob(ctx, img.JobID, func(j *Job) error {
-			if j.State.Ended() {
+			if j.State == Ready || j.State == Superseded {
 				return errNothing
 			}
 			j.State, j.Error, j.LeaseOwner = Superseded, "image disabled", ""
 			return nil
 		})
-		if err != nil && !errors.Is(err, errNothing) {
+		if err != nil && !errors.Is(err, errNothing) && !isNotFound(err) {
 			return nil, err
+		}
+	}
+	// The image is disabled whether or not the collection is queued: a later one (the worker
+	// runs one every CollectEvery) collects it then.
+	if s.d.Queue != nil {
+		if err := s.d.Queue.EnqueueCollect(ctx); err != nil {
+			s.log.Warn("queue an image collection after a disable", "image", uri, "err", err)
 		}
 	}
 	return connect.NewResponse(&emptypb.Empty{}), nil
@@ -358,7 +436,7 @@ func (s *Service) RefreshImage(ctx context.Context, req *connect.Request[appv1.R
 		return connect.NewResponse(&appv1.RefreshImageResponse{}), nil
 	}
 	job, err := s.rec.startJob(ctx, img.ID, func(i *Image, _ bool, _ *Job) (*Job, error) {
-		return newJob(i, decodeConfig(i.Config), true), nil
+		return newJob(ctx, i, decodeConfig(i.Config), true), nil
 	})
 	if err != nil {
 		return nil, err
@@ -458,6 +536,8 @@ func (s *Service) RetryEnableJob(ctx context.Context, req *connect.Request[appv1
 		}
 		j.State, j.Error, j.LeaseOwner = j.FailedStage, "", ""
 		j.Attempts++
+		// The retry is the retrying admin's: a warm command's secrets resolve for them now.
+		j.Actor = callerID(ctx)
 		return nil
 	})
 	if err != nil {

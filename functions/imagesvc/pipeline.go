@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"connectrpc.com/connect"
@@ -19,6 +20,7 @@ import (
 
 	hostv1 "github.com/hangar-dev/hangar/gen/host/v1"
 	"github.com/hangar-dev/hangar/gen/host/v1/hostv1connect"
+	"github.com/hangar-dev/hangar/platform/auth"
 	"github.com/hangar-dev/hangar/platform/egress"
 	"github.com/hangar-dev/hangar/platform/pubsub"
 	"github.com/hangar-dev/hangar/records/secrets"
@@ -52,6 +54,12 @@ type WorkerOptions struct {
 	// Lease is how long a worker holds a job without renewing it (default 2 minutes); a job
 	// whose lease ran out is taken over by the next worker the sweeper hands it to.
 	Lease time.Duration
+	// StageTimeout bounds a stage (default an hour; the warm stage gets its command's timeout
+	// on top): one that takes longer fails, naming the stage, and can be retried.
+	StageTimeout time.Duration
+	// CollectEvery is how often Run collects images nothing references (default an hour, as
+	// hosts collect snapshot chunks); DisableImage also queues a collection at once.
+	CollectEvery time.Duration
 	// BeforeStage, when set, runs before every stage; an error fails the stage with it (fault
 	// injection for tests).
 	BeforeStage func(ctx context.Context, j *Job) error
@@ -63,6 +71,8 @@ type WorkerOptions struct {
 type Worker struct {
 	s    *Service
 	opts WorkerOptions
+	// checked is when Tick last asked whether a collection is due.
+	checked atomic.Pointer[time.Time]
 }
 
 // Worker returns a worker of the service's jobs.
@@ -72,6 +82,12 @@ func (s *Service) Worker(opts WorkerOptions) *Worker {
 	}
 	if opts.Log == nil {
 		opts.Log = s.log
+	}
+	if opts.StageTimeout <= 0 {
+		opts.StageTimeout = time.Hour
+	}
+	if opts.CollectEvery <= 0 {
+		opts.CollectEvery = time.Hour
 	}
 	if opts.Name == "" {
 		opts.Name = "images-worker"
@@ -84,8 +100,13 @@ var (
 	errIdle      = errors.New("enable job has nothing to do now")
 )
 
-// HandleMessage advances the job of one message of the jobs topic.
+// HandleMessage advances the job of one message of the jobs topic, or runs the collection it
+// asks for.
 func (w *Worker) HandleMessage(ctx context.Context, m pubsub.Message) error {
+	var collect collectMessage
+	if json.Unmarshal(m.Data, &collect) == nil && collect.Collect {
+		return w.collect(ctx)
+	}
 	var msg jobMessage
 	if err := json.Unmarshal(m.Data, &msg); err != nil || msg.JobID == "" {
 		w.opts.Log.Error("enable job message undecodable; dropped", "message", m.ID, "err", err)
@@ -94,7 +115,28 @@ func (w *Worker) HandleMessage(ctx context.Context, m pubsub.Message) error {
 	return w.Advance(ctx, msg.JobID)
 }
 
-// Run pulls job messages and sweeps every tick until ctx ends.
+// errCollectLater is a collection that could not do all its work now: a job was pulling or
+// chunking, or the chunk store was busy with a snapshot.
+var errCollectLater = errors.New("image collection must run again later")
+
+// collect runs a CollectImages. One that could not finish answers errCollectLater, so that a
+// collection message comes again (Pub/Sub's backoff) rather than wait for the next tick's.
+func (w *Worker) collect(ctx context.Context) error {
+	c, err := w.s.CollectImages(ctx)
+	if err != nil {
+		return err
+	}
+	switch {
+	case c.Deferred != "":
+		return fmt.Errorf("%w: %s", errCollectLater, c.Deferred)
+	case c.SweepBusy:
+		return fmt.Errorf("%w: a snapshot or a chunking was in progress", errCollectLater)
+	}
+	return nil
+}
+
+// Run pulls job messages and sweeps every tick until ctx ends, and collects images nothing
+// references every CollectEvery.
 func (w *Worker) Run(ctx context.Context, ps *pubsub.Client, tick time.Duration) error {
 	g, ctx := errgroup.WithContext(ctx)
 	g.Go(func() error {
@@ -108,8 +150,8 @@ func (w *Worker) Run(ctx context.Context, ps *pubsub.Client, tick time.Duration)
 			case <-ctx.Done():
 				return nil
 			case <-t.C:
-				if _, err := w.Sweep(ctx); err != nil && ctx.Err() == nil {
-					w.opts.Log.Warn("enable job sweep", "err", err)
+				if err := w.Tick(ctx); err != nil && ctx.Err() == nil {
+					w.opts.Log.Warn("enable job tick", "err", err)
 				}
 			}
 		}
@@ -117,6 +159,30 @@ func (w *Worker) Run(ctx context.Context, ps *pubsub.Client, tick time.Duration)
 	err := g.Wait()
 	if ctx.Err() != nil {
 		return nil
+	}
+	return err
+}
+
+// Tick is the worker's periodic work: Sweep, and a collection of images nothing references
+// once CollectEvery has passed since the deployment's last one (kept in Firestore, so that
+// however many instances tick, one collects). Run calls it every tick; in production the
+// automation worker's tick does.
+func (w *Worker) Tick(ctx context.Context) error {
+	_, err := w.Sweep(ctx)
+	now := time.Now()
+	if w.checked.Load() != nil && now.Sub(*w.checked.Load()) < min(w.opts.CollectEvery, time.Minute) {
+		return err
+	}
+	w.checked.Store(&now)
+	due, derr := w.s.rec.collectDue(ctx, w.s.d.Clock.Now(), w.opts.CollectEvery)
+	if derr != nil || !due {
+		return errors.Join(err, derr)
+	}
+	if cerr := w.collect(ctx); errors.Is(cerr, errCollectLater) {
+		// The next due collection, or DisableImage's next message, does the rest.
+		w.opts.Log.Info("image collection incomplete", "why", cerr)
+	} else {
+		err = errors.Join(err, cerr)
 	}
 	return err
 }
@@ -263,7 +329,33 @@ func message(err error) string {
 	return err.Error()
 }
 
+// runStage runs the stage j is in, bounded by the stage's time: a host that hangs (it answers
+// nothing, and the lease renewal keeps the job this worker's) fails the stage instead of
+// holding the job forever.
 func (w *Worker) runStage(ctx context.Context, j *Job) error {
+	limit := w.opts.StageTimeout
+	if j.State == Warming {
+		// The warm command has a timeout of its own; booting and capturing come on top.
+		limit += maxWarmTimeout(decodeConfig(j.Config).GetWarm().GetTimeoutSecs())
+	}
+	stageCtx, cancel := context.WithTimeoutCause(ctx, limit, fmt.Errorf("the stage did not finish within %s", limit))
+	defer cancel()
+	err := w.stage(stageCtx, j)
+	if err != nil && ctx.Err() == nil && stageCtx.Err() != nil {
+		return context.Cause(stageCtx)
+	}
+	return err
+}
+
+// maxWarmTimeout is how long a warm command may run: its timeout_secs, or the host's bound.
+func maxWarmTimeout(secs uint64) time.Duration {
+	if secs == 0 || secs > maxWarmTimeoutSecs {
+		secs = maxWarmTimeoutSecs
+	}
+	return time.Duration(secs) * time.Second
+}
+
+func (w *Worker) stage(ctx context.Context, j *Job) error {
 	if w.opts.BeforeStage != nil {
 		if err := w.opts.BeforeStage(ctx, j); err != nil {
 			return err
@@ -412,7 +504,14 @@ func (w *Worker) warmStage(ctx context.Context, j *Job) error {
 		if w.s.d.Secrets == nil {
 			return errors.New("the warm command names secrets, and this deployment keeps no org secrets")
 		}
-		vals, err := w.s.d.Secrets.Resolve(ctx, secrets.Subject{Admin: true}, refs)
+		actor := auth.Principal{UserID: j.Actor}
+		if w.s.d.Acting != nil {
+			var err error
+			if actor, err = w.s.d.Acting(ctx, j.Actor); err != nil {
+				return err
+			}
+		}
+		vals, err := w.s.d.Secrets.Resolve(ctx, secrets.SubjectOf(actor, ""), refs)
 		if err != nil {
 			return err
 		}
@@ -434,7 +533,10 @@ func (w *Worker) warmStage(ctx context.Context, j *Job) error {
 	}
 	last, err := w.prepare(ctx, c, &hostv1.PrepareImageRequest{
 		Stage: "warm", ImageRef: j.ref(), WarmKey: j.ImageID + "-" + j.ID,
-		Warm: &hostv1.WarmCommand{Command: cfg.GetCommand(), Workdir: cfg.GetWorkdir(), Env: env, TimeoutSecs: cfg.GetTimeoutSecs()},
+		Warm: &hostv1.WarmCommand{
+			Command: cfg.GetCommand(), Workdir: cfg.GetWorkdir(), Env: env, TimeoutSecs: cfg.GetTimeoutSecs(),
+			Network: warmNetwork(cfg.GetNetwork()),
+		},
 	}, j.ID)
 	if err != nil {
 		return err

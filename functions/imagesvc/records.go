@@ -70,6 +70,9 @@ type Job struct {
 	BytesTotal    int64  `firestore:"bytes_total"`
 	BytesUploaded int64  `firestore:"bytes_uploaded"`
 	Attempts      int    `firestore:"attempts"`
+	// Actor is the user who started the job or last retried it: the warm command's secrets are
+	// resolved for them.
+	Actor string `firestore:"actor"`
 	// HostID is the host that pulls, chunks and warms (materialize_host_id).
 	HostID        string   `firestore:"host_id"`
 	PrestageHosts []string `firestore:"prestage_hosts"`
@@ -125,6 +128,33 @@ func (r *records) listImages(ctx context.Context) ([]Image, error) {
 
 func (r *records) job(ctx context.Context, id string) (*Job, error) {
 	return store.Read[Job](ctx, nil, r.jobs().Doc(id))
+}
+
+// jobsByID reads the jobs of ids that exist.
+func (r *records) jobsByID(ctx context.Context, ids []string) ([]Job, error) {
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	refs := make([]*firestore.DocumentRef, len(ids))
+	for i, id := range ids {
+		refs[i] = r.jobs().Doc(id)
+	}
+	snaps, err := r.db.GetAll(ctx, refs)
+	if err != nil {
+		return nil, fmt.Errorf("read enable jobs: %w", err)
+	}
+	var out []Job
+	for _, snap := range snaps {
+		if !snap.Exists() {
+			continue
+		}
+		var j Job
+		if err := snap.DataTo(&j); err != nil {
+			return nil, fmt.Errorf("read enable job %s: %w", snap.Ref.ID, err)
+		}
+		out = append(out, j)
+	}
+	return out, nil
 }
 
 func (r *records) listJobs(ctx context.Context, limit int) ([]Job, error) {
@@ -245,6 +275,34 @@ func (r *records) finish(ctx context.Context, jobID, owner string) (*Job, error)
 		r.resolved.forget(out.ImageID)
 	}
 	return out, err
+}
+
+// collectionsDoc keeps when the deployment last collected images.
+const collectionsDoc = "image_collections/last"
+
+// collectDue reports whether every has passed since the last collection, and if so records now
+// as the last one, in one transaction: of the instances that ask at once, one is told yes.
+func (r *records) collectDue(ctx context.Context, now time.Time, every time.Duration) (bool, error) {
+	due := false
+	ref := r.db.Doc(collectionsDoc)
+	err := r.db.RunTransaction(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
+		due = false
+		snap, err := tx.Get(ref)
+		if err != nil && !store.IsNotFound(err) {
+			return err
+		}
+		if err == nil {
+			if at, ok := snap.Data()["at"].(time.Time); ok && now.Sub(at) < every {
+				return nil
+			}
+		}
+		due = true
+		return tx.Set(ref, map[string]any{"at": now})
+	})
+	if err != nil {
+		return false, fmt.Errorf("is an image collection due: %w", err)
+	}
+	return due, nil
 }
 
 // setImage changes an image record in a transaction.

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	appv1 "github.com/hangar-dev/hangar/gen/svc/app/v1"
+	"github.com/hangar-dev/hangar/platform/egress"
 )
 
 var errLocalRemote = errors.New("is a local path, not a network remote: use https://host/owner/name or git@host:owner/name")
@@ -29,7 +30,7 @@ func ParseRemote(raw string) (*appv1.ProfileRepoRemote, error) {
 	if host == "" {
 		return nil, errors.New("has no host")
 	}
-	if host, err = canonicalHost(host); err != nil {
+	if host, err = egress.CanonicalHost(host); err != nil {
 		return nil, fmt.Errorf("has an invalid host: it %w", err)
 	}
 	owner, name, err := splitRepoPath(repoPath)

@@ -17,6 +17,7 @@ import (
 	appv1 "github.com/hangar-dev/hangar/gen/svc/app/v1"
 	"github.com/hangar-dev/hangar/platform/apierr"
 	"github.com/hangar-dev/hangar/platform/config"
+	"github.com/hangar-dev/hangar/platform/egress"
 )
 
 // Bounds on a profile's text fields, in characters, and on the whole stored profile.
@@ -221,8 +222,8 @@ func (c checker) network(in *appv1.ProfileNetwork) networkRecord {
 	// Why keep the allow lists under "allow": switching back to "deny" then restores them.
 	return networkRecord{
 		Default:           def,
-		AllowHosts:        c.hosts("network.allow_hosts", in.GetAllowHosts(), normalizeHost),
-		AllowHostPatterns: c.hosts("network.allow_host_patterns", in.GetAllowHostPatterns(), normalizeHostPattern),
+		AllowHosts:        c.hosts("network.allow_hosts", in.GetAllowHosts(), egress.NormalizeHost),
+		AllowHostPatterns: c.hosts("network.allow_host_patterns", in.GetAllowHostPatterns(), egress.NormalizeHostPattern),
 	}
 }
 
@@ -276,8 +277,8 @@ func (c checker) secrets(in []*appv1.ProfileSecret, env map[string]string) []sec
 		}
 		out[i] = secretRecord{
 			Ref: s.GetRef(), EnvVar: name, Mode: c.secretMode(f, s),
-			AllowHosts:        c.hosts(f+".allow_hosts", s.GetAllowHosts(), normalizeHost),
-			AllowHostPatterns: c.hosts(f+".allow_host_patterns", s.GetAllowHostPatterns(), normalizeHostPattern),
+			AllowHosts:        c.hosts(f+".allow_hosts", s.GetAllowHosts(), egress.NormalizeHost),
+			AllowHostPatterns: c.hosts(f+".allow_host_patterns", s.GetAllowHostPatterns(), egress.NormalizeHostPattern),
 		}
 	}
 	return out

@@ -203,7 +203,9 @@ type sandbox struct {
 	runDir string
 	socket string
 	digest string
-	booted time.Time
+	// warmLayer is the enabled image's warm layer the sandbox runs over ("" for none).
+	warmLayer string
+	booted    time.Time
 	// memoryBytes is the sandbox's memory limit, booked with the host until it is removed.
 	memoryBytes int64
 }
@@ -227,6 +229,7 @@ func (h *Host) start(ctx context.Context, b *box, rec *sessiondb.Record, env map
 		if sbx, manifest, err = h.boot(ctx, img, manifest); err != nil {
 			return err
 		}
+		sbx.warmLayer = rec.WarmLayer
 	}
 	if pooled {
 		h.pool.refill(rec.ImageURI)

@@ -4,12 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"sync"
 	"time"
 
 	"connectrpc.com/connect"
 	"github.com/google/go-containerregistry/pkg/name"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
 
 	hostv1 "github.com/hangar-dev/hangar/gen/host/v1"
 	"github.com/hangar-dev/hangar/platform/apierr"
@@ -26,6 +29,10 @@ const (
 	PrepareStagePrestage = "prestage"
 	PrepareStageWarm     = "warm"
 )
+
+// warmSessionPrefix names a warm sandbox to the egress proxy (its audit goes to the host's log,
+// since no session's log is open).
+const warmSessionPrefix = "warm/"
 
 // maxWarmTimeout bounds a warm command when the image's config names no timeout.
 const maxWarmTimeout = time.Hour
@@ -79,6 +86,64 @@ func (h *Host) PrepareImage(ctx context.Context, req *connect.Request[hostv1.Pre
 	default:
 		return apierr.InvalidArgument("stage", fmt.Sprintf("must be %s, %s, %s or %s", PrepareStagePull, PrepareStageChunk, PrepareStagePrestage, PrepareStageWarm))
 	}
+}
+
+// CollectImages drops from this host's image cache the images nothing references any more
+// (the request's keep set, computed from the records by ImageService, plus what this host's
+// own session sandboxes run on), and with sweep makes the chunk store forget the images outside
+// the request's keep set: a running session of a disabled image goes on from this host's copy.
+func (h *Host) CollectImages(ctx context.Context, req *connect.Request[hostv1.CollectImagesRequest]) (*connect.Response[hostv1.CollectImagesResponse], error) {
+	m := req.Msg
+	keep := imagechunks.Keep{Images: m.GetKeepImages(), WarmLayers: m.GetKeepWarmLayers()}
+	var v apierr.Violations
+	for i, d := range keep.Images {
+		if _, err := v1.NewHash(d); err != nil {
+			v.Addf(fmt.Sprintf("keep_images[%d]", i), "%q is not an image digest", d)
+		}
+	}
+	if err := v.Err(); err != nil {
+		return nil, err
+	}
+	kept := map[string]bool{}
+	for _, d := range keep.Images {
+		kept[d] = true
+	}
+	// The host keeps more than the chunk store: what its own sandboxes run on.
+	hostKeep := imagechunks.Keep{Images: slices.Clone(keep.Images), WarmLayers: slices.Clone(keep.WarmLayers)}
+	// A session's sandbox runs on its image's layers whatever the records say; a warm sandbox
+	// of an image no longer kept goes, as no session may start from it.
+	for _, b := range h.all() {
+		if !b.ready.Load() {
+			continue
+		}
+		if !kept[b.digest] {
+			kept[b.digest] = true
+			hostKeep.Images = append(hostKeep.Images, b.digest)
+		}
+		if b.warmLayer != "" {
+			hostKeep.WarmLayers = append(hostKeep.WarmLayers, b.warmLayer)
+		}
+	}
+	h.pool.retain(kept)
+	out := &hostv1.CollectImagesResponse{}
+	if m.GetSweep() {
+		// No grace: a snapshot in progress holds a lease that makes the GC wait (busy), and a
+		// snapshot retried after a GC re-uploads what it deleted (the generation moved).
+		res, err := h.imageChunks.Collect(ctx, keep, 0)
+		if err != nil {
+			return nil, err
+		}
+		out.RecordsDeleted, out.ManifestsDeleted = uint32(res.Records), uint32(res.Manifests)
+		out.ChunksDeleted, out.SweepBusy = uint32(res.Chunks), res.Busy
+	}
+	n, err := h.imageChunks.PruneCache(hostKeep)
+	if err != nil {
+		return nil, err
+	}
+	out.ImagesRemoved = uint32(n)
+	h.log.Info("collect images", "kept", len(keep.Images), "removed", n, "records_deleted", out.RecordsDeleted,
+		"manifests_deleted", out.ManifestsDeleted, "chunks_deleted", out.ChunksDeleted)
+	return connect.NewResponse(out), nil
 }
 
 // stageImage puts image digest (and its warm layer, if any) into this host's cache from the
@@ -155,12 +220,18 @@ func (h *Host) warmImage(ctx context.Context, ref string, m *hostv1.PrepareImage
 	if t := w.GetTimeoutSecs(); t > 0 {
 		timeout = min(timeout, time.Duration(t)*time.Second)
 	}
-	var env []string
-	for k, val := range w.GetEnv() {
-		env = append(env, k+"="+val)
+	// The command reaches out only through the egress proxy, under the image's warm network
+	// policy, as a session does under its profile's: a denied connection is refused at once.
+	net, err := h.proxy.Serve(proxySession(warmSessionPrefix+m.GetWarmKey(), w.GetNetwork(), h.tokens), sbx.ns)
+	if err != nil {
+		return fmt.Errorf("serve the warm sandbox's network: %w", err)
 	}
+	defer net.Close()
+	env := networkEnv()
+	maps.Copy(env, sbx.user.env())
+	maps.Copy(env, w.GetEnv())
 	exit, err := sbx.sup.Exec(ctx, supervisor.ExecRequest{
-		Argv: w.GetCommand(), Env: env, Workdir: w.GetWorkdir(), Timeout: timeout,
+		Argv: w.GetCommand(), Env: envEntries(env), Workdir: w.GetWorkdir(), Timeout: timeout,
 	}, supervisor.Events{Output: func(o supervisor.Output) error {
 		return send(&hostv1.PrepareImageProgress{Output: append([]byte(nil), o.Data...)})
 	}})

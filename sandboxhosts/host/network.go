@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"google.golang.org/protobuf/proto"
 
@@ -73,6 +74,10 @@ func (h *Host) newProxy(dataDir string) error {
 	h.proxy = egressproxy.New(egressproxy.Options{
 		CA: ca, Resolve: h.opts.EgressResolve, RootCAs: h.opts.EgressRootCAs, Log: h.log,
 		Audit: func(session string, c egressproxy.Connection) {
+			if key, ok := strings.CutPrefix(session, warmSessionPrefix); ok {
+				h.log.Info("warm command connection", "warm_key", key, "host", c.Host, "port", c.Port, "decision", c.Decision, "rule", c.Rule)
+				return
+			}
 			h.mu.Lock()
 			b := h.boxes[session]
 			h.mu.Unlock()

@@ -133,6 +133,35 @@ func (p *pool) discard(sbx *sandbox) {
 	})
 }
 
+// retain removes the warm sandboxes of images whose digest keep lacks, and forgets their
+// references, so that nothing of a collected image stays booted; it returns when they are gone.
+func (p *pool) retain(keep map[string]bool) {
+	var doomed []*sandbox
+	p.mu.Lock()
+	for ref, list := range p.ready {
+		kept := list[:0]
+		for _, sbx := range list {
+			if keep[sbx.digest] {
+				kept = append(kept, sbx)
+			} else {
+				doomed = append(doomed, sbx)
+			}
+		}
+		if len(kept) == 0 {
+			delete(p.ready, ref)
+			p.recent = slices.DeleteFunc(p.recent, func(r string) bool { return r == ref })
+		} else {
+			p.ready[ref] = kept
+		}
+	}
+	p.mu.Unlock()
+	for _, sbx := range doomed {
+		if err := p.h.remove(context.Background(), sbx); err != nil {
+			p.h.log.Warn("warm pool: remove", "sandbox", sbx.sb.ID(), "err", err)
+		}
+	}
+}
+
 // close stops filling and removes every warm sandbox.
 func (p *pool) close() {
 	p.mu.Lock()

@@ -11,7 +11,8 @@
 //	imagerecords/sha256/<hex>.json            the image cache's record of an image digest
 //
 // Layer and warm manifests live under manifests/ so that the snapshot GC counts their chunks
-// as referenced.
+// as referenced, for as long as they are there: Collect (collect.go) deletes those of images
+// nothing references any more, and the GC then takes their chunks.
 package imagechunks
 
 import (
@@ -78,12 +79,23 @@ func recordKey(digest string) (string, error) {
 	if err != nil || h.Algorithm != "sha256" {
 		return "", fmt.Errorf("image digest %q is not a sha256 digest", digest)
 	}
-	return "imagerecords/sha256/" + h.Hex + ".json", nil
+	return recordsPrefix + h.Hex + ".json", nil
 }
 
 // Chunk cuts every layer of the pulled image digest into the chunk store, skipping layers some
-// image already put there, then stores the image's record. It is idempotent.
+// image already put there, then stores the image's record. It is idempotent. It holds the
+// store's manifests (snapshots.HoldingManifests) from its first look at a layer to the record's
+// write, so a Collect cannot delete a layer manifest it reuses before its record names it.
 func (s *Store) Chunk(ctx context.Context, digest string, progress Progress) (*Result, error) {
+	var res *Result
+	err := s.snaps.HoldingManifests(ctx, "imgchunk-"+strings.TrimPrefix(digest, "sha256:"), func() (err error) {
+		res, err = s.chunk(ctx, digest, progress)
+		return err
+	})
+	return res, err
+}
+
+func (s *Store) chunk(ctx context.Context, digest string, progress Progress) (*Result, error) {
 	pulled, err := s.cache.Lookup(digest)
 	if err != nil {
 		return nil, fmt.Errorf("chunk %s: %w", digest, err)
@@ -227,8 +239,7 @@ func (s *Store) StageWarm(ctx context.Context, ref string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("warm layer %s: %w", ref, err)
 	}
-	// The warm layer goes through the image cache like any layer, under a digest of its ref.
-	digest := "sha256:" + hashHex(ref)
+	digest := warmDigest(ref)
 	if !s.cache.HasLayer(digest) {
 		err := s.cache.AddLayer(digest, func(d string) error {
 			_, err := s.snaps.Restore(ctx, m, d)
@@ -240,6 +251,10 @@ func (s *Store) StageWarm(ctx context.Context, ref string) (string, error) {
 	}
 	return s.cache.LayerDir(digest)
 }
+
+// warmDigest is the digest a warm layer is kept under in the image cache: it goes through the
+// cache like any layer, under a digest of its ref.
+func warmDigest(ref string) string { return "sha256:" + hashHex(ref) }
 
 // DeleteWarm removes every warm layer filed under key; its chunks go with the next GC when
 // nothing else references them.

@@ -20,12 +20,20 @@ import (
 // newHost is one host's image cache and chunk store over the shared bucket.
 func newHost(t *testing.T, bucket *blob.Bucket) (*images.Cache, *imagechunks.Store) {
 	t.Helper()
+	c, store, _ := newHostWithSnapshots(t, bucket)
+	return c, store
+}
+
+// newHostWithSnapshots is newHost with the host's snapshot store.
+func newHostWithSnapshots(t *testing.T, bucket *blob.Bucket) (*images.Cache, *imagechunks.Store, *snapshots.Store) {
+	t.Helper()
 	dir := t.TempDir()
 	c, err := images.New(filepath.Join(dir, "images"), images.WithRegistries(imagestest.Allow))
 	if err != nil {
 		t.Fatal(err)
 	}
-	return c, imagechunks.New(c, snapshots.NewStore(bucket, filepath.Join(dir, "chunks"), snapshots.Options{}), bucket)
+	snaps := snapshots.NewStore(bucket, filepath.Join(dir, "chunks"), snapshots.Options{})
+	return c, imagechunks.New(c, snaps, bucket), snaps
 }
 
 func noProgress(int, int) {}

@@ -486,8 +486,8 @@ func TestPruneKeepsOnlyLayersOfKeptImages(t *testing.T) {
 		t.Fatalf("the busybox layer is not shared: %v vs %v", a.LowerDirs, b.LowerDirs)
 	}
 
-	if err := c.Prune([]string{a.Digest}); err != nil {
-		t.Fatal(err)
+	if n, err := c.Prune([]string{a.Digest}, nil); err != nil || n != 1 {
+		t.Fatalf("prune removed %d manifests (%v), want b's", n, err)
 	}
 	for _, d := range a.LowerDirs {
 		if _, err := os.Lstat(d); err != nil {

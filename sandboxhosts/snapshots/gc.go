@@ -110,6 +110,36 @@ func (s *Store) beginSnapshot(ctx context.Context, id string) (*lease, string, e
 	return l, string(gen), nil
 }
 
+// HoldingManifests runs fn under a snapshot lease, once no GC is running: GC (and whatever runs
+// under WithoutSnapshots) steps aside until fn returns, so the manifests fn finds stay while it
+// relies on them — as an image's chunking relies on a layer manifest it reuses until its record
+// names the layer. id names the lease.
+func (s *Store) HoldingManifests(ctx context.Context, id string, fn func() error) error {
+	l, _, err := s.beginSnapshot(ctx, id)
+	if err != nil {
+		return err
+	}
+	defer l.release()
+	return fn()
+}
+
+// WithoutSnapshots runs fn under a GC lease when no snapshot (or HoldingManifests) is in
+// progress, and returns ErrBusy without running it otherwise: for work that deletes manifests,
+// which a snapshot in progress may be reusing.
+func (s *Store) WithoutSnapshots(ctx context.Context, fn func() error) error {
+	l, err := s.takeLease(ctx, gcLeases+ids.New("gc"))
+	if err != nil {
+		return err
+	}
+	defer l.release()
+	if n, err := s.liveLeases(ctx, snapshotLeases); err != nil {
+		return err
+	} else if n > 0 {
+		return fmt.Errorf("%d live snapshot leases: %w", n, ErrBusy)
+	}
+	return fn()
+}
+
 // GC deletes every chunk that no stored manifest of any session references and that is older
 // than grace, and reports how many it deleted. Chunks are shared across sessions, so the mark
 // phase reads every manifest in the bucket; a manifest it cannot read stops GC before anything

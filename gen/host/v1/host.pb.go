@@ -86,8 +86,11 @@ type WarmCommand struct {
 	Command []string               `protobuf:"bytes,1,rep,name=command,proto3" json:"command,omitempty"`
 	Workdir string                 `protobuf:"bytes,2,opt,name=workdir,proto3" json:"workdir,omitempty"`
 	// env holds literal values, secret references already resolved by the caller.
-	Env           map[string]string `protobuf:"bytes,3,rep,name=env,proto3" json:"env,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
-	TimeoutSecs   uint64            `protobuf:"varint,4,opt,name=timeout_secs,json=timeoutSecs,proto3" json:"timeout_secs,omitempty"`
+	Env         map[string]string `protobuf:"bytes,3,rep,name=env,proto3" json:"env,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	TimeoutSecs uint64            `protobuf:"varint,4,opt,name=timeout_secs,json=timeoutSecs,proto3" json:"timeout_secs,omitempty"`
+	// network is what the command may reach through the host's egress proxy, as a session's
+	// network is (no secrets): unset lets nothing out.
+	Network       *SandboxNetwork `protobuf:"bytes,5,opt,name=network,proto3" json:"network,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -148,6 +151,13 @@ func (x *WarmCommand) GetTimeoutSecs() uint64 {
 		return x.TimeoutSecs
 	}
 	return 0
+}
+
+func (x *WarmCommand) GetNetwork() *SandboxNetwork {
+	if x != nil {
+		return x.Network
+	}
+	return nil
 }
 
 type PrepareImageRequest struct {
@@ -230,6 +240,150 @@ func (x *PrepareImageRequest) GetWarmLayer() string {
 	return ""
 }
 
+type CollectImagesRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// keep_images are image manifest digests (sha256:...) still referenced: enabled images,
+	// enable jobs in progress, sessions not deleted.
+	KeepImages []string `protobuf:"bytes,1,rep,name=keep_images,json=keepImages,proto3" json:"keep_images,omitempty"`
+	// keep_warm_layers are the warm layers (as the warm stage returned them) of the same.
+	KeepWarmLayers []string `protobuf:"bytes,2,rep,name=keep_warm_layers,json=keepWarmLayers,proto3" json:"keep_warm_layers,omitempty"`
+	// sweep: also collect in the chunk store (one host per collection does).
+	Sweep         bool `protobuf:"varint,3,opt,name=sweep,proto3" json:"sweep,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CollectImagesRequest) Reset() {
+	*x = CollectImagesRequest{}
+	mi := &file_host_v1_host_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CollectImagesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CollectImagesRequest) ProtoMessage() {}
+
+func (x *CollectImagesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_host_v1_host_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CollectImagesRequest.ProtoReflect.Descriptor instead.
+func (*CollectImagesRequest) Descriptor() ([]byte, []int) {
+	return file_host_v1_host_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *CollectImagesRequest) GetKeepImages() []string {
+	if x != nil {
+		return x.KeepImages
+	}
+	return nil
+}
+
+func (x *CollectImagesRequest) GetKeepWarmLayers() []string {
+	if x != nil {
+		return x.KeepWarmLayers
+	}
+	return nil
+}
+
+func (x *CollectImagesRequest) GetSweep() bool {
+	if x != nil {
+		return x.Sweep
+	}
+	return false
+}
+
+type CollectImagesResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// images_removed counts the images dropped from this host's cache.
+	ImagesRemoved uint32 `protobuf:"varint,1,opt,name=images_removed,json=imagesRemoved,proto3" json:"images_removed,omitempty"`
+	// records_deleted and manifests_deleted count the chunk store's image records and layer and
+	// warm manifests deleted; chunks_deleted the chunks the GC then deleted.
+	RecordsDeleted   uint32 `protobuf:"varint,2,opt,name=records_deleted,json=recordsDeleted,proto3" json:"records_deleted,omitempty"`
+	ManifestsDeleted uint32 `protobuf:"varint,3,opt,name=manifests_deleted,json=manifestsDeleted,proto3" json:"manifests_deleted,omitempty"`
+	ChunksDeleted    uint32 `protobuf:"varint,4,opt,name=chunks_deleted,json=chunksDeleted,proto3" json:"chunks_deleted,omitempty"`
+	// sweep_busy: a snapshot was in progress, so the chunks wait for the next GC.
+	SweepBusy     bool `protobuf:"varint,5,opt,name=sweep_busy,json=sweepBusy,proto3" json:"sweep_busy,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CollectImagesResponse) Reset() {
+	*x = CollectImagesResponse{}
+	mi := &file_host_v1_host_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CollectImagesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CollectImagesResponse) ProtoMessage() {}
+
+func (x *CollectImagesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_host_v1_host_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CollectImagesResponse.ProtoReflect.Descriptor instead.
+func (*CollectImagesResponse) Descriptor() ([]byte, []int) {
+	return file_host_v1_host_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *CollectImagesResponse) GetImagesRemoved() uint32 {
+	if x != nil {
+		return x.ImagesRemoved
+	}
+	return 0
+}
+
+func (x *CollectImagesResponse) GetRecordsDeleted() uint32 {
+	if x != nil {
+		return x.RecordsDeleted
+	}
+	return 0
+}
+
+func (x *CollectImagesResponse) GetManifestsDeleted() uint32 {
+	if x != nil {
+		return x.ManifestsDeleted
+	}
+	return 0
+}
+
+func (x *CollectImagesResponse) GetChunksDeleted() uint32 {
+	if x != nil {
+		return x.ChunksDeleted
+	}
+	return 0
+}
+
+func (x *CollectImagesResponse) GetSweepBusy() bool {
+	if x != nil {
+		return x.SweepBusy
+	}
+	return false
+}
+
 type PrepareImageProgress struct {
 	state       protoimpl.MessageState `protogen:"open.v1"`
 	ChunksDone  uint32                 `protobuf:"varint,1,opt,name=chunks_done,json=chunksDone,proto3" json:"chunks_done,omitempty"`
@@ -253,7 +407,7 @@ type PrepareImageProgress struct {
 
 func (x *PrepareImageProgress) Reset() {
 	*x = PrepareImageProgress{}
-	mi := &file_host_v1_host_proto_msgTypes[3]
+	mi := &file_host_v1_host_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -265,7 +419,7 @@ func (x *PrepareImageProgress) String() string {
 func (*PrepareImageProgress) ProtoMessage() {}
 
 func (x *PrepareImageProgress) ProtoReflect() protoreflect.Message {
-	mi := &file_host_v1_host_proto_msgTypes[3]
+	mi := &file_host_v1_host_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -278,7 +432,7 @@ func (x *PrepareImageProgress) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PrepareImageProgress.ProtoReflect.Descriptor instead.
 func (*PrepareImageProgress) Descriptor() ([]byte, []int) {
-	return file_host_v1_host_proto_rawDescGZIP(), []int{3}
+	return file_host_v1_host_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *PrepareImageProgress) GetChunksDone() uint32 {
@@ -359,7 +513,7 @@ type ShellInput struct {
 
 func (x *ShellInput) Reset() {
 	*x = ShellInput{}
-	mi := &file_host_v1_host_proto_msgTypes[4]
+	mi := &file_host_v1_host_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -371,7 +525,7 @@ func (x *ShellInput) String() string {
 func (*ShellInput) ProtoMessage() {}
 
 func (x *ShellInput) ProtoReflect() protoreflect.Message {
-	mi := &file_host_v1_host_proto_msgTypes[4]
+	mi := &file_host_v1_host_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -384,7 +538,7 @@ func (x *ShellInput) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShellInput.ProtoReflect.Descriptor instead.
 func (*ShellInput) Descriptor() ([]byte, []int) {
-	return file_host_v1_host_proto_rawDescGZIP(), []int{4}
+	return file_host_v1_host_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *ShellInput) GetFrame() isShellInput_Frame {
@@ -475,7 +629,7 @@ type ShellStart struct {
 
 func (x *ShellStart) Reset() {
 	*x = ShellStart{}
-	mi := &file_host_v1_host_proto_msgTypes[5]
+	mi := &file_host_v1_host_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -487,7 +641,7 @@ func (x *ShellStart) String() string {
 func (*ShellStart) ProtoMessage() {}
 
 func (x *ShellStart) ProtoReflect() protoreflect.Message {
-	mi := &file_host_v1_host_proto_msgTypes[5]
+	mi := &file_host_v1_host_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -500,7 +654,7 @@ func (x *ShellStart) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShellStart.ProtoReflect.Descriptor instead.
 func (*ShellStart) Descriptor() ([]byte, []int) {
-	return file_host_v1_host_proto_rawDescGZIP(), []int{5}
+	return file_host_v1_host_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *ShellStart) GetSessionId() string {
@@ -541,7 +695,7 @@ type WindowSize struct {
 
 func (x *WindowSize) Reset() {
 	*x = WindowSize{}
-	mi := &file_host_v1_host_proto_msgTypes[6]
+	mi := &file_host_v1_host_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -553,7 +707,7 @@ func (x *WindowSize) String() string {
 func (*WindowSize) ProtoMessage() {}
 
 func (x *WindowSize) ProtoReflect() protoreflect.Message {
-	mi := &file_host_v1_host_proto_msgTypes[6]
+	mi := &file_host_v1_host_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -566,7 +720,7 @@ func (x *WindowSize) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WindowSize.ProtoReflect.Descriptor instead.
 func (*WindowSize) Descriptor() ([]byte, []int) {
-	return file_host_v1_host_proto_rawDescGZIP(), []int{6}
+	return file_host_v1_host_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *WindowSize) GetRows() uint32 {
@@ -597,7 +751,7 @@ type ShellOutput struct {
 
 func (x *ShellOutput) Reset() {
 	*x = ShellOutput{}
-	mi := &file_host_v1_host_proto_msgTypes[7]
+	mi := &file_host_v1_host_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -609,7 +763,7 @@ func (x *ShellOutput) String() string {
 func (*ShellOutput) ProtoMessage() {}
 
 func (x *ShellOutput) ProtoReflect() protoreflect.Message {
-	mi := &file_host_v1_host_proto_msgTypes[7]
+	mi := &file_host_v1_host_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -622,7 +776,7 @@ func (x *ShellOutput) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShellOutput.ProtoReflect.Descriptor instead.
 func (*ShellOutput) Descriptor() ([]byte, []int) {
-	return file_host_v1_host_proto_rawDescGZIP(), []int{7}
+	return file_host_v1_host_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ShellOutput) GetFrame() isShellOutput_Frame {
@@ -690,7 +844,7 @@ type ShellStarted struct {
 
 func (x *ShellStarted) Reset() {
 	*x = ShellStarted{}
-	mi := &file_host_v1_host_proto_msgTypes[8]
+	mi := &file_host_v1_host_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -702,7 +856,7 @@ func (x *ShellStarted) String() string {
 func (*ShellStarted) ProtoMessage() {}
 
 func (x *ShellStarted) ProtoReflect() protoreflect.Message {
-	mi := &file_host_v1_host_proto_msgTypes[8]
+	mi := &file_host_v1_host_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -715,7 +869,7 @@ func (x *ShellStarted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShellStarted.ProtoReflect.Descriptor instead.
 func (*ShellStarted) Descriptor() ([]byte, []int) {
-	return file_host_v1_host_proto_rawDescGZIP(), []int{8}
+	return file_host_v1_host_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ShellStarted) GetShellId() string {
@@ -738,7 +892,7 @@ type DialAppInput struct {
 
 func (x *DialAppInput) Reset() {
 	*x = DialAppInput{}
-	mi := &file_host_v1_host_proto_msgTypes[9]
+	mi := &file_host_v1_host_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -750,7 +904,7 @@ func (x *DialAppInput) String() string {
 func (*DialAppInput) ProtoMessage() {}
 
 func (x *DialAppInput) ProtoReflect() protoreflect.Message {
-	mi := &file_host_v1_host_proto_msgTypes[9]
+	mi := &file_host_v1_host_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -763,7 +917,7 @@ func (x *DialAppInput) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DialAppInput.ProtoReflect.Descriptor instead.
 func (*DialAppInput) Descriptor() ([]byte, []int) {
-	return file_host_v1_host_proto_rawDescGZIP(), []int{9}
+	return file_host_v1_host_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *DialAppInput) GetFrame() isDialAppInput_Frame {
@@ -817,7 +971,7 @@ type DialApp struct {
 
 func (x *DialApp) Reset() {
 	*x = DialApp{}
-	mi := &file_host_v1_host_proto_msgTypes[10]
+	mi := &file_host_v1_host_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -829,7 +983,7 @@ func (x *DialApp) String() string {
 func (*DialApp) ProtoMessage() {}
 
 func (x *DialApp) ProtoReflect() protoreflect.Message {
-	mi := &file_host_v1_host_proto_msgTypes[10]
+	mi := &file_host_v1_host_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -842,7 +996,7 @@ func (x *DialApp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DialApp.ProtoReflect.Descriptor instead.
 func (*DialApp) Descriptor() ([]byte, []int) {
-	return file_host_v1_host_proto_rawDescGZIP(), []int{10}
+	return file_host_v1_host_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *DialApp) GetSessionId() string {
@@ -868,7 +1022,7 @@ type DialAppOutput struct {
 
 func (x *DialAppOutput) Reset() {
 	*x = DialAppOutput{}
-	mi := &file_host_v1_host_proto_msgTypes[11]
+	mi := &file_host_v1_host_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -880,7 +1034,7 @@ func (x *DialAppOutput) String() string {
 func (*DialAppOutput) ProtoMessage() {}
 
 func (x *DialAppOutput) ProtoReflect() protoreflect.Message {
-	mi := &file_host_v1_host_proto_msgTypes[11]
+	mi := &file_host_v1_host_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -893,7 +1047,7 @@ func (x *DialAppOutput) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DialAppOutput.ProtoReflect.Descriptor instead.
 func (*DialAppOutput) Descriptor() ([]byte, []int) {
-	return file_host_v1_host_proto_rawDescGZIP(), []int{11}
+	return file_host_v1_host_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *DialAppOutput) GetData() []byte {
@@ -930,7 +1084,7 @@ type CreateSandboxRequest struct {
 
 func (x *CreateSandboxRequest) Reset() {
 	*x = CreateSandboxRequest{}
-	mi := &file_host_v1_host_proto_msgTypes[12]
+	mi := &file_host_v1_host_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -942,7 +1096,7 @@ func (x *CreateSandboxRequest) String() string {
 func (*CreateSandboxRequest) ProtoMessage() {}
 
 func (x *CreateSandboxRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_host_v1_host_proto_msgTypes[12]
+	mi := &file_host_v1_host_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -955,7 +1109,7 @@ func (x *CreateSandboxRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateSandboxRequest.ProtoReflect.Descriptor instead.
 func (*CreateSandboxRequest) Descriptor() ([]byte, []int) {
-	return file_host_v1_host_proto_rawDescGZIP(), []int{12}
+	return file_host_v1_host_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *CreateSandboxRequest) GetSessionId() string {
@@ -1029,7 +1183,7 @@ type RepoCheckout struct {
 
 func (x *RepoCheckout) Reset() {
 	*x = RepoCheckout{}
-	mi := &file_host_v1_host_proto_msgTypes[13]
+	mi := &file_host_v1_host_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1041,7 +1195,7 @@ func (x *RepoCheckout) String() string {
 func (*RepoCheckout) ProtoMessage() {}
 
 func (x *RepoCheckout) ProtoReflect() protoreflect.Message {
-	mi := &file_host_v1_host_proto_msgTypes[13]
+	mi := &file_host_v1_host_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1054,7 +1208,7 @@ func (x *RepoCheckout) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RepoCheckout.ProtoReflect.Descriptor instead.
 func (*RepoCheckout) Descriptor() ([]byte, []int) {
-	return file_host_v1_host_proto_rawDescGZIP(), []int{13}
+	return file_host_v1_host_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *RepoCheckout) GetPath() string {
@@ -1094,7 +1248,7 @@ type SandboxNetwork struct {
 
 func (x *SandboxNetwork) Reset() {
 	*x = SandboxNetwork{}
-	mi := &file_host_v1_host_proto_msgTypes[14]
+	mi := &file_host_v1_host_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1106,7 +1260,7 @@ func (x *SandboxNetwork) String() string {
 func (*SandboxNetwork) ProtoMessage() {}
 
 func (x *SandboxNetwork) ProtoReflect() protoreflect.Message {
-	mi := &file_host_v1_host_proto_msgTypes[14]
+	mi := &file_host_v1_host_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1119,7 +1273,7 @@ func (x *SandboxNetwork) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SandboxNetwork.ProtoReflect.Descriptor instead.
 func (*SandboxNetwork) Descriptor() ([]byte, []int) {
-	return file_host_v1_host_proto_rawDescGZIP(), []int{14}
+	return file_host_v1_host_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *SandboxNetwork) GetDefaultAllow() bool {
@@ -1170,7 +1324,7 @@ type ProxySecret struct {
 
 func (x *ProxySecret) Reset() {
 	*x = ProxySecret{}
-	mi := &file_host_v1_host_proto_msgTypes[15]
+	mi := &file_host_v1_host_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1182,7 +1336,7 @@ func (x *ProxySecret) String() string {
 func (*ProxySecret) ProtoMessage() {}
 
 func (x *ProxySecret) ProtoReflect() protoreflect.Message {
-	mi := &file_host_v1_host_proto_msgTypes[15]
+	mi := &file_host_v1_host_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1195,7 +1349,7 @@ func (x *ProxySecret) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProxySecret.ProtoReflect.Descriptor instead.
 func (*ProxySecret) Descriptor() ([]byte, []int) {
-	return file_host_v1_host_proto_rawDescGZIP(), []int{15}
+	return file_host_v1_host_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ProxySecret) GetName() string {
@@ -1253,7 +1407,7 @@ type ProxyCredential struct {
 
 func (x *ProxyCredential) Reset() {
 	*x = ProxyCredential{}
-	mi := &file_host_v1_host_proto_msgTypes[16]
+	mi := &file_host_v1_host_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1265,7 +1419,7 @@ func (x *ProxyCredential) String() string {
 func (*ProxyCredential) ProtoMessage() {}
 
 func (x *ProxyCredential) ProtoReflect() protoreflect.Message {
-	mi := &file_host_v1_host_proto_msgTypes[16]
+	mi := &file_host_v1_host_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1278,7 +1432,7 @@ func (x *ProxyCredential) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProxyCredential.ProtoReflect.Descriptor instead.
 func (*ProxyCredential) Descriptor() ([]byte, []int) {
-	return file_host_v1_host_proto_rawDescGZIP(), []int{16}
+	return file_host_v1_host_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ProxyCredential) GetSubjectKind() string {
@@ -1322,7 +1476,7 @@ type CreateSandboxResponse struct {
 
 func (x *CreateSandboxResponse) Reset() {
 	*x = CreateSandboxResponse{}
-	mi := &file_host_v1_host_proto_msgTypes[17]
+	mi := &file_host_v1_host_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1334,7 +1488,7 @@ func (x *CreateSandboxResponse) String() string {
 func (*CreateSandboxResponse) ProtoMessage() {}
 
 func (x *CreateSandboxResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_host_v1_host_proto_msgTypes[17]
+	mi := &file_host_v1_host_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1347,7 +1501,7 @@ func (x *CreateSandboxResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateSandboxResponse.ProtoReflect.Descriptor instead.
 func (*CreateSandboxResponse) Descriptor() ([]byte, []int) {
-	return file_host_v1_host_proto_rawDescGZIP(), []int{17}
+	return file_host_v1_host_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *CreateSandboxResponse) GetSessionId() string {
@@ -1387,7 +1541,7 @@ type DeleteSandboxRequest struct {
 
 func (x *DeleteSandboxRequest) Reset() {
 	*x = DeleteSandboxRequest{}
-	mi := &file_host_v1_host_proto_msgTypes[18]
+	mi := &file_host_v1_host_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1399,7 +1553,7 @@ func (x *DeleteSandboxRequest) String() string {
 func (*DeleteSandboxRequest) ProtoMessage() {}
 
 func (x *DeleteSandboxRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_host_v1_host_proto_msgTypes[18]
+	mi := &file_host_v1_host_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1412,7 +1566,7 @@ func (x *DeleteSandboxRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteSandboxRequest.ProtoReflect.Descriptor instead.
 func (*DeleteSandboxRequest) Descriptor() ([]byte, []int) {
-	return file_host_v1_host_proto_rawDescGZIP(), []int{18}
+	return file_host_v1_host_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *DeleteSandboxRequest) GetSessionId() string {
@@ -1433,7 +1587,7 @@ type DeleteSandboxResponse struct {
 
 func (x *DeleteSandboxResponse) Reset() {
 	*x = DeleteSandboxResponse{}
-	mi := &file_host_v1_host_proto_msgTypes[19]
+	mi := &file_host_v1_host_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1445,7 +1599,7 @@ func (x *DeleteSandboxResponse) String() string {
 func (*DeleteSandboxResponse) ProtoMessage() {}
 
 func (x *DeleteSandboxResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_host_v1_host_proto_msgTypes[19]
+	mi := &file_host_v1_host_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1458,7 +1612,7 @@ func (x *DeleteSandboxResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteSandboxResponse.ProtoReflect.Descriptor instead.
 func (*DeleteSandboxResponse) Descriptor() ([]byte, []int) {
-	return file_host_v1_host_proto_rawDescGZIP(), []int{19}
+	return file_host_v1_host_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *DeleteSandboxResponse) GetSessionId() string {
@@ -1487,7 +1641,7 @@ type EvictRequest struct {
 
 func (x *EvictRequest) Reset() {
 	*x = EvictRequest{}
-	mi := &file_host_v1_host_proto_msgTypes[20]
+	mi := &file_host_v1_host_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1499,7 +1653,7 @@ func (x *EvictRequest) String() string {
 func (*EvictRequest) ProtoMessage() {}
 
 func (x *EvictRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_host_v1_host_proto_msgTypes[20]
+	mi := &file_host_v1_host_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1512,7 +1666,7 @@ func (x *EvictRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EvictRequest.ProtoReflect.Descriptor instead.
 func (*EvictRequest) Descriptor() ([]byte, []int) {
-	return file_host_v1_host_proto_rawDescGZIP(), []int{20}
+	return file_host_v1_host_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *EvictRequest) GetSessionId() string {
@@ -1547,7 +1701,7 @@ type EvictResponse struct {
 
 func (x *EvictResponse) Reset() {
 	*x = EvictResponse{}
-	mi := &file_host_v1_host_proto_msgTypes[21]
+	mi := &file_host_v1_host_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1559,7 +1713,7 @@ func (x *EvictResponse) String() string {
 func (*EvictResponse) ProtoMessage() {}
 
 func (x *EvictResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_host_v1_host_proto_msgTypes[21]
+	mi := &file_host_v1_host_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1572,7 +1726,7 @@ func (x *EvictResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EvictResponse.ProtoReflect.Descriptor instead.
 func (*EvictResponse) Descriptor() ([]byte, []int) {
-	return file_host_v1_host_proto_rawDescGZIP(), []int{21}
+	return file_host_v1_host_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *EvictResponse) GetSessionId() string {
@@ -1605,7 +1759,7 @@ type FindReposRequest struct {
 
 func (x *FindReposRequest) Reset() {
 	*x = FindReposRequest{}
-	mi := &file_host_v1_host_proto_msgTypes[22]
+	mi := &file_host_v1_host_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1617,7 +1771,7 @@ func (x *FindReposRequest) String() string {
 func (*FindReposRequest) ProtoMessage() {}
 
 func (x *FindReposRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_host_v1_host_proto_msgTypes[22]
+	mi := &file_host_v1_host_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1630,7 +1784,7 @@ func (x *FindReposRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FindReposRequest.ProtoReflect.Descriptor instead.
 func (*FindReposRequest) Descriptor() ([]byte, []int) {
-	return file_host_v1_host_proto_rawDescGZIP(), []int{22}
+	return file_host_v1_host_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *FindReposRequest) GetImageUri() string {
@@ -1649,7 +1803,7 @@ type FindReposResponse struct {
 
 func (x *FindReposResponse) Reset() {
 	*x = FindReposResponse{}
-	mi := &file_host_v1_host_proto_msgTypes[23]
+	mi := &file_host_v1_host_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1661,7 +1815,7 @@ func (x *FindReposResponse) String() string {
 func (*FindReposResponse) ProtoMessage() {}
 
 func (x *FindReposResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_host_v1_host_proto_msgTypes[23]
+	mi := &file_host_v1_host_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1674,7 +1828,7 @@ func (x *FindReposResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FindReposResponse.ProtoReflect.Descriptor instead.
 func (*FindReposResponse) Descriptor() ([]byte, []int) {
-	return file_host_v1_host_proto_rawDescGZIP(), []int{23}
+	return file_host_v1_host_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *FindReposResponse) GetRepos() []*Repo {
@@ -1695,7 +1849,7 @@ type Repo struct {
 
 func (x *Repo) Reset() {
 	*x = Repo{}
-	mi := &file_host_v1_host_proto_msgTypes[24]
+	mi := &file_host_v1_host_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1707,7 +1861,7 @@ func (x *Repo) String() string {
 func (*Repo) ProtoMessage() {}
 
 func (x *Repo) ProtoReflect() protoreflect.Message {
-	mi := &file_host_v1_host_proto_msgTypes[24]
+	mi := &file_host_v1_host_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1720,7 +1874,7 @@ func (x *Repo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Repo.ProtoReflect.Descriptor instead.
 func (*Repo) Descriptor() ([]byte, []int) {
-	return file_host_v1_host_proto_rawDescGZIP(), []int{24}
+	return file_host_v1_host_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *Repo) GetPath() string {
@@ -1747,7 +1901,7 @@ type Remote struct {
 
 func (x *Remote) Reset() {
 	*x = Remote{}
-	mi := &file_host_v1_host_proto_msgTypes[25]
+	mi := &file_host_v1_host_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1759,7 +1913,7 @@ func (x *Remote) String() string {
 func (*Remote) ProtoMessage() {}
 
 func (x *Remote) ProtoReflect() protoreflect.Message {
-	mi := &file_host_v1_host_proto_msgTypes[25]
+	mi := &file_host_v1_host_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1772,7 +1926,7 @@ func (x *Remote) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Remote.ProtoReflect.Descriptor instead.
 func (*Remote) Descriptor() ([]byte, []int) {
-	return file_host_v1_host_proto_rawDescGZIP(), []int{25}
+	return file_host_v1_host_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *Remote) GetName() string {
@@ -1797,12 +1951,13 @@ const file_host_v1_host_proto_rawDesc = "" +
 	"\n" +
 	"ImageLayer\x12\x16\n" +
 	"\x06digest\x18\x01 \x01(\tR\x06digest\x12\x16\n" +
-	"\x06chunks\x18\x02 \x01(\rR\x06chunks\"\xcd\x01\n" +
+	"\x06chunks\x18\x02 \x01(\rR\x06chunks\"\x80\x02\n" +
 	"\vWarmCommand\x12\x18\n" +
 	"\acommand\x18\x01 \x03(\tR\acommand\x12\x18\n" +
 	"\aworkdir\x18\x02 \x01(\tR\aworkdir\x12/\n" +
 	"\x03env\x18\x03 \x03(\v2\x1d.host.v1.WarmCommand.EnvEntryR\x03env\x12!\n" +
-	"\ftimeout_secs\x18\x04 \x01(\x04R\vtimeoutSecs\x1a6\n" +
+	"\ftimeout_secs\x18\x04 \x01(\x04R\vtimeoutSecs\x121\n" +
+	"\anetwork\x18\x05 \x01(\v2\x17.host.v1.SandboxNetworkR\anetwork\x1a6\n" +
 	"\bEnvEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xac\x01\n" +
@@ -1812,7 +1967,19 @@ const file_host_v1_host_proto_rawDesc = "" +
 	"\x04warm\x18\x03 \x01(\v2\x14.host.v1.WarmCommandR\x04warm\x12\x19\n" +
 	"\bwarm_key\x18\x04 \x01(\tR\awarmKey\x12\x1d\n" +
 	"\n" +
-	"warm_layer\x18\x05 \x01(\tR\twarmLayer\"\xb7\x02\n" +
+	"warm_layer\x18\x05 \x01(\tR\twarmLayer\"w\n" +
+	"\x14CollectImagesRequest\x12\x1f\n" +
+	"\vkeep_images\x18\x01 \x03(\tR\n" +
+	"keepImages\x12(\n" +
+	"\x10keep_warm_layers\x18\x02 \x03(\tR\x0ekeepWarmLayers\x12\x14\n" +
+	"\x05sweep\x18\x03 \x01(\bR\x05sweep\"\xda\x01\n" +
+	"\x15CollectImagesResponse\x12%\n" +
+	"\x0eimages_removed\x18\x01 \x01(\rR\rimagesRemoved\x12'\n" +
+	"\x0frecords_deleted\x18\x02 \x01(\rR\x0erecordsDeleted\x12+\n" +
+	"\x11manifests_deleted\x18\x03 \x01(\rR\x10manifestsDeleted\x12%\n" +
+	"\x0echunks_deleted\x18\x04 \x01(\rR\rchunksDeleted\x12\x1d\n" +
+	"\n" +
+	"sweep_busy\x18\x05 \x01(\bR\tsweepBusy\"\xb7\x02\n" +
 	"\x14PrepareImageProgress\x12\x1f\n" +
 	"\vchunks_done\x18\x01 \x01(\rR\n" +
 	"chunksDone\x12!\n" +
@@ -1938,7 +2105,7 @@ const file_host_v1_host_proto_rawDesc = "" +
 	"\aremotes\x18\x02 \x03(\v2\x0f.host.v1.RemoteR\aremotes\".\n" +
 	"\x06Remote\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x10\n" +
-	"\x03url\x18\x02 \x01(\tR\x03url2\xa9\r\n" +
+	"\x03url\x18\x02 \x01(\tR\x03url2\xf9\r\n" +
 	"\vHostService\x12N\n" +
 	"\rCreateSandbox\x12\x1d.host.v1.CreateSandboxRequest\x1a\x1e.host.v1.CreateSandboxResponse\x12N\n" +
 	"\rDeleteSandbox\x12\x1d.host.v1.DeleteSandboxRequest\x1a\x1e.host.v1.DeleteSandboxResponse\x129\n" +
@@ -1959,7 +2126,8 @@ const file_host_v1_host_proto_rawDesc = "" +
 	"\x13DequeueQueuedPrompt\x12&.svc.app.v1.DequeueQueuedPromptRequest\x1a'.svc.app.v1.DequeueQueuedPromptResponse\x12H\n" +
 	"\tInterrupt\x12\x1c.svc.app.v1.InterruptRequest\x1a\x1d.svc.app.v1.InterruptResponse\x12]\n" +
 	"\x10CompleteToolCall\x12#.svc.app.v1.CompleteToolCallRequest\x1a$.svc.app.v1.CompleteToolCallResponse\x12M\n" +
-	"\fPrepareImage\x12\x1c.host.v1.PrepareImageRequest\x1a\x1d.host.v1.PrepareImageProgress0\x01\x126\n" +
+	"\fPrepareImage\x12\x1c.host.v1.PrepareImageRequest\x1a\x1d.host.v1.PrepareImageProgress0\x01\x12N\n" +
+	"\rCollectImages\x12\x1d.host.v1.CollectImagesRequest\x1a\x1e.host.v1.CollectImagesResponse\x126\n" +
 	"\x05Shell\x12\x13.host.v1.ShellInput\x1a\x14.host.v1.ShellOutput(\x010\x01\x12<\n" +
 	"\aDialApp\x12\x15.host.v1.DialAppInput\x1a\x16.host.v1.DialAppOutput(\x010\x01\x12H\n" +
 	"\tEnsureIde\x12\x1c.svc.app.v1.EnsureIdeRequest\x1a\x1d.svc.app.v1.EnsureIdeResponse\x12T\n" +
@@ -1977,136 +2145,141 @@ func file_host_v1_host_proto_rawDescGZIP() []byte {
 	return file_host_v1_host_proto_rawDescData
 }
 
-var file_host_v1_host_proto_msgTypes = make([]protoimpl.MessageInfo, 28)
+var file_host_v1_host_proto_msgTypes = make([]protoimpl.MessageInfo, 30)
 var file_host_v1_host_proto_goTypes = []any{
 	(*ImageLayer)(nil),                        // 0: host.v1.ImageLayer
 	(*WarmCommand)(nil),                       // 1: host.v1.WarmCommand
 	(*PrepareImageRequest)(nil),               // 2: host.v1.PrepareImageRequest
-	(*PrepareImageProgress)(nil),              // 3: host.v1.PrepareImageProgress
-	(*ShellInput)(nil),                        // 4: host.v1.ShellInput
-	(*ShellStart)(nil),                        // 5: host.v1.ShellStart
-	(*WindowSize)(nil),                        // 6: host.v1.WindowSize
-	(*ShellOutput)(nil),                       // 7: host.v1.ShellOutput
-	(*ShellStarted)(nil),                      // 8: host.v1.ShellStarted
-	(*DialAppInput)(nil),                      // 9: host.v1.DialAppInput
-	(*DialApp)(nil),                           // 10: host.v1.DialApp
-	(*DialAppOutput)(nil),                     // 11: host.v1.DialAppOutput
-	(*CreateSandboxRequest)(nil),              // 12: host.v1.CreateSandboxRequest
-	(*RepoCheckout)(nil),                      // 13: host.v1.RepoCheckout
-	(*SandboxNetwork)(nil),                    // 14: host.v1.SandboxNetwork
-	(*ProxySecret)(nil),                       // 15: host.v1.ProxySecret
-	(*ProxyCredential)(nil),                   // 16: host.v1.ProxyCredential
-	(*CreateSandboxResponse)(nil),             // 17: host.v1.CreateSandboxResponse
-	(*DeleteSandboxRequest)(nil),              // 18: host.v1.DeleteSandboxRequest
-	(*DeleteSandboxResponse)(nil),             // 19: host.v1.DeleteSandboxResponse
-	(*EvictRequest)(nil),                      // 20: host.v1.EvictRequest
-	(*EvictResponse)(nil),                     // 21: host.v1.EvictResponse
-	(*FindReposRequest)(nil),                  // 22: host.v1.FindReposRequest
-	(*FindReposResponse)(nil),                 // 23: host.v1.FindReposResponse
-	(*Repo)(nil),                              // 24: host.v1.Repo
-	(*Remote)(nil),                            // 25: host.v1.Remote
-	nil,                                       // 26: host.v1.WarmCommand.EnvEntry
-	nil,                                       // 27: host.v1.CreateSandboxRequest.EnvEntry
-	(*v1.ExecExit)(nil),                       // 28: svc.app.v1.ExecExit
-	(*v1.ImageResources)(nil),                 // 29: svc.app.v1.ImageResources
-	(*v1.ExecRequest)(nil),                    // 30: svc.app.v1.ExecRequest
-	(*v1.CancelExecRequest)(nil),              // 31: svc.app.v1.CancelExecRequest
-	(*v1.WriteFileRequest)(nil),               // 32: svc.app.v1.WriteFileRequest
-	(*v1.ReadFileRequest)(nil),                // 33: svc.app.v1.ReadFileRequest
-	(*v1.SnapshotRequest)(nil),                // 34: svc.app.v1.SnapshotRequest
-	(*v1.ResumeRequest)(nil),                  // 35: svc.app.v1.ResumeRequest
-	(*v1.GetCowStateRequest)(nil),             // 36: svc.app.v1.GetCowStateRequest
-	(*v1.CreateArtifactFromPathRequest)(nil),  // 37: svc.app.v1.CreateArtifactFromPathRequest
-	(*v1.SendPromptRequest)(nil),              // 38: svc.app.v1.SendPromptRequest
-	(*v1.EditQueuedPromptRequest)(nil),        // 39: svc.app.v1.EditQueuedPromptRequest
-	(*v1.DequeueQueuedPromptRequest)(nil),     // 40: svc.app.v1.DequeueQueuedPromptRequest
-	(*v1.InterruptRequest)(nil),               // 41: svc.app.v1.InterruptRequest
-	(*v1.CompleteToolCallRequest)(nil),        // 42: svc.app.v1.CompleteToolCallRequest
-	(*v1.EnsureIdeRequest)(nil),               // 43: svc.app.v1.EnsureIdeRequest
-	(*v1.EnsureBrowserRequest)(nil),           // 44: svc.app.v1.EnsureBrowserRequest
-	(*v1.ExecOutput)(nil),                     // 45: svc.app.v1.ExecOutput
-	(*emptypb.Empty)(nil),                     // 46: google.protobuf.Empty
-	(*v1.WriteFileResponse)(nil),              // 47: svc.app.v1.WriteFileResponse
-	(*v1.ReadFileResponse)(nil),               // 48: svc.app.v1.ReadFileResponse
-	(*v1.SnapshotResponse)(nil),               // 49: svc.app.v1.SnapshotResponse
-	(*v1.ResumeResponse)(nil),                 // 50: svc.app.v1.ResumeResponse
-	(*v1.GetCowStateResponse)(nil),            // 51: svc.app.v1.GetCowStateResponse
-	(*v1.CreateArtifactFromPathResponse)(nil), // 52: svc.app.v1.CreateArtifactFromPathResponse
-	(*v1.SendPromptResponse)(nil),             // 53: svc.app.v1.SendPromptResponse
-	(*v1.EditQueuedPromptResponse)(nil),       // 54: svc.app.v1.EditQueuedPromptResponse
-	(*v1.DequeueQueuedPromptResponse)(nil),    // 55: svc.app.v1.DequeueQueuedPromptResponse
-	(*v1.InterruptResponse)(nil),              // 56: svc.app.v1.InterruptResponse
-	(*v1.CompleteToolCallResponse)(nil),       // 57: svc.app.v1.CompleteToolCallResponse
-	(*v1.EnsureIdeResponse)(nil),              // 58: svc.app.v1.EnsureIdeResponse
-	(*v1.EnsureBrowserResponse)(nil),          // 59: svc.app.v1.EnsureBrowserResponse
+	(*CollectImagesRequest)(nil),              // 3: host.v1.CollectImagesRequest
+	(*CollectImagesResponse)(nil),             // 4: host.v1.CollectImagesResponse
+	(*PrepareImageProgress)(nil),              // 5: host.v1.PrepareImageProgress
+	(*ShellInput)(nil),                        // 6: host.v1.ShellInput
+	(*ShellStart)(nil),                        // 7: host.v1.ShellStart
+	(*WindowSize)(nil),                        // 8: host.v1.WindowSize
+	(*ShellOutput)(nil),                       // 9: host.v1.ShellOutput
+	(*ShellStarted)(nil),                      // 10: host.v1.ShellStarted
+	(*DialAppInput)(nil),                      // 11: host.v1.DialAppInput
+	(*DialApp)(nil),                           // 12: host.v1.DialApp
+	(*DialAppOutput)(nil),                     // 13: host.v1.DialAppOutput
+	(*CreateSandboxRequest)(nil),              // 14: host.v1.CreateSandboxRequest
+	(*RepoCheckout)(nil),                      // 15: host.v1.RepoCheckout
+	(*SandboxNetwork)(nil),                    // 16: host.v1.SandboxNetwork
+	(*ProxySecret)(nil),                       // 17: host.v1.ProxySecret
+	(*ProxyCredential)(nil),                   // 18: host.v1.ProxyCredential
+	(*CreateSandboxResponse)(nil),             // 19: host.v1.CreateSandboxResponse
+	(*DeleteSandboxRequest)(nil),              // 20: host.v1.DeleteSandboxRequest
+	(*DeleteSandboxResponse)(nil),             // 21: host.v1.DeleteSandboxResponse
+	(*EvictRequest)(nil),                      // 22: host.v1.EvictRequest
+	(*EvictResponse)(nil),                     // 23: host.v1.EvictResponse
+	(*FindReposRequest)(nil),                  // 24: host.v1.FindReposRequest
+	(*FindReposResponse)(nil),                 // 25: host.v1.FindReposResponse
+	(*Repo)(nil),                              // 26: host.v1.Repo
+	(*Remote)(nil),                            // 27: host.v1.Remote
+	nil,                                       // 28: host.v1.WarmCommand.EnvEntry
+	nil,                                       // 29: host.v1.CreateSandboxRequest.EnvEntry
+	(*v1.ExecExit)(nil),                       // 30: svc.app.v1.ExecExit
+	(*v1.ImageResources)(nil),                 // 31: svc.app.v1.ImageResources
+	(*v1.ExecRequest)(nil),                    // 32: svc.app.v1.ExecRequest
+	(*v1.CancelExecRequest)(nil),              // 33: svc.app.v1.CancelExecRequest
+	(*v1.WriteFileRequest)(nil),               // 34: svc.app.v1.WriteFileRequest
+	(*v1.ReadFileRequest)(nil),                // 35: svc.app.v1.ReadFileRequest
+	(*v1.SnapshotRequest)(nil),                // 36: svc.app.v1.SnapshotRequest
+	(*v1.ResumeRequest)(nil),                  // 37: svc.app.v1.ResumeRequest
+	(*v1.GetCowStateRequest)(nil),             // 38: svc.app.v1.GetCowStateRequest
+	(*v1.CreateArtifactFromPathRequest)(nil),  // 39: svc.app.v1.CreateArtifactFromPathRequest
+	(*v1.SendPromptRequest)(nil),              // 40: svc.app.v1.SendPromptRequest
+	(*v1.EditQueuedPromptRequest)(nil),        // 41: svc.app.v1.EditQueuedPromptRequest
+	(*v1.DequeueQueuedPromptRequest)(nil),     // 42: svc.app.v1.DequeueQueuedPromptRequest
+	(*v1.InterruptRequest)(nil),               // 43: svc.app.v1.InterruptRequest
+	(*v1.CompleteToolCallRequest)(nil),        // 44: svc.app.v1.CompleteToolCallRequest
+	(*v1.EnsureIdeRequest)(nil),               // 45: svc.app.v1.EnsureIdeRequest
+	(*v1.EnsureBrowserRequest)(nil),           // 46: svc.app.v1.EnsureBrowserRequest
+	(*v1.ExecOutput)(nil),                     // 47: svc.app.v1.ExecOutput
+	(*emptypb.Empty)(nil),                     // 48: google.protobuf.Empty
+	(*v1.WriteFileResponse)(nil),              // 49: svc.app.v1.WriteFileResponse
+	(*v1.ReadFileResponse)(nil),               // 50: svc.app.v1.ReadFileResponse
+	(*v1.SnapshotResponse)(nil),               // 51: svc.app.v1.SnapshotResponse
+	(*v1.ResumeResponse)(nil),                 // 52: svc.app.v1.ResumeResponse
+	(*v1.GetCowStateResponse)(nil),            // 53: svc.app.v1.GetCowStateResponse
+	(*v1.CreateArtifactFromPathResponse)(nil), // 54: svc.app.v1.CreateArtifactFromPathResponse
+	(*v1.SendPromptResponse)(nil),             // 55: svc.app.v1.SendPromptResponse
+	(*v1.EditQueuedPromptResponse)(nil),       // 56: svc.app.v1.EditQueuedPromptResponse
+	(*v1.DequeueQueuedPromptResponse)(nil),    // 57: svc.app.v1.DequeueQueuedPromptResponse
+	(*v1.InterruptResponse)(nil),              // 58: svc.app.v1.InterruptResponse
+	(*v1.CompleteToolCallResponse)(nil),       // 59: svc.app.v1.CompleteToolCallResponse
+	(*v1.EnsureIdeResponse)(nil),              // 60: svc.app.v1.EnsureIdeResponse
+	(*v1.EnsureBrowserResponse)(nil),          // 61: svc.app.v1.EnsureBrowserResponse
 }
 var file_host_v1_host_proto_depIdxs = []int32{
-	26, // 0: host.v1.WarmCommand.env:type_name -> host.v1.WarmCommand.EnvEntry
-	1,  // 1: host.v1.PrepareImageRequest.warm:type_name -> host.v1.WarmCommand
-	0,  // 2: host.v1.PrepareImageProgress.layers:type_name -> host.v1.ImageLayer
-	5,  // 3: host.v1.ShellInput.start:type_name -> host.v1.ShellStart
-	6,  // 4: host.v1.ShellInput.resize:type_name -> host.v1.WindowSize
-	6,  // 5: host.v1.ShellStart.size:type_name -> host.v1.WindowSize
-	8,  // 6: host.v1.ShellOutput.started:type_name -> host.v1.ShellStarted
-	28, // 7: host.v1.ShellOutput.exit:type_name -> svc.app.v1.ExecExit
-	10, // 8: host.v1.DialAppInput.dial:type_name -> host.v1.DialApp
-	27, // 9: host.v1.CreateSandboxRequest.env:type_name -> host.v1.CreateSandboxRequest.EnvEntry
-	14, // 10: host.v1.CreateSandboxRequest.network:type_name -> host.v1.SandboxNetwork
-	13, // 11: host.v1.CreateSandboxRequest.repos:type_name -> host.v1.RepoCheckout
-	29, // 12: host.v1.CreateSandboxRequest.resources:type_name -> svc.app.v1.ImageResources
-	15, // 13: host.v1.SandboxNetwork.secrets:type_name -> host.v1.ProxySecret
-	16, // 14: host.v1.ProxySecret.credential:type_name -> host.v1.ProxyCredential
-	24, // 15: host.v1.FindReposResponse.repos:type_name -> host.v1.Repo
-	25, // 16: host.v1.Repo.remotes:type_name -> host.v1.Remote
-	12, // 17: host.v1.HostService.CreateSandbox:input_type -> host.v1.CreateSandboxRequest
-	18, // 18: host.v1.HostService.DeleteSandbox:input_type -> host.v1.DeleteSandboxRequest
-	30, // 19: host.v1.HostService.Exec:input_type -> svc.app.v1.ExecRequest
-	31, // 20: host.v1.HostService.CancelExec:input_type -> svc.app.v1.CancelExecRequest
-	32, // 21: host.v1.HostService.WriteFile:input_type -> svc.app.v1.WriteFileRequest
-	33, // 22: host.v1.HostService.ReadFile:input_type -> svc.app.v1.ReadFileRequest
-	34, // 23: host.v1.HostService.Snapshot:input_type -> svc.app.v1.SnapshotRequest
-	35, // 24: host.v1.HostService.Resume:input_type -> svc.app.v1.ResumeRequest
-	20, // 25: host.v1.HostService.Evict:input_type -> host.v1.EvictRequest
-	36, // 26: host.v1.HostService.GetCowState:input_type -> svc.app.v1.GetCowStateRequest
-	37, // 27: host.v1.HostService.CreateArtifactFromPath:input_type -> svc.app.v1.CreateArtifactFromPathRequest
-	22, // 28: host.v1.HostService.FindRepos:input_type -> host.v1.FindReposRequest
-	38, // 29: host.v1.HostService.SendPrompt:input_type -> svc.app.v1.SendPromptRequest
-	39, // 30: host.v1.HostService.EditQueuedPrompt:input_type -> svc.app.v1.EditQueuedPromptRequest
-	40, // 31: host.v1.HostService.DequeueQueuedPrompt:input_type -> svc.app.v1.DequeueQueuedPromptRequest
-	41, // 32: host.v1.HostService.Interrupt:input_type -> svc.app.v1.InterruptRequest
-	42, // 33: host.v1.HostService.CompleteToolCall:input_type -> svc.app.v1.CompleteToolCallRequest
-	2,  // 34: host.v1.HostService.PrepareImage:input_type -> host.v1.PrepareImageRequest
-	4,  // 35: host.v1.HostService.Shell:input_type -> host.v1.ShellInput
-	9,  // 36: host.v1.HostService.DialApp:input_type -> host.v1.DialAppInput
-	43, // 37: host.v1.HostService.EnsureIde:input_type -> svc.app.v1.EnsureIdeRequest
-	44, // 38: host.v1.HostService.EnsureBrowser:input_type -> svc.app.v1.EnsureBrowserRequest
-	17, // 39: host.v1.HostService.CreateSandbox:output_type -> host.v1.CreateSandboxResponse
-	19, // 40: host.v1.HostService.DeleteSandbox:output_type -> host.v1.DeleteSandboxResponse
-	45, // 41: host.v1.HostService.Exec:output_type -> svc.app.v1.ExecOutput
-	46, // 42: host.v1.HostService.CancelExec:output_type -> google.protobuf.Empty
-	47, // 43: host.v1.HostService.WriteFile:output_type -> svc.app.v1.WriteFileResponse
-	48, // 44: host.v1.HostService.ReadFile:output_type -> svc.app.v1.ReadFileResponse
-	49, // 45: host.v1.HostService.Snapshot:output_type -> svc.app.v1.SnapshotResponse
-	50, // 46: host.v1.HostService.Resume:output_type -> svc.app.v1.ResumeResponse
-	21, // 47: host.v1.HostService.Evict:output_type -> host.v1.EvictResponse
-	51, // 48: host.v1.HostService.GetCowState:output_type -> svc.app.v1.GetCowStateResponse
-	52, // 49: host.v1.HostService.CreateArtifactFromPath:output_type -> svc.app.v1.CreateArtifactFromPathResponse
-	23, // 50: host.v1.HostService.FindRepos:output_type -> host.v1.FindReposResponse
-	53, // 51: host.v1.HostService.SendPrompt:output_type -> svc.app.v1.SendPromptResponse
-	54, // 52: host.v1.HostService.EditQueuedPrompt:output_type -> svc.app.v1.EditQueuedPromptResponse
-	55, // 53: host.v1.HostService.DequeueQueuedPrompt:output_type -> svc.app.v1.DequeueQueuedPromptResponse
-	56, // 54: host.v1.HostService.Interrupt:output_type -> svc.app.v1.InterruptResponse
-	57, // 55: host.v1.HostService.CompleteToolCall:output_type -> svc.app.v1.CompleteToolCallResponse
-	3,  // 56: host.v1.HostService.PrepareImage:output_type -> host.v1.PrepareImageProgress
-	7,  // 57: host.v1.HostService.Shell:output_type -> host.v1.ShellOutput
-	11, // 58: host.v1.HostService.DialApp:output_type -> host.v1.DialAppOutput
-	58, // 59: host.v1.HostService.EnsureIde:output_type -> svc.app.v1.EnsureIdeResponse
-	59, // 60: host.v1.HostService.EnsureBrowser:output_type -> svc.app.v1.EnsureBrowserResponse
-	39, // [39:61] is the sub-list for method output_type
-	17, // [17:39] is the sub-list for method input_type
-	17, // [17:17] is the sub-list for extension type_name
-	17, // [17:17] is the sub-list for extension extendee
-	0,  // [0:17] is the sub-list for field type_name
+	28, // 0: host.v1.WarmCommand.env:type_name -> host.v1.WarmCommand.EnvEntry
+	16, // 1: host.v1.WarmCommand.network:type_name -> host.v1.SandboxNetwork
+	1,  // 2: host.v1.PrepareImageRequest.warm:type_name -> host.v1.WarmCommand
+	0,  // 3: host.v1.PrepareImageProgress.layers:type_name -> host.v1.ImageLayer
+	7,  // 4: host.v1.ShellInput.start:type_name -> host.v1.ShellStart
+	8,  // 5: host.v1.ShellInput.resize:type_name -> host.v1.WindowSize
+	8,  // 6: host.v1.ShellStart.size:type_name -> host.v1.WindowSize
+	10, // 7: host.v1.ShellOutput.started:type_name -> host.v1.ShellStarted
+	30, // 8: host.v1.ShellOutput.exit:type_name -> svc.app.v1.ExecExit
+	12, // 9: host.v1.DialAppInput.dial:type_name -> host.v1.DialApp
+	29, // 10: host.v1.CreateSandboxRequest.env:type_name -> host.v1.CreateSandboxRequest.EnvEntry
+	16, // 11: host.v1.CreateSandboxRequest.network:type_name -> host.v1.SandboxNetwork
+	15, // 12: host.v1.CreateSandboxRequest.repos:type_name -> host.v1.RepoCheckout
+	31, // 13: host.v1.CreateSandboxRequest.resources:type_name -> svc.app.v1.ImageResources
+	17, // 14: host.v1.SandboxNetwork.secrets:type_name -> host.v1.ProxySecret
+	18, // 15: host.v1.ProxySecret.credential:type_name -> host.v1.ProxyCredential
+	26, // 16: host.v1.FindReposResponse.repos:type_name -> host.v1.Repo
+	27, // 17: host.v1.Repo.remotes:type_name -> host.v1.Remote
+	14, // 18: host.v1.HostService.CreateSandbox:input_type -> host.v1.CreateSandboxRequest
+	20, // 19: host.v1.HostService.DeleteSandbox:input_type -> host.v1.DeleteSandboxRequest
+	32, // 20: host.v1.HostService.Exec:input_type -> svc.app.v1.ExecRequest
+	33, // 21: host.v1.HostService.CancelExec:input_type -> svc.app.v1.CancelExecRequest
+	34, // 22: host.v1.HostService.WriteFile:input_type -> svc.app.v1.WriteFileRequest
+	35, // 23: host.v1.HostService.ReadFile:input_type -> svc.app.v1.ReadFileRequest
+	36, // 24: host.v1.HostService.Snapshot:input_type -> svc.app.v1.SnapshotRequest
+	37, // 25: host.v1.HostService.Resume:input_type -> svc.app.v1.ResumeRequest
+	22, // 26: host.v1.HostService.Evict:input_type -> host.v1.EvictRequest
+	38, // 27: host.v1.HostService.GetCowState:input_type -> svc.app.v1.GetCowStateRequest
+	39, // 28: host.v1.HostService.CreateArtifactFromPath:input_type -> svc.app.v1.CreateArtifactFromPathRequest
+	24, // 29: host.v1.HostService.FindRepos:input_type -> host.v1.FindReposRequest
+	40, // 30: host.v1.HostService.SendPrompt:input_type -> svc.app.v1.SendPromptRequest
+	41, // 31: host.v1.HostService.EditQueuedPrompt:input_type -> svc.app.v1.EditQueuedPromptRequest
+	42, // 32: host.v1.HostService.DequeueQueuedPrompt:input_type -> svc.app.v1.DequeueQueuedPromptRequest
+	43, // 33: host.v1.HostService.Interrupt:input_type -> svc.app.v1.InterruptRequest
+	44, // 34: host.v1.HostService.CompleteToolCall:input_type -> svc.app.v1.CompleteToolCallRequest
+	2,  // 35: host.v1.HostService.PrepareImage:input_type -> host.v1.PrepareImageRequest
+	3,  // 36: host.v1.HostService.CollectImages:input_type -> host.v1.CollectImagesRequest
+	6,  // 37: host.v1.HostService.Shell:input_type -> host.v1.ShellInput
+	11, // 38: host.v1.HostService.DialApp:input_type -> host.v1.DialAppInput
+	45, // 39: host.v1.HostService.EnsureIde:input_type -> svc.app.v1.EnsureIdeRequest
+	46, // 40: host.v1.HostService.EnsureBrowser:input_type -> svc.app.v1.EnsureBrowserRequest
+	19, // 41: host.v1.HostService.CreateSandbox:output_type -> host.v1.CreateSandboxResponse
+	21, // 42: host.v1.HostService.DeleteSandbox:output_type -> host.v1.DeleteSandboxResponse
+	47, // 43: host.v1.HostService.Exec:output_type -> svc.app.v1.ExecOutput
+	48, // 44: host.v1.HostService.CancelExec:output_type -> google.protobuf.Empty
+	49, // 45: host.v1.HostService.WriteFile:output_type -> svc.app.v1.WriteFileResponse
+	50, // 46: host.v1.HostService.ReadFile:output_type -> svc.app.v1.ReadFileResponse
+	51, // 47: host.v1.HostService.Snapshot:output_type -> svc.app.v1.SnapshotResponse
+	52, // 48: host.v1.HostService.Resume:output_type -> svc.app.v1.ResumeResponse
+	23, // 49: host.v1.HostService.Evict:output_type -> host.v1.EvictResponse
+	53, // 50: host.v1.HostService.GetCowState:output_type -> svc.app.v1.GetCowStateResponse
+	54, // 51: host.v1.HostService.CreateArtifactFromPath:output_type -> svc.app.v1.CreateArtifactFromPathResponse
+	25, // 52: host.v1.HostService.FindRepos:output_type -> host.v1.FindReposResponse
+	55, // 53: host.v1.HostService.SendPrompt:output_type -> svc.app.v1.SendPromptResponse
+	56, // 54: host.v1.HostService.EditQueuedPrompt:output_type -> svc.app.v1.EditQueuedPromptResponse
+	57, // 55: host.v1.HostService.DequeueQueuedPrompt:output_type -> svc.app.v1.DequeueQueuedPromptResponse
+	58, // 56: host.v1.HostService.Interrupt:output_type -> svc.app.v1.InterruptResponse
+	59, // 57: host.v1.HostService.CompleteToolCall:output_type -> svc.app.v1.CompleteToolCallResponse
+	5,  // 58: host.v1.HostService.PrepareImage:output_type -> host.v1.PrepareImageProgress
+	4,  // 59: host.v1.HostService.CollectImages:output_type -> host.v1.CollectImagesResponse
+	9,  // 60: host.v1.HostService.Shell:output_type -> host.v1.ShellOutput
+	13, // 61: host.v1.HostService.DialApp:output_type -> host.v1.DialAppOutput
+	60, // 62: host.v1.HostService.EnsureIde:output_type -> svc.app.v1.EnsureIdeResponse
+	61, // 63: host.v1.HostService.EnsureBrowser:output_type -> svc.app.v1.EnsureBrowserResponse
+	41, // [41:64] is the sub-list for method output_type
+	18, // [18:41] is the sub-list for method input_type
+	18, // [18:18] is the sub-list for extension type_name
+	18, // [18:18] is the sub-list for extension extendee
+	0,  // [0:18] is the sub-list for field type_name
 }
 
 func init() { file_host_v1_host_proto_init() }
@@ -2114,30 +2287,30 @@ func file_host_v1_host_proto_init() {
 	if File_host_v1_host_proto != nil {
 		return
 	}
-	file_host_v1_host_proto_msgTypes[4].OneofWrappers = []any{
+	file_host_v1_host_proto_msgTypes[6].OneofWrappers = []any{
 		(*ShellInput_Start)(nil),
 		(*ShellInput_Data)(nil),
 		(*ShellInput_Resize)(nil),
 		(*ShellInput_Signal)(nil),
 	}
-	file_host_v1_host_proto_msgTypes[7].OneofWrappers = []any{
+	file_host_v1_host_proto_msgTypes[9].OneofWrappers = []any{
 		(*ShellOutput_Started)(nil),
 		(*ShellOutput_Data)(nil),
 		(*ShellOutput_Exit)(nil),
 	}
-	file_host_v1_host_proto_msgTypes[9].OneofWrappers = []any{
+	file_host_v1_host_proto_msgTypes[11].OneofWrappers = []any{
 		(*DialAppInput_Dial)(nil),
 		(*DialAppInput_Data)(nil),
 	}
-	file_host_v1_host_proto_msgTypes[12].OneofWrappers = []any{}
-	file_host_v1_host_proto_msgTypes[21].OneofWrappers = []any{}
+	file_host_v1_host_proto_msgTypes[14].OneofWrappers = []any{}
+	file_host_v1_host_proto_msgTypes[23].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_host_v1_host_proto_rawDesc), len(file_host_v1_host_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   28,
+			NumMessages:   30,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -78,6 +78,9 @@ const (
 	// HostServicePrepareImageProcedure is the fully-qualified name of the HostService's PrepareImage
 	// RPC.
 	HostServicePrepareImageProcedure = "/host.v1.HostService/PrepareImage"
+	// HostServiceCollectImagesProcedure is the fully-qualified name of the HostService's CollectImages
+	// RPC.
+	HostServiceCollectImagesProcedure = "/host.v1.HostService/CollectImages"
 	// HostServiceShellProcedure is the fully-qualified name of the HostService's Shell RPC.
 	HostServiceShellProcedure = "/host.v1.HostService/Shell"
 	// HostServiceDialAppProcedure is the fully-qualified name of the HostService's DialApp RPC.
@@ -121,6 +124,11 @@ type HostServiceClient interface {
 	// warm), streaming progress and ending with the stage's result. Every stage is idempotent: a
 	// job that lost its worker runs it again.
 	PrepareImage(context.Context, *connect.Request[v1.PrepareImageRequest]) (*connect.ServerStreamForClient[v1.PrepareImageProgress], error)
+	// CollectImages drops from this host's image cache the images (and warm layers) nothing
+	// references any more — a disabled or replaced image's prestaged copy — keeping those its own
+	// sandboxes run on; with sweep, it also makes the shared chunk store forget them and collects
+	// the chunks no manifest references. Idempotent.
+	CollectImages(context.Context, *connect.Request[v1.CollectImagesRequest]) (*connect.Response[v1.CollectImagesResponse], error)
 	// Shell runs an interactive program on a pseudo-terminal in the sandbox for as long as the
 	// stream lasts: the first frame starts it, the rest are keystrokes, resizes and signals.
 	// Closing the send side hangs the terminal up; the exit frame still follows.
@@ -254,6 +262,12 @@ func NewHostServiceClient(httpClient connect.HTTPClient, baseURL string, opts ..
 			connect.WithSchema(hostServiceMethods.ByName("PrepareImage")),
 			connect.WithClientOptions(opts...),
 		),
+		collectImages: connect.NewClient[v1.CollectImagesRequest, v1.CollectImagesResponse](
+			httpClient,
+			baseURL+HostServiceCollectImagesProcedure,
+			connect.WithSchema(hostServiceMethods.ByName("CollectImages")),
+			connect.WithClientOptions(opts...),
+		),
 		shell: connect.NewClient[v1.ShellInput, v1.ShellOutput](
 			httpClient,
 			baseURL+HostServiceShellProcedure,
@@ -301,6 +315,7 @@ type hostServiceClient struct {
 	interrupt              *connect.Client[v11.InterruptRequest, v11.InterruptResponse]
 	completeToolCall       *connect.Client[v11.CompleteToolCallRequest, v11.CompleteToolCallResponse]
 	prepareImage           *connect.Client[v1.PrepareImageRequest, v1.PrepareImageProgress]
+	collectImages          *connect.Client[v1.CollectImagesRequest, v1.CollectImagesResponse]
 	shell                  *connect.Client[v1.ShellInput, v1.ShellOutput]
 	dialApp                *connect.Client[v1.DialAppInput, v1.DialAppOutput]
 	ensureIde              *connect.Client[v11.EnsureIdeRequest, v11.EnsureIdeResponse]
@@ -397,6 +412,11 @@ func (c *hostServiceClient) PrepareImage(ctx context.Context, req *connect.Reque
 	return c.prepareImage.CallServerStream(ctx, req)
 }
 
+// CollectImages calls host.v1.HostService.CollectImages.
+func (c *hostServiceClient) CollectImages(ctx context.Context, req *connect.Request[v1.CollectImagesRequest]) (*connect.Response[v1.CollectImagesResponse], error) {
+	return c.collectImages.CallUnary(ctx, req)
+}
+
 // Shell calls host.v1.HostService.Shell.
 func (c *hostServiceClient) Shell(ctx context.Context) *connect.BidiStreamForClient[v1.ShellInput, v1.ShellOutput] {
 	return c.shell.CallBidiStream(ctx)
@@ -449,6 +469,11 @@ type HostServiceHandler interface {
 	// warm), streaming progress and ending with the stage's result. Every stage is idempotent: a
 	// job that lost its worker runs it again.
 	PrepareImage(context.Context, *connect.Request[v1.PrepareImageRequest], *connect.ServerStream[v1.PrepareImageProgress]) error
+	// CollectImages drops from this host's image cache the images (and warm layers) nothing
+	// references any more — a disabled or replaced image's prestaged copy — keeping those its own
+	// sandboxes run on; with sweep, it also makes the shared chunk store forget them and collects
+	// the chunks no manifest references. Idempotent.
+	CollectImages(context.Context, *connect.Request[v1.CollectImagesRequest]) (*connect.Response[v1.CollectImagesResponse], error)
 	// Shell runs an interactive program on a pseudo-terminal in the sandbox for as long as the
 	// stream lasts: the first frame starts it, the rest are keystrokes, resizes and signals.
 	// Closing the send side hangs the terminal up; the exit frame still follows.
@@ -578,6 +603,12 @@ func NewHostServiceHandler(svc HostServiceHandler, opts ...connect.HandlerOption
 		connect.WithSchema(hostServiceMethods.ByName("PrepareImage")),
 		connect.WithHandlerOptions(opts...),
 	)
+	hostServiceCollectImagesHandler := connect.NewUnaryHandler(
+		HostServiceCollectImagesProcedure,
+		svc.CollectImages,
+		connect.WithSchema(hostServiceMethods.ByName("CollectImages")),
+		connect.WithHandlerOptions(opts...),
+	)
 	hostServiceShellHandler := connect.NewBidiStreamHandler(
 		HostServiceShellProcedure,
 		svc.Shell,
@@ -640,6 +671,8 @@ func NewHostServiceHandler(svc HostServiceHandler, opts ...connect.HandlerOption
 			hostServiceCompleteToolCallHandler.ServeHTTP(w, r)
 		case HostServicePrepareImageProcedure:
 			hostServicePrepareImageHandler.ServeHTTP(w, r)
+		case HostServiceCollectImagesProcedure:
+			hostServiceCollectImagesHandler.ServeHTTP(w, r)
 		case HostServiceShellProcedure:
 			hostServiceShellHandler.ServeHTTP(w, r)
 		case HostServiceDialAppProcedure:
@@ -727,6 +760,10 @@ func (UnimplementedHostServiceHandler) CompleteToolCall(context.Context, *connec
 
 func (UnimplementedHostServiceHandler) PrepareImage(context.Context, *connect.Request[v1.PrepareImageRequest], *connect.ServerStream[v1.PrepareImageProgress]) error {
 	return connect.NewError(connect.CodeUnimplemented, errors.New("host.v1.HostService.PrepareImage is not implemented"))
+}
+
+func (UnimplementedHostServiceHandler) CollectImages(context.Context, *connect.Request[v1.CollectImagesRequest]) (*connect.Response[v1.CollectImagesResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("host.v1.HostService.CollectImages is not implemented"))
 }
 
 func (UnimplementedHostServiceHandler) Shell(context.Context, *connect.BidiStream[v1.ShellInput, v1.ShellOutput]) error {

@@ -1,4 +1,4 @@
-package profiles
+package egress
 
 import (
 	"errors"
@@ -12,11 +12,12 @@ import (
 // maxHostnameLen is DNS's limit on a name in its text form.
 const maxHostnameLen = 253
 
-// normalizeHost checks an allow_hosts entry, a DNS hostname or an IP literal with an optional
-// :port, and returns it in canonical form (lowercase; IPs as netip prints them; an IPv6 address
-// in brackets when a port follows) so that equal hosts compare equal, for duplicates here and
-// for the egress proxy's matching later.
-func normalizeHost(s string) (string, error) {
+// NormalizeHost checks an allow_hosts entry of a sandbox network policy (a profile's network, an
+// image's warm network), a DNS hostname or an IP literal with an optional :port, and returns it
+// in canonical form (lowercase; IPs as netip prints them; an IPv6 address in brackets when a
+// port follows) so that equal hosts compare equal, for duplicates and for the egress proxy's
+// matching later.
+func NormalizeHost(s string) (string, error) {
 	host, port, err := splitHostPort(s)
 	if err != nil {
 		return "", err
@@ -24,16 +25,16 @@ func normalizeHost(s string) (string, error) {
 	if strings.Contains(host, "*") {
 		return "", errors.New("has a wildcard: patterns such as *.example.com go in allow_host_patterns")
 	}
-	host, err = canonicalHost(host)
+	host, err = CanonicalHost(host)
 	if err != nil {
 		return "", err
 	}
 	return joinHostPort(host, port), nil
 }
 
-// normalizeHostPattern checks an allow_host_patterns entry: a hostname whose leftmost labels may
+// NormalizeHostPattern checks an allow_host_patterns entry: a hostname whose leftmost labels may
 // each be "*", with an optional :port, returned lowercased.
-func normalizeHostPattern(s string) (string, error) {
+func NormalizeHostPattern(s string) (string, error) {
 	host, port, err := splitHostPort(s)
 	if err != nil {
 		return "", err
@@ -48,8 +49,8 @@ func normalizeHostPattern(s string) (string, error) {
 	return joinHostPort(host, port), nil
 }
 
-// canonicalHost returns an IP literal in netip's form or a valid hostname lowercased.
-func canonicalHost(host string) (string, error) {
+// CanonicalHost returns an IP literal in netip's form or a valid hostname lowercased.
+func CanonicalHost(host string) (string, error) {
 	if ip, err := netip.ParseAddr(host); err == nil {
 		if ip.Zone() != "" {
 			return "", errors.New("has an IPv6 zone, which means nothing outside one machine")

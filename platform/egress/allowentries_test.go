@@ -1,4 +1,4 @@
-package profiles
+package egress
 
 import (
 	"strings"
@@ -28,9 +28,9 @@ func TestHostsAreStoredInCanonicalForm(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			normalize := normalizeHost
+			normalize := NormalizeHost
 			if tc.pattern {
-				normalize = normalizeHostPattern
+				normalize = NormalizeHostPattern
 			}
 			got, err := normalize(tc.in)
 			if err != nil || got != tc.want {
@@ -79,9 +79,9 @@ func TestInvalidHostsAreRefused(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			normalize := normalizeHost
+			normalize := NormalizeHost
 			if tc.pattern {
-				normalize = normalizeHostPattern
+				normalize = NormalizeHostPattern
 			}
 			got, err := normalize(tc.in)
 			if err == nil {
