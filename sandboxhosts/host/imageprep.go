@@ -50,7 +50,8 @@ func (h *Host) PrepareImage(ctx context.Context, req *connect.Request[hostv1.Pre
 	}
 	switch m.GetStage() {
 	case PrepareStagePull:
-		if _, err := h.images.Pull(ctx, ref.String()); err != nil {
+		// The layers are cut into the chunk store as they unpack; the chunk stage finds them done.
+		if _, err := h.imageChunks.Pull(ctx, ref.String()); err != nil {
 			return pullError(ref.String(), err)
 		}
 		return send(&hostv1.PrepareImageProgress{Done: true})

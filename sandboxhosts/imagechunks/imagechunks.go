@@ -20,6 +20,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"path/filepath"
 	"runtime"
@@ -104,7 +105,8 @@ func (s *Store) Chunk(ctx context.Context, digest string, progress Progress) (*R
 			var st snapshots.Stats
 			if errors.Is(err, snapshots.ErrNotFound) {
 				sess, _ := layerSession(l)
-				m, st, err = s.snaps.Snapshot(gctx, pulled.LayerDirs[i], nil, snapshots.Meta{SessionID: sess})
+				// The layer dir is the host's copy: no chunk cache copy of it.
+				m, st, err = s.snaps.Snapshot(gctx, pulled.LayerDirs[i], nil, snapshots.Meta{SessionID: sess, NoLocalCache: true})
 			}
 			if err != nil {
 				return fmt.Errorf("chunk layer %s: %w", l, err)
@@ -134,6 +136,45 @@ func (s *Store) Chunk(ctx context.Context, digest string, progress Progress) (*R
 	}
 	return res, nil
 }
+
+// Pull pulls ref into the host's image cache and cuts each layer it unpacks into the chunk
+// store as the layer streams past, on another goroutine, so that its files are read once; a
+// layer some image put into the store already is not cut again. Chunk then finds these layers
+// done, and cuts only those the cache held before (or a concurrent pull unpacked).
+func (s *Store) Pull(ctx context.Context, ref string) (*images.Image, error) {
+	return s.cache.PullTapped(ctx, ref, func(layer string) (images.LayerTap, error) {
+		sess, err := layerSession(layer)
+		if err != nil {
+			return nil, err
+		}
+		if _, err := s.layerManifest(ctx, layer); err == nil {
+			return nil, nil
+		} else if !errors.Is(err, snapshots.ErrNotFound) {
+			return nil, err
+		}
+		p, err := s.snaps.Prechunk(ctx)
+		if err != nil {
+			return nil, err
+		}
+		return &layerTap{ctx: ctx, p: p, session: sess}, nil
+	})
+}
+
+// layerTap cuts one layer into the chunk store as the image cache unpacks it.
+type layerTap struct {
+	ctx     context.Context
+	p       *snapshots.Prechunk
+	session string
+}
+
+func (t *layerTap) File(dev, ino uint64, size int64) io.WriteCloser { return t.p.File(dev, ino, size) }
+
+func (t *layerTap) Unpacked(dir string) error {
+	_, _, err := t.p.Finish(t.ctx, dir, snapshots.Meta{SessionID: t.session})
+	return err
+}
+
+func (t *layerTap) Abort() { t.p.Abort() }
 
 // layerManifest is the newest manifest of layer digest, or snapshots.ErrNotFound.
 func (s *Store) layerManifest(ctx context.Context, digest string) (*snapshots.Manifest, error) {
