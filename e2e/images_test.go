@@ -44,10 +44,13 @@ type imageStack struct {
 	offline atomic.Bool
 }
 
-func newImageStack(t testing.TB, nHosts int) *imageStack {
+func newImageStack(t testing.TB, nHosts int, tune ...func(*testenv.Sandboxes)) *imageStack {
 	t.Helper()
 	db, _ := testenv.Firestore(t)
 	sb := testenv.NewSandboxes(t, db)
+	for _, f := range tune {
+		f(sb)
+	}
 	is := &imageStack{sandboxStack: &sandboxStack{sb: sb}, ps: testenv.PubSub(t)}
 	// A registry that answers 503 to everything while offline is set.
 	is.reg = imagestest.Registry(t, func(next http.Handler) http.Handler {
@@ -69,13 +72,18 @@ func newImageStack(t testing.TB, nHosts int) *imageStack {
 	return is
 }
 
-// runWorker runs an enable-job worker until the test ends.
+// runWorker runs an enable-job worker, sweeping every 100 ms, until the test ends.
 func (is *imageStack) runWorker(t testing.TB, opts imagesvc.WorkerOptions) {
+	is.runWorkerEvery(t, opts, 100*time.Millisecond)
+}
+
+// runWorkerEvery runs an enable-job worker, sweeping every tick, until the test ends.
+func (is *imageStack) runWorkerEvery(t testing.TB, opts imagesvc.WorkerOptions, tick time.Duration) {
 	t.Helper()
 	w := is.a.Images().Worker(opts)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- w.Run(ctx, is.ps, 100*time.Millisecond) }()
+	go func() { done <- w.Run(ctx, is.ps, tick) }()
 	t.Cleanup(func() {
 		cancel()
 		<-done
