@@ -350,8 +350,13 @@ func (r *snapshotRun) chunkFiles(ctx context.Context, entries []Entry, base map[
 			return r.chunkFile(fctx, e)
 		})
 	}
-	ferr := files.Wait()
-	return errors.Join(ferr, r.uploads.Wait())
+	ferr, uerr := files.Wait(), r.uploads.Wait()
+	// A failed upload cancels the readers: their "context canceled" is not the cause, and
+	// reporting it would read as a cancelled request (apierr says "request canceled").
+	if uerr != nil && errors.Is(ferr, context.Canceled) {
+		return uerr
+	}
+	return errors.Join(ferr, uerr)
 }
 
 func (r *snapshotRun) allPresent(ctx context.Context, chunks []ChunkRef) (bool, error) {
