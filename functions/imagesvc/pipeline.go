@@ -346,10 +346,12 @@ func (w *Worker) pullStage(ctx context.Context, j *Job) (stageResult, error) {
 	if err != nil {
 		return nil, err
 	}
-	if _, err = w.prepare(ctx, c, &hostv1.PrepareImageRequest{Stage: "pull", ImageRef: j.ref()}, j); err != nil {
+	last, err := w.prepare(ctx, c, &hostv1.PrepareImageRequest{Stage: "pull", ImageRef: j.ref()}, j)
+	if err != nil {
 		return nil, err
 	}
-	return onHost(j, noResult), nil
+	// What the pull cut into the chunk store; the chunk stage adds what it cuts itself.
+	return onHost(j, func(j *Job) { j.BytesUploaded = int64(last.GetBytesUploaded()) }), nil
 }
 
 func (w *Worker) chunkStage(ctx context.Context, j *Job) (stageResult, error) {
@@ -368,7 +370,7 @@ func (w *Worker) chunkStage(ctx context.Context, j *Job) (stageResult, error) {
 	}
 	return onHost(j, func(j *Job) {
 		j.ChunksDone, j.ChunksTotal = int(last.GetChunksDone()), int(last.GetChunksTotal())
-		j.BytesTotal, j.BytesUploaded = int64(last.GetBytesTotal()), int64(last.GetBytesUploaded())
+		j.BytesTotal, j.BytesUploaded = int64(last.GetBytesTotal()), j.BytesUploaded+int64(last.GetBytesUploaded())
 	}), nil
 }
 

@@ -31,7 +31,7 @@ func BenchmarkPullChunk200MiB(b *testing.B) {
 		_, store := newHost(b, bucket)
 		b.StartTimer()
 		began := time.Now()
-		img, err := store.Pull(ctx, ref)
+		img, _, err := store.Pull(ctx, ref)
 		if err != nil {
 			b.Fatal(err)
 		}

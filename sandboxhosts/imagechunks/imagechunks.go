@@ -26,6 +26,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"gocloud.dev/blob"
@@ -140,9 +141,11 @@ func (s *Store) Chunk(ctx context.Context, digest string, progress Progress) (*R
 // Pull pulls ref into the host's image cache and cuts each layer it unpacks into the chunk
 // store as the layer streams past, on another goroutine, so that its files are read once; a
 // layer some image put into the store already is not cut again. Chunk then finds these layers
-// done, and cuts only those the cache held before (or a concurrent pull unpacked).
-func (s *Store) Pull(ctx context.Context, ref string) (*images.Image, error) {
-	return s.cache.PullTapped(ctx, ref, func(layer string) (images.LayerTap, error) {
+// done, and cuts only those the cache held before (or a concurrent pull unpacked). It returns
+// the image and the bytes it uploaded to the chunk store.
+func (s *Store) Pull(ctx context.Context, ref string) (*images.Image, int64, error) {
+	var uploaded atomic.Int64
+	img, err := s.cache.PullTapped(ctx, ref, func(layer string) (images.LayerTap, error) {
 		sess, err := layerSession(layer)
 		if err != nil {
 			return nil, err
@@ -156,21 +159,24 @@ func (s *Store) Pull(ctx context.Context, ref string) (*images.Image, error) {
 		if err != nil {
 			return nil, err
 		}
-		return &layerTap{ctx: ctx, p: p, session: sess}, nil
+		return &layerTap{ctx: ctx, p: p, session: sess, uploaded: &uploaded}, nil
 	})
+	return img, uploaded.Load(), err
 }
 
 // layerTap cuts one layer into the chunk store as the image cache unpacks it.
 type layerTap struct {
-	ctx     context.Context
-	p       *snapshots.Prechunk
-	session string
+	ctx      context.Context
+	p        *snapshots.Prechunk
+	session  string
+	uploaded *atomic.Int64
 }
 
 func (t *layerTap) File(dev, ino uint64, size int64) io.WriteCloser { return t.p.File(dev, ino, size) }
 
 func (t *layerTap) Unpacked(dir string) error {
-	_, _, err := t.p.Finish(t.ctx, dir, snapshots.Meta{SessionID: t.session})
+	_, st, err := t.p.Finish(t.ctx, dir, snapshots.Meta{SessionID: t.session})
+	t.uploaded.Add(st.BytesUploaded)
 	return err
 }
 

@@ -144,9 +144,12 @@ func TestPullCutsLayersIntoChunksAsTheyUnpack(t *testing.T) {
 			imagestest.File("zbig", string(big), 0o644), imagestest.Hardlink("abig", "zbig"))))
 
 	cacheA, storeA := newHost(t, bucket)
-	img, err := storeA.Pull(ctx, ref)
+	img, uploaded, err := storeA.Pull(ctx, ref)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if uploaded < int64(len(big)) {
+		t.Fatalf("the pull uploaded %d bytes, less than the layer's big file", uploaded)
 	}
 	res, err := storeA.Chunk(ctx, img.Digest, noProgress)
 	if err != nil || len(res.Layers) != 2 || res.BytesUploaded != 0 {
