@@ -4,8 +4,11 @@ import (
 	"context"
 	"crypto/rand"
 	"errors"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"gocloud.dev/blob"
@@ -180,4 +183,57 @@ func TestPullCutsLayersIntoChunksAsTheyUnpack(t *testing.T) {
 	if fi, err := os.Lstat(filepath.Join(got.LayerDirs[1], "etc", "gone")); err != nil || fi.Mode()&os.ModeCharDevice == 0 {
 		t.Fatalf("the staged whiteout: %v, %v", fi, err)
 	}
+}
+
+// TestALayerThatFailsItsEndChecksLeavesNoManifest: the registry flips one byte in the middle of
+// a layer's blob (stored, incompressible data, so the tar stays well formed and the unpacker
+// and the chunker see the whole layer); only the checks at its end fail. The pull fails and no
+// manifest of that layer is written: nothing could stage the wrong bytes as the image's layer.
+func TestALayerThatFailsItsEndChecksLeavesNoManifest(t *testing.T) {
+	testkit.RequireRoot(t, "unpacking layers chowns and makes whiteouts")
+	ctx := context.Background()
+	bucket := memblob.OpenBucket(nil)
+	t.Cleanup(func() { _ = bucket.Close() })
+	big := make([]byte, 2<<20)
+	_, _ = rand.Read(big)
+	layer := imagestest.Layer(t, imagestest.Dir("opt/", 0o755), imagestest.File("opt/a.bin", string(big), 0o644))
+	digest, err := layer.Digest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := imagestest.Registry(t, func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.Method == http.MethodGet && strings.HasSuffix(r.URL.Path, "/blobs/"+digest.String()) {
+				w = &flipByte{ResponseWriter: w, at: 1 << 20}
+			}
+			next.ServeHTTP(w, r)
+		})
+	})
+	ref := imagestest.Push(t, reg, "test/flipped", imagestest.Image(t, layer))
+
+	_, store := newHost(t, bucket)
+	_, _, err = store.Pull(ctx, ref)
+	if err == nil {
+		t.Fatal("a layer with a flipped byte was pulled")
+	}
+	t.Logf("the pull failed: %v", err)
+	it := bucket.List(&blob.ListOptions{Prefix: "manifests/imglayer-" + digest.Hex + "/"})
+	if obj, err := it.Next(ctx); err != io.EOF {
+		t.Fatalf("the failed layer has a manifest: %v, %v", obj, err)
+	}
+}
+
+// flipByte inverts the body byte at offset at.
+type flipByte struct {
+	http.ResponseWriter
+	at, off int
+}
+
+func (f *flipByte) Write(p []byte) (int, error) {
+	if i := f.at - f.off; i >= 0 && i < len(p) {
+		p = append([]byte(nil), p...)
+		p[i] ^= 0xff
+	}
+	f.off += len(p)
+	return f.ResponseWriter.Write(p)
 }
