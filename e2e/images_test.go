@@ -73,13 +73,18 @@ func newImageStack(t testing.TB, nHosts int, tune ...func(*testenv.Sandboxes)) *
 	return is
 }
 
-// runWorker runs an enable-job worker until the test ends.
+// runWorker runs an enable-job worker, sweeping every 100 ms, until the test ends.
 func (is *imageStack) runWorker(t testing.TB, opts imagesvc.WorkerOptions) {
+	is.runWorkerEvery(t, opts, 100*time.Millisecond)
+}
+
+// runWorkerEvery runs an enable-job worker, sweeping every tick, until the test ends.
+func (is *imageStack) runWorkerEvery(t testing.TB, opts imagesvc.WorkerOptions, tick time.Duration) {
 	t.Helper()
 	w := is.a.Images().Worker(opts)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- w.Run(ctx, is.ps, 100*time.Millisecond) }()
+	go func() { done <- w.Run(ctx, is.ps, tick) }()
 	t.Cleanup(func() {
 		cancel()
 		<-done

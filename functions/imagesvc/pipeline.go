@@ -213,7 +213,8 @@ func (w *Worker) Sweep(ctx context.Context) ([]string, error) {
 	return queued, nil
 }
 
-// claim takes the job's lease when it may run now; nil means there is nothing to do.
+// claim takes the job's lease when it may run now, moving a queued job on to resolving in the
+// same write; nil means there is nothing to do.
 func (w *Worker) claim(ctx context.Context, id string) (*Job, error) {
 	now := w.s.d.Clock.Now()
 	j, err := w.s.rec.updateJob(ctx, id, func(j *Job) error {
@@ -221,6 +222,9 @@ func (w *Worker) claim(ctx context.Context, id string) (*Job, error) {
 			return errIdle
 		}
 		j.LeaseOwner, j.LeaseUntil = w.opts.Name, now.Add(w.opts.Lease)
+		if j.State == Queued {
+			j.State = Resolving
+		}
 		return nil
 	})
 	if errors.Is(err, errIdle) || isNotFound(err) {
@@ -258,15 +262,10 @@ func (w *Worker) Advance(ctx context.Context, id string) error {
 	wg.Go(func() { w.renew(ctx, id, cancel) })
 	defer cancel(nil)
 
-	if j.State == Queued {
-		if j, err = w.save(ctx, id, func(j *Job) { j.State = Resolving }); err != nil {
-			return w.stopped(ctx, err)
-		}
-	}
 	for !j.State.Ended() {
 		stage := j.State
 		began := time.Now()
-		err := w.runStage(ctx, j)
+		result, err := w.runStage(ctx, j)
 		w.opts.Log.Debug("enable job stage", "job", id, "stage", stage, "took", time.Since(began), "err", err)
 		if ctx.Err() != nil || errors.Is(err, errLeaseLost) {
 			return w.stopped(ctx, err)
@@ -278,10 +277,15 @@ func (w *Worker) Advance(ctx context.Context, id string) error {
 			})
 			return w.stopped(ctx, serr)
 		}
+		// The stage's result and the move to the next stage are one write: a worker killed
+		// in between redoes the stage (every stage is idempotent), never skips it.
 		if to := next(stage, j.Warm); to == Ready {
-			j, err = w.s.rec.finish(ctx, id, w.opts.Name)
+			j, err = w.s.rec.finish(ctx, id, w.opts.Name, result)
 		} else {
-			j, err = w.save(ctx, id, func(j *Job) { j.State = to })
+			j, err = w.save(ctx, id, func(j *Job) {
+				result(j)
+				j.State = to
+			})
 		}
 		if err != nil {
 			return w.stopped(ctx, err)
@@ -289,6 +293,12 @@ func (w *Worker) Advance(ctx context.Context, id string) error {
 	}
 	return nil
 }
+
+// stageResult is what a stage found, written to the job together with its move to the next
+// stage.
+type stageResult func(*Job)
+
+func noResult(*Job) {}
 
 // stopped is what Advance answers when a pass ends on err: nothing when the lease is gone
 // (someone else has the job), else err, for the message to come again.
@@ -332,7 +342,7 @@ func message(err error) string {
 // runStage runs the stage j is in, bounded by the stage's time: a host that hangs (it answers
 // nothing, and the lease renewal keeps the job this worker's) fails the stage instead of
 // holding the job forever.
-func (w *Worker) runStage(ctx context.Context, j *Job) error {
+func (w *Worker) runStage(ctx context.Context, j *Job) (stageResult, error) {
 	limit := w.opts.StageTimeout
 	if j.State == Warming {
 		// The warm command has a timeout of its own; booting and capturing come on top.
@@ -340,11 +350,11 @@ func (w *Worker) runStage(ctx context.Context, j *Job) error {
 	}
 	stageCtx, cancel := context.WithTimeoutCause(ctx, limit, fmt.Errorf("the stage did not finish within %s", limit))
 	defer cancel()
-	err := w.stage(stageCtx, j)
+	result, err := w.stage(stageCtx, j)
 	if err != nil && ctx.Err() == nil && stageCtx.Err() != nil {
-		return context.Cause(stageCtx)
+		return nil, context.Cause(stageCtx)
 	}
-	return err
+	return result, err
 }
 
 // maxWarmTimeout is how long a warm command may run: its timeout_secs, or the host's bound.
@@ -355,10 +365,10 @@ func maxWarmTimeout(secs uint64) time.Duration {
 	return time.Duration(secs) * time.Second
 }
 
-func (w *Worker) stage(ctx context.Context, j *Job) error {
+func (w *Worker) stage(ctx context.Context, j *Job) (stageResult, error) {
 	if w.opts.BeforeStage != nil {
 		if err := w.opts.BeforeStage(ctx, j); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	switch j.State {
@@ -373,29 +383,27 @@ func (w *Worker) stage(ctx context.Context, j *Job) error {
 	case Warming:
 		return w.warmStage(ctx, j)
 	}
-	return fmt.Errorf("no stage runs in state %s", j.State)
+	return nil, fmt.Errorf("no stage runs in state %s", j.State)
 }
 
-func (w *Worker) resolveStage(ctx context.Context, j *Job) error {
+func (w *Worker) resolveStage(ctx context.Context, j *Job) (stageResult, error) {
 	if j.Digest != "" { // an update's job keeps the image's digest
-		return nil
+		return noResult, nil
 	}
 	_, digest, err := w.s.resolve(ctx, j.URI)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	saved, err := w.save(ctx, j.ID, func(j *Job) { j.Digest = digest })
-	if err == nil {
-		*j = *saved
-	}
-	return err
+	return func(j *Job) { j.Digest = digest }, nil
 }
 
 // ref is what hosts pull: the repository at the resolved digest.
 func (j *Job) ref() string { return j.Repo + "@" + j.Digest }
 
-// materializeHost returns the job's host, choosing one (and saving it) when it has none or
-// its host was lost; moved reports a new host, which holds nothing of the earlier stages.
+// materializeHost returns the job's host, choosing one when it has none or its host was lost;
+// moved reports a new host, which holds nothing of the earlier stages. A new host is set on j,
+// and saved with the next write of the job (the stage's progress or result): a worker that dies
+// before that only loses the choice.
 func (w *Worker) materializeHost(ctx context.Context, j *Job) (hostv1connect.HostServiceClient, bool, error) {
 	if j.HostID != "" {
 		_, c, err := w.s.d.Hosts.Host(ctx, j.HostID)
@@ -410,54 +418,61 @@ func (w *Worker) materializeHost(ctx context.Context, j *Job) (hostv1connect.Hos
 	if err != nil {
 		return nil, false, fmt.Errorf("no host to prepare the image on: %w", err)
 	}
-	saved, err := w.save(ctx, j.ID, func(j *Job) { j.HostID = h.ID })
-	if err != nil {
-		return nil, false, err
-	}
-	*j = *saved
+	j.HostID = h.ID
 	return c, true, nil
 }
 
-func (w *Worker) pullStage(ctx context.Context, j *Job) error {
-	c, _, err := w.materializeHost(ctx, j)
-	if err != nil {
-		return err
+// onHost is a stage result that keeps the job's host (materializeHost may have chosen it).
+func onHost(j *Job, more func(*Job)) stageResult {
+	host := j.HostID
+	return func(j *Job) {
+		j.HostID = host
+		more(j)
 	}
-	_, err = w.prepare(ctx, c, &hostv1.PrepareImageRequest{Stage: "pull", ImageRef: j.ref()}, j.ID)
-	return err
 }
 
-func (w *Worker) chunkStage(ctx context.Context, j *Job) error {
+// pullStage pulls the image on the job's host, which cuts its layers into the chunk store as
+// they unpack.
+func (w *Worker) pullStage(ctx context.Context, j *Job) (stageResult, error) {
+	c, _, err := w.materializeHost(ctx, j)
+	if err != nil {
+		return nil, err
+	}
+	last, err := w.prepare(ctx, c, &hostv1.PrepareImageRequest{Stage: "pull", ImageRef: j.ref()}, j)
+	if err != nil {
+		return nil, err
+	}
+	// What the pull cut into the chunk store; the chunk stage adds what it cuts itself.
+	return onHost(j, func(j *Job) { j.BytesUploaded = int64(last.GetBytesUploaded()) }), nil
+}
+
+func (w *Worker) chunkStage(ctx context.Context, j *Job) (stageResult, error) {
 	c, moved, err := w.materializeHost(ctx, j)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if moved { // the new host pulls first: pull is idempotent and cheap where it was done
-		if _, err := w.prepare(ctx, c, &hostv1.PrepareImageRequest{Stage: "pull", ImageRef: j.ref()}, j.ID); err != nil {
-			return err
+		if _, err := w.prepare(ctx, c, &hostv1.PrepareImageRequest{Stage: "pull", ImageRef: j.ref()}, j); err != nil {
+			return nil, err
 		}
 	}
-	last, err := w.prepare(ctx, c, &hostv1.PrepareImageRequest{Stage: "chunk", ImageRef: j.ref()}, j.ID)
+	last, err := w.prepare(ctx, c, &hostv1.PrepareImageRequest{Stage: "chunk", ImageRef: j.ref()}, j)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	saved, err := w.save(ctx, j.ID, func(j *Job) {
+	return onHost(j, func(j *Job) {
 		j.ChunksDone, j.ChunksTotal = int(last.GetChunksDone()), int(last.GetChunksTotal())
-		j.BytesTotal, j.BytesUploaded = int64(last.GetBytesTotal()), int64(last.GetBytesUploaded())
-	})
-	if err == nil {
-		*j = *saved
-	}
-	return err
+		j.BytesTotal, j.BytesUploaded = int64(last.GetBytesTotal()), j.BytesUploaded+int64(last.GetBytesUploaded())
+	}), nil
 }
 
 // prestageStage stages the image onto the live hosts (up to PrestageHosts). A host that fails
 // is left out and logged: sessions placed on it stage the image from its chunks at start. The
 // stage fails only when no host took it.
-func (w *Worker) prestageStage(ctx context.Context, j *Job) error {
+func (w *Worker) prestageStage(ctx context.Context, j *Job) (stageResult, error) {
 	hosts, err := w.s.d.Hosts.Fleet().List(ctx)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	var done []string
 	var errs []error
@@ -466,9 +481,9 @@ func (w *Worker) prestageStage(ctx context.Context, j *Job) error {
 			continue
 		}
 		c := w.s.d.Hosts.Client(h.Address)
-		if _, err := w.prepare(ctx, c, &hostv1.PrepareImageRequest{Stage: "prestage", ImageRef: j.ref(), WarmLayer: j.KeepWarmLayer}, j.ID); err != nil {
+		if _, err := w.prepare(ctx, c, &hostv1.PrepareImageRequest{Stage: "prestage", ImageRef: j.ref(), WarmLayer: j.KeepWarmLayer}, j); err != nil {
 			if ctx.Err() != nil {
-				return err
+				return nil, err
 			}
 			w.opts.Log.Warn("prestage failed on a host; sessions there stage from chunks", "job", j.ID, "host", h.ID, "err", err)
 			errs = append(errs, fmt.Errorf("host %s: %s", h.ID, message(err)))
@@ -477,19 +492,15 @@ func (w *Worker) prestageStage(ctx context.Context, j *Job) error {
 		done = append(done, h.ID)
 	}
 	if len(done) == 0 {
-		return fmt.Errorf("no host took the image: %w", errors.Join(errs...))
+		return nil, fmt.Errorf("no host took the image: %w", errors.Join(errs...))
 	}
-	saved, err := w.save(ctx, j.ID, func(j *Job) { j.PrestageHosts = done })
-	if err == nil {
-		*j = *saved
-	}
-	return err
+	return func(j *Job) { j.PrestageHosts = done }, nil
 }
 
 // maxOutputTail is how much of the warm command's output the job keeps: its end.
 const maxOutputTail = 4 << 10
 
-func (w *Worker) warmStage(ctx context.Context, j *Job) error {
+func (w *Worker) warmStage(ctx context.Context, j *Job) (stageResult, error) {
 	cfg := decodeConfig(j.Config).GetWarm()
 	env := map[string]string{}
 	refs := map[string]string{}
@@ -502,18 +513,18 @@ func (w *Worker) warmStage(ctx context.Context, j *Job) error {
 	}
 	if len(refs) > 0 {
 		if w.s.d.Secrets == nil {
-			return errors.New("the warm command names secrets, and this deployment keeps no org secrets")
+			return nil, errors.New("the warm command names secrets, and this deployment keeps no org secrets")
 		}
 		actor := auth.Principal{UserID: j.Actor}
 		if w.s.d.Acting != nil {
 			var err error
 			if actor, err = w.s.d.Acting(ctx, j.Actor); err != nil {
-				return err
+				return nil, err
 			}
 		}
 		vals, err := w.s.d.Secrets.Resolve(ctx, secrets.SubjectOf(actor, ""), refs)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		for k, v := range vals {
 			env[k] = v
@@ -521,15 +532,18 @@ func (w *Worker) warmStage(ctx context.Context, j *Job) error {
 	}
 	c, moved, err := w.materializeHost(ctx, j)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if moved {
-		if _, err := w.prepare(ctx, c, &hostv1.PrepareImageRequest{Stage: "prestage", ImageRef: j.ref()}, j.ID); err != nil {
-			return err
+		if _, err := w.prepare(ctx, c, &hostv1.PrepareImageRequest{Stage: "prestage", ImageRef: j.ref()}, j); err != nil {
+			return nil, err
 		}
 	}
-	if _, err := w.save(ctx, j.ID, func(j *Job) { j.WarmStage, j.WarmStageAt, j.OutputTail = "running", w.s.d.Clock.Now(), "" }); err != nil {
-		return err
+	host := j.HostID
+	if _, err := w.save(ctx, j.ID, func(j *Job) {
+		j.HostID, j.WarmStage, j.WarmStageAt, j.OutputTail = host, "running", w.s.d.Clock.Now(), ""
+	}); err != nil {
+		return nil, err
 	}
 	last, err := w.prepare(ctx, c, &hostv1.PrepareImageRequest{
 		Stage: "warm", ImageRef: j.ref(), WarmKey: j.ImageID + "-" + j.ID,
@@ -537,26 +551,20 @@ func (w *Worker) warmStage(ctx context.Context, j *Job) error {
 			Command: cfg.GetCommand(), Workdir: cfg.GetWorkdir(), Env: env, TimeoutSecs: cfg.GetTimeoutSecs(),
 			Network: warmNetwork(cfg.GetNetwork()),
 		},
-	}, j.ID)
+	}, j)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	saved, err := w.save(ctx, j.ID, func(j *Job) {
-		j.WarmLayer, j.WarmStage, j.WarmStageAt = last.GetWarmLayer(), "captured", w.s.d.Clock.Now()
-	})
-	if err != nil {
-		return err
-	}
-	*j = *saved
+	layer, captured := last.GetWarmLayer(), w.s.d.Clock.Now()
 	// The prestaged hosts get the warm layer too; one that fails stages it at a session's start.
 	for _, id := range j.PrestageHosts {
 		if h, c, err := w.s.d.Hosts.Host(ctx, id); err == nil {
-			if _, err := w.prepare(ctx, c, &hostv1.PrepareImageRequest{Stage: "prestage", ImageRef: j.ref(), WarmLayer: j.WarmLayer}, j.ID); err != nil {
+			if _, err := w.prepare(ctx, c, &hostv1.PrepareImageRequest{Stage: "prestage", ImageRef: j.ref(), WarmLayer: layer}, j); err != nil {
 				w.opts.Log.Warn("prestage warm layer", "job", j.ID, "host", h.ID, "err", err)
 			}
 		}
 	}
-	return nil
+	return onHost(j, func(j *Job) { j.WarmLayer, j.WarmStage, j.WarmStageAt = layer, "captured", captured }), nil
 }
 
 // progressEvery bounds how often streamed progress is written to the job.
@@ -564,7 +572,8 @@ const progressEvery = 500 * time.Millisecond
 
 // prepare runs one PrepareImage stage on a host, writing its progress (chunks, output tail) to
 // the job as it streams, and returns the final message.
-func (w *Worker) prepare(ctx context.Context, c hostv1connect.HostServiceClient, req *hostv1.PrepareImageRequest, jobID string) (*hostv1.PrepareImageProgress, error) {
+func (w *Worker) prepare(ctx context.Context, c hostv1connect.HostServiceClient, req *hostv1.PrepareImageRequest, job *Job) (*hostv1.PrepareImageProgress, error) {
+	jobID, host := job.ID, job.HostID
 	stream, err := c.PrepareImage(ctx, connect.NewRequest(req))
 	if err != nil {
 		return nil, err
@@ -580,6 +589,7 @@ func (w *Worker) prepare(ctx context.Context, c hostv1connect.HostServiceClient,
 		dirty, lastSave = false, time.Now()
 		out := tail.String()
 		_, err := w.save(ctx, jobID, func(j *Job) {
+			j.HostID = host
 			if req.GetStage() == "warm" {
 				j.OutputTail = out
 			}
@@ -608,7 +618,7 @@ func (w *Worker) prepare(ctx context.Context, c hostv1connect.HostServiceClient,
 			d, t := chunksDone, chunksTotal
 			if time.Since(lastSave) >= progressEvery {
 				lastSave = time.Now()
-				if _, err := w.save(ctx, jobID, func(j *Job) { j.ChunksDone, j.ChunksTotal = int(d), int(t) }); err != nil {
+				if _, err := w.save(ctx, jobID, func(j *Job) { j.HostID, j.ChunksDone, j.ChunksTotal = host, int(d), int(t) }); err != nil {
 					return nil, err
 				}
 			}

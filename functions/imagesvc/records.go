@@ -237,9 +237,10 @@ func (r *records) updateJob(ctx context.Context, id string, change func(*Job) er
 	return out, err
 }
 
-// finish moves a job to ready and points its image at the job's result, in one transaction, so
-// the image is never half enabled: unless a newer job superseded it.
-func (r *records) finish(ctx context.Context, jobID, owner string) (*Job, error) {
+// finish applies the last stage's result to a job, moves it to ready and points its image at
+// the job's result, in one transaction, so the image is never half enabled: unless a newer job
+// superseded it.
+func (r *records) finish(ctx context.Context, jobID, owner string, result func(*Job)) (*Job, error) {
 	var out *Job
 	err := r.db.RunTransaction(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
 		j, err := store.Read[Job](ctx, tx, r.jobs().Doc(jobID))
@@ -256,6 +257,7 @@ func (r *records) finish(ctx context.Context, jobID, owner string) (*Job, error)
 		if img.JobID != j.ID {
 			return errLeaseLost
 		}
+		result(j)
 		now := r.now()
 		j.State, j.Error, j.LeaseOwner, j.UpdatedAt = Ready, "", "", now
 		img.Digest, img.Config, img.UpdatedAt, img.RefreshedAt = j.Digest, j.Config, now, now

@@ -57,10 +57,12 @@ func (h *Host) PrepareImage(ctx context.Context, req *connect.Request[hostv1.Pre
 	}
 	switch m.GetStage() {
 	case PrepareStagePull:
-		if _, err := h.images.Pull(ctx, ref.String()); err != nil {
+		// The layers are cut into the chunk store as they unpack; the chunk stage finds them done.
+		_, uploaded, err := h.imageChunks.Pull(ctx, ref.String())
+		if err != nil {
 			return pullError(ref.String(), err)
 		}
-		return send(&hostv1.PrepareImageProgress{Done: true})
+		return send(&hostv1.PrepareImageProgress{Done: true, BytesUploaded: uint64(uploaded)})
 	case PrepareStageChunk:
 		res, err := h.imageChunks.Chunk(ctx, digest, progress)
 		if errors.Is(err, images.ErrNotPulled) {

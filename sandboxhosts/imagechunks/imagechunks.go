@@ -21,11 +21,13 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"path/filepath"
 	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"gocloud.dev/blob"
@@ -116,7 +118,8 @@ func (s *Store) chunk(ctx context.Context, digest string, progress Progress) (*R
 			var st snapshots.Stats
 			if errors.Is(err, snapshots.ErrNotFound) {
 				sess, _ := layerSession(l)
-				m, st, err = s.snaps.Snapshot(gctx, pulled.LayerDirs[i], nil, snapshots.Meta{SessionID: sess})
+				// The layer dir is the host's copy: no chunk cache copy of it.
+				m, st, err = s.snaps.Snapshot(gctx, pulled.LayerDirs[i], nil, snapshots.Meta{SessionID: sess, NoLocalCache: true})
 			}
 			if err != nil {
 				return fmt.Errorf("chunk layer %s: %w", l, err)
@@ -146,6 +149,50 @@ func (s *Store) chunk(ctx context.Context, digest string, progress Progress) (*R
 	}
 	return res, nil
 }
+
+// Pull pulls ref into the host's image cache and cuts each layer it unpacks into the chunk
+// store as the layer streams past, on another goroutine, so that its files are read once; a
+// layer some image put into the store already is not cut again. Chunk then finds these layers
+// done, and cuts only those the cache held before (or a concurrent pull unpacked). It returns
+// the image and the bytes it uploaded to the chunk store.
+func (s *Store) Pull(ctx context.Context, ref string) (*images.Image, int64, error) {
+	var uploaded atomic.Int64
+	img, err := s.cache.PullTapped(ctx, ref, func(layer string) (images.LayerTap, error) {
+		sess, err := layerSession(layer)
+		if err != nil {
+			return nil, err
+		}
+		if _, err := s.layerManifest(ctx, layer); err == nil {
+			return nil, nil
+		} else if !errors.Is(err, snapshots.ErrNotFound) {
+			return nil, err
+		}
+		p, err := s.snaps.Prechunk(ctx)
+		if err != nil {
+			return nil, err
+		}
+		return &layerTap{ctx: ctx, p: p, session: sess, uploaded: &uploaded}, nil
+	})
+	return img, uploaded.Load(), err
+}
+
+// layerTap cuts one layer into the chunk store as the image cache unpacks it.
+type layerTap struct {
+	ctx      context.Context
+	p        *snapshots.Prechunk
+	session  string
+	uploaded *atomic.Int64
+}
+
+func (t *layerTap) File(dev, ino uint64, size int64) io.WriteCloser { return t.p.File(dev, ino, size) }
+
+func (t *layerTap) Unpacked(dir string) error {
+	_, st, err := t.p.Finish(t.ctx, dir, snapshots.Meta{SessionID: t.session})
+	t.uploaded.Add(st.BytesUploaded)
+	return err
+}
+
+func (t *layerTap) Abort() { t.p.Abort() }
 
 // layerManifest is the newest manifest of layer digest, or snapshots.ErrNotFound.
 func (s *Store) layerManifest(ctx context.Context, digest string) (*snapshots.Manifest, error) {

@@ -2,9 +2,13 @@ package imagechunks_test
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"gocloud.dev/blob"
@@ -18,14 +22,14 @@ import (
 )
 
 // newHost is one host's image cache and chunk store over the shared bucket.
-func newHost(t *testing.T, bucket *blob.Bucket) (*images.Cache, *imagechunks.Store) {
+func newHost(t testing.TB, bucket *blob.Bucket) (*images.Cache, *imagechunks.Store) {
 	t.Helper()
 	c, store, _ := newHostWithSnapshots(t, bucket)
 	return c, store
 }
 
 // newHostWithSnapshots is newHost with the host's snapshot store.
-func newHostWithSnapshots(t *testing.T, bucket *blob.Bucket) (*images.Cache, *imagechunks.Store, *snapshots.Store) {
+func newHostWithSnapshots(t testing.TB, bucket *blob.Bucket) (*images.Cache, *imagechunks.Store, *snapshots.Store) {
 	t.Helper()
 	dir := t.TempDir()
 	c, err := images.New(filepath.Join(dir, "images"), images.WithRegistries(imagestest.Allow))
@@ -128,4 +132,116 @@ func TestAWarmLayerRoundTripsThroughTheChunkStore(t *testing.T) {
 			t.Fatalf("warm layer reference %q was accepted", bad)
 		}
 	}
+}
+
+// TestPullCutsLayersIntoChunksAsTheyUnpack pulls through the chunk store: every layer is cut
+// as it unpacks, so the chunk stage that follows uploads nothing, and another host staging the
+// image from the chunks gets the very files the registry's layers hold — also when the layer
+// plays tricks on a streaming chunker: a path written twice, a written file then replaced by a
+// hardlink to another file of the same size, a big file linked under a name that sorts first.
+func TestPullCutsLayersIntoChunksAsTheyUnpack(t *testing.T) {
+	testkit.RequireRoot(t, "unpacking layers chowns and makes whiteouts")
+	ctx := context.Background()
+	bucket := memblob.OpenBucket(nil)
+	t.Cleanup(func() { _ = bucket.Close() })
+	reg := imagestest.Registry(t)
+	big := make([]byte, 3<<20) // several chunks
+	_, _ = rand.Read(big)
+	ref := imagestest.Push(t, reg, "test/tricks", imagestest.Image(t,
+		imagestest.Layer(t, imagestest.Dir("etc/", 0o755), imagestest.File("etc/a", "first layer\n", 0o644), imagestest.File("etc/gone", "x", 0o644)),
+		imagestest.Layer(t, imagestest.Whiteout("etc", "gone"),
+			imagestest.File("twice", "old content", 0o644), imagestest.File("twice", "new content", 0o600),
+			imagestest.File("x", "xxxxxxxxxxx", 0o644), imagestest.File("y", "yyyyyyyyyyy", 0o644), imagestest.Hardlink("x", "y"),
+			imagestest.File("zbig", string(big), 0o644), imagestest.Hardlink("abig", "zbig"))))
+
+	cacheA, storeA := newHost(t, bucket)
+	img, uploaded, err := storeA.Pull(ctx, ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if uploaded < int64(len(big)) {
+		t.Fatalf("the pull uploaded %d bytes, less than the layer's big file", uploaded)
+	}
+	res, err := storeA.Chunk(ctx, img.Digest, noProgress)
+	if err != nil || len(res.Layers) != 2 || res.BytesUploaded != 0 {
+		t.Fatalf("chunk after a chunking pull: %+v, %v: the pull cut every layer already", res, err)
+	}
+
+	cacheB, storeB := newHost(t, bucket)
+	if err := storeB.Stage(ctx, img.Digest, noProgress); err != nil {
+		t.Fatal(err)
+	}
+	want, err := cacheA.Lookup(img.Digest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := cacheB.Lookup(img.Digest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	expect := map[string]string{"twice": "new content", "x": "yyyyyyyyyyy", "y": "yyyyyyyyyyy", "zbig": string(big), "abig": string(big)}
+	for name, content := range expect {
+		for host, dirs := range map[string][]string{"A": want.LayerDirs, "B": got.LayerDirs} {
+			b, err := os.ReadFile(filepath.Join(dirs[1], name))
+			if err != nil || string(b) != content {
+				t.Fatalf("host %s: %s holds %.20q (%d bytes), want %.20q: %v", host, name, b, len(b), content, err)
+			}
+		}
+	}
+	if fi, err := os.Lstat(filepath.Join(got.LayerDirs[1], "etc", "gone")); err != nil || fi.Mode()&os.ModeCharDevice == 0 {
+		t.Fatalf("the staged whiteout: %v, %v", fi, err)
+	}
+}
+
+// TestALayerThatFailsItsEndChecksLeavesNoManifest: the registry flips one byte in the middle of
+// a layer's blob (stored, incompressible data, so the tar stays well formed and the unpacker
+// and the chunker see the whole layer); only the checks at its end fail. The pull fails and no
+// manifest of that layer is written: nothing could stage the wrong bytes as the image's layer.
+func TestALayerThatFailsItsEndChecksLeavesNoManifest(t *testing.T) {
+	testkit.RequireRoot(t, "unpacking layers chowns and makes whiteouts")
+	ctx := context.Background()
+	bucket := memblob.OpenBucket(nil)
+	t.Cleanup(func() { _ = bucket.Close() })
+	big := make([]byte, 2<<20)
+	_, _ = rand.Read(big)
+	layer := imagestest.Layer(t, imagestest.Dir("opt/", 0o755), imagestest.File("opt/a.bin", string(big), 0o644))
+	digest, err := layer.Digest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := imagestest.Registry(t, func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.Method == http.MethodGet && strings.HasSuffix(r.URL.Path, "/blobs/"+digest.String()) {
+				w = &flipByte{ResponseWriter: w, at: 1 << 20}
+			}
+			next.ServeHTTP(w, r)
+		})
+	})
+	ref := imagestest.Push(t, reg, "test/flipped", imagestest.Image(t, layer))
+
+	_, store := newHost(t, bucket)
+	_, _, err = store.Pull(ctx, ref)
+	if err == nil {
+		t.Fatal("a layer with a flipped byte was pulled")
+	}
+	t.Logf("the pull failed: %v", err)
+	it := bucket.List(&blob.ListOptions{Prefix: "manifests/imglayer-" + digest.Hex + "/"})
+	if obj, err := it.Next(ctx); err != io.EOF {
+		t.Fatalf("the failed layer has a manifest: %v, %v", obj, err)
+	}
+}
+
+// flipByte inverts the body byte at offset at.
+type flipByte struct {
+	http.ResponseWriter
+	at, off int
+}
+
+func (f *flipByte) Write(p []byte) (int, error) {
+	if i := f.at - f.off; i >= 0 && i < len(p) {
+		p = append([]byte(nil), p...)
+		p[i] ^= 0xff
+	}
+	f.off += len(p)
+	return f.ResponseWriter.Write(p)
 }

@@ -220,6 +220,26 @@ type record struct {
 // described in Hangar's words (egress.RegistryError): nothing the registry
 // sent is repeated.
 func (c *Cache) Pull(ctx context.Context, ref string) (*Image, error) {
+	return c.PullTapped(ctx, ref, nil)
+}
+
+// LayerTap watches one layer as this cache unpacks it: an enabled image's layers are chunked
+// as they stream past, not read back afterwards.
+type LayerTap interface {
+	// File returns a writer that is given the content of the new regular file dev/ino, size
+	// bytes, as it is written (nil: not watched). It is closed at the file's end, and an error
+	// of either fails the layer.
+	File(dev, ino uint64, size int64) io.WriteCloser
+	// Unpacked is given the layer's finished tree before the cache takes it in; an error
+	// fails the layer.
+	Unpacked(dir string) error
+	// Abort is called instead of Unpacked when the layer failed.
+	Abort()
+}
+
+// PullTapped is Pull with tap(layer digest) watching each layer this pull unpacks (nil: no
+// tap). Layers the cache holds already, or that a concurrent pull unpacks, are not seen.
+func (c *Cache) PullTapped(ctx context.Context, ref string, tap func(layer string) (LayerTap, error)) (*Image, error) {
 	r, err := name.ParseReference(ref)
 	if err != nil {
 		return nil, fmt.Errorf("pull %q: %w", ref, err)
@@ -236,7 +256,7 @@ func (c *Cache) Pull(ctx context.Context, ref string) (*Image, error) {
 			return img, nil
 		}
 	}
-	img, err := c.fromRemote(ctx, ref, r)
+	img, err := c.fromRemote(ctx, ref, r, tap)
 	if err != nil {
 		return nil, fmt.Errorf("pull %q: %w%s", ref, egress.RegistryError(err), signInHint(err, r.Context().RegistryStr()))
 	}
@@ -282,7 +302,7 @@ func (c *Cache) fromDisk(ref, digest string) (*Image, error) {
 	return c.image(ref, rec)
 }
 
-func (c *Cache) fromRemote(ctx context.Context, ref string, r name.Reference) (*Image, error) {
+func (c *Cache) fromRemote(ctx context.Context, ref string, r name.Reference, tap func(string) (LayerTap, error)) (*Image, error) {
 	desc, err := c.puller.Get(ctx, r)
 	if err != nil {
 		return nil, fmt.Errorf("resolve: %w", err)
@@ -335,7 +355,7 @@ func (c *Cache) fromRemote(ctx context.Context, ref string, r name.Reference) (*
 	g.SetLimit(3)
 	budget := c.newBudget()
 	for i, l := range layers {
-		g.Go(func() error { return c.ensureLayer(gctx, l, rec.Layers[i], budget) })
+		g.Go(func() error { return c.ensureLayer(gctx, l, rec.Layers[i], budget, tap) })
 	}
 	if err := g.Wait(); err != nil {
 		return nil, err
@@ -412,14 +432,14 @@ func suggestedResources(labels map[string]string) (Resources, error) {
 
 // ensureLayer makes sure layer h is unpacked, doing the work once however
 // many pulls ask for it at the same time.
-func (c *Cache) ensureLayer(ctx context.Context, l v1.Layer, h v1.Hash, budget *budget) error {
+func (c *Cache) ensureLayer(ctx context.Context, l v1.Layer, h v1.Hash, budget *budget, tap func(string) (LayerTap, error)) error {
 	if _, err := os.Lstat(c.layerDir(h)); err == nil {
 		c.reused.Add(1)
 		return nil
 	}
 	for {
 		ch := c.flight.DoChan(h.String(), func() (any, error) {
-			return nil, c.unpackLayer(ctx, l, h, budget)
+			return nil, c.unpackLayer(ctx, l, h, budget, tap)
 		})
 		select {
 		case <-ctx.Done():
@@ -435,14 +455,24 @@ func (c *Cache) ensureLayer(ctx context.Context, l v1.Layer, h v1.Hash, budget *
 	}
 }
 
-func (c *Cache) unpackLayer(ctx context.Context, l v1.Layer, h v1.Hash, budget *budget) error {
+func (c *Cache) unpackLayer(ctx context.Context, l v1.Layer, h v1.Hash, budget *budget, tapFor func(string) (LayerTap, error)) error {
 	final := c.layerDir(h)
 	if _, err := os.Lstat(final); err == nil {
 		c.reused.Add(1)
 		return nil
 	}
+	var tap LayerTap
+	if tapFor != nil {
+		var err error
+		if tap, err = tapFor(h.String()); err != nil {
+			return fmt.Errorf("unpack layer %s: %w", h, err)
+		}
+	}
 	tmp, err := os.MkdirTemp(c.tmpDir(), h.Hex+"-")
 	if err != nil {
+		if tap != nil {
+			tap.Abort()
+		}
 		return fmt.Errorf("unpack layer %s: %w", h, err)
 	}
 	committed := false
@@ -451,10 +481,7 @@ func (c *Cache) unpackLayer(ctx context.Context, l v1.Layer, h v1.Hash, budget *
 			os.RemoveAll(tmp)
 		}
 	}()
-	if err := os.Chmod(tmp, 0o755); err != nil {
-		return fmt.Errorf("unpack layer %s: %w", h, err)
-	}
-	skipped, err := extractVerified(ctx, l, tmp, budget)
+	skipped, err := extractInto(ctx, l, tmp, budget, tap)
 	if err != nil {
 		return fmt.Errorf("unpack layer %s: %w", h, err)
 	}
@@ -485,12 +512,36 @@ func (c *Cache) unpackLayer(ctx context.Context, l v1.Layer, h v1.Hash, budget *
 	return nil
 }
 
+// extractInto unpacks the layer into dir, a new temporary directory, with tap (nil: none)
+// watching: the tap sees the finished tree, or is aborted.
+func extractInto(ctx context.Context, l v1.Layer, dir string, budget *budget, tap LayerTap) (skipped []skippedEntry, err error) {
+	if tap != nil {
+		defer func() {
+			if err != nil {
+				tap.Abort()
+			}
+		}()
+	}
+	if err := os.Chmod(dir, 0o755); err != nil {
+		return nil, err
+	}
+	if skipped, err = extractVerified(ctx, l, dir, budget, tap); err != nil {
+		return nil, err
+	}
+	if tap != nil {
+		if err := tap.Unpacked(dir); err != nil {
+			return nil, fmt.Errorf("chunk: %w", err)
+		}
+	}
+	return skipped, nil
+}
+
 // extractVerified unpacks the layer's compressed blob into dir, its
 // decompressed bytes spent from budget. The blob is read through
 // go-containerregistry's verifying reader, which reports a digest mismatch
 // only at EOF, so the stream is drained to the end before the layer counts as
 // good.
-func extractVerified(ctx context.Context, l v1.Layer, dir string, budget *budget) ([]skippedEntry, error) {
+func extractVerified(ctx context.Context, l v1.Layer, dir string, budget *budget, tap LayerTap) ([]skippedEntry, error) {
 	rc, err := l.Compressed()
 	if err != nil {
 		return nil, fmt.Errorf("fetch: %w", err)
@@ -503,7 +554,7 @@ func extractVerified(ctx context.Context, l v1.Layer, dir string, budget *budget
 	}
 	defer closeTar()
 	tarStream = budget.reader(tarStream)
-	skipped, err := unpackTar(tarStream, dir)
+	skipped, err := unpackTar(tarStream, dir, tap)
 	if err != nil {
 		return nil, err
 	}

@@ -102,7 +102,7 @@ func FuzzUnpackTar(f *testing.F) {
 			}
 		}
 		// OUTSIDE in an entry names the host directory beside the layer.
-		_, _ = unpackTar(bytes.NewReader(tarOf(strings.ReplaceAll(spec, "OUTSIDE", strings.TrimPrefix(outside, "/")))), layer)
+		_, _ = unpackTar(bytes.NewReader(tarOf(strings.ReplaceAll(spec, "OUTSIDE", strings.TrimPrefix(outside, "/")))), layer, nil)
 		if entries, err := os.ReadDir(base); err != nil || len(entries) != 2 {
 			t.Fatalf("beside the layer after unpacking %q: %v, %v", spec, entries, err)
 		}

@@ -72,10 +72,13 @@ type unpacker struct {
 
 	skipped []skippedEntry
 	buf     []byte
+	// tap, when not nil, is given every regular file's content as it is written.
+	tap LayerTap
 }
 
-// unpackTar extracts the tar stream r into dir, which must exist and be empty.
-func unpackTar(r io.Reader, dir string) ([]skippedEntry, error) {
+// unpackTar extracts the tar stream r into dir, which must exist and be empty, with tap (nil:
+// none) given the regular files' content as it is written.
+func unpackTar(r io.Reader, dir string, tap LayerTap) ([]skippedEntry, error) {
 	root, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return nil, fmt.Errorf("open layer dir: %w", err)
@@ -86,6 +89,7 @@ func unpackTar(r io.Reader, dir string) ([]skippedEntry, error) {
 		files:    map[string]bool{},
 		dirTimes: map[string]time.Time{},
 		buf:      make([]byte, 128<<10),
+		tap:      tap,
 	}
 	defer u.close()
 
@@ -409,7 +413,7 @@ func (u *unpacker) file(dir, base string, hdr *tar.Header, body io.Reader) error
 	}
 	name := path.Join(dir, base)
 	f := os.NewFile(uintptr(fd), name)
-	if _, err := io.CopyBuffer(f, body, u.buf); err != nil {
+	if err := u.write(f, hdr.Size, body); err != nil {
 		f.Close()
 		return fmt.Errorf("write: %w", err)
 	}
@@ -422,6 +426,25 @@ func (u *unpacker) file(dir, base string, hdr *tar.Header, body io.Reader) error
 	}
 	u.files[name] = true
 	return setTimes(parent, base, hdr.ModTime)
+}
+
+// write copies a regular file's body into f, and to the tap when there is one.
+func (u *unpacker) write(f *os.File, size int64, body io.Reader) error {
+	if u.tap == nil {
+		_, err := io.CopyBuffer(f, body, u.buf)
+		return err
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
+		return err
+	}
+	w := u.tap.File(st.Dev, st.Ino, size)
+	if w == nil {
+		_, err := io.CopyBuffer(f, body, u.buf)
+		return err
+	}
+	_, err := io.CopyBuffer(io.MultiWriter(f, w), body, u.buf)
+	return errors.Join(err, w.Close())
 }
 
 func (u *unpacker) symlink(dir, base string, hdr *tar.Header) error {

@@ -33,6 +33,9 @@ type Meta struct {
 	CreatedAt time.Time
 	// EventsCursor is the idx of the last session event written before the snapshot.
 	EventsCursor int64
+	// NoLocalCache leaves the chunks out of this host's chunk cache: for a tree that stays on
+	// the host (an image layer in its image cache), the copy would be written for nothing.
+	NoLocalCache bool
 }
 
 // xattrPrefixes are the extended attributes a snapshot carries: overlayfs's own (opaque dirs,
@@ -48,20 +51,53 @@ var chunkerTable sync.RWMutex
 // meta.SessionID and stores it. With base (the session's previous manifest) it is incremental:
 // files whose size, mtime, inode and ctime are unchanged keep base's chunks without being read.
 func (s *Store) Snapshot(ctx context.Context, upperDir string, base *Manifest, meta Meta) (*Manifest, Stats, error) {
-	start := time.Now()
-	if err := s.opts.validate(); err != nil {
-		return nil, Stats{}, err
-	}
 	if base != nil && base.SessionID != meta.SessionID {
 		return nil, Stats{}, fmt.Errorf("snapshot: base %s belongs to session %s, not %s", base.ID, base.SessionID, meta.SessionID)
 	}
+	run, err := s.begin(ctx, !meta.NoLocalCache)
+	if err != nil {
+		return nil, Stats{}, fmt.Errorf("snapshot %s: %w", upperDir, err)
+	}
+	defer run.end()
+	return run.snapshot(ctx, upperDir, base, meta, nil)
+}
+
+// begin starts a snapshot run: it takes the snapshot lease (so no GC deletes a chunk this run
+// counts on) and starts the run's upload pool, which lives until end.
+func (s *Store) begin(ctx context.Context, localCache bool) (*snapshotRun, error) {
+	if err := s.opts.validate(); err != nil {
+		return nil, err
+	}
+	r := &snapshotRun{store: s, id: ids.New("snap"), began: time.Now(), cache: localCache, claimed: make(map[string]struct{})}
+	l, gen, err := s.beginSnapshot(ctx, r.id)
+	if err != nil {
+		return nil, err
+	}
+	r.lease, r.gen = l, gen
+	r.uploads, r.uctx = errgroup.WithContext(ctx)
+	r.uploads.SetLimit(s.opts.Transfers)
+	return r, nil
+}
+
+// end waits for the run's uploads and releases its lease; it may be called more than once.
+func (r *snapshotRun) end() {
+	r.ended.Do(func() {
+		_ = r.uploads.Wait()
+		r.lease.release()
+	})
+}
+
+// snapshot scans upperDir, chunks its files (but those whose chunks known holds, by inode, for
+// their size: files chunked as they were written) and writes the manifest.
+func (r *snapshotRun) snapshot(ctx context.Context, upperDir string, base *Manifest, meta Meta, known map[inode]knownFile) (*Manifest, Stats, error) {
+	s := r.store
 	m := &Manifest{
-		Format: FormatVersion, ID: ids.New("snap"), SessionID: meta.SessionID, SandboxID: meta.SandboxID,
+		Format: FormatVersion, ID: r.id, SessionID: meta.SessionID, SandboxID: meta.SandboxID,
 		CreatedAt: meta.CreatedAt.UTC(), EventsCursor: meta.EventsCursor, Version: 1,
 		Chunking: Chunking{Min: s.opts.MinChunkSize, Avg: s.opts.AvgChunkSize, Max: s.opts.MaxChunkSize},
 	}
 	if m.CreatedAt.IsZero() {
-		m.CreatedAt = start.UTC()
+		m.CreatedAt = r.began.UTC()
 	}
 	if base != nil {
 		m.ParentID, m.Version = base.ID, base.Version+1
@@ -75,15 +111,8 @@ func (s *Store) Snapshot(ctx context.Context, upperDir string, base *Manifest, m
 	if m.Entries, st, err = scan(upperDir, true); err != nil {
 		return nil, st, fmt.Errorf("snapshot %s: %w", upperDir, err)
 	}
-
-	l, gen, err := s.beginSnapshot(ctx, m.ID)
-	if err != nil {
-		return nil, st, fmt.Errorf("snapshot %s: %w", upperDir, err)
-	}
-	defer l.release()
-
-	run := &snapshotRun{store: s, gen: gen, upperDir: upperDir, claimed: make(map[string]struct{})}
-	if err := run.chunkFiles(ctx, m.Entries, baseFiles(base)); err != nil {
+	r.upperDir = upperDir
+	if err := r.chunkFiles(ctx, m.Entries, baseFiles(base), known); err != nil {
 		return nil, st, fmt.Errorf("snapshot %s: %w", upperDir, err)
 	}
 	for _, e := range m.Entries {
@@ -91,21 +120,21 @@ func (s *Store) Snapshot(ctx context.Context, upperDir string, base *Manifest, m
 		m.ChunkCount += len(e.Chunks)
 	}
 	st.Chunks = m.ChunkCount
-	st.FilesRead, st.FilesReused = int(run.filesRead.Load()), int(run.filesReused.Load())
-	st.BytesRead = run.bytesRead.Load()
-	st.ChunksUploaded, st.BytesUploaded = int(run.uploaded.Load()), run.uploadedBytes.Load()
+	st.FilesRead, st.FilesReused = int(r.filesRead.Load()), int(r.filesReused.Load())
+	st.BytesRead = r.bytesRead.Load()
+	st.ChunksUploaded, st.BytesUploaded = int(r.uploaded.Load()), r.uploadedBytes.Load()
 
 	b, err := json.Marshal(m)
 	if err != nil {
 		return nil, st, fmt.Errorf("snapshot: encode manifest: %w", err)
 	}
-	if err := l.check(); err != nil {
+	if err := r.lease.check(); err != nil {
 		return nil, st, fmt.Errorf("snapshot %s: %w", upperDir, err)
 	}
 	if err := s.bucket.WriteAll(ctx, key, b, &blob.WriterOptions{ContentType: "application/json"}); err != nil {
 		return nil, st, fmt.Errorf("snapshot: write manifest %s: %w", key, err)
 	}
-	st.Duration = time.Since(start)
+	st.Duration = time.Since(r.began)
 	return m, st, nil
 }
 
@@ -114,7 +143,6 @@ func (s *Store) Snapshot(ctx context.Context, upperDir string, base *Manifest, m
 func scan(dir string, xattrs bool) ([]Entry, Stats, error) {
 	var st Stats
 	var entries []Entry
-	type inode struct{ dev, ino uint64 }
 	firstPath := make(map[inode]RawString)
 	err := filepath.WalkDir(dir, func(p string, _ fs.DirEntry, err error) error {
 		if err != nil {
@@ -271,8 +299,13 @@ func unchanged(prev, cur *Entry) bool {
 // snapshotRun is the state of one Snapshot's chunking and uploads.
 type snapshotRun struct {
 	store    *Store
+	id       string // the manifest's, which names the run's lease
+	began    time.Time
+	lease    *lease
 	gen      string
 	upperDir string
+	cache    bool // keep uploaded chunks in the host's chunk cache
+	ended    sync.Once
 
 	uploads *errgroup.Group
 	uctx    context.Context // the uploads' context, which outlives the file readers'
@@ -281,20 +314,25 @@ type snapshotRun struct {
 	claimed map[string]struct{} // chunks this run has already seen to, so a repeat is not re-sent
 
 	filesRead, filesReused, uploaded atomic.Int64
+	filesChunkedAhead                atomic.Int64
 	bytesRead, uploadedBytes         atomic.Int64
 }
 
-// chunkFiles fills in the chunk list of every file entry: reused from base when unchanged and
-// all its chunks are still in the bucket, else by reading the file. Reading runs on every core,
-// uploads run in a separate bounded pool so one big file still uploads in parallel.
-func (r *snapshotRun) chunkFiles(ctx context.Context, entries []Entry, base map[RawString]*Entry) error {
-	r.uploads, r.uctx = errgroup.WithContext(ctx)
-	r.uploads.SetLimit(r.store.opts.Transfers)
+// chunkFiles fills in the chunk list of every file entry: known's when it has the file at its
+// size, reused from base when unchanged and all its chunks are still in the bucket, else by
+// reading the file. Reading runs on every core, uploads run in the run's bounded pool so one
+// big file still uploads in parallel.
+func (r *snapshotRun) chunkFiles(ctx context.Context, entries []Entry, base map[RawString]*Entry, known map[inode]knownFile) error {
 	files, fctx := errgroup.WithContext(r.uctx)
 	files.SetLimit(runtime.GOMAXPROCS(0))
 	for i := range entries {
 		e := &entries[i]
 		if e.Type != TypeFile {
+			continue
+		}
+		if k, ok := known[inode{e.Dev, e.Ino}]; ok && k.size == e.Size {
+			e.Chunks = k.chunks
+			r.filesChunkedAhead.Add(1)
 			continue
 		}
 		files.Go(func() error {
@@ -312,8 +350,13 @@ func (r *snapshotRun) chunkFiles(ctx context.Context, entries []Entry, base map[
 			return r.chunkFile(fctx, e)
 		})
 	}
-	ferr := files.Wait()
-	return errors.Join(ferr, r.uploads.Wait())
+	ferr, uerr := files.Wait(), r.uploads.Wait()
+	// A failed upload cancels the readers: their "context canceled" is not the cause, and
+	// reporting it would read as a cancelled request (apierr says "request canceled").
+	if uerr != nil && errors.Is(ferr, context.Canceled) {
+		return uerr
+	}
+	return errors.Join(ferr, uerr)
 }
 
 func (r *snapshotRun) allPresent(ctx context.Context, chunks []ChunkRef) (bool, error) {
@@ -337,56 +380,77 @@ func (r *snapshotRun) chunkFile(ctx context.Context, e *Entry) error {
 	}
 	defer f.Close()
 	r.filesRead.Add(1)
-
-	opts := r.store.opts
-	var total int64
-	emit := func(data []byte) error {
-		sum := sha256.Sum256(data)
-		h := hex.EncodeToString(sum[:])
-		e.Chunks = append(e.Chunks, ChunkRef{SHA256: h, Size: int64(len(data))})
-		total += int64(len(data))
-		return r.ensure(ctx, h, data)
+	chunks, total, err := r.chunkReader(ctx, f, e.Size)
+	if err != nil {
+		return fmt.Errorf("%s: %w", e.Path, err)
 	}
-	if e.Size < int64(opts.MinChunkSize) {
-		data, err := io.ReadAll(io.LimitReader(f, int64(opts.MinChunkSize)))
-		if err != nil {
-			return fmt.Errorf("read %s: %w", e.Path, err)
-		}
-		if len(data) > 0 {
-			if err := emit(data); err != nil {
-				return err
-			}
-		}
-	} else {
-		chunkerTable.Lock()
-		ch, err := fastcdc.NewChunker(f, fastcdc.Options{
-			MinSize: opts.MinChunkSize, AverageSize: opts.AvgChunkSize, MaxSize: opts.MaxChunkSize,
-			BufSize: int(min(int64(2*opts.MaxChunkSize), max(e.Size, int64(opts.MaxChunkSize))+1)),
-		})
-		chunkerTable.Unlock()
-		if err != nil {
-			return fmt.Errorf("chunk %s: %w", e.Path, err)
-		}
-		for {
-			chunkerTable.RLock()
-			c, err := ch.Next()
-			chunkerTable.RUnlock()
-			if err == io.EOF {
-				break
-			}
-			if err != nil {
-				return fmt.Errorf("read %s: %w", e.Path, err)
-			}
-			if err := emit(c.Data); err != nil {
-				return err
-			}
-		}
-	}
+	e.Chunks = chunks
 	r.bytesRead.Add(total)
 	if total != e.Size {
 		return fmt.Errorf("%s changed during the snapshot: %d bytes read, %d expected", e.Path, total, e.Size)
 	}
 	return nil
+}
+
+// chunkReader cuts what rd holds (size bytes, as far as the caller knows) into chunks, sees to
+// their upload and returns them with the bytes it read.
+func (r *snapshotRun) chunkReader(ctx context.Context, rd io.Reader, size int64) ([]ChunkRef, int64, error) {
+	opts := r.store.opts
+	var chunks []ChunkRef
+	var total int64
+	emit := func(data []byte) error {
+		sum := sha256.Sum256(data)
+		h := hex.EncodeToString(sum[:])
+		chunks = append(chunks, ChunkRef{SHA256: h, Size: int64(len(data))})
+		total += int64(len(data))
+		return r.ensure(ctx, h, data)
+	}
+	if size < int64(opts.MinChunkSize) {
+		data, err := io.ReadAll(io.LimitReader(rd, int64(opts.MinChunkSize)))
+		if err != nil {
+			return nil, total, fmt.Errorf("read: %w", err)
+		}
+		if len(data) > 0 {
+			if err := emit(data); err != nil {
+				return nil, total, err
+			}
+		}
+		return chunks, total, nil
+	}
+	chunkerTable.Lock()
+	ch, err := fastcdc.NewChunker(unlockedReader{rd}, fastcdc.Options{
+		MinSize: opts.MinChunkSize, AverageSize: opts.AvgChunkSize, MaxSize: opts.MaxChunkSize,
+		BufSize: int(min(int64(2*opts.MaxChunkSize), max(size, int64(opts.MaxChunkSize))+1)),
+	})
+	chunkerTable.Unlock()
+	if err != nil {
+		return nil, total, fmt.Errorf("chunk: %w", err)
+	}
+	for {
+		chunkerTable.RLock()
+		c, err := ch.Next()
+		chunkerTable.RUnlock()
+		if err == io.EOF {
+			return chunks, total, nil
+		}
+		if err != nil {
+			return nil, total, fmt.Errorf("read: %w", err)
+		}
+		if err := emit(c.Data); err != nil {
+			return nil, total, err
+		}
+	}
+}
+
+// unlockedReader is a chunker's reader: it gives up the chunker's hold of chunkerTable while it
+// reads, since a read may block (on a writer, for a Prechunk) and a waiting NewChunker would
+// otherwise stop every other chunker behind it.
+type unlockedReader struct{ r io.Reader }
+
+func (u unlockedReader) Read(p []byte) (int, error) {
+	chunkerTable.RUnlock()
+	defer chunkerTable.RLock()
+	return u.r.Read(p)
 }
 
 // ensure gets chunk h into the bucket unless it is known to be there or already being sent by
@@ -410,7 +474,7 @@ func (r *snapshotRun) ensure(ctx context.Context, h string, data []byte) error {
 		if err := r.uctx.Err(); err != nil {
 			return err
 		}
-		sent, err := r.store.putChunk(r.uctx, r.gen, h, own)
+		sent, err := r.store.putChunk(r.uctx, r.gen, h, own, r.cache)
 		if err != nil {
 			return err
 		}

@@ -113,11 +113,13 @@ type Stats struct {
 	Duration time.Duration
 
 	// Snapshot only.
-	FilesRead      int   // files whose content was read and chunked
-	FilesReused    int   // files whose chunk list came unread from the base manifest
-	BytesRead      int64 //
-	ChunksUploaded int
-	BytesUploaded  int64
+	FilesRead   int // files whose content was read and chunked
+	FilesReused int // files whose chunk list came unread from the base manifest
+	// FilesChunkedAhead are files a Prechunk cut as they were written, not read again.
+	FilesChunkedAhead int
+	BytesRead         int64 //
+	ChunksUploaded    int
+	BytesUploaded     int64
 
 	// Restore only.
 	ChunksFromCache  int
@@ -136,9 +138,9 @@ func (s *Store) cachePath(sum string) string {
 // ErrCorruptChunk is wrapped when a chunk's bytes do not hash to its name.
 var ErrCorruptChunk = errors.New("corrupt chunk")
 
-// putChunk makes sure chunk sum is in the bucket and in the local cache: data is its content.
-// It reports whether it uploaded.
-func (s *Store) putChunk(ctx context.Context, gen, sum string, data []byte) (bool, error) {
+// putChunk makes sure chunk sum is in the bucket and, with cache, in the local cache: data is
+// its content. It reports whether it uploaded.
+func (s *Store) putChunk(ctx context.Context, gen, sum string, data []byte, cache bool) (bool, error) {
 	key := chunkKey(sum)
 	ok, err := s.bucket.Exists(ctx, key)
 	if err != nil {
@@ -151,8 +153,10 @@ func (s *Store) putChunk(ctx context.Context, gen, sum string, data []byte) (boo
 			return false, fmt.Errorf("upload chunk %s: %w", key, err)
 		}
 	}
-	if err := s.writeCache(sum, data); err != nil {
-		return false, err
+	if cache {
+		if err := s.writeCache(sum, data); err != nil {
+			return false, err
+		}
 	}
 	return !ok, s.index.add(gen, sum)
 }
@@ -307,11 +311,19 @@ func (ix *chunkIndex) add(gen, sum string) error {
 	if _, ok := ix.known[sum]; ok {
 		return nil
 	}
-	ix.known[sum] = struct{}{}
+	// The index is often the first thing written to the cache dir: a host that uploads image
+	// layers keeps no chunk copies there.
 	f, err := os.OpenFile(ix.file, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+	if errors.Is(err, fs.ErrNotExist) {
+		if err := os.MkdirAll(filepath.Dir(ix.file), 0o700); err != nil {
+			return fmt.Errorf("chunk index: %w", err)
+		}
+		f, err = os.OpenFile(ix.file, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+	}
 	if err != nil {
 		return fmt.Errorf("chunk index: %w", err)
 	}
+	ix.known[sum] = struct{}{}
 	if fi, err := f.Stat(); err == nil && fi.Size() == 0 {
 		fmt.Fprintf(f, "generation %s\n", gen)
 	}
