@@ -18,6 +18,7 @@ import (
 	"github.com/hangar-dev/hangar/internal/testenv"
 	"github.com/hangar-dev/hangar/internal/testkit"
 	"github.com/hangar-dev/hangar/platform/auth"
+	"github.com/hangar-dev/hangar/platform/config"
 	"github.com/hangar-dev/hangar/sandboxhosts/images/imagestest"
 )
 
@@ -29,18 +30,27 @@ const realMark = "R3AL"
 // agentRun is one real CLI's run in the real-agent test.
 type agentRun struct {
 	harness string
-	// api is the host the CLI reaches its model at by default, and secret the profile's proxy
-	// secret for it: its org secret, the variable the CLI reads the key from, the value.
+	// api is the host the CLI reaches its model at by default, and secret the org secret of its
+	// key: its name, the variable the CLI reads it from, the value.
 	api                 string
 	secret, envVar, key string
-	script              modelfake.Script
+	// router, when set, is the model router (at api) the key is the credential of; otherwise
+	// the key is a proxy-mode secret of the profile.
+	router string
+	// others are the other hosts the harness's egress opens (its descriptor's native_egress):
+	// the test resolver maps them to the fake too, so that nothing the CLI asks for is dialed
+	// off this machine.
+	others []string
+	script modelfake.Script
 	// tools are the tools the scripted model calls, as the harness's parser names them.
 	tools []string
 }
 
 // Each real CLI of the agent image runs a task's prompt in a session through its built-in
 // harness plugin, exactly as a user's would: the task's profile names the agent image, the
-// harness, a repo and proxy-mode secrets for the model API and the git host. The session's
+// harness, a repo, a proxy-mode secret for the git host, and the model API's key: Claude Code's
+// as the credential of a model router at api.anthropic.com, Codex's as a proxy-mode secret.
+// The session's
 // start clones the repo over the egress proxy (the git host's token injected by the proxy); the
 // CLI talks to its real default host (api.anthropic.com, api.openai.com) over TLS, which the
 // proxy intercepts, swapping the placeholder the sandbox holds for the key, and reaches the
@@ -56,13 +66,15 @@ func TestRealAgentsEditCommitAndPushThroughTheEgressProxy(t *testing.T) {
 	img := modelfake.AgentImage(t)
 	runs := []agentRun{
 		{
-			harness: "claude-code", api: "api.anthropic.com",
-			secret: "anthropic/key", envVar: "ANTHROPIC_API_KEY", key: "sk-ant-api03-" + realMark + "-claude-key",
+			harness: "claude-code", api: "api.anthropic.com", router: "anthropic",
+			secret: "anthropic/key", envVar: "ANTHROPIC_AUTH_TOKEN", key: "sk-ant-api03-" + realMark + "-claude-key",
+			others: []string{"console.anthropic.com", "platform.claude.com"},
 			script: modelfake.ClaudeCodeEdit(repoPath("claude-code")), tools: []string{"Read", "Edit", "Bash"},
 		},
 		{
 			harness: "codex", api: "api.openai.com",
 			secret: "openai/key", envVar: "OPENAI_API_KEY", key: "sk-proj-" + realMark + "-codex-key",
+			others: []string{"chatgpt.com", "auth.openai.com"},
 			script: modelfake.CodexEdit(), tools: []string{"shell", "apply_patch", "shell"},
 		},
 	}
@@ -70,16 +82,22 @@ func TestRealAgentsEditCommitAndPushThroughTheEgressProxy(t *testing.T) {
 	// One fake per API: both scenarios answer the same prompt.
 	fakes := map[string]*modelfake.Server{}
 	for _, r := range runs {
-		fakes[r.harness] = modelfake.StartTLS([]string{r.api}, r.script)
+		fakes[r.harness] = modelfake.StartTLS(append([]string{r.api}, r.others...), r.script)
 		defer fakes[r.harness].Close()
 	}
 	s := newSandboxStack(t, 1, func(sb *testenv.Sandboxes) {
 		// The CLIs are Node.js and native binaries of a few hundred MB each.
 		sb.Config.Host.SandboxMemoryBytes = 2 << 30
+		sb.Config.ModelRouters = []config.ModelRouter{{
+			ID: "anthropic", Label: "Anthropic", BaseURL: "https://api.anthropic.com", Protocols: []string{"anthropic"},
+			CredentialSecret: "anthropic/key", DefaultModel: "claude-sonnet-4-6",
+		}}
 		sb.EgressResolve = map[string]string{gitHostName + ":443": git.Listener.Addr().String()}
 		sb.EgressRootCAs = testkit.Roots(git.Server)
 		for _, r := range runs {
-			sb.EgressResolve[r.api+":443"] = fakes[r.harness].Addr()
+			for _, h := range append([]string{r.api}, r.others...) {
+				sb.EgressResolve[h+":443"] = fakes[r.harness].Addr()
+			}
 			sb.EgressRootCAs.AddCert(fakes[r.harness].Certificate())
 		}
 	})
@@ -96,13 +114,17 @@ func TestRealAgentsEditCommitAndPushThroughTheEgressProxy(t *testing.T) {
 
 	for _, r := range runs {
 		t.Run(r.harness, func(t *testing.T) {
+			secrets := []*appv1.ProfileSecret{{Ref: "gh/token", EnvVar: "GH_TOKEN", Mode: "proxy", AllowHosts: []string{gitHostName}}}
+			var router *string
+			if r.router != "" {
+				router = &r.router
+			} else {
+				secrets = append(secrets, &appv1.ProfileSecret{Ref: r.secret, EnvVar: r.envVar, Mode: "proxy", AllowHosts: []string{r.api}})
+			}
 			p, err := profiles.CreateProfile(t.Context(), connect.NewRequest(&appv1.CreateProfileRequest{
-				Name: r.harness, ImageId: image, Harness: ptr(r.harness),
-				Repos: []*appv1.ProfileRepo{{Path: repoPath(r.harness), RemoteUrl: git.URL(r.harness)}},
-				Secrets: []*appv1.ProfileSecret{
-					{Ref: r.secret, EnvVar: r.envVar, Mode: "proxy", AllowHosts: []string{r.api}},
-					{Ref: "gh/token", EnvVar: "GH_TOKEN", Mode: "proxy", AllowHosts: []string{gitHostName}},
-				},
+				Name: r.harness, ImageId: image, Harness: ptr(r.harness), ModelRouter: router,
+				Repos:   []*appv1.ProfileRepo{{Path: repoPath(r.harness), RemoteUrl: git.URL(r.harness)}},
+				Secrets: secrets,
 				// Who the agent's commits are by.
 				EnvVars: map[string]string{
 					"GIT_AUTHOR_NAME": "Agent", "GIT_AUTHOR_EMAIL": "agent@example.com",
@@ -120,6 +142,12 @@ func TestRealAgentsEditCommitAndPushThroughTheEgressProxy(t *testing.T) {
 			}
 			sid := created.Msg.GetTask().GetSessions()[0].GetSessionId()
 			events := s.waitTurn(t, sid, promptOf(t, s, sid), 5*time.Minute)
+			for _, e := range events {
+				t.Logf("%s %s %s %q exit=%v usage=%s", e.Kind, e.ToolName, e.ToolCallID, e.Text, e.ExitCode, e.Usage)
+			}
+			for _, e := range s.listEvents(t, sid, "net.connection", "repo.cloned", "repo.clone.started") {
+				t.Logf("%s %s", e.GetKind(), e.GetPayloadJson())
+			}
 			checkTurn(t, r, events)
 
 			if creds := fakes[r.harness].Credentials(); !slices.Equal(creds, []string{r.key}) {
@@ -134,7 +162,7 @@ func TestRealAgentsEditCommitAndPushThroughTheEgressProxy(t *testing.T) {
 				}
 			}
 			s.sandboxHoldsOnlyPlaceholders(t, sid, r)
-			s.injectionsAudited(t, sid, map[string]string{r.api: r.secret, gitHostName: "gh/token"})
+			s.injectionsAudited(t, sid, map[string]string{r.api: r.secret, gitHostName: "gh/token"}, s.sb.EgressResolve)
 			for _, v := range []string{r.key, gitToken} {
 				s.noEventHolds(t, sid, v)
 			}
@@ -242,28 +270,39 @@ func (s *sandboxStack) sandboxHoldsOnlyPlaceholders(t *testing.T, session string
 }
 
 // injectionsAudited checks that the session's net.connection events show the proxy injecting
-// into each host the secret named for it.
-func (s *sandboxStack) injectionsAudited(t *testing.T, session string, want map[string]string) {
+// into each host the secret named for it (a connection's event comes once it closes, and the
+// log batches its writes), and that every connection the proxy let through went to a host the
+// test resolver maps to loopback: none was dialed off this machine.
+func (s *sandboxStack) injectionsAudited(t *testing.T, session string, want, resolve map[string]string) {
 	t.Helper()
-	seen := map[string][]string{}
-	for _, e := range s.listEvents(t, session, "net.connection") {
-		var c struct {
-			Host     string   `json:"host"`
-			Mode     string   `json:"mode"`
-			Injected []string `json:"secrets_injected"`
+	testkit.Eventually(t, 30*time.Second, "net.connection events naming the injected secrets", func() (bool, string) {
+		seen := map[string][]string{}
+		for _, e := range s.listEvents(t, session, "net.connection") {
+			var c struct {
+				Host     string   `json:"host"`
+				Port     int      `json:"port"`
+				Decision string   `json:"decision"`
+				Mode     string   `json:"mode"`
+				Injected []string `json:"secrets_injected"`
+				Error    string   `json:"error"`
+			}
+			if err := json.Unmarshal([]byte(e.GetPayloadJson()), &c); err != nil {
+				t.Fatal(err)
+			}
+			if _, mapped := resolve[fmt.Sprintf("%s:%d", c.Host, c.Port)]; !mapped && (c.Decision == "allow" || c.Error != "") {
+				t.Fatalf("the proxy dialed %s:%d, which the test resolver does not map to loopback: %s", c.Host, c.Port, e.GetPayloadJson())
+			}
+			if c.Mode == "intercepted" {
+				seen[c.Host] = append(seen[c.Host], c.Injected...)
+			}
 		}
-		if err := json.Unmarshal([]byte(e.GetPayloadJson()), &c); err != nil {
-			t.Fatal(err)
+		for host, secret := range want {
+			if !slices.Contains(seen[host], secret) {
+				return false, fmt.Sprintf("no intercepted connection to %s names %s injected; intercepted: %v", host, secret, seen)
+			}
 		}
-		if c.Mode == "intercepted" {
-			seen[c.Host] = append(seen[c.Host], c.Injected...)
-		}
-	}
-	for host, secret := range want {
-		if !slices.Contains(seen[host], secret) {
-			t.Errorf("no intercepted connection to %s names %s injected; intercepted: %v", host, secret, seen)
-		}
-	}
+		return true, ""
+	})
 }
 
 // decodeBasic is the user:password of a Basic Authorization header ("" for another).
