@@ -101,10 +101,11 @@ func Start(scripts ...Script) *Server {
 // the egress proxy's test resolver; Roots is what the proxy must trust.
 func StartTLS(names []string, scripts ...Script) *Server {
 	s := newServer(scripts)
-	s.srv = testkit.TLSServer(s.mux(), names...)
+	s.srv = testkit.UnstartedTLSServer(s.mux(), names...)
 	// A CLI that reaches one of names through a pass-through (no secret to inject) does not
 	// trust the certificate: its refused handshakes are expected, not worth a line each.
 	s.srv.Config.ErrorLog = log.New(io.Discard, "", 0)
+	s.srv.StartTLS()
 	s.URL = s.srv.URL
 	return s
 }

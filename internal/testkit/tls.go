@@ -19,9 +19,15 @@ import (
 // the egress proxy's test resolver makes it (api.anthropic.com, a git host): httptest's own
 // certificate names only example.com.
 func TLSServer(h http.Handler, names ...string) *httptest.Server {
+	srv := UnstartedTLSServer(h, names...)
+	srv.StartTLS()
+	return srv
+}
+
+// UnstartedTLSServer is TLSServer not yet started (StartTLS), for a caller to tune first.
+func UnstartedTLSServer(h http.Handler, names ...string) *httptest.Server {
 	srv := httptest.NewUnstartedServer(h)
 	srv.TLS = &tls.Config{Certificates: []tls.Certificate{selfSigned(names)}}
-	srv.StartTLS()
 	return srv
 }
 
