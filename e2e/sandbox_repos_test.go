@@ -185,6 +185,19 @@ func TestProfileReposAreClonedAtStartOverTheProxy(t *testing.T) {
 	if len(events) < 5 || events[2].Text != "/work/app" || events[3].Text != "first" || events[4].Text != "0" {
 		t.Fatalf("the session's repo: %+v", events)
 	}
+	// Resumed from a checkpoint (no clone then), the harness still runs in the repo.
+	if _, err := s.svc.Snapshot(ctx, connect.NewRequest(&appv1.SnapshotRequest{SessionId: sid})); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.svc.EvictLocal(ctx, connect.NewRequest(&appv1.EvictLocalRequest{SessionId: sid})); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.svc.SendPrompt(ctx, connect.NewRequest(&appv1.SendPromptRequest{SessionId: sid, PromptId: "after", Text: "pwd"})); err != nil {
+		t.Fatal(err)
+	}
+	if after := s.waitEvent(t, sid, "turn.done", "after"); len(after) < 3 || after[2].Text != "/work/app" {
+		t.Fatalf("the harness after resume: %+v", after)
+	}
 	if n := len(s.listEvents(t, sid, "repo.clone.started", "repo.cloned")); n != 2 {
 		t.Fatalf("%d clone events, want started and cloned", n)
 	}
