@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	"google.golang.org/protobuf/types/known/emptypb"
 
 	appv1 "github.com/hangar-dev/hangar/gen/svc/app/v1"
 	"github.com/hangar-dev/hangar/gen/svc/app/v1/appv1connect"
@@ -138,6 +139,7 @@ func TestRealAgentsEditCommitAndPushThroughTheEgressProxy(t *testing.T) {
 				ProfileId: p.Msg.GetProfile().GetId(), Prompt: ptr(modelfake.Prompt),
 			}))
 			if err != nil {
+				s.logFailedSessions(t)
 				t.Fatal(err)
 			}
 			sid := created.Msg.GetTask().GetSessions()[0].GetSessionId()
@@ -309,4 +311,23 @@ func (s *sandboxStack) injectionsAudited(t *testing.T, session string, want, res
 func decodeBasic(header string) string {
 	b, _ := base64.StdEncoding.DecodeString(strings.TrimPrefix(header, "Basic "))
 	return string(b)
+}
+
+// logFailedSessions logs the repo and network events of the stack's failed sessions: what a
+// session that could not start (a clone over the proxy that failed) leaves to go on.
+func (s *sandboxStack) logFailedSessions(t *testing.T) {
+	t.Helper()
+	list, err := s.svc.ListSessions(t.Context(), connect.NewRequest(&emptypb.Empty{}))
+	if err != nil {
+		t.Logf("list sessions: %v", err)
+		return
+	}
+	for _, item := range list.Msg.GetSessions() {
+		if item.GetSession().GetStatus() != "failed" {
+			continue
+		}
+		for _, e := range s.listEvents(t, item.GetSession().GetId(), "repo.clone.failed", "net.connection") {
+			t.Logf("failed session %s: %s %s", item.GetSession().GetId(), e.GetKind(), e.GetPayloadJson())
+		}
+	}
 }
