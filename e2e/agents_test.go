@@ -317,17 +317,25 @@ func decodeBasic(header string) string {
 // session that could not start (a clone over the proxy that failed) leaves to go on.
 func (s *sandboxStack) logFailedSessions(t *testing.T) {
 	t.Helper()
+	for id, events := range s.failedSessionEvents(t, "repo.clone.failed", "net.connection") {
+		for _, e := range events {
+			t.Logf("failed session %s: %s %s", id, e.GetKind(), e.GetPayloadJson())
+		}
+	}
+}
+
+// failedSessionEvents are the events of kinds of each of the stack's failed sessions, by id.
+func (s *sandboxStack) failedSessionEvents(t *testing.T, kinds ...string) map[string][]*appv1.SessionEvent {
+	t.Helper()
 	list, err := s.svc.ListSessions(t.Context(), connect.NewRequest(&emptypb.Empty{}))
 	if err != nil {
-		t.Logf("list sessions: %v", err)
-		return
+		t.Fatalf("list sessions: %v", err)
 	}
+	out := map[string][]*appv1.SessionEvent{}
 	for _, item := range list.Msg.GetSessions() {
-		if item.GetSession().GetStatus() != "failed" {
-			continue
-		}
-		for _, e := range s.listEvents(t, item.GetSession().GetId(), "repo.clone.failed", "net.connection") {
-			t.Logf("failed session %s: %s %s", item.GetSession().GetId(), e.GetKind(), e.GetPayloadJson())
+		if id := item.GetSession().GetId(); item.GetSession().GetStatus() == "failed" {
+			out[id] = s.listEvents(t, id, kinds...)
 		}
 	}
+	return out
 }

@@ -17,7 +17,6 @@ import (
 	"testing"
 
 	"connectrpc.com/connect"
-	"google.golang.org/protobuf/types/known/emptypb"
 
 	appv1 "github.com/hangar-dev/hangar/gen/svc/app/v1"
 	"github.com/hangar-dev/hangar/gen/svc/app/v1/appv1connect"
@@ -241,15 +240,8 @@ func TestProfileReposAreClonedAtStartOverTheProxy(t *testing.T) {
 // the clone which names (as its error does) with an error holding why.
 func (s *sandboxStack) failedCloneLogged(t *testing.T, which, why string) bool {
 	t.Helper()
-	list, err := s.svc.ListSessions(context.Background(), connect.NewRequest(&emptypb.Empty{}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, item := range list.Msg.GetSessions() {
-		if item.GetSession().GetStatus() != "failed" {
-			continue
-		}
-		for _, e := range s.listEvents(t, item.GetSession().GetId(), "repo.clone.failed") {
+	for _, events := range s.failedSessionEvents(t, "repo.clone.failed") {
+		for _, e := range events {
 			var p struct {
 				URL, Ref, Error string
 			}
