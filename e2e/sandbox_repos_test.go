@@ -181,8 +181,8 @@ func TestProfileReposAreClonedAtStartOverTheProxy(t *testing.T) {
 	events := s.waitEvent(t, sid, "turn.done", promptOf(t, s, sid))
 	// The harness runs in the clone, at its default branch's one commit, and no variable holds
 	// the token.
-	if len(events) < 5 || events[2].Text != "/work/app" || events[3].Text != "first" || events[4].Text != "0" {
-		t.Fatalf("the session's repo: %+v", events)
+	if got := said(events); got != "/work/app\nfirst\n0" {
+		t.Fatalf("the session's repo: the harness said %q; events %+v", got, events)
 	}
 	// Resumed from a checkpoint (no clone then), the harness still runs in the repo.
 	if _, err := s.svc.Snapshot(ctx, connect.NewRequest(&appv1.SnapshotRequest{SessionId: sid})); err != nil {
@@ -194,7 +194,7 @@ func TestProfileReposAreClonedAtStartOverTheProxy(t *testing.T) {
 	if _, err := s.svc.SendPrompt(ctx, connect.NewRequest(&appv1.SendPromptRequest{SessionId: sid, PromptId: "after", Text: "pwd"})); err != nil {
 		t.Fatal(err)
 	}
-	if after := s.waitEvent(t, sid, "turn.done", "after"); len(after) < 3 || after[2].Text != "/work/app" {
+	if after := s.waitEvent(t, sid, "turn.done", "after"); said(after) != "/work/app" {
 		t.Fatalf("the harness after resume: %+v", after)
 	}
 	if n := len(s.listEvents(t, sid, "repo.clone.started", "repo.cloned")); n != 2 {
@@ -215,7 +215,7 @@ func TestProfileReposAreClonedAtStartOverTheProxy(t *testing.T) {
 		t.Fatal(err)
 	}
 	sid = created.Msg.GetTask().GetSessions()[0].GetSessionId()
-	if events := s.waitEvent(t, sid, "turn.done", promptOf(t, s, sid)); len(events) < 3 || events[2].Text != "release notes" {
+	if events := s.waitEvent(t, sid, "turn.done", promptOf(t, s, sid)); said(events) != "release notes" {
 		t.Fatalf("the session's repo at #release: %+v", events)
 	}
 
@@ -259,4 +259,16 @@ func refSuffix(ref string) string {
 		return ""
 	}
 	return "#" + ref
+}
+
+// said is what a prompt's assistant messages said, one line each, however the harness's output
+// was cut into messages.
+func said(events []promptEvent) string {
+	var lines []string
+	for _, e := range events {
+		if e.Kind == "assistant.message" {
+			lines = append(lines, strings.TrimSpace(e.Text))
+		}
+	}
+	return strings.Join(lines, "\n")
 }
