@@ -2,8 +2,8 @@ package e2e
 
 import (
 	"context"
-	"crypto/x509"
 	"encoding/base64"
+	"encoding/json"
 	"net/http"
 	"net/http/cgi"
 	"net/http/httptest"
@@ -11,58 +11,109 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"connectrpc.com/connect"
 
 	appv1 "github.com/hangar-dev/hangar/gen/svc/app/v1"
 	"github.com/hangar-dev/hangar/gen/svc/app/v1/appv1connect"
+	"github.com/hangar-dev/hangar/internal/modelfake"
 	"github.com/hangar-dev/hangar/internal/testenv"
+	"github.com/hangar-dev/hangar/internal/testkit"
 	"github.com/hangar-dev/hangar/platform/auth"
 	"github.com/hangar-dev/hangar/sandboxhosts/images"
 	"github.com/hangar-dev/hangar/sandboxhosts/images/imagestest"
 )
 
-const gitToken = "ghp-real-git-token"
+const gitToken = "ghp-" + realMark + "-git-token"
 
-// gitServer is a loopback HTTPS git server (git http-backend) holding org/app.git with one
-// commit, which answers only requests carrying gitToken as GitHub-style Basic credentials.
-func gitServer(t *testing.T) (*httptest.Server, *[]string) {
+// gitHost is a loopback HTTPS git server (git http-backend) for gitHostName, holding
+// org/<name>.git for each name it was made with: main has one commit, "first", with
+// modelfake.EditedFile as modelfake.Before, and the branch release one more, "release notes".
+// It answers only requests carrying gitToken as GitHub-style Basic credentials, and takes
+// pushes.
+type gitHost struct {
+	*httptest.Server
+	root string
+
+	mu    sync.Mutex
+	auths []string
+}
+
+const gitHostName = "git.example.com"
+
+func gitServer(t *testing.T, names ...string) *gitHost {
 	t.Helper()
-	gitBin, err := exec.LookPath("git")
-	if err != nil {
-		t.Skip("needs git")
-	}
-	root := t.TempDir()
-	work := filepath.Join(t.TempDir(), "work")
-	for _, args := range [][]string{
-		{"init", "-q", "--bare", "-b", "main", filepath.Join(root, "org", "app.git")},
-		{"init", "-q", "-b", "main", work},
-		{"-C", work, "-c", "user.name=t", "-c", "user.email=t@example.com", "commit", "-q", "--allow-empty", "-m", "first"},
-		{"-C", work, "push", "-q", filepath.Join(root, "org", "app.git"), "main"},
-	} {
-		if out, err := exec.Command(gitBin, args...).CombinedOutput(); err != nil {
-			t.Fatalf("git %v: %v\n%s", args, err, out)
+	gitBin := testkit.RequireTool(t, "git", "apt-get install git")
+	g := &gitHost{root: t.TempDir()}
+	for _, name := range names {
+		bare, work := filepath.Join(g.root, "org", name+".git"), filepath.Join(t.TempDir(), "work")
+		id := []string{"-c", "user.name=t", "-c", "user.email=t@example.com"}
+		for _, args := range [][]string{
+			{"init", "-q", "--bare", "-b", "main", bare},
+			{"-C", bare, "config", "http.receivepack", "true"},
+			{"init", "-q", "-b", "main", work},
+			{"-C", work, "add", "."},
+			append(append([]string{"-C", work}, id...), "commit", "-q", "-m", "first"),
+			{"-C", work, "checkout", "-q", "-b", "release"},
+			append(append([]string{"-C", work}, id...), "commit", "-q", "--allow-empty", "-m", "release notes"),
+			{"-C", work, "push", "-q", bare, "main", "release"},
+		} {
+			if args[0] == "init" && args[len(args)-1] == work {
+				if err := os.MkdirAll(work, 0o755); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(filepath.Join(work, modelfake.EditedFile), []byte(modelfake.Before), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if out, err := exec.Command(gitBin, args...).CombinedOutput(); err != nil {
+				t.Fatalf("git %v: %v\n%s", args, err, out)
+			}
 		}
 	}
-	if err := os.WriteFile(filepath.Join(work, "README"), []byte("hello"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	backend := &cgi.Handler{Path: "/usr/lib/git-core/git-http-backend", Env: []string{"GIT_PROJECT_ROOT=" + root, "GIT_HTTP_EXPORT_ALL=1"}}
-	var auths []string
+	backend := &cgi.Handler{Path: "/usr/lib/git-core/git-http-backend", Env: []string{"GIT_PROJECT_ROOT=" + g.root, "GIT_HTTP_EXPORT_ALL=1"}}
 	want := "Basic " + base64.StdEncoding.EncodeToString([]byte("x-access-token:"+gitToken))
-	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		auths = append(auths, r.Header.Get("Authorization"))
+	g.Server = testkit.TLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		g.mu.Lock()
+		g.auths = append(g.auths, r.Header.Get("Authorization"))
+		g.mu.Unlock()
 		if r.Header.Get("Authorization") != want {
 			w.Header().Set("WWW-Authenticate", `Basic realm="git"`)
 			http.Error(w, "who are you", http.StatusUnauthorized)
 			return
 		}
 		backend.ServeHTTP(w, r)
-	}))
-	t.Cleanup(srv.Close)
-	return srv, &auths
+	}), gitHostName)
+	t.Cleanup(g.Close)
+	return g
+}
+
+// Auths are the Authorization headers the server was sent, oldest first.
+func (g *gitHost) Auths() []string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return slices.Clone(g.auths)
+}
+
+// URL is the https URL of repo name under its real host name.
+func (g *gitHost) URL(name string) string { return "https://" + gitHostName + "/org/" + name + ".git" }
+
+// Pushed is the subject of main's last commit in repo name and its modelfake.EditedFile.
+func (g *gitHost) Pushed(t *testing.T, name string) (subject, content string) {
+	t.Helper()
+	dir := filepath.Join(g.root, "org", name+".git")
+	show := func(args ...string) string {
+		out, err := exec.Command("git", append([]string{"--git-dir", dir}, args...)...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("git %v: %v\n%s", args, err, out)
+		}
+		return string(out)
+	}
+	return strings.TrimSpace(show("log", "-1", "--format=%s", "main")), show("show", "main:"+modelfake.EditedFile)
 }
 
 // gitImage is the test image with this machine's git and the libraries it loads, so that a
@@ -97,12 +148,10 @@ func gitImage(t *testing.T, s *sandboxStack) string {
 
 func TestProfileReposAreClonedAtStartOverTheProxy(t *testing.T) {
 	testenv.RequirePlugins(t)
-	git, auths := gitServer(t)
-	roots := x509.NewCertPool()
-	roots.AddCert(git.Certificate())
+	git := gitServer(t, "app")
 	s := newSandboxStack(t, 1, func(sb *testenv.Sandboxes) {
-		sb.EgressResolve = map[string]string{"git.example.com:443": git.Listener.Addr().String()}
-		sb.EgressRootCAs = roots
+		sb.EgressResolve = map[string]string{gitHostName + ":443": git.Listener.Addr().String()}
+		sb.EgressRootCAs = testkit.Roots(git.Server)
 	})
 	s.putOrgSecret(t, "gh/token", gitToken)
 	image := gitImage(t, s)
@@ -122,34 +171,104 @@ func TestProfileReposAreClonedAtStartOverTheProxy(t *testing.T) {
 	}
 
 	created, err := tasks.CreateTask(ctx, connect.NewRequest(&appv1.CreateTaskRequest{
-		ProfileId: profile("with a repo", "https://git.example.com/org/app.git"),
-		Prompt:    ptr(`git -C /work/app log --format=%s; env | grep -c ghp-real || true`),
+		ProfileId: profile("with a repo", git.URL("app")),
+		Prompt:    ptr(`pwd; git log --format=%s; env | grep -c ` + realMark + ` || true`),
 	}))
 	if err != nil {
 		t.Fatal(err)
 	}
 	sid := created.Msg.GetTask().GetSessions()[0].GetSessionId()
 	events := s.waitEvent(t, sid, "turn.done", promptOf(t, s, sid))
-	// The clone's one commit, and no variable holding the token.
-	if len(events) < 4 || events[2].Text != "first" || events[3].Text != "0" {
-		t.Fatalf("the session's repo: %+v", events)
+	// The harness runs in the clone, at its default branch's one commit, and no variable holds
+	// the token.
+	if got := said(events); got != "/work/app\nfirst\n0" {
+		t.Fatalf("the session's repo: the harness said %q; events %+v", got, events)
+	}
+	// Resumed from a checkpoint (no clone then), the harness still runs in the repo.
+	if _, err := s.svc.Snapshot(ctx, connect.NewRequest(&appv1.SnapshotRequest{SessionId: sid})); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.svc.EvictLocal(ctx, connect.NewRequest(&appv1.EvictLocalRequest{SessionId: sid})); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.svc.SendPrompt(ctx, connect.NewRequest(&appv1.SendPromptRequest{SessionId: sid, PromptId: "after", Text: "pwd"})); err != nil {
+		t.Fatal(err)
+	}
+	if after := s.waitEvent(t, sid, "turn.done", "after"); said(after) != "/work/app" {
+		t.Fatalf("the harness after resume: %+v", after)
 	}
 	if n := len(s.listEvents(t, sid, "repo.clone.started", "repo.cloned")); n != 2 {
 		t.Fatalf("%d clone events, want started and cloned", n)
 	}
-	for _, a := range *auths {
+	for _, a := range git.Auths() {
 		if strings.Contains(a, "hangar-placeholder") {
 			t.Fatal("the git server got the placeholder")
 		}
 	}
 	s.noEventHolds(t, sid, gitToken)
 
-	// A repo that cannot be cloned fails the task's session, saying why.
-	_, err = tasks.CreateTask(ctx, connect.NewRequest(&appv1.CreateTaskRequest{
-		ProfileId: profile("with a missing repo", "https://git.example.com/org/missing.git"), Prompt: ptr("true"),
+	// A "#ref" on the remote_url checks out that branch.
+	created, err = tasks.CreateTask(ctx, connect.NewRequest(&appv1.CreateTaskRequest{
+		ProfileId: profile("at a branch", git.URL("app")+"#release"), Prompt: ptr(`git log -1 --format=%s`),
 	}))
-	testenv.WantCode(t, err, connect.CodeFailedPrecondition)
-	if !strings.Contains(err.Error(), "clone https://git.example.com/org/missing.git into /work/app") {
-		t.Fatalf("the failure does not say which clone failed: %v", err)
+	if err != nil {
+		t.Fatal(err)
 	}
+	sid = created.Msg.GetTask().GetSessions()[0].GetSessionId()
+	if events := s.waitEvent(t, sid, "turn.done", promptOf(t, s, sid)); said(events) != "release notes" {
+		t.Fatalf("the session's repo at #release: %+v", events)
+	}
+
+	// A repo that cannot be cloned, or not at its ref, fails the task's session, saying why, in
+	// the error and in the session's log.
+	for _, tc := range []struct{ name, remote, which, why string }{
+		{"a missing repo", "https://git.example.com/org/missing.git", "clone https://git.example.com/org/missing.git into /work/app: ", "exited 128"},
+		{"a missing ref", git.URL("app") + "#nope", "clone https://git.example.com/org/app.git#nope into /work/app: ", "Remote branch nope not found in upstream origin"},
+	} {
+		_, err = tasks.CreateTask(ctx, connect.NewRequest(&appv1.CreateTaskRequest{ProfileId: profile("with "+tc.name, tc.remote), Prompt: ptr("true")}))
+		testenv.WantCode(t, err, connect.CodeFailedPrecondition)
+		if !strings.Contains(err.Error(), tc.which) || !strings.Contains(err.Error(), tc.why) {
+			t.Fatalf("%s: the failure does not say which clone failed and why: %v", tc.name, err)
+		}
+		if !s.failedCloneLogged(t, tc.which, tc.why) {
+			t.Fatalf("%s: no failed session logged repo.clone.failed saying %q and %q", tc.name, tc.which, tc.why)
+		}
+	}
+}
+
+// failedCloneLogged reports whether a failed session of the stack logged repo.clone.failed for
+// the clone which names (as its error does) with an error holding why.
+func (s *sandboxStack) failedCloneLogged(t *testing.T, which, why string) bool {
+	t.Helper()
+	for _, events := range s.failedSessionEvents(t, "repo.clone.failed") {
+		for _, e := range events {
+			var p struct {
+				URL, Ref, Error string
+			}
+			_ = json.Unmarshal([]byte(e.GetPayloadJson()), &p)
+			if strings.Contains("clone "+p.URL+refSuffix(p.Ref)+" into /work/app: ", which) && strings.Contains(p.Error, why) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func refSuffix(ref string) string {
+	if ref == "" {
+		return ""
+	}
+	return "#" + ref
+}
+
+// said is what a prompt's assistant messages said, one line each, however the harness's output
+// was cut into messages.
+func said(events []promptEvent) string {
+	var lines []string
+	for _, e := range events {
+		if e.Kind == "assistant.message" {
+			lines = append(lines, strings.TrimSpace(e.Text))
+		}
+	}
+	return strings.Join(lines, "\n")
 }

@@ -491,15 +491,16 @@ func (t taskSessions) Start(ctx context.Context, spec tasks.SessionSpec) (string
 }
 
 // checkouts are a profile's repos as the host clones them: over https, at an https remote_url,
-// else from the remote's host, owner and name (a scp-like remote_url's).
+// else from the remote's host, owner and name (a scp-like remote_url's), at the remote_url's
+// "#ref" when it names one (profiles.SplitRef).
 func checkouts(repos []*appv1.ProfileRepo) []*hostv1.RepoCheckout {
 	var out []*hostv1.RepoCheckout
 	for _, r := range repos {
-		u := r.GetRemoteUrl()
+		u, ref := profiles.SplitRef(r.GetRemoteUrl())
 		if rm := r.GetRemote(); !strings.HasPrefix(u, "https://") && rm.GetHost() != "" && rm.GetOwner() != "" && rm.GetName() != "" {
 			u = "https://" + rm.GetHost() + "/" + rm.GetOwner() + "/" + strings.TrimSuffix(rm.GetName(), ".git") + ".git"
 		}
-		out = append(out, &hostv1.RepoCheckout{Path: r.GetPath(), Url: u})
+		out = append(out, &hostv1.RepoCheckout{Path: r.GetPath(), Url: u, Ref: ref})
 	}
 	return out
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"regexp"
 	"strings"
 
 	appv1 "github.com/hangar-dev/hangar/gen/svc/app/v1"
@@ -17,9 +18,9 @@ var errLocalRemote = errors.New("is a local path, not a network remote: use http
 // [user@]host:owner/name. A trailing ".git" and slashes are dropped; the host is lowercased and
 // loses any user info and port. Everything before the last path segment is the owner, so nested
 // groups (GitLab's group/sub/project) keep their whole path as owner. Local paths and file://
-// URLs name no host, so they are errors.
+// URLs name no host, so they are errors. A "#ref" (see SplitRef) is not part of the remote.
 func ParseRemote(raw string) (*appv1.ProfileRepoRemote, error) {
-	s := strings.TrimSpace(raw)
+	s, _ := SplitRef(strings.TrimSpace(raw))
 	if s == "" {
 		return nil, errors.New("is empty")
 	}
@@ -88,4 +89,32 @@ func splitRepoPath(p string) (owner, name string, err error) {
 	}
 	last := len(segments) - 1
 	return strings.Join(segments[:last], "/"), segments[last], nil
+}
+
+// SplitRef splits a remote_url into the remote and the ref a session checks out: the branch or
+// tag after a "#", as Docker build contexts and npm's git URLs name one, or "" for the remote's
+// default branch. No remote git accepts holds a "#" of its own.
+func SplitRef(remoteURL string) (remote, ref string) {
+	remote, ref, _ = strings.Cut(remoteURL, "#")
+	return remote, ref
+}
+
+// refRe is a branch or tag name as `git clone --branch` takes it, within git's
+// check-ref-format rules: no leading '-' or '.', none of space, '~', '^', ':', '?', '*', '[',
+// '\\' or control characters.
+var refRe = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9._/+@-]*$`)
+
+// checkRef says what is wrong with ref as a branch or tag to check out ("" when nothing is).
+func checkRef(ref string) string {
+	switch {
+	case ref == "":
+		return "names no ref after '#': name a branch or tag, or drop the '#'"
+	case len(ref) > 255:
+		return "has a ref of more than 255 characters"
+	case !refRe.MatchString(ref), strings.Contains(ref, ".."), strings.Contains(ref, "//"),
+		strings.Contains(ref, "@{"), strings.HasSuffix(ref, "/"), strings.HasSuffix(ref, "."),
+		strings.HasSuffix(ref, ".lock"):
+		return fmt.Sprintf("has ref %q, which is not a branch or tag name git accepts", ref)
+	}
+	return ""
 }

@@ -31,6 +31,8 @@ func TestParseRemoteAcceptsNetworkForms(t *testing.T) {
 		{"nested groups", "https://gitlab.com/group/sub/proj", "gitlab.com", "group/sub", "proj"},
 		{"nested groups scp-like", "git@gitlab.com:group/sub/deeper/proj.git", "gitlab.com", "group/sub/deeper", "proj"},
 		{"surrounding spaces", "  git@github.com:o/r  ", "github.com", "o", "r"},
+		{"https at a ref", "https://github.com/hangar-dev/hangar.git#release/1.2", "github.com", "hangar-dev", "hangar"},
+		{"scp-like at a ref", "git@github.com:hangar-dev/hangar.git#v1.0.0", "github.com", "hangar-dev", "hangar"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -82,5 +84,18 @@ func TestParseRemoteRejectsWhatNamesNoNetworkRepo(t *testing.T) {
 				t.Fatalf("ParseRemote(%q) error %q, want it to mention %q", tc.raw, err, tc.wantErr)
 			}
 		})
+	}
+}
+
+func TestSplitRefNamesTheBranchOrTagAfterTheHash(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ raw, remote, ref string }{
+		{"https://github.com/o/r.git", "https://github.com/o/r.git", ""},
+		{"https://github.com/o/r.git#release/1.2", "https://github.com/o/r.git", "release/1.2"},
+		{"git@github.com:o/r.git#v1.0.0", "git@github.com:o/r.git", "v1.0.0"},
+	} {
+		if remote, ref := SplitRef(tc.raw); remote != tc.remote || ref != tc.ref {
+			t.Errorf("SplitRef(%q) = %q, %q; want %q, %q", tc.raw, remote, ref, tc.remote, tc.ref)
+		}
 	}
 }

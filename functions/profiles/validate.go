@@ -390,6 +390,12 @@ func (c checker) remote(field, raw string) (string, *remoteRecord) {
 			return s, nil
 		}
 	}
+	if _, ref, hasRef := strings.Cut(s, "#"); hasRef {
+		if why := checkRef(ref); why != "" {
+			c.Add(field, why)
+			return s, nil
+		}
+	}
 	rem, err := ParseRemote(s)
 	if err != nil {
 		c.Add(field, err.Error())

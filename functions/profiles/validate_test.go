@@ -144,6 +144,9 @@ func TestInvalidFieldIsNamed(t *testing.T) {
 			r.Repos = []*appv1.ProfileRepo{{Path: "/a"}, {Path: "/b", RemoteUrl: "https://github.com/hangar"}}
 		}, "repos[1].remote_url"},
 		{"repo remote with token", repo(&appv1.ProfileRepo{Path: "/a", RemoteUrl: "https://x-access-token:ghp_abc@github.com/o/r.git"}), "repos[0].remote_url"},
+		{"repo remote with an empty ref", repo(&appv1.ProfileRepo{Path: "/a", RemoteUrl: "https://github.com/o/r.git#"}), "repos[0].remote_url"},
+		{"repo remote with an option for a ref", repo(&appv1.ProfileRepo{Path: "/a", RemoteUrl: "https://github.com/o/r.git#--upload-pack=sh"}), "repos[0].remote_url"},
+		{"repo remote with a ref git refuses", repo(&appv1.ProfileRepo{Path: "/a", RemoteUrl: "git@github.com:o/r.git#a..b"}), "repos[0].remote_url"},
 		{"repo remote with https user", repo(&appv1.ProfileRepo{Path: "/a", RemoteUrl: "https://ghp_abc@github.com/o/r.git"}), "repos[0].remote_url"},
 
 		{"app name with capital", apps(&appv1.SessionApp{Name: "Web", Port: 80}), "apps[0].name"},

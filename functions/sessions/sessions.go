@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"path"
 	"regexp"
 	"slices"
 	"strings"
@@ -491,6 +492,9 @@ func (s *Service) create(ctx context.Context, m *appv1.CreateSessionRequest, id,
 	}
 	if agent.router != nil && rec.Model == "" {
 		rec.Model = agent.router.DefaultModel
+	}
+	if len(extra.Repos) > 0 {
+		rec.AgentWorkdir = path.Clean(extra.Repos[0].GetPath())
 	}
 	if err := s.store.Create(ctx, rec, s.d.Limits.MaxSessionsPerUser); sessiondb.IsAlreadyExists(err) {
 		// A concurrent retry made it first. Its id derives from the caller, so it is theirs.

@@ -19,13 +19,18 @@
 package modelfake
 
 import (
+	"crypto/x509"
 	"encoding/json"
 	"fmt"
+	"io"
+	"log"
 	"net/http"
 	"net/http/httptest"
 	"slices"
 	"strings"
 	"sync"
+
+	"github.com/hangar-dev/hangar/internal/testkit"
 )
 
 // Script is one scripted conversation.
@@ -83,9 +88,39 @@ type Server struct {
 	dropped  map[string]int // how many requests of a script step were dropped, by "match/step"
 }
 
-// Start serves scripts on a loopback port until Close.
+// Start serves scripts over plain HTTP on a loopback port until Close.
 func Start(scripts ...Script) *Server {
-	s := &Server{scripts: scripts, dropped: map[string]int{}}
+	s := newServer(scripts)
+	s.srv = httptest.NewServer(s.mux())
+	s.URL = s.srv.URL
+	return s
+}
+
+// StartTLS serves scripts over TLS on a loopback port until Close, with a certificate for names
+// (api.anthropic.com, api.openai.com), so that a CLI reaches it at its real default host through
+// the egress proxy's test resolver; Roots is what the proxy must trust.
+func StartTLS(names []string, scripts ...Script) *Server {
+	s := newServer(scripts)
+	s.srv = testkit.UnstartedTLSServer(s.mux(), names...)
+	// A CLI that reaches one of names through a pass-through (no secret to inject) does not
+	// trust the certificate: its refused handshakes are expected, not worth a line each.
+	s.srv.Config.ErrorLog = log.New(io.Discard, "", 0)
+	s.srv.StartTLS()
+	s.URL = s.srv.URL
+	return s
+}
+
+// Certificate is the server's certificate, which a client of a StartTLS server must trust.
+func (s *Server) Certificate() *x509.Certificate { return s.srv.Certificate() }
+
+// Addr is the server's loopback address (ip:port).
+func (s *Server) Addr() string { return s.srv.Listener.Addr().String() }
+
+func newServer(scripts []Script) *Server {
+	return &Server{scripts: scripts, dropped: map[string]int{}}
+}
+
+func (s *Server) mux() *http.ServeMux {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/messages", s.messages)
 	mux.HandleFunc("POST /v1/messages/count_tokens", s.countTokens)
@@ -99,9 +134,7 @@ func Start(scripts ...Script) *Server {
 		s.record(r, nil)
 		http.Error(w, "modelfake: no such endpoint "+r.Method+" "+r.URL.Path, http.StatusNotFound)
 	})
-	s.srv = httptest.NewServer(mux)
-	s.URL = s.srv.URL
-	return s
+	return mux
 }
 
 // Close stops the server.

@@ -1,7 +1,8 @@
-// Package testkit holds the two habits every test shares that need nothing but the standard
+// Package testkit holds the habits every test shares that need nothing but the standard
 // library, so that any test — in-package ones of the lowest layers included — can use them
 // without an import cycle: what a test does when a part of the machine is missing (Missing and
-// the Require helpers), and waiting for something that happens on its own (Eventually).
+// the Require helpers), waiting for something that happens on its own (Eventually), and a
+// loopback TLS server under a real host name (TLSServer, tls.go).
 package testkit
 
 import (

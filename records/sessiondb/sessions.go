@@ -71,6 +71,9 @@ type Record struct {
 	Harness       string `firestore:"harness"`
 	HarnessMode   string `firestore:"harness_mode"`
 	HarnessResume string `firestore:"harness_resume"`
+	// AgentWorkdir is where the harness runs when its plan names no directory: the first repo
+	// cloned at the session's start ("" for the image's working directory). Set at creation.
+	AgentWorkdir string `firestore:"agent_workdir,omitempty"`
 	// AgentState is what an agent session's harness is doing: AgentWorking while a prompt runs,
 	// AgentWaitingForTool while its turn waits on a client tool call, AgentWaiting once its queue
 	// is empty ("" before its first prompt).

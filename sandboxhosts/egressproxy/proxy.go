@@ -490,10 +490,20 @@ func (sb *Sandbox) intercepts(host string, port int) bool {
 }
 
 // intercept terminates the sandbox's TLS with a leaf for host and serves its requests.
+// A handshake that fails (the client does not trust the CA, or leaves) is audited like any
+// connection, with the error: otherwise a client's failure to reach an allowed host would leave
+// no trace in the session's log.
 func (sb *Sandbox) intercept(ctx context.Context, c net.Conn, br *bufio.Reader, host string, port int) {
+	start := time.Now()
 	tc := tls.Server(&bufferedConn{Conn: c, r: br, host: host}, sb.p.intercepted)
 	if err := tc.HandshakeContext(ctx); err != nil {
-		sb.p.opts.Log.Debug("egress: intercepted handshake", "session", sb.sess.ID, "host", host, "err", err)
+		ok, rule := sb.sess.Rules.decide(host, port)
+		ev := Connection{Host: host, Port: port, Mode: "intercepted", Rule: rule, Decision: Allowed,
+			Error: "TLS handshake with the sandbox's client: " + err.Error()}
+		if !ok {
+			ev.Decision = Denied
+		}
+		sb.audit(ev, start)
 		return
 	}
 	sb.serveHTTP(ctx, tc, bufio.NewReader(tc), &target{host: host, port: port, scheme: "https", mode: "intercepted"})

@@ -6,6 +6,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -206,6 +207,29 @@ func TestProxyDecidesAndInjects(t *testing.T) {
 	if strings.Contains(strings.Join(f.plain.auths, ","), realKey) || strings.Contains(strings.Join(f.other.auths, ","), realKey) {
 		t.Fatal("the real key reached a host it may not go to")
 	}
+}
+
+// A client that refuses the interception leaf (it does not trust the deployment's CA) leaves
+// an audited connection naming the failed handshake, not silence.
+func TestProxyAuditsAFailedInterceptedHandshake(t *testing.T) {
+	f := newFixture(t, Rules{AllowHosts: []string{"api.example.com"}})
+	empty := filepath.Join(t.TempDir(), "none.pem")
+	if err := os.WriteFile(empty, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := f.curl(t, "--cacert", empty, "-x", sandboxnet.ProxyURL, "https://api.example.com/v1"); err == nil {
+		t.Fatalf("curl trusted the leaf without the CA: %q", out)
+	}
+	testkit.Eventually(t, 10*time.Second, "an audited failed handshake", func() (bool, string) {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		for _, c := range f.events {
+			if c.Host == "api.example.com" && c.Mode == "intercepted" && strings.Contains(c.Error, "TLS handshake with the sandbox's client") {
+				return true, ""
+			}
+		}
+		return false, fmt.Sprintf("events %+v", f.events)
+	})
 }
 
 func TestProxyNeverReachesPrivateAddresses(t *testing.T) {

@@ -51,8 +51,11 @@ type box struct {
 	events *eventlog.Writer
 	// env is the session's environment (secrets and harness_env), given to every exec: a
 	// sandbox may have been started warm, before its session existed.
-	env   []string
-	ready atomic.Bool
+	env []string
+	// workdir is where the harness runs when its plan names no directory ("" for the image's):
+	// the session's first repo, so that the agent starts in the code it is to work on.
+	workdir string
+	ready   atomic.Bool
 	// agent is the prompt queue's side of an agent session.
 	agent agent
 	// net serves the sandbox's connections and DNS for the session; nil until start.
@@ -256,7 +259,7 @@ func (h *Host) start(ctx context.Context, b *box, rec *sessiondb.Record, env map
 	withNet := networkEnv()
 	maps.Copy(withNet, sbx.user.env())
 	maps.Copy(withNet, env)
-	b.sandbox, b.events, b.env = sbx, events, envEntries(withNet)
+	b.sandbox, b.events, b.env, b.workdir = sbx, events, envEntries(withNet), rec.AgentWorkdir
 	b.manifest, b.status = manifest, rec.Status
 	b.ctx, b.cancel = context.WithCancel(context.WithoutCancel(ctx))
 	b.lastActive.Store(h.clock.Now().UnixNano())

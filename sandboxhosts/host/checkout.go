@@ -26,9 +26,10 @@ const (
 const cloneTail = 2 << 10
 
 // checkout clones repos into the sandbox with the image's git, as the image's user, over the
-// egress proxy. A repo whose host one of the session's proxy secrets may go to is fetched with
-// that secret's placeholder as its credential, which the proxy swaps for the value: the
-// credential never enters the sandbox. The first failure stops and is returned.
+// egress proxy, at the remote's default branch or the requested ref (a branch or tag). A repo
+// whose host one of the session's proxy secrets may go to is fetched with that secret's
+// placeholder as its credential, which the proxy swaps for the value: the credential never
+// enters the sandbox. The first failure stops and is returned.
 func (h *Host) checkout(ctx context.Context, b *box, repos []*hostv1.RepoCheckout, network *hostv1.SandboxNetwork) error {
 	for _, r := range repos {
 		if err := h.clone(ctx, b, r, network); err != nil {
@@ -53,15 +54,17 @@ func (h *Host) clone(ctx context.Context, b *box, r *hostv1.RepoCheckout, networ
 		return h.cloneFailed(b, info, err.Error())
 	}
 	argv := []string{"git", "clone", "--progress"}
+	if header := gitCredential(u, network); header != "" {
+		// In the clone's config, for its host only, so that the agent's own fetches and pushes
+		// carry the placeholder too: it is worth nothing outside this session's proxy, which
+		// swaps it for the value on the way to that host alone.
+		argv = append(argv, "--config", "http."+u.Scheme+"://"+u.Host+"/.extraHeader="+header)
+	}
 	if r.GetRef() != "" {
 		argv = append(argv, "--branch", r.GetRef())
 	}
 	argv = append(argv, "--", u.String(), p)
 	env := append([]string{"GIT_TERMINAL_PROMPT=0"}, b.env...)
-	if header := gitCredential(u, network); header != "" {
-		// For this command only, not in the clone's config.
-		env = append(env, "GIT_CONFIG_COUNT=1", "GIT_CONFIG_KEY_0=http.extraHeader", "GIT_CONFIG_VALUE_0="+header)
-	}
 	var out strings.Builder
 	exit, err := b.sup.Exec(ctx, supervisor.ExecRequest{
 		Argv: argv, Env: env, User: b.user.identity(), Timeout: h.opts.Limits.ExecTimeout.Max,
@@ -87,7 +90,11 @@ func (h *Host) clone(ctx context.Context, b *box, r *hostv1.RepoCheckout, networ
 func (h *Host) cloneFailed(b *box, info map[string]any, why string) error {
 	info["error"] = why
 	b.emit(KindRepoCloneFailed, info)
-	return apierr.FailedPrecondition("clone %s into %s: %s", info["url"], info["path"], why)
+	what := fmt.Sprint(info["url"])
+	if ref, _ := info["ref"].(string); ref != "" {
+		what += "#" + ref
+	}
+	return apierr.FailedPrecondition("clone %s into %s: %s", what, info["path"], why)
 }
 
 // gitCredential is the Authorization header that makes the proxy inject the credential of a

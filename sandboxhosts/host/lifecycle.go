@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path"
 
 	"connectrpc.com/connect"
 
@@ -85,6 +86,10 @@ func (h *Host) launch(ctx context.Context, b *box, rec *sessiondb.Record, env ma
 		_ = h.teardown(context.WithoutCancel(ctx), b)
 		h.fail(ctx, rec, err)
 		return err
+	}
+	if len(repos) > 0 {
+		// As the record says (functions/sessions), which the request was not made from.
+		b.workdir = path.Clean(repos[0].GetPath())
 	}
 	sandboxID, digest := b.sb.ID(), b.digest
 	err := h.move(ctx, b, sessiondb.Running, "sandbox "+sandboxID+" started", func(r *sessiondb.Record) error {

@@ -1,6 +1,7 @@
 package host
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -508,7 +509,7 @@ func (h *Host) turn(ctx context.Context, b *box, a *agent, t *turn, p *sessiondb
 	a.mu.Unlock()
 	exit, err := b.sup.Exec(ctx, supervisor.ExecRequest{
 		ExecID: t.execID, Argv: plan.Argv, Env: append(slices.Clone(b.env), envEntries(plan.Env)...),
-		Workdir: plan.Workdir, Stdin: []byte(plan.Stdin), KeepStdin: plan.KeepStdin, Timeout: h.opts.Limits.ExecTimeout.Max,
+		Workdir: cmp.Or(plan.Workdir, b.workdir), Stdin: []byte(plan.Stdin), KeepStdin: plan.KeepStdin, Timeout: h.opts.Limits.ExecTimeout.Max,
 		User: b.user.identity(),
 	}, supervisor.Events{Output: ps.output})
 	if err != nil {
