@@ -10,6 +10,9 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/url"
+	"path"
+	"slices"
 	"sort"
 	"strings"
 
@@ -468,6 +471,22 @@ func (t taskSessions) Start(ctx context.Context, spec tasks.SessionSpec) (string
 			AllowHosts: ps.GetAllowHosts(), AllowHostPatterns: ps.GetAllowHostPatterns(),
 		})
 	}
+	repos := checkouts(spec.Repos, spec.Checkouts)
+	// A checkout's credential, like a proxy-mode secret, reaches only the proxy; the clone
+	// keeps its placeholder, so the agent's fetch and push are injected too.
+	for _, c := range spec.Checkouts {
+		if c.Credential == "" {
+			continue
+		}
+		u, err := url.Parse(c.URL)
+		if err != nil {
+			return "", fmt.Errorf("checkout %s: %w", c.Path, err)
+		}
+		network.Secrets = append(network.Secrets, &hostv1.ProxySecret{
+			Name: checkoutSecret(c), Placeholder: sessions.NewPlaceholder(), Value: c.Credential,
+			AllowHosts: []string{strings.ToLower(u.Hostname())},
+		})
+	}
 	req := &appv1.CreateSessionRequest{ImageUri: spec.Image, Mode: sessions.ModeAgent, HarnessEnv: spec.Env, Secrets: secretEnv}
 	for _, a := range spec.Apps {
 		req.Apps = append(req.Apps, &appv1.AppEndpoint{Hostname: a.GetName(), Port: a.GetPort()})
@@ -483,26 +502,42 @@ func (t taskSessions) Start(ctx context.Context, spec tasks.SessionSpec) (string
 			*f.dst = &f.val
 		}
 	}
-	resp, err := t.svc.CreateForTask(ctx, req, spec.Key, sessions.TaskStart{Network: network, Repos: checkouts(spec.Repos), UserTokens: spec.IncludeUserTokens})
+	resp, err := t.svc.CreateForTask(ctx, req, spec.Key, sessions.TaskStart{Network: network, Repos: repos, UserTokens: spec.IncludeUserTokens})
 	if err != nil {
 		return "", profileImageErr(spec.Image, err)
 	}
 	return resp.Msg.GetSessionId(), nil
 }
 
-// checkouts are a profile's repos as the host clones them: over https, at an https remote_url,
-// else from the remote's host, owner and name (a scp-like remote_url's), at the remote_url's
-// "#ref" when it names one (profiles.SplitRef).
-func checkouts(repos []*appv1.ProfileRepo) []*hostv1.RepoCheckout {
+// checkouts are a profile's repos as the host clones them (over https, at an https remote_url,
+// else from the remote's host, owner and name: a scp-like remote_url's; at the remote_url's
+// "#ref" when it names one, profiles.SplitRef), then the task's own checkouts, last; a profile
+// repo at a path a task checkout also uses gives way to it.
+func checkouts(repos []*appv1.ProfileRepo, extra []tasks.Checkout) []*hostv1.RepoCheckout {
 	var out []*hostv1.RepoCheckout
 	for _, r := range repos {
+		if slices.ContainsFunc(extra, func(c tasks.Checkout) bool { return path.Clean(c.Path) == path.Clean(r.GetPath()) }) {
+			continue
+		}
 		u, ref := profiles.SplitRef(r.GetRemoteUrl())
 		if rm := r.GetRemote(); !strings.HasPrefix(u, "https://") && rm.GetHost() != "" && rm.GetOwner() != "" && rm.GetName() != "" {
 			u = "https://" + rm.GetHost() + "/" + rm.GetOwner() + "/" + strings.TrimSuffix(rm.GetName(), ".git") + ".git"
 		}
 		out = append(out, &hostv1.RepoCheckout{Path: r.GetPath(), Url: u, Ref: ref})
 	}
+	for _, c := range extra {
+		rc := &hostv1.RepoCheckout{Path: c.Path, Url: c.URL, Ref: c.Branch, Commit: c.Commit}
+		if c.Credential != "" {
+			rc.Secret = checkoutSecret(c)
+		}
+		out = append(out, rc)
+	}
 	return out
+}
+
+// checkoutSecret names the proxy secret of a task checkout's credential.
+func checkoutSecret(c tasks.Checkout) string {
+	return "credential of the checkout at " + path.Clean(c.Path)
 }
 
 func (t taskSessions) States(ctx context.Context, ids []string) (map[string]tasks.SessionState, error) {

@@ -45,6 +45,9 @@ type SessionSpec struct {
 	Network Network
 	// Repos are the profile's repos, cloned into the session at its start.
 	Repos []*appv1.ProfileRepo
+	// Checkouts are what the task's creator adds to Repos (see Checkout); one at a path a
+	// profile repo also uses takes its place.
+	Checkouts []Checkout
 	// ProxySecrets are the profile's secrets in mode "proxy": the session holds a placeholder
 	// in EnvVar, and the egress proxy puts the secret in requests to its hosts.
 	ProxySecrets []*appv1.ProfileSecret
@@ -56,6 +59,16 @@ type SessionSpec struct {
 	IncludeUserTokens bool
 }
 
+// Checkout is a repository an in-process caller (a review) has a task's session clone at start
+// beyond its profile's repos: URL's Branch, moved to Commit when set, at Path. Credential, when
+// set, is a token for URL's host that the egress proxy injects into the session's requests to
+// that host, clone, fetch and push alike; the session holds only a placeholder, kept in the
+// clone's config.
+type Checkout struct {
+	Path, URL, Branch, Commit string
+	Credential                string
+}
+
 // Network is what a profile lets its sessions reach.
 type Network struct {
 	DefaultAllow      bool
@@ -63,12 +76,18 @@ type Network struct {
 	AllowHostPatterns []string
 }
 
-// networkOf is a profile's egress: its network section and the hosts of its repos.
-func networkOf(n *appv1.ProfileNetwork, repos []*appv1.ProfileRepo) Network {
+// networkOf is a profile's egress: its network section and the hosts of its repos and of the
+// task's checkouts.
+func networkOf(n *appv1.ProfileNetwork, repos []*appv1.ProfileRepo, checkouts []Checkout) Network {
 	out := Network{DefaultAllow: n.GetDefault() == "allow", AllowHosts: slices.Clone(n.GetAllowHosts()), AllowHostPatterns: slices.Clone(n.GetAllowHostPatterns())}
 	for _, r := range repos {
 		if h := repoHost(r); h != "" {
 			out.AllowHosts = append(out.AllowHosts, h)
+		}
+	}
+	for _, c := range checkouts {
+		if u, err := url.Parse(c.URL); err == nil && u.Hostname() != "" {
+			out.AllowHosts = append(out.AllowHosts, strings.ToLower(u.Hostname()))
 		}
 	}
 	return out

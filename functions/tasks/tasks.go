@@ -87,6 +87,14 @@ func New(db *firestore.Client, profiles Profiles, sessions Sessions, users *auth
 // CreateTask validates a task, snapshots its profile and stores it, pending, with a name unique
 // among its siblings.
 func (s *Service) CreateTask(ctx context.Context, req *connect.Request[appv1.CreateTaskRequest]) (*connect.Response[appv1.CreateTaskResponse], error) {
+	return s.CreateTaskWith(ctx, req, nil)
+}
+
+// CreateTaskWith is CreateTask whose session also clones checkouts at its start: how an
+// in-process caller (a review) hands its agent a repository at a commit with a credential the
+// caller holds and the task's creator may not (see Checkout). A retried request finds the task
+// the first made, as CreateTask's does.
+func (s *Service) CreateTaskWith(ctx context.Context, req *connect.Request[appv1.CreateTaskRequest], checkouts []Checkout) (*connect.Response[appv1.CreateTaskResponse], error) {
 	in, err := parseCreate(req.Msg, s.lim)
 	if err != nil {
 		return nil, err
@@ -130,7 +138,7 @@ func (s *Service) CreateTask(ctx context.Context, req *connect.Request[appv1.Cre
 		sid, err := s.sessions.Start(ctx, SessionSpec{
 			Key: sessionKey, Image: profile.GetImageId(), Harness: base.Harness, HarnessMode: in.HarnessMode, Prompt: prompt,
 			Model: base.Model, Effort: base.Effort, ModelRouter: base.ModelRouter, Env: profileEnv, SecretRefs: refs,
-			ProfileID: in.ProfileID, Network: networkOf(network, repos), Repos: repos, ProxySecrets: proxied,
+			ProfileID: in.ProfileID, Network: networkOf(network, repos, checkouts), Repos: repos, Checkouts: checkouts, ProxySecrets: proxied,
 			Apps: profile.GetApps(), IncludeUserTokens: profile.GetIncludeUserTokens(),
 		})
 		if err != nil {

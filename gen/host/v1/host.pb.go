@@ -1176,7 +1176,14 @@ type RepoCheckout struct {
 	// url is the https URL to clone.
 	Url string `protobuf:"bytes,2,opt,name=url,proto3" json:"url,omitempty"`
 	// ref is the branch or tag to check out; empty is the remote's default branch.
-	Ref           string `protobuf:"bytes,3,opt,name=ref,proto3" json:"ref,omitempty"`
+	Ref string `protobuf:"bytes,3,opt,name=ref,proto3" json:"ref,omitempty"`
+	// commit, when set, is the commit (a hex object name) checked out after the clone, fetched
+	// first when the clone's refs do not reach it: ref's branch is moved to it, or, without a
+	// ref, it is checked out detached. A review checks a pull request out at the head it reviews.
+	Commit string `protobuf:"bytes,4,opt,name=commit,proto3" json:"commit,omitempty"`
+	// secret names the network's proxy secret whose placeholder the clone sends (and keeps in
+	// its config) as its credential; empty is the first secret that may go to the URL's host.
+	Secret        string `protobuf:"bytes,5,opt,name=secret,proto3" json:"secret,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1228,6 +1235,20 @@ func (x *RepoCheckout) GetUrl() string {
 func (x *RepoCheckout) GetRef() string {
 	if x != nil {
 		return x.Ref
+	}
+	return ""
+}
+
+func (x *RepoCheckout) GetCommit() string {
+	if x != nil {
+		return x.Commit
+	}
+	return ""
+}
+
+func (x *RepoCheckout) GetSecret() string {
+	if x != nil {
+		return x.Secret
 	}
 	return ""
 }
@@ -2043,11 +2064,13 @@ const file_host_v1_host_proto_rawDesc = "" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01B\n" +
 	"\n" +
-	"\b_workdir\"F\n" +
+	"\b_workdir\"v\n" +
 	"\fRepoCheckout\x12\x12\n" +
 	"\x04path\x18\x01 \x01(\tR\x04path\x12\x10\n" +
 	"\x03url\x18\x02 \x01(\tR\x03url\x12\x10\n" +
-	"\x03ref\x18\x03 \x01(\tR\x03ref\"\xb6\x01\n" +
+	"\x03ref\x18\x03 \x01(\tR\x03ref\x12\x16\n" +
+	"\x06commit\x18\x04 \x01(\tR\x06commit\x12\x16\n" +
+	"\x06secret\x18\x05 \x01(\tR\x06secret\"\xb6\x01\n" +
 	"\x0eSandboxNetwork\x12#\n" +
 	"\rdefault_allow\x18\x01 \x01(\bR\fdefaultAllow\x12\x1f\n" +
 	"\vallow_hosts\x18\x02 \x03(\tR\n" +
