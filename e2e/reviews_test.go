@@ -1,7 +1,7 @@
 package e2e
 
 import (
-	"encoding/json"
+	"crypto/x509"
 	"strconv"
 	"strings"
 	"testing"
@@ -10,6 +10,7 @@ import (
 	"connectrpc.com/connect"
 
 	"github.com/hangar-dev/hangar/functions/api"
+	"github.com/hangar-dev/hangar/functions/reviews"
 	"github.com/hangar-dev/hangar/functions/reviews/fakegithub"
 	appv1 "github.com/hangar-dev/hangar/gen/svc/app/v1"
 	"github.com/hangar-dev/hangar/gen/svc/app/v1/appv1connect"
@@ -18,112 +19,210 @@ import (
 	"github.com/hangar-dev/hangar/platform/auth"
 	"github.com/hangar-dev/hangar/platform/egress"
 	"github.com/hangar-dev/hangar/sandboxhosts/images"
-	"github.com/hangar-dev/hangar/sandboxhosts/images/imagestest"
 )
 
-// reviewerImage is busybox with the scripted finder and verifier: the bash harness runs a
-// review prompt as a script, whose first line ("Review pull request R#N at SHA", "Verify
-// findings of review ID for R#N at SHA") runs /bin/Review or /bin/Verify, which print the
-// answer scripted for that head. The rest of the prompt is prose the shell stumbles over on
-// stderr, which the answer's ```json block stands apart from.
-func reviewerImage(t *testing.T, registry string, answers map[string]string) string {
+// widgetsFile is a.go on the PR's branch: the PR adds lines 10-12, whose line 11 reads a map
+// nobody makes.
+const widgetsFile = "package widgets\n\n// cache holds the widgets by key.\nvar cache map[string]string\n\n" +
+	"// The PR adds get.\n//\n//\n//\nfunc get(k string) string {\n\treturn cache[k]\n}\n"
+
+// The scripted agents of reviewerImage, which the bash harness runs by the first line of their
+// prompts ("Review pull request R#N at SHA", "Verify findings of review ID for R#N at SHA",
+// "Fix review findings on R#N at SHA"; the rest of a prompt is prose the shell stumbles over
+// on stderr). Each works on the checkout at /work/widgets and first checks that it is at the
+// head named: the finder's finding is what it reads there (the line of a.go reading cache[k]
+// and its code), so the posted comment proves the checkout; the fixer edits that line, commits
+// and pushes to the PR's branch with the credential the proxy injects.
+const (
+	reviewScript = `#!/bin/sh
+cd /work/widgets && [ "$(git rev-parse HEAD)" = "$5" ] || { echo "the checkout is not at $5"; exit 1; }
+if [ -e BROKEN ]; then printf '` + "```json\\n" + `{"findings": [ this is not JSON\n` + "```\\n" + `'; exit 0; fi
+line=$(grep -n 'cache\[k\]' a.go | cut -d: -f1)
+[ -n "$line" ] || { printf '` + "```json\\n" + `{"summary_md": "Fixed.", "findings": []}\n` + "```\\n" + `'; exit 0; }
+code=$(sed -n "${line}p" a.go | sed 's/^[[:space:]]*//')
+printf 'Reading a.go.\n` + "```json\\n" + `{"summary_md": "Adds a cache.", "findings": [{"path": "a.go", "start_line": %s, "end_line": %s, "side": "RIGHT", "category": "bug", "severity": "high", "confidence": "high", "title": "Nil map read in %s", "body_md": "the map is never made", "suggested_fix": "", "evidence": ["a.go:%s"]}]}\n` + "```\\n" + `' "$line" "$line" "$code" "$line"
+`
+	verifyScript = `#!/bin/sh
+cd /work/widgets && [ "$(git rev-parse HEAD)" = "$8" ] || { echo "the checkout is not at $8"; exit 1; }
+v=rejected; grep -q 'cache\[k\]' a.go && v=confirmed
+printf '` + "```json\\n" + `{"verdicts": [{"finding_id": "f1", "verdict": "%s", "confidence": "high", "reasoning": "a.go reads cache[k]"}]}\n` + "```\\n" + `' "$v"
+`
+	fixScript = `#!/bin/sh
+cd /work/widgets && [ "$(git rev-parse HEAD)" = "$6" ] || { echo "the checkout is not at $6"; exit 1; }
+sed -i 's/cache\[k\]/lookup(k)/' a.go
+git -c user.name=Fixer -c user.email=fixer@hangar.invalid commit -qam "Fix the nil map read" && git push -q origin HEAD:cache && echo pushed
+`
+)
+
+// reviewerImage is the git image with the scripted finder, verifier and fixer.
+func reviewerImage(t *testing.T, registry string) string {
 	t.Helper()
-	files := map[string]images.File{
-		"/bin/Review": {Content: []byte("#!/bin/sh\ncat \"/opt/review/find-$5\"\n"), Mode: 0o755},
-		"/bin/Verify": {Content: []byte("#!/bin/sh\ncat \"/opt/review/verify-$8\"\n"), Mode: 0o755},
-	}
-	for name, body := range answers {
-		files["/opt/review/"+name] = images.File{Content: []byte(body)}
-	}
-	img, err := images.Busybox(files)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return imagestest.Push(t, registry, "test/reviewer", img)
+	return testenv.GitImage(t, registry, map[string]images.File{
+		"/bin/Review": {Content: []byte(reviewScript), Mode: 0o755},
+		"/bin/Verify": {Content: []byte(verifyScript), Mode: 0o755},
+		"/bin/Fix":    {Content: []byte(fixScript), Mode: 0o755},
+	})
 }
 
-func fenced(v any) string {
-	b, _ := json.Marshal(v)
-	return "```json\n" + string(b) + "\n```\n"
+// reviewRig is what a review e2e runs on: the API and its workers over a sandbox host whose
+// egress proxy reaches a loopback git server as git.example.com, a fake GitHub whose clone URLs
+// and PR heads are that server's, acme/widgets there with PR 7 (branch cache adding a.go's
+// get), a GitHub webhook registration and the repository enrolled.
+type reviewRig struct {
+	*stack
+	gh      *fakegithub.GitHub
+	git     *testenv.GitServer
+	reviews appv1connect.ReviewServiceClient
+	hook    string
+	secret  []byte
+	pr      fakegithub.PR
+	base    string
 }
 
-// The whole path on real parts: a signed pull_request delivery on the webhook route, the
-// automation worker handing it to reviews, a finder and a verifier played by the bash harness
-// in sandboxes, and the confirmed finding posted to a GitHub on loopback as one review with an
-// inline comment; then a push makes a second pass that outdates it.
-func TestAPullRequestWebhookEndsInAPostedReviewWithInlineComments(t *testing.T) {
+const (
+	reviewRepo  = "acme/widgets"
+	githubToken = "ghs_e2e"
+)
+
+// newReviewRig starts the rig; tune adjusts the sandboxes before the host starts, image makes
+// the agents' image in their registry, and profile completes the enrolled profile's request.
+func newReviewRig(t *testing.T, autofix string, tune func(*testenv.Sandboxes), image func(registry string) string, profile func(*appv1.CreateProfileRequest)) *reviewRig {
+	t.Helper()
 	testenv.RequirePlugins(t)
 	db, _ := testenv.Firestore(t)
 	sb := testenv.NewSandboxes(t, db)
+	git := testenv.NewGitServer(t, githubToken)
+	roots := x509.NewCertPool()
+	roots.AddCert(git.Certificate())
+	sb.EgressResolve, sb.EgressRootCAs = map[string]string{"git.example.com:443": git.Listener.Addr().String()}, roots
+	if tune != nil {
+		tune(sb)
+	}
 	sb.StartHost(t, "host-a")
 	ps := testenv.PubSub(t)
-	gh := fakegithub.New(t, "ghs_e2e")
+	gh := fakegithub.New(t, githubToken)
+	gh.Git("https://git.example.com/", func(repo, branch string) string { return git.Tip(t, repo, branch) })
 	cfg := sb.Config
 	cfg.Egress = egress.MustParse("127.0.0.1") // the fake GitHub is on loopback, as an operator would list GitHub Enterprise
 	cfg.Limits.Reviews.GitHubAPI = gh.URL
 	cfg.Limits.Reviews.Poll = 200 * time.Millisecond
 	cfg.Limits.Reviews.AgentTimeout = 3 * time.Minute
 	a := api.New(api.Deps{DB: sb.DB, Config: cfg, Bucket: sb.Bucket, Sealer: sb.Sealer, DefaultImage: sb.Image, PubSub: ps})
-	s := serve(t, a)
-	key := auth.WithKey(s.admin)
-	reviewsClient := appv1connect.NewReviewServiceClient(httpClient, s.rpcURL(), key)
-	const repo = "acme/widgets"
-	finding := map[string]any{"path": "a.go", "start_line": 11, "end_line": 11, "side": "RIGHT", "category": "bug", "severity": "high",
-		"confidence": "high", "title": "Nil map read", "body_md": "`cache` may be nil.", "suggested_fix": "", "evidence": []string{"a.go:11"}}
-	image := reviewerImage(t, sb.Registry, map[string]string{
-		"find-head111":   "Reading the diff.\n" + fenced(map[string]any{"summary_md": "Adds a cache.", "findings": []any{finding}}),
-		"verify-head111": fenced(map[string]any{"verdicts": []any{map[string]string{"finding_id": "f1", "verdict": "confirmed", "confidence": "high", "reasoning": "cache is never made"}}}),
-		"find-head222":   fenced(map[string]any{"summary_md": "Fixed.", "findings": []any{}}),
-		"find-head333":   "```json\n{\"findings\": [ this is not JSON\n```\n",
-	})
-	runWorkers(t, a, ps, image)
+	r := &reviewRig{stack: serve(t, a), gh: gh, git: git}
+	key := auth.WithKey(r.admin)
+	r.reviews = appv1connect.NewReviewServiceClient(httpClient, r.rpcURL(), key)
+	img := image(sb.Registry)
+	runWorkers(t, a, ps, img)
 
-	if _, err := appv1connect.NewOrgSecretServiceClient(httpClient, s.rpcURL(), key).PutOrgSecret(t.Context(), connect.NewRequest(&appv1.PutOrgSecretRequest{Name: "GITHUB_TOKEN", Value: "ghs_e2e"})); err != nil {
-		t.Fatal(err)
-	}
-	reg, err := appv1connect.NewWebhookRegistrationServiceClient(httpClient, s.rpcURL(), key).CreateWebhookRegistration(t.Context(), connect.NewRequest(&appv1.CreateWebhookRegistrationRequest{Name: "github", Provider: "github"}))
+	r.putOrgSecret(t, reviews.SecretToken, githubToken)
+	reg, err := appv1connect.NewWebhookRegistrationServiceClient(httpClient, r.rpcURL(), key).CreateWebhookRegistration(t.Context(), connect.NewRequest(&appv1.CreateWebhookRegistrationRequest{Name: "github", Provider: "github"}))
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := appv1connect.NewProfileServiceClient(httpClient, s.rpcURL(), key).CreateProfile(t.Context(), connect.NewRequest(&appv1.CreateProfileRequest{Name: "reviewer", ImageId: image, Harness: ptr("bash")}))
+	r.hook, r.secret = r.url+reg.Msg.GetRegistration().GetUrlPath(), []byte(reg.Msg.GetSecret())
+	req := &appv1.CreateProfileRequest{Name: "reviewer", ImageId: img, Harness: ptr("bash")}
+	if profile != nil {
+		profile(req)
+	}
+	p, err := appv1connect.NewProfileServiceClient(httpClient, r.rpcURL(), key).CreateProfile(t.Context(), connect.NewRequest(req))
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = reviewsClient.UpsertEnrollment(t.Context(), connect.NewRequest(&appv1.UpsertEnrollmentRequest{Repo: repo, ProfileId: ptr("prof_01jd3aaaaaaaaaaaaaaaaaaaaa")}))
-	testenv.WantCode(t, err, connect.CodeNotFound)
-	if _, err := reviewsClient.UpsertEnrollment(t.Context(), connect.NewRequest(&appv1.UpsertEnrollmentRequest{Repo: repo, TriggerMode: "automatic", Autofix: "task", ProfileId: ptr(p.Msg.GetProfile().GetId())})); err != nil {
+	if _, err := r.reviews.UpsertEnrollment(t.Context(), connect.NewRequest(&appv1.UpsertEnrollmentRequest{Repo: reviewRepo, TriggerMode: "automatic", Autofix: autofix, ProfileId: ptr(p.Msg.GetProfile().GetId())})); err != nil {
 		t.Fatal(err)
 	}
 
-	pr := fakegithub.PR{Number: 7, Title: "Add widget cache", Author: "octocat", HeadSHA: "head111", HeadRef: "cache", BaseSHA: "base000", BaseRef: "main",
-		Files: []fakegithub.File{{Name: "a.go", Patch: fakegithub.Patch(10, "func get(k string) string {", "  return cache[k]", "}")}}}
-	gh.SetPR(repo, pr)
-	hook := s.url + reg.Msg.GetRegistration().GetUrlPath()
-	if code := fakegithub.Deliver(t, hook, []byte(reg.Msg.GetSecret()), "pull_request", fakegithub.PullRequestEvent("opened", repo, pr, 0)); code != 202 {
+	r.base = git.Repo(t, reviewRepo, map[string]string{"README": "widgets\n"})
+	git.Commit(t, reviewRepo, "cache", "main", map[string]string{"a.go": widgetsFile}, "Add widget cache")
+	r.pr = fakegithub.PR{Number: 7, Title: "Add widget cache", Author: "octocat", HeadRef: "cache", BaseSHA: r.base, BaseRef: "main",
+		Files: []fakegithub.File{{Name: "a.go", Patch: fakegithub.Patch(10, "func get(k string) string {", "\treturn cache[k]", "}")}}}
+	gh.SetPR(reviewRepo, r.pr)
+	return r
+}
+
+// push delivers a signed pull_request event as GitHub sends it for action, on the branch's tip.
+func (r *reviewRig) push(t *testing.T, action string) {
+	t.Helper()
+	r.pr.HeadSHA = r.git.Tip(t, reviewRepo, r.pr.HeadRef)
+	r.gh.SetPR(reviewRepo, r.pr)
+	if code := fakegithub.Deliver(t, r.hook, r.secret, "pull_request", fakegithub.PullRequestEvent(action, reviewRepo, r.pr, 0)); code != 202 {
 		t.Fatalf("delivery answered %d", code)
 	}
-	first := waitReview(t, reviewsClient, 1)
-	if first.GetReview().GetStatus() != "completed" || first.GetReview().GetFindingCounts().GetHigh() != 1 {
+}
+
+// sessionsHold fails when an event of any of the sessions carries secret.
+func (r *reviewRig) sessionsHold(t *testing.T, secret string, sessions ...string) {
+	t.Helper()
+	c := appv1connect.NewSessionServiceClient(httpClient, r.rpcURL(), auth.WithKey(r.admin))
+	for _, id := range sessions {
+		resp, err := c.ListSessionEvents(t.Context(), connect.NewRequest(&appv1.ListSessionEventsRequest{SessionId: id, Limit: ptr[int64](1000)}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range resp.Msg.GetEvents() {
+			if strings.Contains(e.GetPayloadJson(), secret) {
+				t.Fatalf("session %s's %s event carries the secret: %s", id, e.GetKind(), e.GetPayloadJson())
+			}
+		}
+	}
+}
+
+func eventOf(events []*appv1.ReviewEvent, kind string) *appv1.ReviewEvent {
+	for _, e := range events {
+		if e.GetKind() == kind {
+			return e
+		}
+	}
+	return nil
+}
+
+// The whole path on real parts: a signed pull_request delivery on the webhook route, the
+// automation worker handing it to reviews, a finder and a verifier played by the bash harness
+// in sandboxes where the PR's head is checked out (cloned over the egress proxy from the git
+// server the fake GitHub names, the GitHub token injected by the proxy, never in the sandbox),
+// the confirmed finding posted to a GitHub on loopback as one review with an inline comment,
+// and the autofix task's agent pushing its fix to the PR's branch. Then that push makes a
+// second pass that outdates the finding, and a finder that answers broken JSON fails a third.
+func TestAPullRequestWebhookEndsInAPostedReviewWithInlineComments(t *testing.T) {
+	r := newReviewRig(t, "task", nil, func(registry string) string { return reviewerImage(t, registry) }, nil)
+	head := r.git.Tip(t, reviewRepo, "cache")
+	r.push(t, "opened")
+	first := waitReview(t, r.reviews, 1)
+	if first.GetReview().GetStatus() != "completed" || first.GetReview().GetHeadSha() != head || len(first.GetFindings()) != 1 {
 		t.Fatalf("first pass %v; events %v", first.GetReview(), first.GetEvents())
 	}
-	posted := gh.Reviews(repo, 7)
-	if len(posted) != 1 || len(posted[0].Comments) != 1 || posted[0].Comments[0].Line != 11 || !strings.Contains(posted[0].Comments[0].Body, "Nil map read") {
+	// The finding is what the finder read in its checkout: the line and its code.
+	posted := r.gh.Reviews(reviewRepo, 7)
+	if len(posted) != 1 || len(posted[0].Comments) != 1 || posted[0].Comments[0].Line != 11 || !strings.Contains(posted[0].Comments[0].Body, "Nil map read in return cache[k]") {
 		t.Fatalf("posted %+v", posted)
 	}
 	if first.GetFindings()[0].GetScmThreadId() == "" || first.GetReview().GetFinderSessionId() == "" || first.GetReview().GetVerifierSessionId() == "" {
 		t.Fatalf("finding %v, review %v", first.GetFindings()[0], first.GetReview())
 	}
-	// autofix task: the confirmed finding became a review task asked to push a fix.
-	var fixTask string
-	for _, e := range first.GetEvents() {
-		if e.GetKind() == "autofix.task" {
-			fixTask = strings.TrimPrefix(e.GetDetail(), "fix task ")
-		}
+
+	// Autofix: the fix task's agent pushed its commit to the PR's branch over the proxy, and
+	// the pass recorded the push.
+	fixHead := r.git.Tip(t, reviewRepo, "cache")
+	if fixHead == head || r.git.Show(t, reviewRepo, "-s", "--format=%s %P", fixHead) != "Fix the nil map read "+head ||
+		!strings.Contains(r.git.Show(t, reviewRepo, fixHead+":a.go"), "return lookup(k)") {
+		t.Fatalf("the branch cache is at %s after the fix, from %s", fixHead, head)
 	}
-	task, err := appv1connect.NewTaskServiceClient(httpClient, s.rpcURL(), key).GetTask(t.Context(), connect.NewRequest(&appv1.GetTaskRequest{TaskId: fixTask}))
-	if err != nil || task.Msg.GetTask().GetType() != "review" || !strings.Contains(task.Msg.GetTask().GetSourceJson(), "Fix review findings on acme/widgets#7") {
+	pushed := eventOf(first.GetEvents(), "autofix.pushed")
+	if pushed == nil || !strings.Contains(pushed.GetDetail(), fixHead[:12]) {
+		t.Fatalf("no autofix.pushed event naming %s: %v", fixHead, first.GetEvents())
+	}
+	fixTask := strings.TrimPrefix(eventOf(first.GetEvents(), "autofix.task").GetDetail(), "fix task ")
+	task, err := appv1connect.NewTaskServiceClient(httpClient, r.rpcURL(), auth.WithKey(r.admin)).GetTask(t.Context(), connect.NewRequest(&appv1.GetTaskRequest{TaskId: fixTask}))
+	if err != nil || task.Msg.GetTask().GetType() != "review" {
 		t.Fatalf("fix task %q: %v, %v", fixTask, task, err)
 	}
+	// The token reached the git server only through the proxy: the sandboxes held placeholders.
+	for _, a := range r.git.Auths() {
+		if strings.Contains(a, "hangar-placeholder") {
+			t.Fatal("the git server got a placeholder")
+		}
+	}
+	r.sessionsHold(t, githubToken, first.GetReview().GetFinderSessionId(), first.GetReview().GetVerifierSessionId(), task.Msg.GetTask().GetSessions()[0].GetSessionId())
 
 	// Resolving the finding's thread on GitHub resolves it; unresolving reopens it.
 	thread, _ := strconv.ParseInt(first.GetFindings()[0].GetScmThreadId(), 10, 64)
@@ -131,31 +230,27 @@ func TestAPullRequestWebhookEndsInAPostedReviewWithInlineComments(t *testing.T) 
 		action string
 		open   int32
 	}{{"resolved", 0}, {"unresolved", 1}} {
-		if code := fakegithub.Deliver(t, hook, []byte(reg.Msg.GetSecret()), "pull_request_review_thread", fakegithub.ThreadEvent(step.action, repo, 7, thread, "octocat")); code != 202 {
+		if code := fakegithub.Deliver(t, r.hook, r.secret, "pull_request_review_thread", fakegithub.ThreadEvent(step.action, reviewRepo, 7, thread, "octocat")); code != 202 {
 			t.Fatalf("delivery answered %d", code)
 		}
 		testkit.Eventually(t, time.Minute, "the thread's finding "+step.action, func() (bool, string) {
-			r, err := reviewsClient.GetReview(t.Context(), connect.NewRequest(&appv1.GetReviewRequest{Id: first.GetReview().GetId()}))
+			got, err := r.reviews.GetReview(t.Context(), connect.NewRequest(&appv1.GetReviewRequest{Id: first.GetReview().GetId()}))
 			if err != nil {
 				t.Fatal(err)
 			}
-			return r.Msg.GetReview().GetFindingCounts().GetTotal() == step.open, r.Msg.GetFindings()[0].GetState()
+			return got.Msg.GetReview().GetFindingCounts().GetTotal() == step.open, got.Msg.GetFindings()[0].GetState()
 		})
 	}
 
-	// A push: the second pass finds nothing, and the first pass's finding on the changed line
-	// is outdated.
-	pr.HeadSHA = "head222"
-	gh.SetPR(repo, pr)
-	gh.SetCompare(repo, "head111", "head222", []fakegithub.File{{Name: "a.go", Patch: "@@ -11,1 +11,1 @@\n-  return cache[k]\n+  return lookup(k)"}})
-	if code := fakegithub.Deliver(t, hook, []byte(reg.Msg.GetSecret()), "pull_request", fakegithub.PullRequestEvent("synchronize", repo, pr, 0)); code != 202 {
-		t.Fatalf("delivery answered %d", code)
-	}
-	second := waitReview(t, reviewsClient, 2)
-	if second.GetReview().GetStatus() != "completed" || second.GetReview().GetHeadSha() != "head222" {
+	// GitHub announces the fix's push: the second pass, on the fixed head, finds nothing, and
+	// the first pass's finding on the line the fix changed is outdated.
+	r.gh.SetCompare(reviewRepo, head, fixHead, []fakegithub.File{{Name: "a.go", Patch: "@@ -11,1 +11,1 @@\n-\treturn cache[k]\n+\treturn lookup(k)"}})
+	r.push(t, "synchronize")
+	second := waitReview(t, r.reviews, 2)
+	if second.GetReview().GetStatus() != "completed" || second.GetReview().GetHeadSha() != fixHead {
 		t.Fatalf("second pass %v; events %v", second.GetReview(), second.GetEvents())
 	}
-	old, err := reviewsClient.GetReview(t.Context(), connect.NewRequest(&appv1.GetReviewRequest{Id: first.GetReview().GetId()}))
+	old, err := r.reviews.GetReview(t.Context(), connect.NewRequest(&appv1.GetReviewRequest{Id: first.GetReview().GetId()}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -164,15 +259,12 @@ func TestAPullRequestWebhookEndsInAPostedReviewWithInlineComments(t *testing.T) 
 	}
 
 	// A finder that answers broken JSON fails its pass, saying so; nothing is posted.
-	pr.HeadSHA = "head333"
-	gh.SetPR(repo, pr)
-	if code := fakegithub.Deliver(t, hook, []byte(reg.Msg.GetSecret()), "pull_request", fakegithub.PullRequestEvent("synchronize", repo, pr, 0)); code != 202 {
-		t.Fatalf("delivery answered %d", code)
-	}
-	third := waitReview(t, reviewsClient, 3)
+	r.git.Commit(t, reviewRepo, "cache", "", map[string]string{"BROKEN": "yes\n"}, "Break the finder")
+	r.push(t, "synchronize")
+	third := waitReview(t, r.reviews, 3)
 	last := third.GetEvents()[len(third.GetEvents())-1]
-	if third.GetReview().GetStatus() != "failed" || !strings.Contains(last.GetDetail(), "the finder's") || len(gh.Reviews(repo, 7)) != 2 {
-		t.Fatalf("third pass %v; last event %v; %d reviews posted", third.GetReview(), last, len(gh.Reviews(repo, 7)))
+	if third.GetReview().GetStatus() != "failed" || !strings.Contains(last.GetDetail(), "the finder's") || len(r.gh.Reviews(reviewRepo, 7)) != 2 {
+		t.Fatalf("third pass %v; last event %v; %d reviews posted", third.GetReview(), last, len(r.gh.Reviews(reviewRepo, 7)))
 	}
 }
 

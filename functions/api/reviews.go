@@ -14,6 +14,7 @@ import (
 
 	"github.com/hangar-dev/hangar/functions/profiles"
 	"github.com/hangar-dev/hangar/functions/reviews"
+	"github.com/hangar-dev/hangar/functions/tasks"
 	appv1 "github.com/hangar-dev/hangar/gen/svc/app/v1"
 	"github.com/hangar-dev/hangar/platform/opt"
 	"github.com/hangar-dev/hangar/records/secrets"
@@ -34,10 +35,14 @@ func (a reviewAgents) Start(ctx context.Context, actor, requestID string, spec r
 	if err != nil {
 		return reviews.AgentRun{}, err
 	}
-	resp, err := a.tasks.CreateTask(ctx, connect.NewRequest(&appv1.CreateTaskRequest{
+	var checkouts []tasks.Checkout
+	if co := spec.Checkout; co != nil {
+		checkouts = []tasks.Checkout{{Path: co.Path, URL: co.URL, Branch: co.Branch, Commit: co.Commit, Credential: co.Token}}
+	}
+	resp, err := a.tasks.CreateTaskWith(ctx, connect.NewRequest(&appv1.CreateTaskRequest{
 		Type: "review", ProfileId: spec.ProfileID, Prompt: &spec.Prompt, RequestId: &requestID,
 		Title: opt.String(spec.Title), Harness: opt.String(spec.Harness),
-	}))
+	}), checkouts)
 	if err != nil {
 		return reviews.AgentRun{}, reviewRefused(err)
 	}

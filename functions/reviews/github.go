@@ -52,12 +52,39 @@ var errNoCredentials = errors.New("no GitHub credentials: set the org secrets " 
 
 // Client is a client for an installation (0: none, a token is then required).
 func (g *GitHub) Client(ctx context.Context, installationID int64) (*github.Client, error) {
+	itr, token, err := g.credentials(ctx, installationID)
+	if err != nil {
+		return nil, err
+	}
+	if itr != nil {
+		return g.client(&http.Client{Transport: itr, Timeout: g.http.Timeout})
+	}
+	return g.client(g.http, github.WithAuthToken(token))
+}
+
+// Token is a token git can clone and push the installation's repositories with: a fresh
+// installation token (an hour's) for a GitHub App, else the configured token.
+func (g *GitHub) Token(ctx context.Context, installationID int64) (string, error) {
+	itr, token, err := g.credentials(ctx, installationID)
+	if err != nil || itr == nil {
+		return token, err
+	}
+	token, err = itr.Token(ctx)
+	if err != nil {
+		return "", fmt.Errorf("mint an installation token for %d: %w", installationID, err)
+	}
+	return token, nil
+}
+
+// credentials are the App's installation transport, or (without an App or an installation)
+// the token.
+func (g *GitHub) credentials(ctx context.Context, installationID int64) (*ghinstallation.Transport, string, error) {
 	if g == nil || g.secrets == nil {
-		return nil, errNoCredentials
+		return nil, "", errNoCredentials
 	}
 	appID, hasApp, err := g.secrets.Lookup(ctx, SecretAppID)
 	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", SecretAppID, err)
+		return nil, "", fmt.Errorf("read %s: %w", SecretAppID, err)
 	}
 	tr := g.http.Transport
 	if tr == nil {
@@ -66,27 +93,27 @@ func (g *GitHub) Client(ctx context.Context, installationID int64) (*github.Clie
 	if hasApp && installationID != 0 {
 		key, ok, err := g.secrets.Lookup(ctx, SecretPrivateKey)
 		if err != nil || !ok {
-			return nil, fmt.Errorf("%s is set but %s cannot be read: %w", SecretAppID, SecretPrivateKey, errors.Join(err, errNoCredentials))
+			return nil, "", fmt.Errorf("%s is set but %s cannot be read: %w", SecretAppID, SecretPrivateKey, errors.Join(err, errNoCredentials))
 		}
 		id, err := strconv.ParseInt(strings.TrimSpace(appID), 10, 64)
 		if err != nil {
-			return nil, fmt.Errorf("%s must be the App's numeric id: %w", SecretAppID, err)
+			return nil, "", fmt.Errorf("%s must be the App's numeric id: %w", SecretAppID, err)
 		}
 		itr, err := ghinstallation.New(tr, id, installationID, []byte(key))
 		if err != nil {
-			return nil, fmt.Errorf("GitHub App installation %d: %w", installationID, err)
+			return nil, "", fmt.Errorf("GitHub App installation %d: %w", installationID, err)
 		}
 		itr.BaseURL = strings.TrimSuffix(g.baseURL, "/")
-		return g.client(&http.Client{Transport: itr, Timeout: g.http.Timeout})
+		return itr, "", nil
 	}
 	token, ok, err := g.secrets.Lookup(ctx, SecretToken)
 	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", SecretToken, err)
+		return nil, "", fmt.Errorf("read %s: %w", SecretToken, err)
 	}
 	if !ok {
-		return nil, errNoCredentials
+		return nil, "", errNoCredentials
 	}
-	return g.client(g.http, github.WithAuthToken(strings.TrimSpace(token)))
+	return nil, strings.TrimSpace(token), nil
 }
 
 func (g *GitHub) client(hc *http.Client, opts ...github.ClientOptionsFunc) (*github.Client, error) {

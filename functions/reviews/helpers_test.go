@@ -37,7 +37,9 @@ type scripted struct {
 	hang    map[string]bool
 	started []string
 	prompts map[string]string
-	stopped []string
+	// checkouts are the checkouts the latest task of each role was given.
+	checkouts map[string]*reviews.Checkout
+	stopped   []string
 	// onStart runs after a task of role starts: what happens meanwhile elsewhere.
 	onStart func(role string)
 }
@@ -52,6 +54,7 @@ func (a *scripted) Start(_ context.Context, actor, requestID string, spec review
 	}
 	a.started = append(a.started, requestID)
 	a.prompts[a.role(requestID)] = spec.Prompt
+	a.checkouts[a.role(requestID)] = spec.Checkout
 	hook := a.onStart
 	a.mu.Unlock()
 	if hook != nil {
@@ -104,7 +107,7 @@ func newRigWith(t *testing.T, secrets secretMap) *rig {
 	t.Helper()
 	db, _ := testenv.Firestore(t)
 	gh := fakegithub.New(t, "ghs_test")
-	agents := &scripted{answers: map[string]string{}, hang: map[string]bool{}, prompts: map[string]string{}}
+	agents := &scripted{answers: map[string]string{}, hang: map[string]bool{}, prompts: map[string]string{}, checkouts: map[string]*reviews.Checkout{}}
 	clk := clock.NewFake(time.Now()) // near real time: a rate limit's reset is a real instant
 	lim := config.Default().Limits.Reviews
 	lim.AgentTimeout, lim.Poll, lim.Attempts = 10*time.Minute, 10*time.Second, 3

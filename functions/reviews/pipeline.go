@@ -88,7 +88,7 @@ func (s *Service) startPass(ctx context.Context, st passStart) (*review, error) 
 				continue
 			}
 			old.Active, old.UpdatedAt = false, now
-			if !ended(old.Status) {
+			if supersedable(old.Status) {
 				superseded = append(superseded, old)
 				old.Status = StateSuperseded
 				old.addEvent(now, "superseded", "pass "+strconv.Itoa(made.Pass)+" ("+made.ID+") replaced it")
@@ -261,6 +261,8 @@ func (s *Service) step(ctx context.Context, r *review) error {
 		return s.stepVerifier(ctx, r)
 	case StatePosting:
 		return s.stepPosting(ctx, r)
+	case StateFixing:
+		return s.stepFixing(ctx, r)
 	}
 	return nil
 }
@@ -287,6 +289,10 @@ func (s *Service) stepQueued(ctx context.Context, r *review) error {
 	r.Title, r.Author, r.PRURL = pr.GetTitle(), pr.GetUser().GetLogin(), pr.GetHTMLURL()
 	r.Additions, r.Deletions, r.ChangedFiles = pr.GetAdditions(), pr.GetDeletions(), pr.GetChangedFiles()
 	r.PRState = prState(pr)
+	r.CheckoutURL, r.CheckoutBranch = pr.GetHead().GetRepo().GetCloneURL(), r.HeadBranch
+	if r.CheckoutURL == "" { // a deleted fork: its head is still the base repository's to fetch
+		r.CheckoutURL, r.CheckoutBranch = pr.GetBase().GetRepo().GetCloneURL(), ""
+	}
 	if r.PRState != "open" {
 		r.fail(now, "the pull request is "+r.PRState)
 		return nil
@@ -307,9 +313,13 @@ func (s *Service) stepQueued(ctx context.Context, r *review) error {
 	if err := s.outdate(ctx, gh, r); err != nil {
 		return err
 	}
+	co, err := s.checkout(ctx, r)
+	if err != nil {
+		return err
+	}
 	run, err := s.d.Agents.Start(ctx, r.Actor, r.ID+"-finder", AgentSpec{
 		ProfileID: r.ProfileID, Harness: r.Engine, Title: fmt.Sprintf("Review %s#%d (pass %d)", r.Repo, r.PRNumber, r.Pass),
-		Prompt: finderPrompt(r, patches),
+		Prompt: finderPrompt(r, patches), Checkout: co,
 	})
 	if err != nil {
 		return fmt.Errorf("start the finder: %w", err)
@@ -408,9 +418,13 @@ func (s *Service) stepFinder(ctx context.Context, r *review) error {
 		r.WakeAt = now
 		return nil
 	}
+	co, err := s.checkout(ctx, r)
+	if err != nil {
+		return err
+	}
 	vrun, err := s.d.Agents.Start(ctx, r.Actor, r.ID+"-verifier", AgentSpec{
 		ProfileID: r.ProfileID, Harness: r.Engine, Title: fmt.Sprintf("Verify review of %s#%d (pass %d)", r.Repo, r.PRNumber, r.Pass),
-		Prompt: verifierPrompt(r),
+		Prompt: verifierPrompt(r), Checkout: co,
 	})
 	if err != nil {
 		return fmt.Errorf("start the verifier: %w", err)
@@ -514,20 +528,117 @@ func (s *Service) stepPosting(ctx context.Context, r *review) error {
 	if err := s.recordThreads(ctx, gh, r); err != nil {
 		return err
 	}
-	if r.Autofix == AutofixTask && r.Counts.Total > 0 && r.FixTask == "" {
-		run, err := s.d.Agents.Start(ctx, r.Actor, r.ID+"-fix", AgentSpec{
-			ProfileID: r.ProfileID, Harness: r.Engine, Title: fmt.Sprintf("Fix review findings on %s#%d", r.Repo, r.PRNumber),
-			Prompt: fixPrompt(r),
-		})
+	if r.Autofix == AutofixTask && r.Counts.Total > 0 {
+		fixed, err := s.fixedBy(ctx, r)
 		if err != nil {
-			return fmt.Errorf("start the fix task: %w", err)
+			return err
 		}
-		r.FixTask = run.TaskID
-		r.addEvent(now, "autofix.task", "fix task "+run.TaskID)
+		if fixed == 0 {
+			return s.startFix(ctx, r)
+		}
+		r.addEvent(now, "autofix.skipped", fmt.Sprintf("the head is the push of pass %d's fix task: a fix is not fixed again", fixed))
 	}
 	r.move(now, StateCompleted, fmt.Sprintf("%d findings posted", r.Counts.Total))
 	r.WakeAt = time.Time{}
 	return nil
+}
+
+// startFix starts the fix task of a posted pass's confirmed findings, on a checkout of the PR's
+// branch it can push to, and waits for it (fixing).
+func (s *Service) startFix(ctx context.Context, r *review) error {
+	now := s.now()
+	co, err := s.checkout(ctx, r)
+	if err != nil {
+		return err
+	}
+	run, err := s.d.Agents.Start(ctx, r.Actor, r.ID+"-fix", AgentSpec{
+		ProfileID: r.ProfileID, Harness: r.Engine, Title: fmt.Sprintf("Fix review findings on %s#%d", r.Repo, r.PRNumber),
+		Prompt: fixPrompt(r, co), Checkout: co,
+	})
+	if err != nil {
+		return fmt.Errorf("start the fix task: %w", err)
+	}
+	r.FixTask = run.TaskID
+	r.addEvent(now, "autofix.task", "fix task "+run.TaskID)
+	r.Deadline = now.Add(s.d.Limits.AgentTimeout)
+	r.move(now, StateFixing, fmt.Sprintf("%d findings posted; fix task %s works", r.Counts.Total, run.TaskID))
+	r.WakeAt = now.Add(s.d.Limits.Poll)
+	return nil
+}
+
+// fixedBy is the pass whose fix task pushed r's head (0: none), so that a fix's own push is not
+// fixed again, which could go on forever.
+func (s *Service) fixedBy(ctx context.Context, r *review) (int, error) {
+	passes, err := s.passes(ctx, r.TargetID)
+	if err != nil {
+		return 0, err
+	}
+	for _, p := range passes {
+		if p.ID != r.ID && p.FixHead != "" && p.FixHead == r.HeadSHA {
+			return p.Pass, nil
+		}
+	}
+	return 0, nil
+}
+
+// stepFixing waits for the fix task, then records what it did to the PR's branch: GitHub's
+// head of the PR (read, as every step reads the PR) moved, or not. A fix task not done within
+// the agent timeout is stopped. The pass completes either way: its review is posted.
+func (s *Service) stepFixing(ctx context.Context, r *review) error {
+	now := s.now()
+	run, err := s.d.Agents.Poll(ctx, r.Actor, r.FixTask)
+	if err != nil {
+		return fmt.Errorf("check on the fix task: %w", err)
+	}
+	timedOut := !run.Done && now.After(r.Deadline)
+	if !run.Done && !timedOut {
+		r.WakeAt = now.Add(s.d.Limits.Poll)
+		return nil
+	}
+	if timedOut {
+		if err := s.d.Agents.Stop(ctx, r.Actor, r.FixTask); err != nil {
+			s.d.Log.Warn("stop a timed-out fix task", "review", r.ID, "task", r.FixTask, "err", err)
+		}
+		r.addEvent(now, "autofix.timeout", fmt.Sprintf("fix task %s did not end within %s and was stopped", r.FixTask, s.d.Limits.AgentTimeout))
+	}
+	gh, err := s.d.GitHub.Client(ctx, r.InstallationID)
+	if err != nil {
+		return err
+	}
+	owner, name := splitRepo(r.Repo)
+	pr, _, err := gh.PullRequests.Get(ctx, owner, name, r.PRNumber)
+	if err != nil {
+		return fmt.Errorf("read pull request %s#%d: %w", r.Repo, r.PRNumber, err)
+	}
+	switch head := pr.GetHead().GetSHA(); {
+	case head != "" && head != r.HeadSHA:
+		r.FixHead = head
+		r.addEvent(now, "autofix.pushed", fmt.Sprintf("the branch %s moved from %s to %s while fix task %s worked", r.HeadBranch, short(r.HeadSHA), short(head), r.FixTask))
+	case run.Failed:
+		r.addEvent(now, "autofix.failed", fmt.Sprintf("fix task %s failed without a push", r.FixTask))
+	case !timedOut:
+		r.addEvent(now, "autofix.unpushed", fmt.Sprintf("fix task %s ended without a push to %s", r.FixTask, r.HeadBranch))
+	}
+	r.move(now, StateCompleted, "fix task "+r.FixTask+" ended")
+	r.WakeAt = time.Time{}
+	return nil
+}
+
+// checkoutRoot is where agents find the pull request's repository: /work/<name>.
+const checkoutRoot = "/work/"
+
+// checkout is the PR's head for an agent's session, with a fresh token for the repository (nil
+// when GitHub named no clone URL).
+func (s *Service) checkout(ctx context.Context, r *review) (*Checkout, error) {
+	if r.CheckoutURL == "" {
+		return nil, nil
+	}
+	token, err := s.d.GitHub.Token(ctx, r.InstallationID)
+	if err != nil {
+		return nil, err
+	}
+	_, name := splitRepo(r.Repo)
+	return &Checkout{Path: checkoutRoot + name, URL: r.CheckoutURL, Branch: r.CheckoutBranch, Commit: r.HeadSHA, Token: token}, nil
 }
 
 // recordThreads maps the posted review's inline comments to the confirmed findings by path and
@@ -659,7 +770,7 @@ func (s *Service) updateReview(ctx context.Context, id string, change func(*revi
 // lost its lease.
 func (s *Service) Tick(ctx context.Context) error {
 	due, err := s.d.DB.Collection(reviewsCol).
-		Where("status", "in", []string{StateQueued, StateRunning, StateVerifying, StatePosting}).
+		Where("status", "in", []string{StateQueued, StateRunning, StateVerifying, StatePosting, StateFixing}).
 		Where("wake_at", "<=", s.now()).Select().Limit(100).Documents(ctx).GetAll()
 	if err != nil {
 		return fmt.Errorf("find due reviews: %w", err)

@@ -179,8 +179,9 @@ func TestAPushWhileAPassRunsSupersedesIt(t *testing.T) {
 	}
 }
 
-// With autofix task, a pass with confirmed findings starts a fix task after posting.
-func TestAutofixTaskStartsAFixTaskForConfirmedFindings(t *testing.T) {
+// Every agent gets the PR's head checked out: the repository GitHub names, its branch moved to
+// the head reviewed, with the integration's token for the proxy to inject.
+func TestEveryAgentGetsThePullRequestsHeadCheckedOut(t *testing.T) {
 	t.Parallel()
 	r := newRig(t)
 	r.enroll(t, "task")
@@ -188,13 +189,87 @@ func TestAutofixTaskStartsAFixTaskForConfirmedFindings(t *testing.T) {
 	r.agents.answers["finder"] = finderAnswer(aFinding("a.go", 11, 11, "high", "Nil map"))
 	r.agents.answers["verifier"] = verdicts(map[string]string{"f1": "confirmed"})
 	r.deliver(t, admin, "pull_request", fakegithub.PullRequestEvent("opened", repo, basePR("head111"), 0))
+	r.drive(t, 5)
+	want := reviews.Checkout{Path: "/work/widgets", URL: "https://github.example/acme/widgets.git", Branch: "cache", Commit: "head111", Token: "ghs_test"}
+	for _, role := range []string{"finder", "verifier", "fix"} {
+		if co := r.agents.checkouts[role]; co == nil || *co != want {
+			t.Errorf("the %s's checkout is %+v, want %+v", role, co, want)
+		}
+		if !strings.Contains(r.agents.prompts[role], "checked out at /work/widgets") {
+			t.Errorf("the %s's prompt does not say where the checkout is:\n%s", role, r.agents.prompts[role])
+		}
+	}
+}
+
+// With autofix task, a pass with confirmed findings starts a fix task after posting and waits
+// for it (fixing): a push it made to the PR's branch is recorded, and a pass of that pushed head
+// does not fix the fix again.
+func TestAutofixTaskStartsAFixTaskAndRecordsItsPush(t *testing.T) {
+	t.Parallel()
+	r := newRig(t)
+	r.enroll(t, "task")
+	r.gh.SetPR(repo, basePR("head111"))
+	r.agents.answers["finder"] = finderAnswer(aFinding("a.go", 11, 11, "high", "Nil map"))
+	r.agents.answers["verifier"] = verdicts(map[string]string{"f1": "confirmed"})
+	r.agents.hang["fix"] = true
+	r.deliver(t, admin, "pull_request", fakegithub.PullRequestEvent("opened", repo, basePR("head111"), 0))
 	r.drive(t, 4)
 	got := r.only(t, 7)
-	if !strings.Contains(kinds(got.GetEvents()), "autofix.task") || !strings.HasSuffix(r.agents.started[len(r.agents.started)-1], "-fix") {
-		t.Fatalf("events %s, started %v", kinds(got.GetEvents()), r.agents.started)
+	if got.GetReview().GetStatus() != "fixing" || !strings.Contains(kinds(got.GetEvents()), "autofix.task") || !strings.HasSuffix(r.agents.started[len(r.agents.started)-1], "-fix") {
+		t.Fatalf("status %s, events %s, started %v", got.GetReview().GetStatus(), kinds(got.GetEvents()), r.agents.started)
 	}
-	if p := r.agents.prompts["fix"]; !strings.Contains(p, "a.go:11-11") || !strings.Contains(p, "branch cache") {
+	if p := r.agents.prompts["fix"]; !strings.Contains(p, "a.go:11-11") || !strings.Contains(p, "branch cache") || !strings.Contains(p, "git push origin cache") {
 		t.Fatalf("fix prompt: %s", p)
+	}
+	// The fix's push arrives before the fix task ends: a newer pass does not supersede the
+	// fixing one, which has posted.
+	r.gh.SetPR(repo, basePR("head222"))
+	r.gh.SetCompare(repo, "head111", "head222", []fakegithub.File{{Name: "a.go", Patch: "@@ -11,1 +11,1 @@\n-  v := cache[k]\n+  v := lookup(k)"}})
+	r.deliver(t, admin, "pull_request", fakegithub.PullRequestEvent("synchronize", repo, basePR("head222"), 0))
+	r.agents.hang["fix"] = false
+	r.drive(t, 1)
+	first := r.get(t, got.GetReview().GetId())
+	pushed := slices.IndexFunc(first.GetEvents(), func(e *appv1.ReviewEvent) bool { return e.GetKind() == "autofix.pushed" })
+	if first.GetReview().GetStatus() != "completed" || first.GetReview().GetActive() || pushed < 0 || !strings.Contains(first.GetEvents()[pushed].GetDetail(), "head222") {
+		t.Fatalf("after the fix: status %s, active %v, events %v", first.GetReview().GetStatus(), first.GetReview().GetActive(), first.GetEvents())
+	}
+	r.drive(t, 4)
+	second := r.only(t, 7)
+	if second.GetReview().GetStatus() != "completed" || !strings.Contains(kinds(second.GetEvents()), "autofix.skipped") || strings.Contains(kinds(second.GetEvents()), "autofix.task") {
+		t.Fatalf("the fix's pass: status %s, events %s", second.GetReview().GetStatus(), kinds(second.GetEvents()))
+	}
+}
+
+// A fix task that ends without a push, or does not end in time, completes its pass saying so.
+func TestAFixTaskWithoutAPushOrPastItsTimeCompletesThePassSayingSo(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name, event string
+		hang        bool
+	}{
+		{"ended without a push", "autofix.unpushed", false},
+		{"stopped past the agent timeout", "autofix.timeout", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			r := newRig(t)
+			r.enroll(t, "task")
+			r.gh.SetPR(repo, basePR("head111"))
+			r.agents.answers["finder"] = finderAnswer(aFinding("a.go", 11, 11, "high", "Nil map"))
+			r.agents.answers["verifier"] = verdicts(map[string]string{"f1": "confirmed"})
+			r.agents.hang["fix"] = tc.hang
+			r.deliver(t, admin, "pull_request", fakegithub.PullRequestEvent("opened", repo, basePR("head111"), 0))
+			r.drive(t, 4)
+			r.clock.Advance(11 * time.Minute)
+			r.drive(t, 1)
+			got := r.only(t, 7)
+			if got.GetReview().GetStatus() != "completed" || !strings.Contains(kinds(got.GetEvents()), tc.event) {
+				t.Fatalf("status %s, events %s", got.GetReview().GetStatus(), kinds(got.GetEvents()))
+			}
+			if tc.hang != slices.Contains(r.agents.stopped, got.GetReview().GetId()+"-fix") {
+				t.Fatalf("stopped %v", r.agents.stopped)
+			}
+		})
 	}
 }
 

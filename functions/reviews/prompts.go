@@ -32,12 +32,11 @@ const VerifierSchema = `{"verdicts": [{"finding_id": "f1", "verdict": "confirmed
 func finderPrompt(r *review, patches []filePatch) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "Review pull request %s#%d at %s\n\n", r.Repo, r.PRNumber, r.HeadSHA)
-	fmt.Fprintf(&b, "You are the finder of a code review. The pull request %q by %s merges %s into %s; "+
-		"its head %s is checked out in the repository of your profile when the profile has it. "+
+	fmt.Fprintf(&b, "You are the finder of a code review. The pull request %q by %s merges %s into %s. %s"+
 		"Find real problems the change introduces: bugs, security holes, data loss, races, wrong error handling. "+
 		"Report only findings on lines the pull request changes (the hunks below), each on its file's new side (RIGHT). "+
 		"Do not report style nits unless they hide a bug.\n\n",
-		r.Title, r.Author, r.HeadBranch, r.BaseBranch, r.HeadSHA)
+		r.Title, r.Author, r.HeadBranch, r.BaseBranch, checkedOut(r))
 	b.WriteString("Answer with one JSON object in a ```json block, exactly this shape (no other fields):\n\n")
 	b.WriteString(FinderSchema + "\n\nChanged files:\n")
 	budget := maxPromptPatch
@@ -75,7 +74,7 @@ func verifierPrompt(r *review) string {
 	findings, _ := json.MarshalIndent(list, "", "  ")
 	var b strings.Builder
 	fmt.Fprintf(&b, "Verify findings of review %s for %s#%d at %s\n\n", r.ID, r.Repo, r.PRNumber, r.HeadSHA)
-	b.WriteString("You are the verifier of a code review: another agent proposed the findings below on the pull request's head. " +
+	b.WriteString("You are the verifier of a code review: another agent proposed the findings below on the pull request's head. " + checkedOut(r) +
 		"Judge each one against the code: confirm it only when it is a real problem the change introduces and the lines are right; " +
 		"reject it when it is wrong, speculative, a duplicate or a nit. Unconfirmed findings are never posted.\n\n")
 	b.WriteString("Answer with one JSON object in a ```json block, exactly this shape, one verdict per finding:\n\n")
@@ -83,15 +82,28 @@ func verifierPrompt(r *review) string {
 	return b.String()
 }
 
-func fixPrompt(r *review) string {
+func fixPrompt(r *review, co *Checkout) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "Fix review findings on %s#%d at %s\n\n", r.Repo, r.PRNumber, r.HeadSHA)
 	fmt.Fprintf(&b, "Fix the confirmed review findings below on branch %s of %s, then commit and push the fix to that branch. "+
-		"Change only what the findings need.\n\n", r.HeadBranch, r.Repo)
+		"Change only what the findings need. %s\n\n", r.HeadBranch, r.Repo, checkedOut(r))
+	if co != nil && co.Branch != "" {
+		fmt.Fprintf(&b, "Your checkout is on the branch and can push it: commit there, then push with git push origin %s.\n\n", co.Branch)
+	}
 	for _, f := range r.Findings {
 		if f.open() {
 			fmt.Fprintf(&b, "- %s:%d-%d [%s] %s\n  %s\n", f.Path, f.StartLine, f.EndLine, f.Severity, f.Title, strings.ReplaceAll(f.BodyMD, "\n", "\n  "))
 		}
 	}
 	return b.String()
+}
+
+// checkedOut tells an agent where the pull request's head is checked out: a sentence, or ""
+// when GitHub named no repository to clone it from.
+func checkedOut(r *review) string {
+	if r.CheckoutURL == "" {
+		return ""
+	}
+	_, name := splitRepo(r.Repo)
+	return fmt.Sprintf("Its head %s is checked out at %s%s: read the code there. ", r.HeadSHA, checkoutRoot, name)
 }

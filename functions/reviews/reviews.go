@@ -45,6 +45,18 @@ type Agents interface {
 // AgentSpec is a task an agent runs.
 type AgentSpec struct {
 	ProfileID, Harness, Title, Prompt string
+	// Checkout is the pull request's head, cloned into the agent's session at its start (nil:
+	// none).
+	Checkout *Checkout
+}
+
+// Checkout is a pull request's head as an agent gets it: URL's Branch moved to Commit, cloned
+// at Path, with Token (a GitHub token for the repository) injected by the sandbox's egress
+// proxy into its requests to URL's host, so the agent clones, fetches and pushes with it but
+// holds only a placeholder.
+type Checkout struct {
+	Path, URL, Branch, Commit string
+	Token                     string
 }
 
 // AgentRun is an agent task's progress: Output is the text of its agent's messages once Done.

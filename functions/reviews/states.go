@@ -12,6 +12,7 @@ const (
 	StateRunning    = "running"
 	StateVerifying  = "verifying"
 	StatePosting    = "posting"
+	StateFixing     = "fixing"
 	StateCompleted  = "completed"
 	StateFailed     = "failed"
 	StateSuperseded = "superseded"
@@ -19,15 +20,17 @@ const (
 
 // stateMoves is the review state machine, in lifecycle order; the README's table is this one.
 // A pass is queued when a trigger makes it, running while its finder works, verifying while its
-// verifier judges the findings, posting while its GitHub review is written. A newer push
-// supersedes a pass that has not finished; a finished pass stays completed (it only becomes
-// inactive). Failed and superseded are final: RetryReview makes a new pass rather than
+// verifier judges the findings, posting while its GitHub review is written, fixing while the fix
+// task autofix started works (until it ends, to record what it pushed). A newer push
+// supersedes a pass that has not posted; a fixing pass has posted (the push may be its fix), so
+// it only becomes inactive, as a finished one does, which stays completed. Failed and superseded are final: RetryReview makes a new pass rather than
 // reviving one, so a pass's events tell one attempt's story.
 var stateMoves = states.Table[string]{
 	{From: StateQueued, To: []string{StateRunning, StateFailed, StateSuperseded}},
 	{From: StateRunning, To: []string{StateVerifying, StatePosting, StateFailed, StateSuperseded}},
 	{From: StateVerifying, To: []string{StatePosting, StateFailed, StateSuperseded}},
-	{From: StatePosting, To: []string{StateCompleted, StateFailed, StateSuperseded}},
+	{From: StatePosting, To: []string{StateFixing, StateCompleted, StateFailed, StateSuperseded}},
+	{From: StateFixing, To: []string{StateCompleted}},
 	{From: StateCompleted},
 	{From: StateFailed},
 	{From: StateSuperseded},
@@ -43,6 +46,10 @@ func CanMove(from, to string) bool { return stateMoves.CanMove(from, to) }
 func ended(s string) bool {
 	return s == StateCompleted || s == StateFailed || s == StateSuperseded
 }
+
+// supersedable reports whether a newer pass supersedes a pass in state s: one that has not
+// posted its review.
+func supersedable(s string) bool { return !ended(s) && s != StateFixing }
 
 func isState(s string) bool { return slices.Contains(States(), s) }
 

@@ -93,6 +93,19 @@ type GitHub struct {
 	appKey *rsa.PublicKey
 	appID  string
 	minted []string
+	// cloneBase and head tie the fake to a git server: see Git.
+	cloneBase string
+	head      func(repo, branch string) string
+}
+
+// Git makes the PRs' repositories live in a git server at cloneBase (their clone_url is
+// cloneBase + "owner/name.git"; the default is https://github.example/), and a PR's head the
+// tip of its head branch there, as head answers it (when not ""), so a push to the branch moves
+// the PR's head as on GitHub.
+func (g *GitHub) Git(cloneBase string, head func(repo, branch string) string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.cloneBase, g.head = cloneBase, head
 }
 
 // App makes the fake accept a GitHub App: POST /app/installations/{id}/access_tokens with a JWT
@@ -237,10 +250,15 @@ func (g *GitHub) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	switch key {
 	case "GET pulls":
+		cloneBase, head := "https://github.example/", g.headOf(repo, pr)
+		if g.cloneBase != "" {
+			cloneBase = g.cloneBase
+		}
+		repoJSON := map[string]any{"full_name": repo, "clone_url": cloneBase + repo + ".git"}
 		writeJSON(w, http.StatusOK, map[string]any{
 			"number": pr.Number, "state": pr.State, "merged": pr.Merged, "draft": pr.Draft, "title": pr.Title,
 			"user": user{pr.Author}, "html_url": "https://github.example/" + repo + "/pull/" + num,
-			"head": map[string]any{"sha": pr.HeadSHA, "ref": pr.HeadRef}, "base": map[string]any{"sha": pr.BaseSHA, "ref": pr.BaseRef},
+			"head": map[string]any{"sha": head, "ref": pr.HeadRef, "repo": repoJSON}, "base": map[string]any{"sha": pr.BaseSHA, "ref": pr.BaseRef, "repo": repoJSON},
 			"additions": pr.Additions, "deletions": pr.Deletions, "changed_files": len(pr.Files),
 		})
 	case "GET files":
@@ -250,7 +268,7 @@ func (g *GitHub) serve(w http.ResponseWriter, r *http.Request) {
 		out = append(out, g.reviews[prKey]...)
 		writeJSON(w, http.StatusOK, out)
 	case "POST reviews":
-		g.createReview(w, r, prKey, pr)
+		g.createReview(w, r, prKey, pr, g.headOf(repo, pr))
 	case "GET comments":
 		id, _ := strconv.ParseInt(m[4], 10, 64)
 		for _, rv := range g.reviews[prKey] {
@@ -265,7 +283,17 @@ func (g *GitHub) serve(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-func (g *GitHub) createReview(w http.ResponseWriter, r *http.Request, prKey string, pr *PR) {
+// headOf is a PR's head: its head branch's tip in the git server (see Git), else its HeadSHA.
+func (g *GitHub) headOf(repo string, pr *PR) string {
+	if g.head != nil {
+		if sha := g.head(repo, pr.HeadRef); sha != "" {
+			return sha
+		}
+	}
+	return pr.HeadSHA
+}
+
+func (g *GitHub) createReview(w http.ResponseWriter, r *http.Request, prKey string, pr *PR, head string) {
 	var req struct {
 		CommitID string `json:"commit_id"`
 		Body     string `json:"body"`
@@ -283,7 +311,7 @@ func (g *GitHub) createReview(w http.ResponseWriter, r *http.Request, prKey stri
 		writeError(w, http.StatusBadRequest, "Problems parsing JSON")
 		return
 	}
-	if req.CommitID != pr.HeadSHA {
+	if req.CommitID != head {
 		writeError(w, http.StatusUnprocessableEntity, "commit_id is not the pull request's head")
 		return
 	}
