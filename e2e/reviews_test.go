@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"crypto/x509"
+	"encoding/json"
 	"strconv"
 	"strings"
 	"testing"
@@ -14,11 +15,13 @@ import (
 	"github.com/hangar-dev/hangar/functions/reviews/fakegithub"
 	appv1 "github.com/hangar-dev/hangar/gen/svc/app/v1"
 	"github.com/hangar-dev/hangar/gen/svc/app/v1/appv1connect"
+	"github.com/hangar-dev/hangar/internal/modelfake"
 	"github.com/hangar-dev/hangar/internal/testenv"
 	"github.com/hangar-dev/hangar/internal/testkit"
 	"github.com/hangar-dev/hangar/platform/auth"
 	"github.com/hangar-dev/hangar/platform/egress"
 	"github.com/hangar-dev/hangar/sandboxhosts/images"
+	"github.com/hangar-dev/hangar/sandboxhosts/images/imagestest"
 )
 
 // widgetsFile is a.go on the PR's branch: the PR adds lines 10-12, whose line 11 reads a map
@@ -85,8 +88,9 @@ const (
 )
 
 // newReviewRig starts the rig; tune adjusts the sandboxes before the host starts, image makes
-// the agents' image in their registry, and profile completes the enrolled profile's request.
-func newReviewRig(t *testing.T, autofix string, tune func(*testenv.Sandboxes), image func(registry string) string, profile func(*appv1.CreateProfileRequest)) *reviewRig {
+// the agents' image in their registry, and profile completes the enrolled profile's request
+// (and puts the org secrets it names).
+func newReviewRig(t *testing.T, autofix string, tune func(*testenv.Sandboxes), image func(registry string) string, profile func(*reviewRig, *appv1.CreateProfileRequest)) *reviewRig {
 	t.Helper()
 	testenv.RequirePlugins(t)
 	db, _ := testenv.Firestore(t)
@@ -122,7 +126,7 @@ func newReviewRig(t *testing.T, autofix string, tune func(*testenv.Sandboxes), i
 	r.hook, r.secret = r.url+reg.Msg.GetRegistration().GetUrlPath(), []byte(reg.Msg.GetSecret())
 	req := &appv1.CreateProfileRequest{Name: "reviewer", ImageId: img, Harness: ptr("bash")}
 	if profile != nil {
-		profile(req)
+		profile(r, req)
 	}
 	p, err := appv1connect.NewProfileServiceClient(httpClient, r.rpcURL(), key).CreateProfile(t.Context(), connect.NewRequest(req))
 	if err != nil {
@@ -290,4 +294,75 @@ func waitReview(t *testing.T, c appv1connect.ReviewServiceClient, pass int) *app
 		return newest && (st == "completed" || st == "failed"), st
 	})
 	return got
+}
+
+// The real Claude Code CLI of the agent image is the finder and the verifier: the loopback fake
+// of the Anthropic Messages API plays their conversations (the finder reads a.go in its
+// checkout with Claude Code's Read tool, then answers the findings JSON; the verifier confirms),
+// reached as api.example.com through the egress proxy, which injects the API key the sandboxes
+// hold only a placeholder of. The review posts the confirmed finding.
+func TestRealClaudeCodeFindsAndVerifiesAReviewsFindings(t *testing.T) {
+	img := modelfake.AgentImage(t)
+	const apiKey = "sk-ant-e2e-real-key"
+	finding := map[string]any{"path": "a.go", "start_line": 11, "end_line": 11, "side": "RIGHT", "category": "bug", "severity": "high",
+		"confidence": "high", "title": "Nil map read", "body_md": "`cache` is never made.", "suggested_fix": "", "evidence": []string{"a.go:11"}}
+	fake := modelfake.StartTLS([]string{"api.example.com"},
+		modelfake.Script{Match: "Verify findings of review", Steps: []modelfake.Step{
+			{Text: "Checked a.go.\n" + fenced(map[string]any{"verdicts": []any{map[string]string{"finding_id": "f1", "verdict": "confirmed", "confidence": "high", "reasoning": "cache is never made"}}}), InputTokens: 900, OutputTokens: 40},
+		}},
+		modelfake.Script{Match: "Review pull request " + reviewRepo + "#7", Steps: []modelfake.Step{
+			{Text: "Let me read the change.", Tool: &modelfake.ToolCall{Name: "Read", Input: map[string]any{"file_path": "/work/widgets/a.go"}}, InputTokens: 1200, OutputTokens: 30},
+			{Text: "Found one.\n" + fenced(map[string]any{"summary_md": "Adds a cache.", "findings": []any{finding}}), InputTokens: 1400, OutputTokens: 90},
+		}},
+	)
+	t.Cleanup(fake.Close)
+	r := newReviewRig(t, "off", func(sb *testenv.Sandboxes) {
+		// The CLIs are native binaries of a few hundred MB of address space.
+		sb.Config.Host.SandboxMemoryBytes = 2 << 30
+		sb.EgressResolve["api.example.com:443"] = fake.Addr()
+		sb.EgressRootCAs.AddCert(fake.Certificate())
+	}, func(registry string) string {
+		return imagestest.Push(t, registry, "hangar/agent", img)
+	}, func(r *reviewRig, req *appv1.CreateProfileRequest) {
+		r.putOrgSecret(t, "anthropic/key", apiKey)
+		req.Harness = ptr("claude-code")
+		req.EnvVars = map[string]string{"ANTHROPIC_BASE_URL": "https://api.example.com"}
+		req.Network = &appv1.ProfileNetwork{AllowHosts: []string{"api.example.com"}}
+		req.Secrets = []*appv1.ProfileSecret{{Ref: "anthropic/key", EnvVar: "ANTHROPIC_API_KEY", Mode: "proxy", AllowHosts: []string{"api.example.com"}}}
+	})
+	r.push(t, "opened")
+	got := waitReview(t, r.reviews, 1)
+	if got.GetReview().GetStatus() != "completed" || got.GetReview().GetFindingCounts().GetHigh() != 1 {
+		t.Fatalf("review %v; events %v", got.GetReview(), got.GetEvents())
+	}
+	posted := r.gh.Reviews(reviewRepo, 7)
+	if len(posted) != 1 || len(posted[0].Comments) != 1 || posted[0].Comments[0].Line != 11 || !strings.Contains(posted[0].Comments[0].Body, "Nil map read") {
+		t.Fatalf("posted %+v", posted)
+	}
+	if v := got.GetVerdicts(); len(v) != 1 || v[0].GetVerdict() != "confirmed" {
+		t.Fatalf("verdicts %v", v)
+	}
+	// Claude Code read the checkout: its Read tool's result, sent back to the model, is a.go at
+	// the PR's head.
+	read := false
+	for _, req := range fake.Requests() {
+		read = read || (strings.Contains(string(req.Body), "Review pull request") && strings.Contains(string(req.Body), `return cache[k]`))
+	}
+	if !read {
+		t.Fatal("no request to the model carried a.go as Claude Code read it from the checkout")
+	}
+	if creds := fake.Credentials(); len(creds) != 1 || creds[0] != apiKey {
+		t.Fatalf("the model API was sent credentials %q, want only the key the proxy injects", creds)
+	}
+	r.sessionsHold(t, apiKey, got.GetReview().GetFinderSessionId(), got.GetReview().GetVerifierSessionId())
+	r.sessionsHold(t, githubToken, got.GetReview().GetFinderSessionId(), got.GetReview().GetVerifierSessionId())
+}
+
+// fenced is v as an answer's ```json block.
+func fenced(v any) string {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(err)
+	}
+	return "```json\n" + string(b) + "\n```\n"
 }
