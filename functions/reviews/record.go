@@ -72,23 +72,23 @@ type review struct {
 	ProfileID string `firestore:"profile_id"`
 	Engine    string `firestore:"engine"`
 
-	FinderTask      string    `firestore:"finder_task_id"`
-	FinderSession   string    `firestore:"finder_session_id"`
-	VerifierTask    string    `firestore:"verifier_task_id"`
-	VerifierSession string    `firestore:"verifier_session_id"`
-	FixTask         string    `firestore:"fix_task_id"`
+	FinderTask      string `firestore:"finder_task_id"`
+	FinderSession   string `firestore:"finder_session_id"`
+	VerifierTask    string `firestore:"verifier_task_id"`
+	VerifierSession string `firestore:"verifier_session_id"`
+	FixTask         string `firestore:"fix_task_id"`
 	// FixHead is the PR's head after the fix task pushed to it ("" when it did not).
 	FixHead string `firestore:"fix_head_sha"`
 	// CheckoutURL is the repository the agents clone the PR's head from, and CheckoutBranch
 	// its branch there ("" when only the commit is known: a deleted fork's, read from the base).
-	CheckoutURL    string `firestore:"checkout_url"`
-	CheckoutBranch string `firestore:"checkout_branch"`
-	SCMReviewID     string    `firestore:"scm_review_id"`
-	Summary         string    `firestore:"summary_md"`
-	Severities      []string  `firestore:"severities"`
-	Counts          counts    `firestore:"finding_counts"`
-	Findings        []finding `firestore:"findings"`
-	Events          []event   `firestore:"events"`
+	CheckoutURL    string    `firestore:"checkout_url"`
+	CheckoutBranch string    `firestore:"checkout_branch"`
+	SCMReviewID    string    `firestore:"scm_review_id"`
+	Summary        string    `firestore:"summary_md"`
+	Severities     []string  `firestore:"severities"`
+	Counts         counts    `firestore:"finding_counts"`
+	Findings       []finding `firestore:"findings"`
+	Events         []event   `firestore:"events"`
 	// Diff is the PR's changed lines at HeadSHA, per path: a finding must sit on them.
 	Diff map[string][]lineRange `firestore:"diff"`
 
