@@ -62,13 +62,21 @@ func (g *GitHub) Client(ctx context.Context, installationID int64) (*github.Clie
 	return g.client(g.http, github.WithAuthToken(token))
 }
 
-// Token is a token git can clone and push the installation's repositories with: a fresh
-// installation token (an hour's) for a GitHub App, else the configured token.
-func (g *GitHub) Token(ctx context.Context, installationID int64) (string, error) {
+// Token is a token git can fetch repo with (and push to it, with push): for a GitHub App a fresh
+// installation token (an hour's) that reaches repo only, with contents read (or write)
+// permission, so an agent that reads the code under review cannot write with it; else the
+// configured token, whatever it may do.
+func (g *GitHub) Token(ctx context.Context, installationID int64, repo string, push bool) (string, error) {
 	itr, token, err := g.credentials(ctx, installationID)
 	if err != nil || itr == nil {
 		return token, err
 	}
+	access := "read"
+	if push {
+		access = "write"
+	}
+	_, name := splitRepo(repo)
+	itr.InstallationTokenOptions = &github.InstallationTokenOptions{Repositories: []string{name}, Permissions: &github.InstallationPermissions{Contents: &access}}
 	token, err = itr.Token(ctx)
 	if err != nil {
 		return "", fmt.Errorf("mint an installation token for %d: %w", installationID, err)

@@ -313,7 +313,7 @@ func (s *Service) stepQueued(ctx context.Context, r *review) error {
 	if err := s.outdate(ctx, gh, r); err != nil {
 		return err
 	}
-	co, err := s.checkout(ctx, r)
+	co, err := s.checkout(ctx, r, false)
 	if err != nil {
 		return err
 	}
@@ -418,7 +418,7 @@ func (s *Service) stepFinder(ctx context.Context, r *review) error {
 		r.WakeAt = now
 		return nil
 	}
-	co, err := s.checkout(ctx, r)
+	co, err := s.checkout(ctx, r, false)
 	if err != nil {
 		return err
 	}
@@ -547,7 +547,7 @@ func (s *Service) stepPosting(ctx context.Context, r *review) error {
 // branch it can push to, and waits for it (fixing).
 func (s *Service) startFix(ctx context.Context, r *review) error {
 	now := s.now()
-	co, err := s.checkout(ctx, r)
+	co, err := s.checkout(ctx, r, true)
 	if err != nil {
 		return err
 	}
@@ -627,13 +627,13 @@ func (s *Service) stepFixing(ctx context.Context, r *review) error {
 // checkoutRoot is where agents find the pull request's repository: /work/<name>.
 const checkoutRoot = "/work/"
 
-// checkout is the PR's head for an agent's session, with a fresh token for the repository (nil
-// when GitHub named no clone URL).
-func (s *Service) checkout(ctx context.Context, r *review) (*Checkout, error) {
+// checkout is the PR's head for an agent's session, with a fresh token for the repository that
+// can push only when push (the fix agent's) (nil when GitHub named no clone URL).
+func (s *Service) checkout(ctx context.Context, r *review, push bool) (*Checkout, error) {
 	if r.CheckoutURL == "" {
 		return nil, nil
 	}
-	token, err := s.d.GitHub.Token(ctx, r.InstallationID)
+	token, err := s.d.GitHub.Token(ctx, r.InstallationID, r.Repo, push)
 	if err != nil {
 		return nil, err
 	}

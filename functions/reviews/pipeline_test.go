@@ -479,7 +479,8 @@ func TestListReviewsFiltersPagesAndCountsWithFacets(t *testing.T) {
 }
 
 // With a GitHub App in the org secrets, every call uses an installation token minted for the
-// installation the delivery named, with a JWT signed by the App's key.
+// installation the delivery named, with a JWT signed by the App's key; the agents' checkouts get
+// tokens of their own for the repository only, which only the fix agent's can push with.
 func TestAGitHubAppAuthenticatesWithAnInstallationToken(t *testing.T) {
 	t.Parallel()
 	key, err := rsa.GenerateKey(rand.Reader, 2048)
@@ -489,11 +490,12 @@ func TestAGitHubAppAuthenticatesWithAnInstallationToken(t *testing.T) {
 	keyPEM := pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(key)})
 	r := newRigWith(t, secretMap{reviews.SecretAppID: "42", reviews.SecretPrivateKey: string(keyPEM)})
 	r.gh.App(42, &key.PublicKey)
-	r.enroll(t, "off")
+	r.enroll(t, "task")
 	r.gh.SetPR(repo, basePR("head111"))
-	r.agents.answers["finder"] = finderAnswer()
+	r.agents.answers["finder"] = finderAnswer(aFinding("a.go", 11, 11, "high", "Nil map"))
+	r.agents.answers["verifier"] = verdicts(map[string]string{"f1": "confirmed"})
 	r.deliver(t, admin, "pull_request", fakegithub.PullRequestEvent("opened", repo, basePR("head111"), 99))
-	r.drive(t, 4)
+	r.drive(t, 5)
 	if got := r.only(t, 7).GetReview(); got.GetStatus() != "completed" {
 		t.Fatalf("review %v", got)
 	}
@@ -502,6 +504,10 @@ func TestAGitHubAppAuthenticatesWithAnInstallationToken(t *testing.T) {
 	}
 	if len(r.gh.Reviews(repo, 7)) != 1 {
 		t.Fatal("no review posted")
+	}
+	want := []string{"widgets contents:read", "widgets contents:read", "widgets contents:write"}
+	if got := r.gh.Scoped(); !slices.Equal(got, want) {
+		t.Fatalf("the checkouts' tokens were scoped %q, want the finder's and verifier's to read and the fixer's to write %q", got, want)
 	}
 }
 

@@ -16,6 +16,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -93,6 +94,7 @@ type GitHub struct {
 	appKey *rsa.PublicKey
 	appID  string
 	minted []string
+	scoped []string
 	// cloneBase and head tie the fake to a git server: see Git.
 	cloneBase string
 	head      func(repo, branch string) string
@@ -117,6 +119,14 @@ func (g *GitHub) App(appID int64, key *rsa.PublicKey) {
 	g.appID, g.appKey = strconv.FormatInt(appID, 10), key
 }
 
+// Scoped lists the restrictions of the tokens minted with any, in order: "repo,… perm:access,…"
+// (e.g. "widgets contents:read").
+func (g *GitHub) Scoped() []string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return append([]string(nil), g.scoped...)
+}
+
 // Minted lists the installation ids tokens were minted for.
 func (g *GitHub) Minted() []string {
 	g.mu.Lock()
@@ -136,6 +146,18 @@ func (g *GitHub) mint(w http.ResponseWriter, r *http.Request, installation strin
 		return
 	}
 	g.minted = append(g.minted, installation)
+	var opts struct {
+		Repositories []string          `json:"repositories"`
+		Permissions  map[string]string `json:"permissions"`
+	}
+	if json.NewDecoder(r.Body).Decode(&opts) == nil && (len(opts.Repositories) > 0 || len(opts.Permissions) > 0) {
+		var perms []string
+		for p, access := range opts.Permissions {
+			perms = append(perms, p+":"+access)
+		}
+		slices.Sort(perms)
+		g.scoped = append(g.scoped, strings.Join(opts.Repositories, ",")+" "+strings.Join(perms, ","))
+	}
 	writeJSON(w, http.StatusCreated, map[string]any{"token": g.Token, "expires_at": time.Now().Add(time.Hour).UTC().Format(time.RFC3339)})
 }
 
