@@ -175,8 +175,8 @@ type ReviewLimits struct {
 	// filters (older ones are not listed).
 	Page     paging.Bounds `env:"FIXED_REVIEWS_PAGE_SIZE, default=50/200"`
 	ListScan int           `env:"FIXED_REVIEWS_LIST_SCAN, default=2000"`
-	// AgentTimeout is how long a finder or verifier may take before its pass fails; Poll is how
-	// often a pass waiting on an agent checks on it.
+	// AgentTimeout is how long a finder or verifier may take before its pass fails (and a fix
+	// task before it is stopped); Poll is how often a pass waiting on an agent checks on it.
 	AgentTimeout time.Duration `env:"HANGAR_REVIEW_AGENT_TIMEOUT, default=30m"`
 	Poll         time.Duration `env:"FIXED_REVIEW_POLL, default=10s"`
 	// Lease is how long a worker holds a pass between writes; Attempts is how many times a step
