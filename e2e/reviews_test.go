@@ -39,7 +39,7 @@ const widgetsFile = "package widgets\n\n// cache holds the widgets by key.\nvar 
 const (
 	reviewScript = `#!/bin/sh
 cd /work/widgets && [ "$(git rev-parse HEAD)" = "$5" ] || { echo "the checkout is not at $5"; exit 1; }
-if [ -e BROKEN ]; then printf '` + "```json\\n" + `{"findings": [ this is not JSON\n` + "```\\n" + `'; exit 0; fi
+if [ -s BROKEN ]; then printf '` + "```json\\n" + `{"findings": [ this is not JSON\n` + "```\\n" + `'; exit 0; fi
 line=$(grep -n 'cache\[k\]' a.go | cut -d: -f1)
 [ -n "$line" ] || { printf '` + "```json\\n" + `{"summary_md": "Fixed.", "findings": []}\n` + "```\\n" + `'; exit 0; }
 code=$(sed -n "${line}p" a.go | sed 's/^[[:space:]]*//')
@@ -269,6 +269,17 @@ func TestAPullRequestWebhookEndsInAPostedReviewWithInlineComments(t *testing.T) 
 	last := third.GetEvents()[len(third.GetEvents())-1]
 	if third.GetReview().GetStatus() != "failed" || !strings.Contains(last.GetDetail(), "the finder's") || len(r.gh.Reviews(reviewRepo, 7)) != 2 {
 		t.Fatalf("third pass %v; last event %v; %d reviews posted", third.GetReview(), last, len(r.gh.Reviews(reviewRepo, 7)))
+	}
+
+	// A deleted fork's head: GitHub names no head repository and the head is only the base
+	// repository's refs/pull/7/head, which clones do not fetch; the agents clone the base's
+	// default branch and fetch the head by its commit.
+	r.pr.DeletedFork, r.pr.HeadRef = true, "refs/pull/7/head"
+	fourthHead := r.git.Commit(t, reviewRepo, r.pr.HeadRef, "origin/cache", map[string]string{"BROKEN": ""}, "Mend the finder")
+	r.push(t, "synchronize")
+	fourth := waitReview(t, r.reviews, 4)
+	if fourth.GetReview().GetStatus() != "completed" || fourth.GetReview().GetHeadSha() != fourthHead {
+		t.Fatalf("fourth pass %v; events %v", fourth.GetReview(), fourth.GetEvents())
 	}
 }
 

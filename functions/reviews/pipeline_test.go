@@ -180,25 +180,40 @@ func TestAPushWhileAPassRunsSupersedesIt(t *testing.T) {
 	}
 }
 
-// Every agent gets the PR's head checked out: the repository GitHub names, its branch moved to
-// the head reviewed, with the integration's token for the proxy to inject.
+// Every agent gets the PR's head checked out: the head repository's branch moved to the head
+// reviewed (a deleted fork's head: the base repository's commit), with the integration's token
+// for the proxy to inject.
 func TestEveryAgentGetsThePullRequestsHeadCheckedOut(t *testing.T) {
 	t.Parallel()
-	r := newRig(t)
-	r.enroll(t, "task")
-	r.gh.SetPR(repo, basePR("head111"))
-	r.agents.answers["finder"] = finderAnswer(aFinding("a.go", 11, 11, "high", "Nil map"))
-	r.agents.answers["verifier"] = verdicts(map[string]string{"f1": "confirmed"})
-	r.deliver(t, admin, "pull_request", fakegithub.PullRequestEvent("opened", repo, basePR("head111"), 0))
-	r.drive(t, 5)
-	want := reviews.Checkout{Path: "/work/widgets", URL: "https://github.example/acme/widgets.git", Branch: "cache", Commit: "head111", Token: "ghs_test"}
-	for _, role := range []string{"finder", "verifier", "fix"} {
-		if co := r.agents.checkouts[role]; co == nil || *co != want {
-			t.Errorf("the %s's checkout is %+v, want %+v", role, co, want)
-		}
-		if !strings.Contains(r.agents.prompts[role], "checked out at /work/widgets") {
-			t.Errorf("the %s's prompt does not say where the checkout is:\n%s", role, r.agents.prompts[role])
-		}
+	for _, tc := range []struct {
+		name        string
+		deletedFork bool
+		branch      string
+	}{
+		{"the head repository's branch at the head", false, "cache"},
+		{"a deleted fork's head from the base repository by its commit", true, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			r := newRig(t)
+			r.enroll(t, "task")
+			pr := basePR("head111")
+			pr.DeletedFork = tc.deletedFork
+			r.gh.SetPR(repo, pr)
+			r.agents.answers["finder"] = finderAnswer(aFinding("a.go", 11, 11, "high", "Nil map"))
+			r.agents.answers["verifier"] = verdicts(map[string]string{"f1": "confirmed"})
+			r.deliver(t, admin, "pull_request", fakegithub.PullRequestEvent("opened", repo, pr, 0))
+			r.drive(t, 5)
+			want := reviews.Checkout{Path: "/work/widgets", URL: "https://github.example/acme/widgets.git", Branch: tc.branch, Commit: "head111", Token: "ghs_test"}
+			for _, role := range []string{"finder", "verifier", "fix"} {
+				if co := r.agents.checkouts[role]; co == nil || *co != want {
+					t.Errorf("the %s's checkout is %+v, want %+v", role, co, want)
+				}
+				if !strings.Contains(r.agents.prompts[role], "checked out at /work/widgets") {
+					t.Errorf("the %s's prompt does not say where the checkout is:\n%s", role, r.agents.prompts[role])
+				}
+			}
+		})
 	}
 }
 

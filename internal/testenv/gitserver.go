@@ -77,12 +77,19 @@ func (g *GitServer) Repo(t testing.TB, name string, files map[string]string) str
 }
 
 // Commit commits files (path → content) on branch of repository name, which starts at from (a
-// branch or commit) when it does not exist yet, pushes it, and answers the commit.
+// revision of a fresh clone, such as "main" or "origin/cache") when it does not exist yet,
+// pushes it, and answers the commit. A branch given as a full ref outside refs/heads (GitHub's
+// "refs/pull/7/head") is such a ref, which clones do not fetch.
 func (g *GitServer) Commit(t testing.TB, name, branch, from string, files map[string]string, message string) string {
 	t.Helper()
 	work := filepath.Join(t.TempDir(), "work")
 	gitRun(t, "", "clone", "-q", g.bare(name), work)
 	switch {
+	case strings.HasPrefix(branch, "refs/") && g.Tip(t, name, branch) != "":
+		gitRun(t, work, "fetch", "-q", "origin", branch)
+		gitRun(t, work, "checkout", "-q", "--detach", "FETCH_HEAD")
+	case strings.HasPrefix(branch, "refs/"):
+		gitRun(t, work, "checkout", "-q", "--detach", from)
 	case g.Tip(t, name, branch) != "":
 		gitRun(t, work, "checkout", "-q", "-B", branch, "origin/"+branch)
 	case from != "":
@@ -100,14 +107,22 @@ func (g *GitServer) Commit(t testing.TB, name, branch, from string, files map[st
 	}
 	gitRun(t, work, "add", "-A")
 	gitRun(t, work, "commit", "-q", "--allow-empty", "-m", message)
-	gitRun(t, work, "push", "-q", "origin", branch)
+	gitRun(t, work, "push", "-q", "origin", "HEAD:"+fullRef(branch))
 	return gitRun(t, work, "rev-parse", "HEAD")
 }
 
-// Tip is the commit branch of repository name points at; "" when there is no such branch.
+// fullRef is a branch's ref; a full ref stays as it is.
+func fullRef(branch string) string {
+	if strings.HasPrefix(branch, "refs/") {
+		return branch
+	}
+	return "refs/heads/" + branch
+}
+
+// Tip is the commit branch (or a full ref) of repository name points at; "" when there is none.
 func (g *GitServer) Tip(t testing.TB, name, branch string) string {
 	t.Helper()
-	out, err := exec.Command("git", "-C", g.bare(name), "rev-parse", "-q", "--verify", "refs/heads/"+branch).Output()
+	out, err := exec.Command("git", "-C", g.bare(name), "rev-parse", "-q", "--verify", fullRef(branch)).Output()
 	if err != nil {
 		return ""
 	}

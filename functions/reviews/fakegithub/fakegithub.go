@@ -39,6 +39,8 @@ type PR struct {
 	BaseSHA, BaseRef     string
 	State                string // "open" (default) or "closed"
 	Merged, Draft        bool
+	// DeletedFork makes the PR's head repository gone (null), as a deleted fork's is.
+	DeletedFork bool
 	Files                []File
 	Additions, Deletions int
 }
@@ -277,10 +279,14 @@ func (g *GitHub) serve(w http.ResponseWriter, r *http.Request) {
 			cloneBase = g.cloneBase
 		}
 		repoJSON := map[string]any{"full_name": repo, "clone_url": cloneBase + repo + ".git"}
+		headRepo := any(repoJSON)
+		if pr.DeletedFork {
+			headRepo = nil
+		}
 		writeJSON(w, http.StatusOK, map[string]any{
 			"number": pr.Number, "state": pr.State, "merged": pr.Merged, "draft": pr.Draft, "title": pr.Title,
 			"user": user{pr.Author}, "html_url": "https://github.example/" + repo + "/pull/" + num,
-			"head": map[string]any{"sha": head, "ref": pr.HeadRef, "repo": repoJSON}, "base": map[string]any{"sha": pr.BaseSHA, "ref": pr.BaseRef, "repo": repoJSON},
+			"head": map[string]any{"sha": head, "ref": pr.HeadRef, "repo": headRepo}, "base": map[string]any{"sha": pr.BaseSHA, "ref": pr.BaseRef, "repo": repoJSON},
 			"additions": pr.Additions, "deletions": pr.Deletions, "changed_files": len(pr.Files),
 		})
 	case "GET files":
