@@ -33,14 +33,14 @@ type File struct {
 
 // PR is a pull request.
 type PR struct {
-	Number               int
-	Title, Author        string
-	HeadSHA, HeadRef     string
-	BaseSHA, BaseRef     string
-	State                string // "open" (default) or "closed"
-	Merged, Draft        bool
+	Number           int
+	Title, Author    string
+	HeadSHA, HeadRef string
+	BaseSHA, BaseRef string
+	State            string // "open" (default) or "closed"
+	Merged, Draft    bool
 	// DeletedFork makes the PR's head repository gone (null), as a deleted fork's is.
-	DeletedFork bool
+	DeletedFork          bool
 	Files                []File
 	Additions, Deletions int
 }
