@@ -319,6 +319,7 @@ func TestRealClaudeCodeFindsAndVerifiesAReviewsFindings(t *testing.T) {
 		"confidence": "high", "title": "Nil map read", "body_md": "`cache` is never made.", "suggested_fix": "", "evidence": []string{"a.go:11"}}
 	fake := modelfake.StartTLS([]string{"api.example.com"},
 		modelfake.Script{Match: "Verify findings of review", Steps: []modelfake.Step{
+			{Text: "Let me check a.go.", Tool: &modelfake.ToolCall{Name: "Read", Input: map[string]any{"file_path": "/work/widgets/a.go"}}, InputTokens: 800, OutputTokens: 30},
 			{Text: "Checked a.go.\n" + fenced(map[string]any{"verdicts": []any{map[string]string{"finding_id": "f1", "verdict": "confirmed", "confidence": "high", "reasoning": "cache is never made"}}}), InputTokens: 900, OutputTokens: 40},
 		}},
 		modelfake.Script{Match: "Review pull request " + reviewRepo + "#7", Steps: []modelfake.Step{
@@ -353,14 +354,16 @@ func TestRealClaudeCodeFindsAndVerifiesAReviewsFindings(t *testing.T) {
 	if v := got.GetVerdicts(); len(v) != 1 || v[0].GetVerdict() != "confirmed" {
 		t.Fatalf("verdicts %v", v)
 	}
-	// Claude Code read the checkout: its Read tool's result, sent back to the model, is a.go at
-	// the PR's head.
-	read := false
-	for _, req := range fake.Requests() {
-		read = read || (strings.Contains(string(req.Body), "Review pull request") && strings.Contains(string(req.Body), `return cache[k]`))
-	}
-	if !read {
-		t.Fatal("no request to the model carried a.go as Claude Code read it from the checkout")
+	// Both Claude Codes read the checkout: their Read tool's result, sent back to the model, is
+	// a.go at the PR's head, whose line 3 no prompt quotes (the patch is lines 10-12).
+	for _, role := range []string{"Review pull request", "Verify findings of review"} {
+		read := false
+		for _, req := range fake.Requests() {
+			read = read || (strings.Contains(string(req.Body), role) && strings.Contains(string(req.Body), "cache holds the widgets by key"))
+		}
+		if !read {
+			t.Errorf("no request of the conversation %q carried a.go as Claude Code read it from the checkout", role)
+		}
 	}
 	if creds := fake.Credentials(); len(creds) != 1 || creds[0] != apiKey {
 		t.Fatalf("the model API was sent credentials %q, want only the key the proxy injects", creds)
