@@ -307,28 +307,39 @@ func waitReview(t *testing.T, c appv1connect.ReviewServiceClient, pass int) *app
 	return got
 }
 
-// The real Claude Code CLI of the agent image is the finder and the verifier: the loopback fake
-// of the Anthropic Messages API plays their conversations (the finder reads a.go in its
-// checkout with Claude Code's Read tool, then answers the findings JSON; the verifier confirms),
+// The real Claude Code CLI of the agent image is the finder, the verifier and the fixer: the
+// loopback fake of the Anthropic Messages API plays their conversations (the finder reads a.go
+// in its checkout with Claude Code's Read tool, then answers the findings JSON; the verifier
+// reads it and confirms; the fixer reads, edits, and commits and pushes with its Bash tool),
 // reached as api.example.com through the egress proxy, which injects the API key the sandboxes
-// hold only a placeholder of. The review posts the confirmed finding.
+// hold only a placeholder of. The review posts the confirmed finding and records the push.
 func TestRealClaudeCodeFindsAndVerifiesAReviewsFindings(t *testing.T) {
 	img := modelfake.AgentImage(t)
 	const apiKey = "sk-ant-e2e-real-key"
 	finding := map[string]any{"path": "a.go", "start_line": 11, "end_line": 11, "side": "RIGHT", "category": "bug", "severity": "high",
 		"confidence": "high", "title": "Nil map read", "body_md": "`cache` is never made.", "suggested_fix": "", "evidence": []string{"a.go:11"}}
+	path := "/work/widgets/a.go"
 	fake := modelfake.StartTLS([]string{"api.example.com"},
+		modelfake.Script{Match: "Fix review findings on " + reviewRepo + "#7", Steps: []modelfake.Step{
+			{Text: "Reading it.", Tool: &modelfake.ToolCall{Name: "Read", Input: map[string]any{"file_path": path}}, InputTokens: 900, OutputTokens: 20},
+			{Tool: &modelfake.ToolCall{Name: "Edit", Input: map[string]any{"file_path": path, "old_string": "return cache[k]", "new_string": "return lookup(k)"}}, InputTokens: 1000, OutputTokens: 30},
+			{Tool: &modelfake.ToolCall{Name: "Bash", Input: map[string]any{
+				"command":     "cd /work/widgets && git -c user.name=Fixer -c user.email=fixer@hangar.invalid commit -qam 'Fix the nil map read' && git push -q origin cache",
+				"description": "Commit and push the fix",
+			}}, InputTokens: 1100, OutputTokens: 30},
+			{Text: "Fixed and pushed.", InputTokens: 1200, OutputTokens: 10},
+		}},
 		modelfake.Script{Match: "Verify findings of review", Steps: []modelfake.Step{
-			{Text: "Let me check a.go.", Tool: &modelfake.ToolCall{Name: "Read", Input: map[string]any{"file_path": "/work/widgets/a.go"}}, InputTokens: 800, OutputTokens: 30},
+			{Text: "Let me check a.go.", Tool: &modelfake.ToolCall{Name: "Read", Input: map[string]any{"file_path": path}}, InputTokens: 800, OutputTokens: 30},
 			{Text: "Checked a.go.\n" + fenced(map[string]any{"verdicts": []any{map[string]string{"finding_id": "f1", "verdict": "confirmed", "confidence": "high", "reasoning": "cache is never made"}}}), InputTokens: 900, OutputTokens: 40},
 		}},
 		modelfake.Script{Match: "Review pull request " + reviewRepo + "#7", Steps: []modelfake.Step{
-			{Text: "Let me read the change.", Tool: &modelfake.ToolCall{Name: "Read", Input: map[string]any{"file_path": "/work/widgets/a.go"}}, InputTokens: 1200, OutputTokens: 30},
+			{Text: "Let me read the change.", Tool: &modelfake.ToolCall{Name: "Read", Input: map[string]any{"file_path": path}}, InputTokens: 1200, OutputTokens: 30},
 			{Text: "Found one.\n" + fenced(map[string]any{"summary_md": "Adds a cache.", "findings": []any{finding}}), InputTokens: 1400, OutputTokens: 90},
 		}},
 	)
 	t.Cleanup(fake.Close)
-	r := newReviewRig(t, "off", func(sb *testenv.Sandboxes) {
+	r := newReviewRig(t, "task", func(sb *testenv.Sandboxes) {
 		// The CLIs are native binaries of a few hundred MB of address space.
 		sb.Config.Host.SandboxMemoryBytes = 2 << 30
 		sb.EgressResolve["api.example.com:443"] = fake.Addr()
@@ -342,6 +353,7 @@ func TestRealClaudeCodeFindsAndVerifiesAReviewsFindings(t *testing.T) {
 		req.Network = &appv1.ProfileNetwork{AllowHosts: []string{"api.example.com"}}
 		req.Secrets = []*appv1.ProfileSecret{{Ref: "anthropic/key", EnvVar: "ANTHROPIC_API_KEY", Mode: "proxy", AllowHosts: []string{"api.example.com"}}}
 	})
+	head := r.git.Tip(t, reviewRepo, "cache")
 	r.push(t, "opened")
 	got := waitReview(t, r.reviews, 1)
 	if got.GetReview().GetStatus() != "completed" || got.GetReview().GetFindingCounts().GetHigh() != 1 {
@@ -364,6 +376,14 @@ func TestRealClaudeCodeFindsAndVerifiesAReviewsFindings(t *testing.T) {
 		if !read {
 			t.Errorf("no request of the conversation %q carried a.go as Claude Code read it from the checkout", role)
 		}
+	}
+	// The fixer's commit is on the PR's branch, and the pass recorded it.
+	fixHead := r.git.Tip(t, reviewRepo, "cache")
+	if fixHead == head || r.git.Show(t, reviewRepo, "-s", "--format=%s", fixHead) != "Fix the nil map read" || !strings.Contains(r.git.Show(t, reviewRepo, fixHead+":a.go"), "return lookup(k)") {
+		t.Fatalf("the branch cache is at %s after the fix, from %s", fixHead, head)
+	}
+	if pushed := eventOf(got.GetEvents(), "autofix.pushed"); pushed == nil || !strings.Contains(pushed.GetDetail(), fixHead[:12]) {
+		t.Fatalf("no autofix.pushed event naming %s: %v", fixHead, got.GetEvents())
 	}
 	if creds := fake.Credentials(); len(creds) != 1 || creds[0] != apiKey {
 		t.Fatalf("the model API was sent credentials %q, want only the key the proxy injects", creds)
