@@ -42,13 +42,15 @@ type scripted struct {
 	stopped   []string
 	// onStart runs after a task of role starts: what happens meanwhile elsewhere.
 	onStart func(role string)
+	// refuse names a role whose tasks cannot start.
+	refuse string
 }
 
 func (a *scripted) role(taskID string) string { return taskID[strings.LastIndex(taskID, "-")+1:] }
 
 func (a *scripted) Start(_ context.Context, actor, requestID string, spec reviews.AgentSpec) (reviews.AgentRun, error) {
 	a.mu.Lock()
-	if actor == "" || spec.ProfileID == "" {
+	if actor == "" || spec.ProfileID == "" || a.role(requestID) == a.refuse {
 		a.mu.Unlock()
 		return reviews.AgentRun{}, fmt.Errorf("%w: no actor or profile", reviews.ErrRefused)
 	}

@@ -555,6 +555,14 @@ func (s *Service) startFix(ctx context.Context, r *review) error {
 		ProfileID: r.ProfileID, Harness: r.Engine, Title: fmt.Sprintf("Fix review findings on %s#%d", r.Repo, r.PRNumber),
 		Prompt: fixPrompt(r, co), Checkout: co,
 	})
+	if errors.Is(err, ErrRefused) {
+		// The review is posted: a fix task that cannot start (its checkout failed, its profile
+		// went away) is the autofix's failure, not the pass's.
+		r.addEvent(now, "autofix.failed", "the fix task could not start: "+err.Error())
+		r.move(now, StateCompleted, fmt.Sprintf("%d findings posted", r.Counts.Total))
+		r.WakeAt = time.Time{}
+		return nil
+	}
 	if err != nil {
 		return fmt.Errorf("start the fix task: %w", err)
 	}

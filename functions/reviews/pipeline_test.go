@@ -256,15 +256,18 @@ func TestAutofixTaskStartsAFixTaskAndRecordsItsPush(t *testing.T) {
 	}
 }
 
-// A fix task that ends without a push, or does not end in time, completes its pass saying so.
+// A fix task that cannot start, ends without a push, or does not end in time, completes its
+// posted pass saying so.
 func TestAFixTaskWithoutAPushOrPastItsTimeCompletesThePassSayingSo(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
 		name, event string
 		hang        bool
+		refused     bool
 	}{
-		{"ended without a push", "autofix.unpushed", false},
-		{"stopped past the agent timeout", "autofix.timeout", true},
+		{"that cannot start", "autofix.failed", false, true},
+		{"ended without a push", "autofix.unpushed", false, false},
+		{"stopped past the agent timeout", "autofix.timeout", true, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -274,6 +277,9 @@ func TestAFixTaskWithoutAPushOrPastItsTimeCompletesThePassSayingSo(t *testing.T)
 			r.agents.answers["finder"] = finderAnswer(aFinding("a.go", 11, 11, "high", "Nil map"))
 			r.agents.answers["verifier"] = verdicts(map[string]string{"f1": "confirmed"})
 			r.agents.hang["fix"] = tc.hang
+			if tc.refused {
+				r.agents.refuse = "fix"
+			}
 			r.deliver(t, admin, "pull_request", fakegithub.PullRequestEvent("opened", repo, basePR("head111"), 0))
 			r.drive(t, 4)
 			r.clock.Advance(11 * time.Minute)
