@@ -824,7 +824,9 @@ func (sb *Sandbox) connect(w http.ResponseWriter, r *http.Request, host string, 
 	if _, err := io.WriteString(c, "HTTP/1.1 200 Connection established\r\n\r\n"); err != nil {
 		return
 	}
-	sb.tunnel(r.Context(), c, brw.Reader, host, port, "proxy")
+	// The sandbox's context, not the request's: net/http cancels a hijacked request's context on
+	// any read error of its reader, which the tunnel's wait for a client's first bytes is.
+	sb.tunnel(sb.ctx(), c, brw.Reader, host, port, "proxy")
 }
 
 // egressRefused refuses a CONNECT to a literal or metadata name the guarded dialer would refuse,
