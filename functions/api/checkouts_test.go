@@ -8,7 +8,7 @@ import (
 )
 
 // A task's checkout comes after the profile's repos, takes the place of one at its path, and
-// sends (and keeps) its own credential.
+// sends its own credential.
 func TestATaskCheckoutReplacesTheProfileRepoAtItsPath(t *testing.T) {
 	t.Parallel()
 	got := checkouts([]*appv1.ProfileRepo{
@@ -21,10 +21,10 @@ func TestATaskCheckoutReplacesTheProfileRepoAtItsPath(t *testing.T) {
 	if len(got) != 3 || got[0].GetPath() != "/work/tools" || got[0].GetUrl() != "https://git.example.com/acme/tools.git" {
 		t.Fatalf("checkouts %v", got)
 	}
-	if w := got[1]; w.GetPath() != "/work/widgets" || w.GetRef() != "cache" || w.GetCommit() != "0123abcd" || !w.GetKeepCredential() || w.GetSecret() != "credential of the checkout at /work/widgets" {
+	if w := got[1]; w.GetPath() != "/work/widgets" || w.GetRef() != "cache" || w.GetCommit() != "0123abcd" || w.GetSecret() != "credential of the checkout at /work/widgets" {
 		t.Fatalf("the task's checkout %v", w)
 	}
-	if d := got[2]; d.GetKeepCredential() || d.GetSecret() != "" {
+	if d := got[2]; d.GetSecret() != "" {
 		t.Fatalf("a checkout without a credential %v", d)
 	}
 }
