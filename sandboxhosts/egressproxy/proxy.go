@@ -380,12 +380,15 @@ func (sb *Sandbox) handle(ctx context.Context, c *net.TCPConn) {
 func (sb *Sandbox) tunnel(ctx context.Context, c net.Conn, br *bufio.Reader, host string, port int, mode string) {
 	start := time.Now()
 	// A client that says nothing first (SMTP, databases: the server speaks first) is passed
-	// through as it is, rather than waited on.
-	_ = c.SetReadDeadline(time.Now().Add(firstBytesWait))
-	first, err := br.Peek(1)
-	_ = c.SetReadDeadline(time.Time{})
-	var timeout net.Error
-	if err != nil && !(errors.As(err, &timeout) && timeout.Timeout()) {
+	// through as it is, rather than waited on. A host a secret may go to is waited on longer:
+	// its clients speak TLS first, and a client that parses its CA bundle after connecting can
+	// be late on a loaded machine; passed through, its handshake would meet the real server
+	// with the placeholder and fail.
+	first, err := peekFirst(c, br, firstBytesWait)
+	if isTimeout(err) && sb.intercepts(host, port) {
+		first, err = peekFirst(c, br, interceptFirstBytesWait)
+	}
+	if err != nil && !isTimeout(err) {
 		return
 	}
 	switch {
@@ -460,6 +463,18 @@ func reset(c net.Conn) {
 		_ = tc.SetLinger(0)
 	}
 	_ = c.Close()
+}
+
+// peekFirst waits up to wait for the connection's first byte.
+func peekFirst(c net.Conn, br *bufio.Reader, wait time.Duration) ([]byte, error) {
+	_ = c.SetReadDeadline(time.Now().Add(wait))
+	defer c.SetReadDeadline(time.Time{})
+	return br.Peek(1)
+}
+
+func isTimeout(err error) bool {
+	var timeout net.Error
+	return errors.As(err, &timeout) && timeout.Timeout()
 }
 
 // looksLikeHTTP reports whether the bytes received so far start an HTTP/1 request line.
@@ -913,6 +928,10 @@ const MaxConnections = 1024
 // firstBytesWait is how long a captured connection's first bytes are waited for before it is
 // taken for a protocol whose server speaks first.
 const firstBytesWait = 500 * time.Millisecond
+
+// interceptFirstBytesWait is how much longer a connection bound for a host a secret may go to
+// is waited on for its first bytes.
+const interceptFirstBytesWait = 30 * time.Second
 
 // SyntheticPrefix is where the sandbox's DNS hands out addresses: each stands for one name.
 var SyntheticPrefix = netip.MustParsePrefix("198.18.0.0/15")
