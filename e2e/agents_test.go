@@ -155,7 +155,7 @@ func TestRealAgentsEditCommitAndPushThroughTheEgressProxy(t *testing.T) {
 			if creds := fakes[r.harness].Credentials(); !slices.Equal(creds, []string{r.key}) {
 				t.Errorf("the %s fake was sent credentials %q, want only the real key", r.api, creds)
 			}
-			if subject, content := git.Pushed(t, r.harness); subject != modelfake.CommitMessage || content != modelfake.After {
+			if subject, content := git.Pushed(t, r.harness); subject != modelfake.CommitMessage || content != strings.TrimSpace(modelfake.After) {
 				t.Errorf("the git server holds %q with %q, want %q with %q", subject, content, modelfake.CommitMessage, modelfake.After)
 			}
 			for _, a := range git.Auths() {

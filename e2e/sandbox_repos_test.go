@@ -2,18 +2,8 @@ package e2e
 
 import (
 	"context"
-	"encoding/base64"
 	"encoding/json"
-	"net/http"
-	"net/http/cgi"
-	"net/http/httptest"
-	"os"
-	"os/exec"
-	"path/filepath"
-	"regexp"
-	"slices"
 	"strings"
-	"sync"
 	"testing"
 
 	"connectrpc.com/connect"
@@ -24,126 +14,41 @@ import (
 	"github.com/hangar-dev/hangar/internal/testenv"
 	"github.com/hangar-dev/hangar/internal/testkit"
 	"github.com/hangar-dev/hangar/platform/auth"
-	"github.com/hangar-dev/hangar/sandboxhosts/images"
-	"github.com/hangar-dev/hangar/sandboxhosts/images/imagestest"
 )
 
 const gitToken = "ghp-" + realMark + "-git-token"
 
-// gitHost is a loopback HTTPS git server (git http-backend) for gitHostName, holding
-// org/<name>.git for each name it was made with: main has one commit, "first", with
-// modelfake.EditedFile as modelfake.Before, and the branch release one more, "release notes".
-// It answers only requests carrying gitToken as GitHub-style Basic credentials, and takes
-// pushes.
-type gitHost struct {
-	*httptest.Server
-	root string
-
-	mu    sync.Mutex
-	auths []string
-}
+// gitHost is testenv's git server for gitHostName, holding org/<name>.git for each name it was
+// made with: main has one commit, "first", with modelfake.EditedFile as modelfake.Before, and
+// the branch release one more, "release notes". It accepts gitToken.
+type gitHost struct{ *testenv.GitServer }
 
 const gitHostName = "git.example.com"
 
-func gitServer(t *testing.T, names ...string) *gitHost {
+func gitServer(t *testing.T, names ...string) gitHost {
 	t.Helper()
-	gitBin := testkit.RequireTool(t, "git", "apt-get install git")
-	g := &gitHost{root: t.TempDir()}
+	g := gitHost{testenv.NewGitServer(t, gitToken, gitHostName)}
 	for _, name := range names {
-		bare, work := filepath.Join(g.root, "org", name+".git"), filepath.Join(t.TempDir(), "work")
-		id := []string{"-c", "user.name=t", "-c", "user.email=t@example.com"}
-		for _, args := range [][]string{
-			{"init", "-q", "--bare", "-b", "main", bare},
-			{"-C", bare, "config", "http.receivepack", "true"},
-			{"init", "-q", "-b", "main", work},
-			{"-C", work, "add", "."},
-			append(append([]string{"-C", work}, id...), "commit", "-q", "-m", "first"),
-			{"-C", work, "checkout", "-q", "-b", "release"},
-			append(append([]string{"-C", work}, id...), "commit", "-q", "--allow-empty", "-m", "release notes"),
-			{"-C", work, "push", "-q", bare, "main", "release"},
-		} {
-			if args[0] == "init" && args[len(args)-1] == work {
-				if err := os.MkdirAll(work, 0o755); err != nil {
-					t.Fatal(err)
-				}
-				if err := os.WriteFile(filepath.Join(work, modelfake.EditedFile), []byte(modelfake.Before), 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
-			if out, err := exec.Command(gitBin, args...).CombinedOutput(); err != nil {
-				t.Fatalf("git %v: %v\n%s", args, err, out)
-			}
-		}
+		g.Repo(t, "org/"+name, map[string]string{modelfake.EditedFile: modelfake.Before})
+		g.Commit(t, "org/"+name, "release", "main", nil, "release notes")
 	}
-	backend := &cgi.Handler{Path: "/usr/lib/git-core/git-http-backend", Env: []string{"GIT_PROJECT_ROOT=" + g.root, "GIT_HTTP_EXPORT_ALL=1"}}
-	want := "Basic " + base64.StdEncoding.EncodeToString([]byte("x-access-token:"+gitToken))
-	g.Server = testkit.TLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		g.mu.Lock()
-		g.auths = append(g.auths, r.Header.Get("Authorization"))
-		g.mu.Unlock()
-		if r.Header.Get("Authorization") != want {
-			w.Header().Set("WWW-Authenticate", `Basic realm="git"`)
-			http.Error(w, "who are you", http.StatusUnauthorized)
-			return
-		}
-		backend.ServeHTTP(w, r)
-	}), gitHostName)
-	t.Cleanup(g.Close)
 	return g
 }
 
-// Auths are the Authorization headers the server was sent, oldest first.
-func (g *gitHost) Auths() []string {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	return slices.Clone(g.auths)
-}
-
 // URL is the https URL of repo name under its real host name.
-func (g *gitHost) URL(name string) string { return "https://" + gitHostName + "/org/" + name + ".git" }
+func (g gitHost) URL(name string) string { return "https://" + gitHostName + "/org/" + name + ".git" }
 
-// Pushed is the subject of main's last commit in repo name and its modelfake.EditedFile.
-func (g *gitHost) Pushed(t *testing.T, name string) (subject, content string) {
+// Pushed is the subject of main's last commit in repo name and its modelfake.EditedFile, both
+// trimmed of surrounding space.
+func (g gitHost) Pushed(t *testing.T, name string) (subject, content string) {
 	t.Helper()
-	dir := filepath.Join(g.root, "org", name+".git")
-	show := func(args ...string) string {
-		out, err := exec.Command("git", append([]string{"--git-dir", dir}, args...)...).CombinedOutput()
-		if err != nil {
-			t.Fatalf("git %v: %v\n%s", args, err, out)
-		}
-		return string(out)
-	}
-	return strings.TrimSpace(show("log", "-1", "--format=%s", "main")), show("show", "main:"+modelfake.EditedFile)
+	return g.Show(t, "org/"+name, "-s", "--format=%s", "main"), g.Show(t, "org/"+name, "main:"+modelfake.EditedFile)
 }
 
 // gitImage is the test image with this machine's git and the libraries it loads, so that a
 // sandbox can run a real git clone.
 func gitImage(t *testing.T, s *sandboxStack) string {
-	t.Helper()
-	files := map[string]images.File{}
-	add := func(p string) {
-		b, err := os.ReadFile(p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		files[p] = images.File{Content: b, Mode: 0o755}
-	}
-	lib := regexp.MustCompile(`(/\S+\.so[.\d]*)`)
-	for _, bin := range []string{"/usr/bin/git", "/usr/lib/git-core/git-remote-https"} {
-		add(bin)
-		out, err := exec.Command("ldd", bin).Output()
-		if err != nil {
-			t.Fatalf("ldd %s: %v", bin, err)
-		}
-		for _, m := range lib.FindAllString(string(out), -1) {
-			add(m)
-		}
-	}
-	img, err := images.Busybox(files)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return imagestest.Push(t, s.sb.Registry, "test/git", img)
+	return testenv.GitImage(t, s.sb.Registry, nil)
 }
 
 func TestProfileReposAreClonedAtStartOverTheProxy(t *testing.T) {

@@ -36,15 +36,16 @@ type GitServer struct {
 	auths []string
 }
 
-// NewGitServer starts a git server accepting token; it stops when t ends.
-func NewGitServer(t testing.TB, token string) *GitServer {
+// NewGitServer starts a git server accepting token, whose certificate names hosts (httptest's
+// example.com when none are given); it stops when t ends.
+func NewGitServer(t testing.TB, token string, hosts ...string) *GitServer {
 	t.Helper()
 	testkit.RequireTool(t, "git", "apt-get install git")
 	testkit.RequireFile(t, gitHTTPBackend, "apt-get install git")
 	g := &GitServer{Root: t.TempDir(), Token: token}
 	backend := &cgi.Handler{Path: gitHTTPBackend, Env: []string{"GIT_PROJECT_ROOT=" + g.Root, "GIT_HTTP_EXPORT_ALL=1"}}
 	want := "Basic " + base64.StdEncoding.EncodeToString([]byte("x-access-token:"+token))
-	g.Server = httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		g.mu.Lock()
 		g.auths = append(g.auths, r.Header.Get("Authorization"))
 		g.mu.Unlock()
@@ -54,7 +55,12 @@ func NewGitServer(t testing.TB, token string) *GitServer {
 			return
 		}
 		backend.ServeHTTP(w, r)
-	}))
+	})
+	if len(hosts) > 0 {
+		g.Server = testkit.TLSServer(handler, hosts...)
+	} else {
+		g.Server = httptest.NewTLSServer(handler)
+	}
 	t.Cleanup(g.Close)
 	return g
 }
