@@ -54,13 +54,13 @@ func serveOAuth(t *testing.T) *oauthServer {
 
 // startHangar runs a command in the background; its output grows in out and its end is sent on
 // the channel.
-func startHangar(args ...string) (*lockedBuffer, <-chan error) {
+func startHangar(args ...string) (*testkit.SyncBuffer, <-chan error) {
 	return startHangarContext(context.Background(), args...)
 }
 
 // startHangarContext is startHangar with the command's context ctx (cancelled: as by Ctrl-C).
-func startHangarContext(ctx context.Context, args ...string) (*lockedBuffer, <-chan error) {
-	out := &lockedBuffer{}
+func startHangarContext(ctx context.Context, args ...string) (*testkit.SyncBuffer, <-chan error) {
+	out := &testkit.SyncBuffer{}
 	done := make(chan error, 1)
 	root := newRootCmd()
 	root.SetOut(out)
@@ -70,7 +70,7 @@ func startHangarContext(ctx context.Context, args ...string) (*lockedBuffer, <-c
 	return out, done
 }
 
-func waitOutput(t *testing.T, out *lockedBuffer, re *regexp.Regexp) []string {
+func waitOutput(t *testing.T, out *testkit.SyncBuffer, re *regexp.Regexp) []string {
 	t.Helper()
 	var m []string
 	testkit.Eventually(t, 30*time.Second, "output matching "+re.String(), func() (bool, string) {
@@ -80,7 +80,7 @@ func waitOutput(t *testing.T, out *lockedBuffer, re *regexp.Regexp) []string {
 	return m
 }
 
-func waitDone(t *testing.T, out *lockedBuffer, done <-chan error) {
+func waitDone(t *testing.T, out *testkit.SyncBuffer, done <-chan error) {
 	t.Helper()
 	select {
 	case err := <-done:

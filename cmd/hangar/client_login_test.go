@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -32,24 +31,6 @@ func TestMain(m *testing.M) {
 	code := m.Run()
 	os.RemoveAll(dir)
 	os.Exit(code)
-}
-
-// lockedBuffer is an output a running command writes while the test reads it.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 var shownCode = regexp.MustCompile(`enter the code\n\n +([A-Z]{4}-[A-Z]{4})\n`)
@@ -96,7 +77,7 @@ func TestLoginWhoamiLogoutAgainstADevServer(t *testing.T) {
 		t.Fatalf("dev sign-in: %s", resp.Status)
 	}
 
-	out := &lockedBuffer{}
+	out := &testkit.SyncBuffer{}
 	done := make(chan error, 1)
 	go func() {
 		root := newRootCmd()

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"os"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -17,23 +16,6 @@ import (
 	"github.com/hangar-dev/hangar/internal/testenv"
 	"github.com/hangar-dev/hangar/internal/testkit"
 )
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // TestSessionsShell runs `hangar sessions shell` against the whole stack, once with piped
 // input and once on a real terminal: raw mode while it runs, restored after, resizes followed.
@@ -83,7 +65,7 @@ func TestSessionsShell(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var screen syncBuffer
+		var screen testkit.SyncBuffer
 		done := make(chan result, 1)
 		go func() {
 			root := newRootCmd()

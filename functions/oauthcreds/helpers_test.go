@@ -1,10 +1,8 @@
 package oauthcreds
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
-	"sync"
 	"testing"
 	"time"
 
@@ -13,6 +11,7 @@ import (
 	appv1 "github.com/hangar-dev/hangar/gen/svc/app/v1"
 	"github.com/hangar-dev/hangar/internal/oauthtest"
 	"github.com/hangar-dev/hangar/internal/testenv"
+	"github.com/hangar-dev/hangar/internal/testkit"
 	"github.com/hangar-dev/hangar/platform/auth"
 	"github.com/hangar-dev/hangar/platform/clock"
 	"github.com/hangar-dev/hangar/platform/egress"
@@ -28,27 +27,10 @@ type harness struct {
 	db       *firestore.Client
 	provider *oauthtest.Provider
 	clock    *clock.Fake
-	logs     *syncBuffer
+	logs     *testkit.SyncBuffer
 	sessions *sessiondb.Store
 	alice    context.Context
 	bob      context.Context
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 var (
@@ -74,7 +56,7 @@ func newHarness(t *testing.T) *harness {
 	if err != nil {
 		t.Fatal(err)
 	}
-	logs := &syncBuffer{}
+	logs := &testkit.SyncBuffer{}
 	h := &harness{
 		db: db, provider: p, clock: clk, logs: logs, sessions: sessiondb.NewStore(db, clk.Now),
 		alice: auth.WithPrincipal(context.Background(), alice), bob: auth.WithPrincipal(context.Background(), bob),

@@ -21,6 +21,7 @@ import (
 	"github.com/hangar-dev/hangar/gen/svc/app/v1/appv1connect"
 	"github.com/hangar-dev/hangar/internal/oidctest"
 	"github.com/hangar-dev/hangar/internal/testenv"
+	"github.com/hangar-dev/hangar/internal/testkit"
 	"github.com/hangar-dev/hangar/platform/auth"
 	"github.com/hangar-dev/hangar/platform/clock"
 	"github.com/hangar-dev/hangar/platform/config"
@@ -47,7 +48,7 @@ type env struct {
 	svc   *Service
 	d     Deps
 	clock *clock.Fake
-	logs  *syncBuffer
+	logs  *testkit.SyncBuffer
 	rec   *recorder
 }
 
@@ -56,7 +57,7 @@ func newEnv(t *testing.T, mutate ...func(*config.SignIn)) *env {
 	db, _ := testenv.Firestore(t)
 	_, sealer := testenv.Keyset(t)
 	c := clock.NewFake(time.Now())
-	e := &env{clock: c, logs: &syncBuffer{}, rec: &recorder{}}
+	e := &env{clock: c, logs: &testkit.SyncBuffer{}, rec: &recorder{}}
 	e.idp = oidctest.New(t, clientID, clientSecret)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -225,22 +226,4 @@ type teeWriter struct {
 func (t teeWriter) Write(b []byte) (int, error) {
 	t.rec.body.Write(b)
 	return t.ResponseWriter.Write(b)
-}
-
-// syncBuffer is a log destination many goroutines write.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }

@@ -454,24 +454,6 @@ func TestProxyCountersAddUpTheAuditedConnections(t *testing.T) {
 	}
 }
 
-// syncBuffer is an io.Writer safe to read while a process writes to it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // Closing a sandbox's proxy ends its connections still open, and each is audited and counted
 // with the bytes it carried: a sandbox that goes leaves no connection out of its log.
 func TestProxyCloseAuditsTheConnectionsStillOpen(t *testing.T) {
@@ -487,7 +469,7 @@ func TestProxyCloseAuditsTheConnectionsStillOpen(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFixture(t, Rules{AllowHosts: []string{"slow.example.com", "tcp.example.com"}})
 			cmd := exec.Command("nsenter", append([]string{"--net=" + f.ns.Path, "curl", "-sS", "-N", "-m", "60"}, tc.args...)...)
-			var out syncBuffer
+			var out testkit.SyncBuffer
 			cmd.Stdout, cmd.Stdin = &out, strings.NewReader("")
 			if err := cmd.Start(); err != nil {
 				t.Fatal(err)

@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -29,23 +28,6 @@ const baseEnvEntry = "SUPERVISOR_TEST_BASE=base"
 func requireTool(t testing.TB, path string) {
 	t.Helper()
 	testkit.RequireFile(t, path, "apt-get install busybox-static")
-}
-
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 // supervisorProc is a running hangar-supervisor binary and a client for it.
@@ -78,7 +60,7 @@ func startSupervisor(t testing.TB, cfg startConfig) *supervisorProc {
 
 	cmd := exec.Command(bin, append([]string{"--socket", socket}, cfg.args...)...)
 	cmd.Env = []string{baseEnvEntry}
-	stderr := &lockedBuffer{}
+	stderr := &testkit.SyncBuffer{}
 	cmd.Stderr = stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if cfg.newPIDNamespace {

@@ -6,12 +6,14 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/hangar-dev/hangar/internal/testkit"
 )
 
 // openShell starts busybox sh on a terminal of 24x80 and collects its output.
 type shellUnderTest struct {
 	*Terminal
-	out  lockedBuffer
+	out  testkit.SyncBuffer
 	exit chan ptyEnd
 }
 
