@@ -152,14 +152,8 @@ func (s *Service) newAppProxy() *httputil.ReverseProxy {
 func (s *Service) Apps(authn *auth.Authenticator) http.Handler {
 	proxy := s.newAppProxy()
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		ctx, err := authenticate(authn, r, false)
-		if err != nil {
-			writeErr(w, r, err)
-			return
-		}
-		rec, err := s.load(ctx, r.PathValue("id"))
-		if err != nil {
-			writeErr(w, r, err)
+		ctx, rec, ok := s.routeSession(authn, w, r)
+		if !ok {
 			return
 		}
 		name := r.PathValue("name")

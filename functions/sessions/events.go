@@ -122,19 +122,13 @@ const EventsPath = "/api/v1/sessions/{id}/events"
 // serves too.
 func (s *Service) SSE(authn *auth.Authenticator) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		ctx, err := authenticate(authn, r, false)
-		if err != nil {
-			writeErr(w, r, err)
-			return
-		}
 		since, err := lastEventID(r)
 		if err != nil {
 			writeErr(w, r, err)
 			return
 		}
-		rec, err := s.load(ctx, r.PathValue("id"))
-		if err != nil {
-			writeErr(w, r, err)
+		ctx, rec, ok := s.routeSession(authn, w, r)
+		if !ok {
 			return
 		}
 		flusher, ok := w.(http.Flusher)

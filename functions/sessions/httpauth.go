@@ -5,6 +5,7 @@ import (
 	"net/http"
 
 	"github.com/hangar-dev/hangar/platform/auth"
+	"github.com/hangar-dev/hangar/records/sessiondb"
 )
 
 // apiKeyParam carries the API key of the plain HTTP routes for clients that cannot set headers
@@ -28,4 +29,19 @@ func authenticate(authn *auth.Authenticator, r *http.Request, requireHeader bool
 		return nil, err
 	}
 	return auth.WithPrincipal(r.Context(), p), nil
+}
+
+// routeSession is the first step of every per-session route: it authenticates r and loads the
+// session its path names (another user's is not_found). When it answers false it has written
+// the error.
+func (s *Service) routeSession(authn *auth.Authenticator, w http.ResponseWriter, r *http.Request) (context.Context, *sessiondb.Record, bool) {
+	ctx, err := authenticate(authn, r, false)
+	if err == nil {
+		var rec *sessiondb.Record
+		if rec, err = s.load(ctx, r.PathValue("id")); err == nil {
+			return ctx, rec, true
+		}
+	}
+	writeErr(w, r, err)
+	return nil, nil, false
 }

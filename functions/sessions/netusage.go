@@ -30,14 +30,8 @@ type NetworkUsage struct {
 // route, and reads only the session's log, so it answers for an evicted or lost session too.
 func (s *Service) NetworkUsage(authn *auth.Authenticator) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		ctx, err := authenticate(authn, r, false)
-		if err != nil {
-			writeErr(w, r, err)
-			return
-		}
-		rec, err := s.load(ctx, r.PathValue("id"))
-		if err != nil {
-			writeErr(w, r, err)
+		ctx, rec, ok := s.routeSession(authn, w, r)
+		if !ok {
 			return
 		}
 		e, ok, err := s.events.Last(ctx, rec.ID, eventlog.KindNetUsage)

@@ -68,9 +68,8 @@ const maxShellMessage = 1 << 20
 // shell up; the program's exit closes the socket with 1000 after an "exit" message.
 func (s *Service) Shell(authn *auth.Authenticator) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		ctx, err := authenticate(authn, r, false)
-		if err != nil {
-			writeErr(w, r, err)
+		ctx, rec, ok := s.routeSession(authn, w, r)
+		if !ok {
 			return
 		}
 		start, wake, err := shellStart(r)
@@ -79,11 +78,6 @@ func (s *Service) Shell(authn *auth.Authenticator) http.Handler {
 			return
 		}
 		if err := sameOrigin(r); err != nil {
-			writeErr(w, r, err)
-			return
-		}
-		rec, err := s.load(ctx, r.PathValue("id"))
-		if err != nil {
 			writeErr(w, r, err)
 			return
 		}
