@@ -267,6 +267,20 @@ func (s *Service) step(ctx context.Context, r *review) error {
 	return nil
 }
 
+// readPR reads r's pull request as GitHub has it now, with the client that read it.
+func (s *Service) readPR(ctx context.Context, r *review) (*github.Client, *github.PullRequest, error) {
+	gh, err := s.d.GitHub.Client(ctx, r.InstallationID)
+	if err != nil {
+		return nil, nil, err
+	}
+	owner, name := splitRepo(r.Repo)
+	pr, _, err := gh.PullRequests.Get(ctx, owner, name, r.PRNumber)
+	if err != nil {
+		return nil, nil, fmt.Errorf("read pull request %s#%d: %w", r.Repo, r.PRNumber, err)
+	}
+	return gh, pr, nil
+}
+
 // maxFiles bounds the PR files read (GitHub lists at most 3000).
 const maxFiles = 3000
 
@@ -275,15 +289,11 @@ const maxFiles = 3000
 // starts the finder.
 func (s *Service) stepQueued(ctx context.Context, r *review) error {
 	now := s.now()
-	gh, err := s.d.GitHub.Client(ctx, r.InstallationID)
+	gh, pr, err := s.readPR(ctx, r)
 	if err != nil {
 		return err
 	}
 	owner, name := splitRepo(r.Repo)
-	pr, _, err := gh.PullRequests.Get(ctx, owner, name, r.PRNumber)
-	if err != nil {
-		return fmt.Errorf("read pull request %s#%d: %w", r.Repo, r.PRNumber, err)
-	}
 	r.HeadSHA, r.BaseSHA = pr.GetHead().GetSHA(), pr.GetBase().GetSHA()
 	r.HeadBranch, r.BaseBranch = pr.GetHead().GetRef(), pr.GetBase().GetRef()
 	r.Title, r.Author, r.PRURL = pr.GetTitle(), pr.GetUser().GetLogin(), pr.GetHTMLURL()
@@ -609,14 +619,9 @@ func (s *Service) stepFixing(ctx context.Context, r *review) error {
 		}
 		r.addEvent(now, "autofix.timeout", fmt.Sprintf("fix task %s did not end within %s and was stopped", r.FixTask, s.d.Limits.AgentTimeout))
 	}
-	gh, err := s.d.GitHub.Client(ctx, r.InstallationID)
+	_, pr, err := s.readPR(ctx, r)
 	if err != nil {
 		return err
-	}
-	owner, name := splitRepo(r.Repo)
-	pr, _, err := gh.PullRequests.Get(ctx, owner, name, r.PRNumber)
-	if err != nil {
-		return fmt.Errorf("read pull request %s#%d: %w", r.Repo, r.PRNumber, err)
 	}
 	switch head := pr.GetHead().GetSHA(); {
 	case head != "" && head != r.HeadSHA:
