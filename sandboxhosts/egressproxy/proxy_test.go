@@ -256,6 +256,27 @@ func TestProxyNeverReachesPrivateAddresses(t *testing.T) {
 func TestProxyDNSAnswersSyntheticAddresses(t *testing.T) {
 	f := newFixture(t, Rules{})
 	var answer string
+	f.inSandbox(t, func() {
+		m := new(dns.Msg)
+		m.SetQuestion("api.example.com.", dns.TypeA)
+		r, err := dns.Exchange(m, "127.0.0.1:53")
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		if len(r.Answer) == 1 {
+			answer = r.Answer[0].(*dns.A).A.String()
+		}
+	})
+	if !strings.HasPrefix(answer, "198.18.") {
+		t.Fatalf("answer %q, want a synthetic 198.18.x.y address", answer)
+	}
+}
+
+// inSandbox runs fn in the sandbox's network namespace, as a sandbox's process would connect,
+// on an OS thread of its own that it never gives back (it is left in the namespace).
+func (f *fixture) inSandbox(t *testing.T, fn func()) {
+	t.Helper()
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -270,21 +291,9 @@ func TestProxyDNSAnswersSyntheticAddresses(t *testing.T) {
 			t.Error(err)
 			return
 		}
-		m := new(dns.Msg)
-		m.SetQuestion("api.example.com.", dns.TypeA)
-		r, err := dns.Exchange(m, "127.0.0.1:53")
-		if err != nil {
-			t.Error(err)
-			return
-		}
-		if len(r.Answer) == 1 {
-			answer = r.Answer[0].(*dns.A).A.String()
-		}
+		fn()
 	}()
 	<-done
-	if !strings.HasPrefix(answer, "198.18.") {
-		t.Fatalf("answer %q, want a synthetic 198.18.x.y address", answer)
-	}
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }
@@ -333,20 +342,7 @@ func TestProxyPassesServerFirstProtocolsThrough(t *testing.T) {
 			f.sb.p.opts.Resolve["mail.example.com:25"] = ln.Addr().String()
 			f.sb.names.addr("mail.example.com") // as a DNS answer would have made it
 			var greeting string
-			done := make(chan struct{})
-			go func() {
-				defer close(done)
-				runtime.LockOSThread()
-				fd, err := unix.Open(f.ns.Path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
-				if err != nil {
-					t.Error(err)
-					return
-				}
-				defer unix.Close(fd)
-				if err := unix.Setns(fd, unix.CLONE_NEWNET); err != nil {
-					t.Error(err)
-					return
-				}
+			f.inSandbox(t, func() {
 				c, err := tc.dial(f)
 				if err != nil {
 					t.Error(err)
@@ -356,8 +352,7 @@ func TestProxyPassesServerFirstProtocolsThrough(t *testing.T) {
 				// The greeting's line, not to EOF: the server's close reaches a CONNECT client
 				// only when the tunnel's end is closed, which this test does not look at.
 				greeting, _ = bufio.NewReader(c).ReadString('\n')
-			}()
-			<-done
+			})
 			if !strings.HasPrefix(greeting, "220 mail.example.com") {
 				t.Fatalf("the client got %q, want the server's greeting", greeting)
 			}
