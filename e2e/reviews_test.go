@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
 
 	"github.com/hangar-dev/hangar/functions/api"
 	"github.com/hangar-dev/hangar/functions/reviews"
@@ -89,7 +90,7 @@ const (
 
 // newReviewRig starts the rig; tune adjusts the sandboxes before the host starts, image makes
 // the agents' image in their registry, and profile completes the enrolled profile's request
-// (and puts the org secrets it names).
+// (and puts the org secrets it names); the enrollment's engine is the profile's harness.
 func newReviewRig(t *testing.T, autofix string, tune func(*testenv.Sandboxes), image func(registry string) string, profile func(*reviewRig, *appv1.CreateProfileRequest)) *reviewRig {
 	t.Helper()
 	testenv.RequirePlugins(t)
@@ -132,7 +133,7 @@ func newReviewRig(t *testing.T, autofix string, tune func(*testenv.Sandboxes), i
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := r.reviews.UpsertEnrollment(t.Context(), connect.NewRequest(&appv1.UpsertEnrollmentRequest{Repo: reviewRepo, TriggerMode: "automatic", Autofix: autofix, ProfileId: ptr(p.Msg.GetProfile().GetId())})); err != nil {
+	if _, err := r.reviews.UpsertEnrollment(t.Context(), connect.NewRequest(&appv1.UpsertEnrollmentRequest{Repo: reviewRepo, TriggerMode: "automatic", Autofix: autofix, ProfileId: ptr(p.Msg.GetProfile().GetId()), Engine: req.Harness})); err != nil {
 		t.Fatal(err)
 	}
 
@@ -307,34 +308,90 @@ func waitReview(t *testing.T, c appv1connect.ReviewServiceClient, pass int) *app
 	return got
 }
 
-// The real Claude Code CLI of the agent image is the finder, the verifier and the fixer: the
-// loopback fake of the Anthropic Messages API plays their conversations (the finder reads a.go
-// in its checkout with Claude Code's Read tool, then answers the findings JSON; the verifier
-// reads it and confirms; the fixer reads, edits, and commits and pushes with its Bash tool),
-// reached as api.example.com through the egress proxy, which injects the API key the sandboxes
-// hold only a placeholder of. The review posts the confirmed finding and records the push.
-func TestRealClaudeCodeFindsAndVerifiesAReviewsFindings(t *testing.T) {
+// reviewCLI is one real CLI of the agent image as a review's agents: how it reaches its model
+// API and the tool calls its scripted model makes.
+type reviewCLI struct {
+	harness string
+	// hosts are the names the fake answers as, the model API first: the test resolver maps
+	// them all to it, so nothing the CLI asks for is dialed off this machine.
+	hosts []string
+	// secret is the org secret of the API key, envVar the variable the CLI reads it from, the
+	// profile holding it as a proxy-mode secret for the API's host.
+	secret, envVar, key string
+	// env and allow are the profile's further variables and egress hosts.
+	env   map[string]string
+	allow []string
+	// read, edit and shell are the CLI's tool calls that read a file, replace its line old by
+	// new, and run a shell command.
+	read  func(path string) *modelfake.ToolCall
+	edit  func(path, old, new string) *modelfake.ToolCall
+	shell func(command string) *modelfake.ToolCall
+}
+
+// reviewCLIs are Claude Code, which reaches the fake as api.example.com by its base URL, and
+// Codex, which has no variable for its API's base URL and reaches it as api.openai.com.
+var reviewCLIs = []reviewCLI{
+	{
+		harness: "claude-code", hosts: []string{"api.example.com"},
+		secret: "anthropic/key", envVar: "ANTHROPIC_API_KEY", key: "sk-ant-e2e-real-key",
+		env: map[string]string{"ANTHROPIC_BASE_URL": "https://api.example.com"}, allow: []string{"api.example.com"},
+		read: func(path string) *modelfake.ToolCall {
+			return &modelfake.ToolCall{Name: "Read", Input: map[string]any{"file_path": path}}
+		},
+		edit: func(path, old, new string) *modelfake.ToolCall {
+			return &modelfake.ToolCall{Name: "Edit", Input: map[string]any{"file_path": path, "old_string": old, "new_string": new}}
+		},
+		shell: func(command string) *modelfake.ToolCall {
+			return &modelfake.ToolCall{Name: "Bash", Input: map[string]any{"command": command, "description": "Run it"}}
+		},
+	},
+	{
+		harness: "codex", hosts: []string{"api.openai.com", "chatgpt.com", "auth.openai.com"},
+		secret: "openai/key", envVar: "OPENAI_API_KEY", key: "sk-proj-e2e-real-key",
+		read: func(path string) *modelfake.ToolCall {
+			return &modelfake.ToolCall{Name: "exec_command", Input: map[string]any{"cmd": "cat " + path}}
+		},
+		edit: func(path, old, new string) *modelfake.ToolCall {
+			patch := "*** Begin Patch\n*** Update File: " + path + "\n@@\n-" + old + "\n+" + new + "\n*** End Patch\n"
+			return &modelfake.ToolCall{Name: "apply_patch", Custom: true, Input: patch}
+		},
+		shell: func(command string) *modelfake.ToolCall {
+			return &modelfake.ToolCall{Name: "exec_command", Input: map[string]any{"cmd": command}}
+		},
+	},
+}
+
+// Each real CLI of the agent image (the enrollment's engine, the profile's harness) is the
+// finder, the verifier and the fixer: the loopback fake of its model API plays their
+// conversations (the finder reads a.go in its checkout with the CLI's own tool, then answers
+// the findings JSON; the verifier reads it and confirms; the fixer reads, edits, and commits and
+// pushes with its shell tool), reached through the egress proxy, which injects the API key the
+// sandboxes hold only a placeholder of. The review posts the confirmed finding and records the
+// push.
+func TestRealCLIsFindVerifyAndFixAReviewsFindings(t *testing.T) {
 	img := modelfake.AgentImage(t)
-	const apiKey = "sk-ant-e2e-real-key"
+	for _, cli := range reviewCLIs {
+		t.Run(cli.harness, func(t *testing.T) { realCLIReview(t, img, cli) })
+	}
+}
+
+func realCLIReview(t *testing.T, img v1.Image, cli reviewCLI) {
 	finding := map[string]any{"path": "a.go", "start_line": 11, "end_line": 11, "side": "RIGHT", "category": "bug", "severity": "high",
 		"confidence": "high", "title": "Nil map read", "body_md": "`cache` is never made.", "suggested_fix": "", "evidence": []string{"a.go:11"}}
 	path := "/work/widgets/a.go"
-	fake := modelfake.StartTLS([]string{"api.example.com"},
+	fake := modelfake.StartTLS(cli.hosts,
 		modelfake.Script{Match: "Fix review findings on " + reviewRepo + "#7", Steps: []modelfake.Step{
-			{Text: "Reading it.", Tool: &modelfake.ToolCall{Name: "Read", Input: map[string]any{"file_path": path}}, InputTokens: 900, OutputTokens: 20},
-			{Tool: &modelfake.ToolCall{Name: "Edit", Input: map[string]any{"file_path": path, "old_string": "return cache[k]", "new_string": "return lookup(k)"}}, InputTokens: 1000, OutputTokens: 30},
-			{Tool: &modelfake.ToolCall{Name: "Bash", Input: map[string]any{
-				"command":     "cd /work/widgets && git -c user.name=Fixer -c user.email=fixer@hangar.invalid commit -qam 'Fix the nil map read' && git push -q origin cache",
-				"description": "Commit and push the fix",
-			}}, InputTokens: 1100, OutputTokens: 30},
+			{Text: "Reading it.", Tool: cli.read(path), InputTokens: 900, OutputTokens: 20},
+			{Tool: cli.edit(path, "\treturn cache[k]", "\treturn lookup(k)"), InputTokens: 1000, OutputTokens: 30},
+			{Tool: cli.shell("cd /work/widgets && git -c user.name=Fixer -c user.email=fixer@hangar.invalid commit -qam 'Fix the nil map read' && git push -q origin cache"), InputTokens: 1100, OutputTokens: 30},
 			{Text: "Fixed and pushed.", InputTokens: 1200, OutputTokens: 10},
 		}},
 		modelfake.Script{Match: "Verify findings of review", Steps: []modelfake.Step{
-			{Text: "Let me check a.go.", Tool: &modelfake.ToolCall{Name: "Read", Input: map[string]any{"file_path": path}}, InputTokens: 800, OutputTokens: 30},
+			{Text: "Let me check a.go.", Tool: cli.read(path), InputTokens: 800, OutputTokens: 30},
 			{Text: "Checked a.go.\n" + fenced(map[string]any{"verdicts": []any{map[string]string{"finding_id": "f1", "verdict": "confirmed", "confidence": "high", "reasoning": "cache is never made"}}}), InputTokens: 900, OutputTokens: 40},
 		}},
 		modelfake.Script{Match: "Review pull request " + reviewRepo + "#7", Steps: []modelfake.Step{
-			{Text: "Let me read the change.", Tool: &modelfake.ToolCall{Name: "Read", Input: map[string]any{"file_path": path}}, InputTokens: 1200, OutputTokens: 30},
+			{Text: "Let me read the change.", Tool: cli.read(path), InputTokens: 1200, OutputTokens: 30},
 			{Text: "Found one.\n" + fenced(map[string]any{"summary_md": "Adds a cache.", "findings": []any{finding}}), InputTokens: 1400, OutputTokens: 90},
 		}},
 	)
@@ -342,16 +399,19 @@ func TestRealClaudeCodeFindsAndVerifiesAReviewsFindings(t *testing.T) {
 	r := newReviewRig(t, "task", func(sb *testenv.Sandboxes) {
 		// The CLIs are native binaries of a few hundred MB of address space.
 		sb.Config.Host.SandboxMemoryBytes = 2 << 30
-		sb.EgressResolve["api.example.com:443"] = fake.Addr()
+		for _, h := range cli.hosts {
+			sb.EgressResolve[h+":443"] = fake.Addr()
+		}
 		sb.EgressRootCAs.AddCert(fake.Certificate())
 	}, func(registry string) string {
 		return imagestest.Push(t, registry, "hangar/agent", img)
 	}, func(r *reviewRig, req *appv1.CreateProfileRequest) {
-		r.putOrgSecret(t, "anthropic/key", apiKey)
-		req.Harness = ptr("claude-code")
-		req.EnvVars = map[string]string{"ANTHROPIC_BASE_URL": "https://api.example.com"}
-		req.Network = &appv1.ProfileNetwork{AllowHosts: []string{"api.example.com"}}
-		req.Secrets = []*appv1.ProfileSecret{{Ref: "anthropic/key", EnvVar: "ANTHROPIC_API_KEY", Mode: "proxy", AllowHosts: []string{"api.example.com"}}}
+		r.putOrgSecret(t, cli.secret, cli.key)
+		req.Harness, req.EnvVars = ptr(cli.harness), cli.env
+		if cli.allow != nil {
+			req.Network = &appv1.ProfileNetwork{AllowHosts: cli.allow}
+		}
+		req.Secrets = []*appv1.ProfileSecret{{Ref: cli.secret, EnvVar: cli.envVar, Mode: "proxy", AllowHosts: cli.hosts[:1]}}
 	})
 	head := r.git.Tip(t, reviewRepo, "cache")
 	r.push(t, "opened")
@@ -366,15 +426,15 @@ func TestRealClaudeCodeFindsAndVerifiesAReviewsFindings(t *testing.T) {
 	if v := got.GetVerdicts(); len(v) != 1 || v[0].GetVerdict() != "confirmed" {
 		t.Fatalf("verdicts %v", v)
 	}
-	// Both Claude Codes read the checkout: their Read tool's result, sent back to the model, is
-	// a.go at the PR's head, whose line 3 no prompt quotes (the patch is lines 10-12).
+	// Both agents read the checkout: their read tool's result, sent back to the model, is a.go
+	// at the PR's head, whose line 3 no prompt quotes (the patch is lines 10-12).
 	for _, role := range []string{"Review pull request", "Verify findings of review"} {
 		read := false
 		for _, req := range fake.Requests() {
 			read = read || (strings.Contains(string(req.Body), role) && strings.Contains(string(req.Body), "cache holds the widgets by key"))
 		}
 		if !read {
-			t.Errorf("no request of the conversation %q carried a.go as Claude Code read it from the checkout", role)
+			t.Errorf("no request of the conversation %q carried a.go as %s read it from the checkout", role, cli.harness)
 		}
 	}
 	// The fixer's commit is on the PR's branch, and the pass recorded it.
@@ -385,10 +445,10 @@ func TestRealClaudeCodeFindsAndVerifiesAReviewsFindings(t *testing.T) {
 	if pushed := eventOf(got.GetEvents(), "autofix.pushed"); pushed == nil || !strings.Contains(pushed.GetDetail(), fixHead[:12]) {
 		t.Fatalf("no autofix.pushed event naming %s: %v", fixHead, got.GetEvents())
 	}
-	if creds := fake.Credentials(); len(creds) != 1 || creds[0] != apiKey {
+	if creds := fake.Credentials(); len(creds) != 1 || creds[0] != cli.key {
 		t.Fatalf("the model API was sent credentials %q, want only the key the proxy injects", creds)
 	}
-	r.sessionsHold(t, apiKey, got.GetReview().GetFinderSessionId(), got.GetReview().GetVerifierSessionId())
+	r.sessionsHold(t, cli.key, got.GetReview().GetFinderSessionId(), got.GetReview().GetVerifierSessionId())
 	r.sessionsHold(t, githubToken, got.GetReview().GetFinderSessionId(), got.GetReview().GetVerifierSessionId())
 }
 
