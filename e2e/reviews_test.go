@@ -318,6 +318,8 @@ type reviewCLI struct {
 	// secret is the org secret of the API key, envVar the variable the CLI reads it from, the
 	// profile holding it as a proxy-mode secret for the API's host.
 	secret, envVar, key string
+	// endpoint is the path of the API's model calls.
+	endpoint string
 	// env and allow are the profile's further variables and egress hosts.
 	env   map[string]string
 	allow []string
@@ -332,7 +334,7 @@ type reviewCLI struct {
 // Codex, which has no variable for its API's base URL and reaches it as api.openai.com.
 var reviewCLIs = []reviewCLI{
 	{
-		harness: "claude-code", hosts: []string{"api.example.com"},
+		harness: "claude-code", hosts: []string{"api.example.com"}, endpoint: "/v1/messages",
 		secret: "anthropic/key", envVar: "ANTHROPIC_API_KEY", key: "sk-ant-e2e-real-key",
 		env: map[string]string{"ANTHROPIC_BASE_URL": "https://api.example.com"}, allow: []string{"api.example.com"},
 		read: func(path string) *modelfake.ToolCall {
@@ -346,7 +348,7 @@ var reviewCLIs = []reviewCLI{
 		},
 	},
 	{
-		harness: "codex", hosts: []string{"api.openai.com", "chatgpt.com", "auth.openai.com"},
+		harness: "codex", hosts: []string{"api.openai.com", "chatgpt.com", "auth.openai.com"}, endpoint: "/v1/responses",
 		secret: "openai/key", envVar: "OPENAI_API_KEY", key: "sk-proj-e2e-real-key",
 		read: func(path string) *modelfake.ToolCall {
 			return &modelfake.ToolCall{Name: "exec_command", Input: map[string]any{"cmd": "cat " + path}}
@@ -426,12 +428,13 @@ func realCLIReview(t *testing.T, img v1.Image, cli reviewCLI) {
 	if v := got.GetVerdicts(); len(v) != 1 || v[0].GetVerdict() != "confirmed" {
 		t.Fatalf("verdicts %v", v)
 	}
-	// Both agents read the checkout: their read tool's result, sent back to the model, is a.go
-	// at the PR's head, whose line 3 no prompt quotes (the patch is lines 10-12).
+	// Both agents read the checkout: their read tool's result, sent back to the model by the
+	// CLI's API call, is a.go at the PR's head, whose line 3 no prompt quotes (the patch is
+	// lines 10-12).
 	for _, role := range []string{"Review pull request", "Verify findings of review"} {
 		read := false
 		for _, req := range fake.Requests() {
-			read = read || (strings.Contains(string(req.Body), role) && strings.Contains(string(req.Body), "cache holds the widgets by key"))
+			read = read || (req.Path == cli.endpoint && strings.Contains(string(req.Body), role) && strings.Contains(string(req.Body), "cache holds the widgets by key"))
 		}
 		if !read {
 			t.Errorf("no request of the conversation %q carried a.go as %s read it from the checkout", role, cli.harness)
