@@ -155,16 +155,22 @@ func (r *reviewRig) push(t *testing.T, action string) {
 	}
 }
 
+// sessionEvents are the session's events.
+func (r *reviewRig) sessionEvents(t *testing.T, session string) []*appv1.SessionEvent {
+	t.Helper()
+	c := appv1connect.NewSessionServiceClient(httpClient, r.rpcURL(), auth.WithKey(r.admin))
+	resp, err := c.ListSessionEvents(t.Context(), connect.NewRequest(&appv1.ListSessionEventsRequest{SessionId: session, Limit: ptr[int64](1000)}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.Msg.GetEvents()
+}
+
 // sessionsHold fails when an event of any of the sessions carries secret.
 func (r *reviewRig) sessionsHold(t *testing.T, secret string, sessions ...string) {
 	t.Helper()
-	c := appv1connect.NewSessionServiceClient(httpClient, r.rpcURL(), auth.WithKey(r.admin))
 	for _, id := range sessions {
-		resp, err := c.ListSessionEvents(t.Context(), connect.NewRequest(&appv1.ListSessionEventsRequest{SessionId: id, Limit: ptr[int64](1000)}))
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, e := range resp.Msg.GetEvents() {
+		for _, e := range r.sessionEvents(t, id) {
 			if strings.Contains(e.GetPayloadJson(), secret) {
 				t.Fatalf("session %s's %s event carries the secret: %s", id, e.GetKind(), e.GetPayloadJson())
 			}
@@ -451,8 +457,17 @@ func realCLIReview(t *testing.T, img v1.Image, cli reviewCLI) {
 	if creds := fake.Credentials(); len(creds) != 1 || creds[0] != cli.key {
 		t.Fatalf("the model API was sent credentials %q, want only the key the proxy injects", creds)
 	}
-	r.sessionsHold(t, cli.key, got.GetReview().GetFinderSessionId(), got.GetReview().GetVerifierSessionId())
-	r.sessionsHold(t, githubToken, got.GetReview().GetFinderSessionId(), got.GetReview().GetVerifierSessionId())
+	agents := []string{got.GetReview().GetFinderSessionId(), got.GetReview().GetVerifierSessionId()}
+	r.sessionsHold(t, cli.key, agents...)
+	r.sessionsHold(t, githubToken, agents...)
+	// The harness read the CLI's output without a complaint.
+	for _, id := range agents {
+		for _, e := range r.sessionEvents(t, id) {
+			if e.GetKind() == "error" {
+				t.Errorf("session %s logged an error: %s", id, e.GetPayloadJson())
+			}
+		}
+	}
 }
 
 // fenced is v as an answer's ```json block.
