@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
 	"net/http"
 	"net/url"
@@ -69,6 +70,12 @@ func TestAppsThroughTheReverseProxy(t *testing.T) {
 	t.Run("a POST body goes through", func(t *testing.T) {
 		resp, body := fileRequest(t, http.MethodPost, s.appURL(id, "web", "form"), s.admin, []byte("a=1"), nil)
 		if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), "saw POST /form") {
+			t.Errorf("%d %q", resp.StatusCode, body)
+		}
+	})
+	t.Run("an app that answers before reading a large body is still heard", func(t *testing.T) {
+		resp, body := fileRequest(t, http.MethodPost, s.appURL(id, "web", "upload"), s.admin, bytes.Repeat([]byte("a"), 8<<20), nil)
+		if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), "saw POST /upload") {
 			t.Errorf("%d %q", resp.StatusCode, body)
 		}
 	})

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httputil"
@@ -266,6 +267,12 @@ func (c *streamConn) Write(p []byte) (int, error) {
 	for sent := 0; sent < len(p); {
 		n := min(len(p)-sent, 32<<10)
 		if err := c.stream.Send(&hostv1.DialAppInput{Frame: &hostv1.DialAppInput_Data{Data: p[sent : sent+n]}}); err != nil {
+			if errors.Is(err, io.EOF) {
+				// The host ended the stream: the app closed its connection, maybe having
+				// answered without reading the whole body. As over TCP, the rest is dropped and
+				// the answer is still read; how the stream ended shows in Read.
+				return len(p), nil
+			}
 			return sent, err
 		}
 		sent += n
