@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"io"
 	"net"
 	"net/http"
 	"net/http/cookiejar"
@@ -18,6 +17,7 @@ import (
 	"github.com/hangar-dev/hangar/gen/svc/app/v1/appv1connect"
 	"github.com/hangar-dev/hangar/internal/oauthtest"
 	"github.com/hangar-dev/hangar/internal/testenv"
+	"github.com/hangar-dev/hangar/internal/testkit"
 	"github.com/hangar-dev/hangar/platform/auth"
 	"github.com/hangar-dev/hangar/platform/config"
 	"github.com/hangar-dev/hangar/platform/egress"
@@ -89,17 +89,7 @@ func TestDashboardCompletesARedirectFlowThroughTheCallbackPageByItsCookie(t *tes
 	code, state := p.Authorize(begun.Msg.GetAuthorizeUrl())
 	callback := url + oauthcreds.CallbackPath + "?code=" + code + "&state=" + state
 	visit := func(cookie string) (int, string) {
-		req, _ := http.NewRequest(http.MethodGet, callback, nil)
-		if cookie != "" {
-			req.AddCookie(&http.Cookie{Name: auth.SessionCookie, Value: cookie})
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(b)
+		return testkit.GetWithCookie(t, callback, auth.SessionCookie, cookie)
 	}
 	for _, step := range []struct {
 		name, cookie, want string

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"io"
 	"net/http"
 	"regexp"
 	"strings"
@@ -162,17 +161,7 @@ func TestCredentialsConnectByRedirectCompletesOnlyForTheSignedInOwner(t *testing
 		return token
 	}
 	visit := func(token string) (int, string) {
-		req, _ := http.NewRequest(http.MethodGet, callback, nil)
-		if token != "" {
-			req.AddCookie(&http.Cookie{Name: auth.SessionCookie, Value: token})
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(b)
+		return testkit.GetWithCookie(t, callback, auth.SessionCookie, token)
 	}
 	for _, tc := range []struct {
 		name, cookie, want string
