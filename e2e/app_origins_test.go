@@ -65,21 +65,11 @@ func newOriginStack(t *testing.T) *originStack {
 		}},
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 	}}
-	req, _ := http.NewRequest(http.MethodPost, base+"/api/auth/dev", nil)
-	req.Header.Set("Origin", base)
-	resp, err := o.browser.Do(req)
-	if err != nil || resp.StatusCode != http.StatusSeeOther {
-		t.Fatalf("dev sign-in: %v %v", resp, err)
-	}
-	resp.Body.Close()
-	for _, c := range resp.Cookies() {
-		if c.Name == auth.SessionCookie {
-			o.dashboardCookie = c.Value
-			// Host-only: a browser never sends it to another host, an app's included.
-			if c.Domain != "" || !c.HttpOnly {
-				t.Fatalf("the dashboard's cookie is %+v, want host-only and HttpOnly", c)
-			}
-		}
+	c := devSignIn(t, o.browser, base)
+	o.dashboardCookie = c.Value
+	// Host-only: a browser never sends it to another host, an app's included.
+	if c.Domain != "" || !c.HttpOnly {
+		t.Fatalf("the dashboard's cookie is %+v, want host-only and HttpOnly", c)
 	}
 	return o
 }

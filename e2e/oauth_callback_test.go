@@ -3,7 +3,6 @@ package e2e
 import (
 	"net"
 	"net/http"
-	"net/http/cookiejar"
 	"strings"
 	"testing"
 	"time"
@@ -54,21 +53,7 @@ func TestDashboardCompletesARedirectFlowThroughTheCallbackPageByItsCookie(t *tes
 	t.Cleanup(func() { _ = srv.Close() })
 
 	// The admin signs in by the dev route; bob has a session of his own.
-	jar, _ := cookiejar.New(nil)
-	admin := &http.Client{Jar: jar, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-	req, _ := http.NewRequest(http.MethodPost, url+"/api/auth/dev", nil)
-	req.Header.Set("Origin", url)
-	resp, err := admin.Do(req)
-	if err != nil || resp.StatusCode != http.StatusSeeOther {
-		t.Fatalf("dev sign-in: %v %v", resp, err)
-	}
-	resp.Body.Close()
-	var adminCookie string
-	for _, c := range resp.Cookies() {
-		if c.Name == auth.SessionCookie {
-			adminCookie = c.Value
-		}
-	}
+	adminCookie := devSignIn(t, noRedirects(nil), url).Value
 	bob, err := a.Users().EnsureHuman(t.Context(), "bob@example.com", "", time.Now())
 	if err != nil {
 		t.Fatal(err)

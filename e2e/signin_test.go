@@ -32,6 +32,31 @@ func withCookie(cookie, origin string) connect.ClientOption {
 	}))
 }
 
+// devSignIn signs in at base by the dev route, as the dashboard's button does, with browser
+// (which must not follow redirects), and returns the session cookie it was given.
+func devSignIn(t *testing.T, browser *http.Client, base string) *http.Cookie {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, base+"/api/auth/dev", nil)
+	req.Header.Set("Origin", base)
+	resp, err := browser.Do(req)
+	if err != nil || resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("dev sign-in: %v %v", resp, err)
+	}
+	resp.Body.Close()
+	for _, c := range resp.Cookies() {
+		if c.Name == auth.SessionCookie {
+			return c
+		}
+	}
+	t.Fatalf("dev sign-in set no %s cookie", auth.SessionCookie)
+	return nil
+}
+
+// noRedirects is a browser that stops at each redirect, to read what it was sent.
+func noRedirects(jar http.CookieJar) *http.Client {
+	return &http.Client{Jar: jar, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+}
+
 // The dashboard's path through the whole API as `hangar dev` composes it: the local admin signs
 // in by the dev route, Connect calls with the cookie work from Hangar's origin and are refused
 // from any other, the session events stream takes the cookie, and sign-out ends it all.
@@ -50,20 +75,8 @@ func TestDashboardSessionCookieThroughTheAPI(t *testing.T) {
 	t.Cleanup(func() { _ = srv.Close() })
 
 	jar, _ := cookiejar.New(nil)
-	browser := &http.Client{Jar: jar, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-	req, _ := http.NewRequest(http.MethodPost, url+"/api/auth/dev", nil)
-	req.Header.Set("Origin", url)
-	resp, err := browser.Do(req)
-	if err != nil || resp.StatusCode != http.StatusSeeOther {
-		t.Fatalf("dev sign-in: %v %v", resp, err)
-	}
-	resp.Body.Close()
-	var cookie string
-	for _, c := range resp.Cookies() {
-		if c.Name == auth.SessionCookie {
-			cookie = c.Value
-		}
-	}
+	browser := noRedirects(jar)
+	cookie := devSignIn(t, browser, url).Value
 
 	keys := func(origin string) error {
 		c := appv1connect.NewApiKeyServiceClient(http.DefaultClient, url+api.RPCPrefix, withCookie(cookie, origin))
@@ -89,7 +102,7 @@ func TestDashboardSessionCookieThroughTheAPI(t *testing.T) {
 		t.Errorf("the events stream with the cookie answered %d, want 404 (authenticated, no such session)", got)
 	}
 
-	req, _ = http.NewRequest(http.MethodPost, url+"/api/auth/logout", nil)
+	req, _ := http.NewRequest(http.MethodPost, url+"/api/auth/logout", nil)
 	req.Header.Set("Origin", url)
 	req.Header.Set(auth.CSRFHeader, "1")
 	if resp, err := browser.Do(req); err != nil || resp.StatusCode != http.StatusOK {
