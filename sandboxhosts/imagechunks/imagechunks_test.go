@@ -42,6 +42,23 @@ func newHostWithSnapshots(t testing.TB, bucket *blob.Bucket) (*images.Cache, *im
 
 func noProgress(int, int) {}
 
+// stageCopy stages digest from the chunk store with store, whose cache is to, and returns the
+// image as from (the host that chunked it) and to hold it, to compare.
+func stageCopy(t *testing.T, store *imagechunks.Store, digest string, from, to *images.Cache) (want, got *images.Pulled) {
+	t.Helper()
+	if err := store.Stage(t.Context(), digest, noProgress); err != nil {
+		t.Fatal(err)
+	}
+	want, err := from.Lookup(digest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err = to.Lookup(digest); err != nil {
+		t.Fatal(err)
+	}
+	return want, got
+}
+
 func TestAChunkedImageIsStagedOnAnotherHostWithoutItsRegistry(t *testing.T) {
 	testkit.RequireRoot(t, "unpacking layers chowns and makes whiteouts")
 	ctx := context.Background()
@@ -71,17 +88,7 @@ func TestAChunkedImageIsStagedOnAnotherHostWithoutItsRegistry(t *testing.T) {
 	}
 
 	cacheB, storeB := newHost(t, bucket)
-	if err := storeB.Stage(ctx, img.Digest, noProgress); err != nil {
-		t.Fatal(err)
-	}
-	want, err := cacheA.Lookup(img.Digest)
-	if err != nil {
-		t.Fatal(err)
-	}
-	got, err := cacheB.Lookup(img.Digest)
-	if err != nil {
-		t.Fatal(err)
-	}
+	want, got := stageCopy(t, storeB, img.Digest, cacheA, cacheB)
 	for i := range want.LayerDirs {
 		for _, name := range []string{"etc/a", "etc/b", "etc/gone"} {
 			a, errA := os.Lstat(filepath.Join(want.LayerDirs[i], name))
@@ -168,17 +175,7 @@ func TestPullCutsLayersIntoChunksAsTheyUnpack(t *testing.T) {
 	}
 
 	cacheB, storeB := newHost(t, bucket)
-	if err := storeB.Stage(ctx, img.Digest, noProgress); err != nil {
-		t.Fatal(err)
-	}
-	want, err := cacheA.Lookup(img.Digest)
-	if err != nil {
-		t.Fatal(err)
-	}
-	got, err := cacheB.Lookup(img.Digest)
-	if err != nil {
-		t.Fatal(err)
-	}
+	want, got := stageCopy(t, storeB, img.Digest, cacheA, cacheB)
 	expect := map[string]string{"twice": "new content", "x": "yyyyyyyyyyy", "y": "yyyyyyyyyyy", "zbig": string(big), "abig": string(big)}
 	for name, content := range expect {
 		for host, dirs := range map[string][]string{"A": want.LayerDirs, "B": got.LayerDirs} {
