@@ -14,7 +14,6 @@ import (
 	"net/http"
 	"time"
 
-	"golang.org/x/sync/errgroup"
 
 	"github.com/hangar-dev/hangar/automation/dispatch"
 	"github.com/hangar-dev/hangar/automation/runner"
@@ -135,32 +134,7 @@ func (w *Worker) Tick(ctx context.Context) error {
 
 // Run pulls deliveries and runs until ctx ends, ticking every tick.
 func (w *Worker) Run(ctx context.Context, ps *pubsub.Client, tick time.Duration) error {
-	g, ctx := errgroup.WithContext(ctx)
-	g.Go(func() error {
-		return ps.Receive(ctx, pubsub.WorkerSubscription(pubsub.TopicAutomationEvents), w.HandleDelivery)
-	})
-	g.Go(func() error {
-		return ps.Receive(ctx, pubsub.WorkerSubscription(pubsub.TopicAutomationRuns), w.HandleRun)
-	})
-	g.Go(func() error {
-		t := time.NewTicker(tick)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return nil
-			case <-t.C:
-				if err := w.Tick(ctx); err != nil && ctx.Err() == nil {
-					w.log.Warn("automation tick", "err", err)
-				}
-			}
-		}
-	})
-	err := g.Wait()
-	if ctx.Err() != nil {
-		return nil
-	}
-	return err
+	return ps.Work(ctx, "automation", map[string]pubsub.Handler{pubsub.TopicAutomationEvents: w.HandleDelivery, pubsub.TopicAutomationRuns: w.HandleRun}, tick, w.Tick, w.log)
 }
 
 // Routes are the production endpoints: Pub/Sub push for both topics and the scheduler's tick.

@@ -16,7 +16,6 @@ import (
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
-	"golang.org/x/sync/errgroup"
 
 	hostv1 "github.com/hangar-dev/hangar/gen/host/v1"
 	"github.com/hangar-dev/hangar/gen/host/v1/hostv1connect"
@@ -138,29 +137,7 @@ func (w *Worker) collect(ctx context.Context) error {
 // Run pulls job messages and sweeps every tick until ctx ends, and collects images nothing
 // references every CollectEvery.
 func (w *Worker) Run(ctx context.Context, ps *pubsub.Client, tick time.Duration) error {
-	g, ctx := errgroup.WithContext(ctx)
-	g.Go(func() error {
-		return ps.Receive(ctx, pubsub.WorkerSubscription(pubsub.TopicImageJobs), w.HandleMessage)
-	})
-	g.Go(func() error {
-		t := time.NewTicker(tick)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return nil
-			case <-t.C:
-				if err := w.Tick(ctx); err != nil && ctx.Err() == nil {
-					w.opts.Log.Warn("enable job tick", "err", err)
-				}
-			}
-		}
-	})
-	err := g.Wait()
-	if ctx.Err() != nil {
-		return nil
-	}
-	return err
+	return ps.Work(ctx, "enable job", map[string]pubsub.Handler{pubsub.TopicImageJobs: w.HandleMessage}, tick, w.Tick, w.opts.Log)
 }
 
 // Tick is the worker's periodic work: Sweep, and a collection of images nothing references
