@@ -15,7 +15,6 @@ package main
 import (
 	"archive/tar"
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -34,6 +33,8 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/layout"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
+
+	"github.com/hangar-dev/hangar/sandboxhosts/devimage"
 )
 
 // What the image is made of. Change Recipe with any of them, so that cached builds are redone.
@@ -271,32 +272,12 @@ func linkCommands(tw *tar.Writer, binDir, binIn string) error {
 
 // cached reports whether the layout at dir holds one image, of this Recipe.
 func cached(dir string) bool {
-	img, err := image(dir)
+	img, err := devimage.OnlyImage(dir)
 	if err != nil {
 		return false
 	}
 	cf, err := img.ConfigFile()
 	return err == nil && cf.Config.Labels[RecipeAnnotation] == Recipe
-}
-
-// image is the one image of the layout at dir.
-func image(dir string) (v1.Image, error) {
-	p, err := layout.FromPath(dir)
-	if err != nil {
-		return nil, err
-	}
-	idx, err := p.ImageIndex()
-	if err != nil {
-		return nil, err
-	}
-	im, err := idx.IndexManifest()
-	if err != nil {
-		return nil, err
-	}
-	if len(im.Manifests) != 1 {
-		return nil, errors.New("not one image")
-	}
-	return p.Image(im.Manifests[0].Digest)
 }
 
 // write replaces the layout at dir with one holding img alone, written next to it first.

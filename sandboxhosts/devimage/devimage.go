@@ -184,7 +184,7 @@ func serveMore(ctx context.Context, dir, host string, reg http.Handler) (map[str
 			continue // builds in progress are <name>.build-*
 		}
 		src := filepath.Join(dir, moreDir, e.Name())
-		img, err := onlyImage(src)
+		img, err := OnlyImage(src)
 		if err != nil {
 			log.Printf("dev image registry: skipping %s: %v", src, err)
 			continue
@@ -204,24 +204,34 @@ func serveMore(ctx context.Context, dir, host string, reg http.Handler) (map[str
 	return more, nil
 }
 
-// onlyImage is the one image of the layout at dir.
-func onlyImage(dir string) (v1.Image, error) {
+// OnlyManifest is the layout at dir and the descriptor of its one manifest: a layout this
+// package or the agent image's build writes holds exactly one image.
+func OnlyManifest(dir string) (layout.Path, v1.Descriptor, error) {
 	p, err := layout.FromPath(dir)
 	if err != nil {
-		return nil, err
+		return "", v1.Descriptor{}, err
 	}
 	idx, err := p.ImageIndex()
 	if err != nil {
-		return nil, err
+		return "", v1.Descriptor{}, err
 	}
 	im, err := idx.IndexManifest()
 	if err != nil {
-		return nil, err
+		return "", v1.Descriptor{}, err
 	}
 	if len(im.Manifests) != 1 {
-		return nil, fmt.Errorf("the layout has %d manifests, want 1", len(im.Manifests))
+		return "", v1.Descriptor{}, fmt.Errorf("layout %s has %d manifests, want 1", dir, len(im.Manifests))
 	}
-	return p.Image(im.Manifests[0].Digest)
+	return p, im.Manifests[0], nil
+}
+
+// OnlyImage is the one image of the layout at dir.
+func OnlyImage(dir string) (v1.Image, error) {
+	p, desc, err := OnlyManifest(dir)
+	if err != nil {
+		return nil, err
+	}
+	return p.Image(desc.Digest)
 }
 
 // linkBlobs hard-links every blob of from into to (the images are big: no copies), leaving the
@@ -328,22 +338,10 @@ func ensure(dir string) (v1.Image, error) {
 // cached returns the image of the layout at dir when the layout has exactly
 // one image, of the current recipe, with every blob present and intact.
 func cached(dir string) (v1.Image, error) {
-	p, err := layout.FromPath(dir)
+	p, desc, err := OnlyManifest(dir)
 	if err != nil {
 		return nil, err
 	}
-	idx, err := p.ImageIndex()
-	if err != nil {
-		return nil, err
-	}
-	im, err := idx.IndexManifest()
-	if err != nil {
-		return nil, err
-	}
-	if len(im.Manifests) != 1 {
-		return nil, fmt.Errorf("layout %s has %d manifests, want 1", dir, len(im.Manifests))
-	}
-	desc := im.Manifests[0]
 	if got := desc.Annotations[recipeAnnotation]; got != recipe {
 		return nil, fmt.Errorf("layout %s has recipe %q, want %q", dir, got, recipe)
 	}
