@@ -145,6 +145,14 @@ func (r *rig) deliver(t *testing.T, owner, event string, payload any) {
 	}
 }
 
+// open sets the PR at head111 on the fake GitHub and delivers its "opened" event through
+// owner's registration.
+func (r *rig) open(t *testing.T, owner string) {
+	t.Helper()
+	r.gh.SetPR(repo, basePR("head111"))
+	r.deliver(t, owner, "pull_request", fakegithub.PullRequestEvent("opened", repo, basePR("head111"), 0))
+}
+
 // drive ticks the clock and the service until no pass is due, at most n times.
 func (r *rig) drive(t *testing.T, n int) {
 	t.Helper()

@@ -159,9 +159,8 @@ func TestAPushWhileAPassRunsSupersedesIt(t *testing.T) {
 	t.Parallel()
 	r := newRig(t)
 	r.enroll(t, "off")
-	r.gh.SetPR(repo, basePR("head111"))
 	r.agents.hang["finder"] = true
-	r.deliver(t, admin, "pull_request", fakegithub.PullRequestEvent("opened", repo, basePR("head111"), 0))
+	r.open(t, admin)
 	r.drive(t, 1)
 	first := r.only(t, 7).GetReview()
 	r.gh.SetPR(repo, basePR("head222"))
@@ -224,11 +223,10 @@ func TestAutofixTaskStartsAFixTaskAndRecordsItsPush(t *testing.T) {
 	t.Parallel()
 	r := newRig(t)
 	r.enroll(t, "task")
-	r.gh.SetPR(repo, basePR("head111"))
 	r.agents.answers["finder"] = finderAnswer(aFinding("a.go", 11, 11, "high", "Nil map"))
 	r.agents.answers["verifier"] = verdicts(map[string]string{"f1": "confirmed"})
 	r.agents.hang["fix"] = true
-	r.deliver(t, admin, "pull_request", fakegithub.PullRequestEvent("opened", repo, basePR("head111"), 0))
+	r.open(t, admin)
 	r.drive(t, 4)
 	got := r.only(t, 7)
 	if got.GetReview().GetStatus() != "fixing" || !strings.Contains(kinds(got.GetEvents()), "autofix.task") || !strings.HasSuffix(r.agents.started[len(r.agents.started)-1], "-fix") {
@@ -273,14 +271,13 @@ func TestAFixTaskWithoutAPushOrPastItsTimeCompletesThePassSayingSo(t *testing.T)
 			t.Parallel()
 			r := newRig(t)
 			r.enroll(t, "task")
-			r.gh.SetPR(repo, basePR("head111"))
 			r.agents.answers["finder"] = finderAnswer(aFinding("a.go", 11, 11, "high", "Nil map"))
 			r.agents.answers["verifier"] = verdicts(map[string]string{"f1": "confirmed"})
 			r.agents.hang["fix"] = tc.hang
 			if tc.refused {
 				r.agents.refuse = "fix"
 			}
-			r.deliver(t, admin, "pull_request", fakegithub.PullRequestEvent("opened", repo, basePR("head111"), 0))
+			r.open(t, admin)
 			r.drive(t, 4)
 			r.clock.Advance(11 * time.Minute)
 			r.drive(t, 1)
@@ -391,10 +388,9 @@ func TestARepeatedPostingStepFindsItsReviewAndDoesNotPostTwice(t *testing.T) {
 	t.Parallel()
 	r := newRig(t)
 	r.enroll(t, "off")
-	r.gh.SetPR(repo, basePR("head111"))
 	r.agents.answers["finder"] = finderAnswer(aFinding("a.go", 11, 11, "high", "x"))
 	r.agents.answers["verifier"] = verdicts(map[string]string{"f1": "confirmed"})
-	r.deliver(t, admin, "pull_request", fakegithub.PullRequestEvent("opened", repo, basePR("head111"), 0))
+	r.open(t, admin)
 	r.drive(t, 4)
 	id := r.only(t, 7).GetReview().GetId()
 	// As if the worker died after GitHub answered: the pass is still posting, with no review id.
@@ -416,9 +412,8 @@ func TestSecurityReviewTriggersComeOnlyFromAdminRegistrationsMembersAndEnrolledR
 	t.Parallel()
 	r := newRig(t)
 	r.enroll(t, "off")
-	r.gh.SetPR(repo, basePR("head111"))
 	r.agents.answers["finder"] = finderAnswer()
-	r.deliver(t, "user_mallory", "pull_request", fakegithub.PullRequestEvent("opened", repo, basePR("head111"), 0))
+	r.open(t, "user_mallory")
 	r.deliver(t, admin, "issue_comment", fakegithub.CommentEvent(repo, 7, 1, "/hangar review", "stranger", "NONE"))
 	r.deliver(t, admin, "pull_request", fakegithub.PullRequestEvent("opened", "acme/other", basePR("head111"), 0))
 	if n := len(r.list(t, &appv1.ListReviewsRequest{}).GetReviews()); n != 0 {
@@ -539,9 +534,8 @@ func TestACheckSuiteRerunStartsAPassOfAManualEnrollment(t *testing.T) {
 	if _, err := r.svc.UpsertEnrollment(r.admin, connect.NewRequest(&appv1.UpsertEnrollmentRequest{Repo: repo, TriggerMode: "manual", ProfileId: ptr(profile)})); err != nil {
 		t.Fatal(err)
 	}
-	r.gh.SetPR(repo, basePR("head111"))
 	r.agents.answers["finder"] = finderAnswer()
-	r.deliver(t, admin, "pull_request", fakegithub.PullRequestEvent("opened", repo, basePR("head111"), 0))
+	r.open(t, admin)
 	if n := len(r.list(t, &appv1.ListReviewsRequest{}).GetReviews()); n != 0 {
 		t.Fatalf("a push made %d reviews of a manual enrollment", n)
 	}
@@ -560,9 +554,8 @@ func TestAClosedOrMergedPullRequestIsRecordedOnItsPasses(t *testing.T) {
 	t.Parallel()
 	r := newRig(t)
 	r.enroll(t, "off")
-	r.gh.SetPR(repo, basePR("head111"))
 	r.agents.answers["finder"] = finderAnswer()
-	r.deliver(t, admin, "pull_request", fakegithub.PullRequestEvent("opened", repo, basePR("head111"), 0))
+	r.open(t, admin)
 	r.drive(t, 3)
 	merged := basePR("head111")
 	merged.State, merged.Merged = "closed", true
@@ -581,10 +574,9 @@ func TestAPassSupersededDuringAStepStopsTheAgentThatStepStarted(t *testing.T) {
 	t.Parallel()
 	r := newRig(t)
 	r.enroll(t, "off")
-	r.gh.SetPR(repo, basePR("head111"))
 	r.agents.answers["finder"] = finderAnswer(aFinding("a.go", 11, 11, "high", "x"))
 	r.agents.answers["verifier"] = verdicts(map[string]string{"f1": "confirmed"})
-	r.deliver(t, admin, "pull_request", fakegithub.PullRequestEvent("opened", repo, basePR("head111"), 0))
+	r.open(t, admin)
 	first := r.only(t, 7).GetReview().GetId()
 	r.agents.onStart = func(role string) {
 		if role == "verifier" {
@@ -610,10 +602,9 @@ func TestAThreadResolvedWhileAWorkerHoldsThePassWaitsForIt(t *testing.T) {
 	t.Parallel()
 	r := newRig(t)
 	r.enroll(t, "off")
-	r.gh.SetPR(repo, basePR("head111"))
 	r.agents.answers["finder"] = finderAnswer(aFinding("a.go", 11, 11, "high", "x"))
 	r.agents.answers["verifier"] = verdicts(map[string]string{"f1": "confirmed"})
-	r.deliver(t, admin, "pull_request", fakegithub.PullRequestEvent("opened", repo, basePR("head111"), 0))
+	r.open(t, admin)
 	r.drive(t, 4)
 	got := r.only(t, 7)
 	doc := r.db.Collection("reviews").Doc(got.GetReview().GetId())
