@@ -14,7 +14,6 @@ import (
 	"net/http"
 	"time"
 
-
 	"github.com/hangar-dev/hangar/automation/dispatch"
 	"github.com/hangar-dev/hangar/automation/runner"
 	"github.com/hangar-dev/hangar/automation/triggers"
