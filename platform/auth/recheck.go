@@ -32,6 +32,9 @@ func (a *Authenticator) Recheck(ctx context.Context, p Principal) (Principal, er
 	c, hit := a.cache[cacheKey]
 	a.mu.Unlock()
 	if hit && now.Before(c.expires) {
+		if c.p.UserID != p.UserID {
+			return Principal{}, apierr.Unauthenticated()
+		}
 		return c.p, nil
 	}
 	a.lookups.Add(1)
