@@ -41,7 +41,7 @@ export function SessionApps({ sessionId, status, apps }: { sessionId: string; st
               {a.origin && (
                 <>
                   <br />
-                  <span className="muted">at {a.origin}</span>
+                  <span className="muted app-origin">at {a.origin}</span>
                 </>
               )}
             </li>
