@@ -120,6 +120,15 @@ func TestSecurityAppGrantsAreUsedOnceAndEndWithTheirSignIn(t *testing.T) {
 			o.tradeToken(t, o.browser, to, web)
 			return browse(t, secondBrowser, http.MethodGet, to, nil)
 		}, http.StatusUnauthorized, "already used"},
+		{"a token replayed in a browser's navigation: a page linking to the path route", func(t *testing.T) page {
+			to := o.tokenURL(t, o.dashboardCookie, web, "")
+			o.tradeToken(t, o.browser, to, web)
+			p := browse(t, secondBrowser, http.MethodGet, to, map[string]string{"Sec-Fetch-Mode": "navigate", "Sec-Fetch-Site": "none"})
+			if ct := p.header.Get("Content-Type"); !strings.HasPrefix(ct, "text/html") || !strings.Contains(p.body, `href="`+o.url+web.GetUrlPath()+`"`) {
+				t.Errorf("the refusal is %q: %q, want a page linking to the path route", ct, p.body)
+			}
+			return p
+		}, http.StatusUnauthorized, "Open the app again from the dashboard"},
 		{"a token replayed on another instance", func(t *testing.T) page {
 			to := o.tokenURL(t, o.dashboardCookie, web, "")
 			o.tradeToken(t, o.browser, to, web)

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"html/template"
 	"net"
 	"net/http"
 	"net/url"
@@ -284,7 +285,7 @@ func (s *Service) AppOrigin(authn *auth.Authenticator) http.Handler {
 		}
 		caller, done, err := s.appCaller(w, r, authn, recordID, app)
 		if err != nil {
-			writeErr(w, r, err)
+			s.refuseAtApp(w, r, recordID, app, err)
 			return
 		}
 		if done {
@@ -371,7 +372,8 @@ func (s *Service) appCaller(w http.ResponseWriter, r *http.Request, authn *auth.
 func (s *Service) tradeToken(ctx context.Context, authn *auth.Authenticator, token, recordID, app string) (auth.Principal, error) {
 	g, err := s.apps.open(token, recordID, app, grantToken)
 	if err != nil {
-		return auth.Principal{}, err
+		return auth.Principal{}, connect.NewError(connect.CodeUnauthenticated, fmt.Errorf(
+			"this app link is not valid here or has expired (an app token lasts %s): open the app again from the dashboard, %s", AppTokenTTL, s.dashboardAppURL(recordID, app)))
 	}
 	p, err := s.recheck(ctx, authn, g, recordID, app)
 	if err != nil {
@@ -402,4 +404,31 @@ func (s *Service) recheck(ctx context.Context, authn *auth.Authenticator, g appG
 // a fresh token.
 func (s *Service) dashboardAppURL(recordID, app string) string {
 	return strings.TrimRight(s.d.PublicURL, "/") + AppURLPath(recordID, app)
+}
+
+// refusalPage is what a browser's navigation refused at an app's origin shows: why, and a link
+// to where the app opens again. html/template escapes both.
+var refusalPage = template.Must(template.New("refusal").Parse(`<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>Open the app again · Hangar</title>
+<meta name="viewport" content="width=device-width, initial-scale=1"></head>
+<body style="font-family: system-ui, sans-serif; max-width: 36rem; margin: 4rem auto">
+<h1>Open the app again</h1><p>{{.Why}}</p><p><a href="{{.Link}}">Open the app again from the dashboard</a></p></body></html>
+`))
+
+// refuseAtApp answers a request refused at session recordID's app's origin: a browser's
+// navigation (a replayed link, say) gets refusalPage with the same status; anything else the
+// routes' JSON error.
+func (s *Service) refuseAtApp(w http.ResponseWriter, r *http.Request, recordID, app string, err error) {
+	status := map[connect.Code]int{connect.CodeUnauthenticated: http.StatusUnauthorized, connect.CodePermissionDenied: http.StatusForbidden}[connect.CodeOf(err)]
+	ce, ok := errors.AsType[*connect.Error](err)
+	if !ok || status == 0 || r.Header.Get("Sec-Fetch-Mode") != "navigate" {
+		writeErr(w, r, err)
+		return
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.Header().Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'")
+	w.Header().Set("Cache-Control", "no-store")
+	w.Header().Set("Referrer-Policy", "no-referrer")
+	w.WriteHeader(status)
+	_ = refusalPage.Execute(w, struct{ Why, Link string }{ce.Message(), s.dashboardAppURL(recordID, app)})
 }
