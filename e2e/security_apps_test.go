@@ -206,15 +206,26 @@ func TestSecurityAppGrantsAreUsedOnceAndEndWithTheirSignIn(t *testing.T) {
 			t.Fatalf("%d to %q, want 303 to %s", p.status, p.header.Get("Location"), want)
 		}
 	})
-	t.Run("an app cookie of a deleted session", func(t *testing.T) {
+	t.Run("an app cookie of an evicted, then deleted, session", func(t *testing.T) {
 		cookie, _ := o.signInToApp(t, web, "")
 		opens(t, o.browser, cookie)
+		if _, err := o.svc.Snapshot(t.Context(), connect.NewRequest(&appv1.SnapshotRequest{SessionId: id})); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := o.svc.EvictLocal(t.Context(), connect.NewRequest(&appv1.EvictLocalRequest{SessionId: id})); err != nil {
+			t.Fatal(err)
+		}
+		for name, browser := range map[string]*http.Client{"here": o.browser, "on another instance": instanceB} {
+			if p := browse(t, browser, http.MethodGet, web.GetOrigin()+"/", withCookie(cookie)); p.status != http.StatusBadRequest || !strings.Contains(p.body, "failed_precondition") || !strings.Contains(p.body, "evicted") {
+				t.Errorf("evicted, %s: %d %q, want failed_precondition (400) naming its state", name, p.status, p.body)
+			}
+		}
 		if _, err := o.svc.DeleteSession(t.Context(), connect.NewRequest(&appv1.DeleteSessionRequest{SessionId: id})); err != nil {
 			t.Fatal(err)
 		}
 		for name, browser := range map[string]*http.Client{"here": o.browser, "on another instance": instanceB} {
 			if p := browse(t, browser, http.MethodGet, web.GetOrigin()+"/", withCookie(cookie)); p.status != http.StatusNotFound || strings.Contains(p.body, "fakeapp") {
-				t.Errorf("%s: %d %q, want 404", name, p.status, p.body)
+				t.Errorf("deleted, %s: %d %q, want 404", name, p.status, p.body)
 			}
 		}
 	})
