@@ -4,6 +4,7 @@ import { QueryClient, QueryClientProvider } from "@tanstack/react-query";
 import { fireEvent, render, screen, within } from "@testing-library/react";
 import { create } from "@bufbuild/protobuf";
 
+import { storeKey } from "../api";
 import { AppEndpointSchema, SessionService } from "../gen/svc/app/v1/session_pb";
 import { SessionApps } from "./SessionApps";
 
@@ -50,6 +51,16 @@ describe("a session's apps", () => {
 
     fireEvent.click(within(apps).getByRole("button", { name: "Start browser" }));
     expect((await within(apps).findByRole("alert")).textContent).toContain("no headless Chromium");
+  });
+
+  it("says Open needs the dashboard's sign-in when the tab uses a pasted API key", () => {
+    storeKey("hgr_pasted_key");
+    try {
+      renderApps("running", []);
+      expect(within(screen.getByRole("region", { name: "Apps" })).getByText(/not a pasted API key/)).toBeTruthy();
+    } finally {
+      storeKey(null);
+    }
   });
 
   it("offers no Open link while the session is not running", () => {

@@ -1,5 +1,6 @@
 import { useMutation } from "@connectrpc/connect-query";
 
+import { storedKey } from "../api";
 import { ErrorView } from "../components/States";
 import type { AppEndpoint } from "../gen/svc/app/v1/session_pb";
 import { SessionService } from "../gen/svc/app/v1/session_pb";
@@ -24,6 +25,11 @@ export function SessionApps({ sessionId, status, apps }: { sessionId: string; st
     <section aria-label="Apps">
       <h2>Apps</h2>
       {!live && <p className="muted">The session is {status}: resume it to open its apps.</p>}
+      {live && storedKey() && (
+        // The link is a navigation, which carries the dashboard's cookie but never the pasted
+        // key (that would put it in the URL): the path route answers it unauthenticated.
+        <p className="muted">Open signs in by the dashboard's sign-in, not a pasted API key: sign in to open apps.</p>
+      )}
       {all.length === 0 ? (
         <p className="empty">No apps yet.</p>
       ) : (
