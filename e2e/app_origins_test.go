@@ -53,9 +53,16 @@ func newOriginStack(t *testing.T) *originStack {
 	s.stack = serveOn(t, ln, api.New(api.Deps{DB: sb.DB, Config: sb.Config, Bucket: sb.Bucket, Sealer: sb.Sealer, DefaultImage: sb.Image}))
 	s.svc = s.sessions(s.admin)
 
-	addr := ln.Addr().String()
+	o := &originStack{sandboxStack: s, browser: browserAt(ln.Addr().String())}
+	o.dashboardCookie = o.signInToDashboard(t)
+	return o
+}
+
+// browserAt is a browser that reaches every *.localhost host at addr, as a browser resolves
+// *.localhost to loopback; it follows no redirect.
+func browserAt(addr string) *http.Client {
 	dial := (&net.Dialer{}).DialContext
-	o := &originStack{sandboxStack: s, browser: &http.Client{
+	return &http.Client{
 		Timeout: 30 * time.Second,
 		Transport: &http.Transport{DialContext: func(ctx context.Context, network, a string) (net.Conn, error) {
 			if host, _, _ := net.SplitHostPort(a); strings.HasSuffix(host, ".localhost") {
@@ -64,14 +71,18 @@ func newOriginStack(t *testing.T) *originStack {
 			return dial(ctx, network, a)
 		}},
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
-	}}
-	c := devSignIn(t, o.browser, base)
-	o.dashboardCookie = c.Value
+	}
+}
+
+// signInToDashboard signs a new dashboard session in (the dev sign-in) and returns its cookie.
+func (o *originStack) signInToDashboard(t *testing.T) string {
+	t.Helper()
+	c := devSignIn(t, o.browser, o.url)
 	// Host-only: a browser never sends it to another host, an app's included.
 	if c.Domain != "" || !c.HttpOnly {
 		t.Fatalf("the dashboard's cookie is %+v, want host-only and HttpOnly", c)
 	}
-	return o
+	return c.Value
 }
 
 // page is one answer as a browser gets it.
@@ -84,6 +95,12 @@ type page struct {
 // get requests rawURL as the browser, with headers, and reads the answer.
 func (o *originStack) get(t *testing.T, method, rawURL string, headers map[string]string) page {
 	t.Helper()
+	return browse(t, o.browser, method, rawURL, headers)
+}
+
+// browse requests rawURL as browser, with headers, and reads the answer.
+func browse(t *testing.T, browser *http.Client, method, rawURL string, headers map[string]string) page {
+	t.Helper()
 	req, err := http.NewRequestWithContext(t.Context(), method, rawURL, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -91,7 +108,7 @@ func (o *originStack) get(t *testing.T, method, rawURL string, headers map[strin
 	for k, v := range headers {
 		req.Header.Set(k, v)
 	}
-	resp, err := o.browser.Do(req)
+	resp, err := browser.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -105,12 +122,26 @@ func (o *originStack) get(t *testing.T, method, rawURL string, headers map[strin
 // cookie. It returns that cookie and where the browser lands.
 func (o *originStack) signInToApp(t *testing.T, ep *appv1.AppEndpoint, rest string) (cookie *http.Cookie, landing string) {
 	t.Helper()
-	first := o.get(t, http.MethodGet, o.url+ep.GetUrlPath()+rest, map[string]string{"Cookie": auth.SessionCookie + "=" + o.dashboardCookie})
+	return o.tradeToken(t, o.browser, o.tokenURL(t, o.dashboardCookie, ep, rest), ep)
+}
+
+// tokenURL is where the path route sends a browser signed in to the dashboard by
+// dashboardCookie that opens ep (with rest): the app's origin with a fresh token.
+func (o *originStack) tokenURL(t *testing.T, dashboardCookie string, ep *appv1.AppEndpoint, rest string) string {
+	t.Helper()
+	first := o.get(t, http.MethodGet, o.url+ep.GetUrlPath()+rest, map[string]string{"Cookie": auth.SessionCookie + "=" + dashboardCookie})
 	to := first.header.Get("Location")
 	if first.status != http.StatusSeeOther || !strings.HasPrefix(to, ep.GetOrigin()+"/") || !strings.Contains(to, sessions.AppTokenParam+"=") {
 		t.Fatalf("the path route answered %d to %q, want 303 to %s with a token", first.status, to, ep.GetOrigin())
 	}
-	second := o.get(t, http.MethodGet, to, nil)
+	return to
+}
+
+// tradeToken has browser follow tokenURL to ep's origin, which trades its token for the app's
+// cookie; it returns that cookie and where the browser lands.
+func (o *originStack) tradeToken(t *testing.T, browser *http.Client, tokenURL string, ep *appv1.AppEndpoint) (cookie *http.Cookie, landing string) {
+	t.Helper()
+	second := browse(t, browser, http.MethodGet, tokenURL, nil)
 	for _, c := range (&http.Response{Header: second.header}).Cookies() {
 		if c.Name == "hangar_app" {
 			cookie = c

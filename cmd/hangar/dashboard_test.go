@@ -9,7 +9,8 @@ import (
 
 // TestDashboardInBrowser drives the dashboard in Debian's Chromium against a real `hangar dev`:
 // web/e2e's browser tests sign in, find a task, watch its session's events arrive live, send a
-// prompt and take a checkpoint. Screenshots of each page land in web/e2e/screenshots.
+// prompt, take a checkpoint and open a session's app at its own origin. Screenshots of each page
+// land in web/e2e/screenshots.
 func TestDashboardInBrowser(t *testing.T) {
 	web, npm := browserTools(t, "npm")
 	dev := serveDev(t)

@@ -239,6 +239,9 @@ func New(d Deps) *API {
 	if a.worker != nil && oauthSvc != nil {
 		a.worker.AlsoTick(oauthSvc.Sweep)
 	}
+	if a.worker != nil && sessionSvc != nil {
+		a.worker.AlsoTick(sessionSvc.SweepAppTokens) // used app tokens' records go once expired
+	}
 	if a.worker != nil {
 		// Reviews hear GitHub deliveries and ticks through the automation worker.
 		a.worker.Listen(reviewSvc)

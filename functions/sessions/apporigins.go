@@ -2,14 +2,19 @@ package sessions
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"html/template"
 	"net"
 	"net/http"
 	"net/url"
 	"strings"
 	"time"
+
+	"connectrpc.com/connect"
 
 	"github.com/hangar-dev/hangar/platform/apierr"
 	"github.com/hangar-dev/hangar/platform/auth"
@@ -33,7 +38,12 @@ import (
 //   - The app origin trades the token (sealed, bound to its host, AppTokenTTL) for a cookie of
 //     its own (host-only, HttpOnly, __Host- under https, config.Apps.CookieTTL) and redirects to
 //     the same URL without the token; a WebSocket or a non-GET request may use the token as it
-//     is. Non-browser clients may send their API key in x-api-key instead.
+//     is. Either way a token is used once, on whichever instance (apptokens.go): one leaked
+//     from a URL after its trade opens nothing. Non-browser clients may send their API key in
+//     x-api-key instead.
+//   - Tokens and cookies name the credential they derive from, the dashboard session or the API
+//     key, and are taken only while it is live (auth.Authenticator.Recheck): signing out of the
+//     dashboard, or revoking the key, ends the app cookies minted under it.
 //   - A request the app's cookie signs in must come from the app's own pages: another origin
 //     (a sibling app, which is same-site) is refused by Origin and Sec-Fetch-Site, so apps cannot
 //     make requests (WebSockets included) into each other with the user's cookies.
@@ -62,6 +72,18 @@ type appGrant struct {
 	Admin   bool   `json:"ad,omitempty"`
 	Kind    string `json:"k"`
 	Expires int64  `json:"e"` // unix seconds
+	// ID names a token, which is used once (apptokens.go); a cookie has none.
+	ID string `json:"i,omitempty"`
+	// WebSession or KeyID is the credential the grant derives from (auth.Principal's): the
+	// grant is taken only while that is live.
+	WebSession string `json:"w,omitempty"`
+	KeyID      string `json:"kid,omitempty"`
+}
+
+// source is the principal of the credential g derives from, as auth.Authenticator.Recheck
+// finds it again.
+func (g appGrant) source() auth.Principal {
+	return auth.Principal{UserID: g.User, Admin: g.Admin, WebSession: g.WebSession, KeyID: g.KeyID}
 }
 
 // appOrigins knows the apps' origins. The zero value (no domain) serves none.
@@ -141,7 +163,12 @@ func (o appOrigins) seal(p auth.Principal, recordID, app, kind string, ttl time.
 	if !ok {
 		return "", errors.New("the app has no origin of its own")
 	}
-	js, err := json.Marshal(appGrant{Session: recordID, App: app, User: p.UserID, Admin: p.Admin, Kind: kind, Expires: o.now().Add(ttl).Unix()})
+	g := appGrant{Session: recordID, App: app, User: p.UserID, Admin: p.Admin, Kind: kind, Expires: o.now().Add(ttl).Unix(),
+		WebSession: p.WebSession, KeyID: p.KeyID}
+	if kind == grantToken {
+		g.ID = rand.Text()
+	}
+	js, err := json.Marshal(g)
 	if err != nil {
 		return "", err
 	}
@@ -152,23 +179,24 @@ func (o appOrigins) seal(p auth.Principal, recordID, app, kind string, ttl time.
 	return base64.RawURLEncoding.EncodeToString(ct), nil
 }
 
-// open checks a token or cookie of kind presented at session recordID's app and returns who it
-// signs in; unauthenticated when it is not one, is another app's, or expired.
-func (o appOrigins) open(value, recordID, app, kind string) (auth.Principal, error) {
+// open checks a token or cookie of kind presented at session recordID's app and returns its
+// grant; unauthenticated when it is not one, is another app's, or expired. Whether the
+// credential it derives from is still live, and a token still unused, is the caller's to ask.
+func (o appOrigins) open(value, recordID, app, kind string) (appGrant, error) {
 	l, _ := o.label(recordID, app)
 	ct, err := base64.RawURLEncoding.DecodeString(value)
 	if err != nil {
-		return auth.Principal{}, apierr.Unauthenticated()
+		return appGrant{}, apierr.Unauthenticated()
 	}
 	js, err := o.sealer.Open(ct, grantOwner(l))
 	if err != nil {
-		return auth.Principal{}, apierr.Unauthenticated()
+		return appGrant{}, apierr.Unauthenticated()
 	}
 	var g appGrant
 	if json.Unmarshal(js, &g) != nil || g.Kind != kind || g.Session != recordID || g.App != app || !o.now().Before(time.Unix(g.Expires, 0)) {
-		return auth.Principal{}, apierr.Unauthenticated()
+		return appGrant{}, apierr.Unauthenticated()
 	}
-	return auth.Principal{UserID: g.User, Admin: g.Admin, Kind: kindAppGrant}, nil
+	return g, nil
 }
 
 // kindAppGrant is the Principal.Kind of a caller an app token or cookie signs in.
@@ -257,7 +285,7 @@ func (s *Service) AppOrigin(authn *auth.Authenticator) http.Handler {
 		}
 		caller, done, err := s.appCaller(w, r, authn, recordID, app)
 		if err != nil {
-			writeErr(w, r, err)
+			s.refuseAtApp(w, r, recordID, app, err)
 			return
 		}
 		if done {
@@ -267,6 +295,11 @@ func (s *Service) AppOrigin(authn *auth.Authenticator) http.Handler {
 		rec, err := s.store.Get(ctx, recordID)
 		if errors.Is(err, sessiondb.ErrNotFound) || err == nil && (rec.Status == sessiondb.Deleted || !visible(caller, rec)) {
 			err = apierr.NotFound("session", recordID)
+		}
+		if err == nil && !rec.Status.Live() {
+			// Its apps end with the sandbox: a cookie minted before takes nothing of a session
+			// stopped or lost, and nothing wakes it from here.
+			err = apierr.FailedPrecondition("session %s is %s: its apps are served while it runs; resume it and open the app again", recordID, rec.Status)
 		}
 		if err != nil {
 			writeErr(w, r, err)
@@ -283,16 +316,16 @@ func (s *Service) AppOrigin(authn *auth.Authenticator) http.Handler {
 	})
 }
 
-// appCaller signs in a request at an app's origin. An app token in a navigation is traded for
-// the app's cookie and the browser sent back to the URL without it (done: the answer is
-// written). A request with neither token, key nor cookie is unauthenticated, except a
-// browser's navigation, which is sent to the app's path route on the API's origin, where the
-// dashboard's cookie sends it back with a token.
+// appCaller signs in a request at an app's origin. An app token is used once: in a navigation
+// it is traded for the app's cookie and the browser sent back to the URL without it (done: the
+// answer is written). A request with neither token, key nor live cookie is unauthenticated,
+// except a browser's navigation, which is sent to the app's path route on the API's origin,
+// where the dashboard's cookie sends it back with a token.
 func (s *Service) appCaller(w http.ResponseWriter, r *http.Request, authn *auth.Authenticator, recordID, app string) (p auth.Principal, done bool, err error) {
 	q := r.URL.Query()
 	navigation := (r.Method == http.MethodGet || r.Method == http.MethodHead) && r.Header.Get("Upgrade") == ""
 	if token := q.Get(AppTokenParam); token != "" {
-		if p, err = s.apps.open(token, recordID, app, grantToken); err != nil || !navigation {
+		if p, err = s.tradeToken(r.Context(), authn, token, recordID, app); err != nil || !navigation {
 			return p, false, err
 		}
 		if err := s.apps.setCookie(w, p, recordID, app); err != nil {
@@ -311,16 +344,91 @@ func (s *Service) appCaller(w http.ResponseWriter, r *http.Request, authn *auth.
 	}
 	err = apierr.Unauthenticated()
 	for _, c := range r.CookiesNamed(s.apps.cookieName()) {
-		if p, err = s.apps.open(c.Value, recordID, app, grantCookie); err == nil {
+		g, oerr := s.apps.open(c.Value, recordID, app, grantCookie)
+		if oerr != nil {
+			continue
+		}
+		// A cookie whose dashboard session or key has ended signs nobody in: a navigation
+		// goes to sign in again as if it had none.
+		if p, err = s.recheck(r.Context(), authn, g, recordID, app); err == nil {
 			break
+		}
+		if connect.CodeOf(err) != connect.CodeUnauthenticated {
+			return p, false, err
 		}
 	}
 	if err == nil {
 		return p, false, s.apps.fromOwnPages(r, s.apps.origin(recordID, app))
 	}
 	if navigation && r.Header.Get("Sec-Fetch-Mode") == "navigate" && s.d.PublicURL != "" {
-		http.Redirect(w, r, strings.TrimRight(s.d.PublicURL, "/")+strings.TrimSuffix(AppURLPath(recordID, app), "/")+r.URL.RequestURI(), http.StatusSeeOther)
+		http.Redirect(w, r, s.dashboardAppURL(recordID, app)+strings.TrimPrefix(r.URL.RequestURI(), "/"), http.StatusSeeOther)
 		return p, true, nil
 	}
 	return p, false, err
+}
+
+// tradeToken signs in the caller of an app token, using it up: a token opens once, whoever
+// presents it again (the first browser, or whoever read it from a URL) is refused.
+func (s *Service) tradeToken(ctx context.Context, authn *auth.Authenticator, token, recordID, app string) (auth.Principal, error) {
+	g, err := s.apps.open(token, recordID, app, grantToken)
+	if err != nil {
+		return auth.Principal{}, connect.NewError(connect.CodeUnauthenticated, fmt.Errorf(
+			"this app link is not valid here or has expired (an app token lasts %s): open the app again from the dashboard, %s", AppTokenTTL, s.dashboardAppURL(recordID, app)))
+	}
+	p, err := s.recheck(ctx, authn, g, recordID, app)
+	if err != nil {
+		return auth.Principal{}, err
+	}
+	if err := s.spendAppToken(ctx, g); err != nil {
+		return auth.Principal{}, err
+	}
+	return p, nil
+}
+
+// recheck is who grant g of session recordID's app signs in while the dashboard session or API
+// key it derives from is live (auth.Authenticator.Recheck, cached for the authenticator's TTL);
+// once that has ended, unauthenticated, saying how to open the app again.
+func (s *Service) recheck(ctx context.Context, authn *auth.Authenticator, g appGrant, recordID, app string) (auth.Principal, error) {
+	live, err := authn.Recheck(ctx, g.source())
+	if connect.CodeOf(err) == connect.CodeUnauthenticated {
+		return auth.Principal{}, connect.NewError(connect.CodeUnauthenticated, fmt.Errorf(
+			"the sign-in this app was opened under has ended (signed out, or its API key revoked): sign in and open the app again from the dashboard, %s", s.dashboardAppURL(recordID, app)))
+	}
+	if err != nil {
+		return auth.Principal{}, connect.NewError(connect.CodeUnavailable, fmt.Errorf("check the sign-in of app %s: %w", app, err))
+	}
+	return auth.Principal{UserID: live.UserID, Admin: live.Admin, Kind: kindAppGrant, WebSession: live.WebSession, KeyID: live.KeyID}, nil
+}
+
+// dashboardAppURL is the app's path route on the API's origin, where a signed-in browser gets
+// a fresh token.
+func (s *Service) dashboardAppURL(recordID, app string) string {
+	return strings.TrimRight(s.d.PublicURL, "/") + AppURLPath(recordID, app)
+}
+
+// refusalPage is what a browser's navigation refused at an app's origin shows: why, and a link
+// to where the app opens again. html/template escapes both.
+var refusalPage = template.Must(template.New("refusal").Parse(`<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>Open the app again · Hangar</title>
+<meta name="viewport" content="width=device-width, initial-scale=1"></head>
+<body style="font-family: system-ui, sans-serif; max-width: 36rem; margin: 4rem auto">
+<h1>Open the app again</h1><p>{{.Why}}</p><p><a href="{{.Link}}">Open the app again from the dashboard</a></p></body></html>
+`))
+
+// refuseAtApp answers a request refused at session recordID's app's origin: a browser's
+// navigation (a replayed link, say) gets refusalPage with the same status; anything else the
+// routes' JSON error.
+func (s *Service) refuseAtApp(w http.ResponseWriter, r *http.Request, recordID, app string, err error) {
+	status := map[connect.Code]int{connect.CodeUnauthenticated: http.StatusUnauthorized, connect.CodePermissionDenied: http.StatusForbidden}[connect.CodeOf(err)]
+	ce, ok := errors.AsType[*connect.Error](err)
+	if !ok || status == 0 || r.Header.Get("Sec-Fetch-Mode") != "navigate" {
+		writeErr(w, r, err)
+		return
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.Header().Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'")
+	w.Header().Set("Cache-Control", "no-store")
+	w.Header().Set("Referrer-Policy", "no-referrer")
+	w.WriteHeader(status)
+	_ = refusalPage.Execute(w, struct{ Why, Link string }{ce.Message(), s.dashboardAppURL(recordID, app)})
 }

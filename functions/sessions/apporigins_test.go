@@ -52,14 +52,17 @@ func TestAppGrantsOpenOnlyWhereAndAsTheyWereMade(t *testing.T) {
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	o := newAppOrigins(config.Apps{Domain: "apps.localhost", CookieTTL: time.Hour}, "http://127.0.0.1:8080", sealer, func() time.Time { return now })
 	id, other := ids.New("sess"), ids.New("sess")
-	alice := auth.Principal{UserID: "user_alice", Admin: true}
+	alice := auth.Principal{UserID: "user_alice", Admin: true, WebSession: "dashboard-session"}
 	token, err := o.seal(alice, id, "web", grantToken, AppTokenTTL)
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := o.open(token, id, "web", grantToken)
-	if err != nil || p.UserID != alice.UserID || !p.Admin || p.Kind != kindAppGrant {
-		t.Fatalf("open = %+v, %v; want alice, admin", p, err)
+	g, err := o.open(token, id, "web", grantToken)
+	if err != nil || g.source() != (auth.Principal{UserID: alice.UserID, Admin: true, WebSession: alice.WebSession}) || g.ID == "" {
+		t.Fatalf("open = %+v, %v; want alice, admin, her dashboard session, a token id", g, err)
+	}
+	if again, _ := o.seal(alice, id, "web", grantToken, AppTokenTTL); again == token {
+		t.Error("two tokens are the same: one could not be used up without the other")
 	}
 	for _, tc := range []struct {
 		name, session, app, kind string

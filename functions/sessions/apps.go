@@ -148,8 +148,9 @@ func (s *Service) newAppProxy() *httputil.ReverseProxy {
 
 // Apps serves AppsPath: it authenticates like every route, finds the caller's session (another
 // user's is not_found) and the app, and proxies the request to it, sandboxed. When apps have
-// origins of their own, a browser signed in by the dashboard's cookie is sent to the app's
-// origin with an app token instead (apporigins.go); API clients are still served here.
+// origins of their own, a browser signed in by the dashboard's cookie, or following a link with
+// an API key (keyLinkNavigation), is sent to the app's origin with an app token instead
+// (apporigins.go); API clients are still served here.
 func (s *Service) Apps(authn *auth.Authenticator) http.Handler {
 	proxy := s.newAppProxy()
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -164,7 +165,7 @@ func (s *Service) Apps(authn *auth.Authenticator) http.Handler {
 			return
 		}
 		rest := "/" + r.PathValue("rest")
-		if caller, _ := auth.Caller(ctx); caller.Kind == auth.KindWebSession && s.apps.origin(rec.ID, name) != "" {
+		if caller, _ := auth.Caller(ctx); s.apps.origin(rec.ID, name) != "" && (caller.Kind == auth.KindWebSession || keyLinkNavigation(r)) {
 			if err := s.sendToOrigin(w, r, caller, rec.ID, name, rest); err != nil {
 				writeErr(w, r, err)
 			}
@@ -175,6 +176,14 @@ func (s *Service) Apps(authn *auth.Authenticator) http.Handler {
 		_ = http.NewResponseController(w).SetReadDeadline(time.Time{})
 		proxy.ServeHTTP(w, r.WithContext(context.WithValue(ctx, appTargetKey{}, t)))
 	})
+}
+
+// keyLinkNavigation reports whether r is a browser following a link that carries an API key
+// (apiKeyParam: a browser cannot set x-api-key on a navigation). Like the dashboard's cookie,
+// such a browser is sent to the app's origin, with a token bound to that key.
+func keyLinkNavigation(r *http.Request) bool {
+	return r.URL.Query().Get(apiKeyParam) != "" && r.Header.Get(auth.HeaderName) == "" &&
+		(r.Method == http.MethodGet || r.Method == http.MethodHead) && r.Header.Get("Sec-Fetch-Mode") == "navigate"
 }
 
 // appSandboxPolicy is the Content-Security-Policy every app response under the API's origin

@@ -26,6 +26,9 @@ type Principal struct {
 	KeyID  string
 	Kind   string
 	Admin  bool
+	// WebSession is the record id of the dashboard session that signed the caller in (Kind
+	// KindWebSession), which Recheck finds again; it signs nobody in by itself.
+	WebSession string
 }
 
 type principalKey struct{}

@@ -233,6 +233,7 @@ func (ks *Keys) Revoke(ctx context.Context, id string, now time.Time) (Key, erro
 	}
 	if ks.authn != nil {
 		ks.authn.forget(k.Hash)
+		ks.authn.forget(keyIDCacheKey(id))
 	}
 	return k, nil
 }

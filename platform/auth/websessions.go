@@ -86,7 +86,12 @@ func (s *WebSessions) lookup(ctx context.Context, token string, now time.Time) (
 	if !strings.HasPrefix(token, sessionPrefix) || len(token) > 100 {
 		return Principal{}, time.Time{}, false, nil
 	}
-	snap, err := s.db.Collection(webSessionsCollect).Doc(hashKey(token)).Get(ctx)
+	return s.lookupByID(ctx, hashKey(token), now)
+}
+
+// lookupByID is lookup of the session whose record id (its token's hash) is id.
+func (s *WebSessions) lookupByID(ctx context.Context, id string, now time.Time) (Principal, time.Time, bool, error) {
+	snap, err := s.db.Collection(webSessionsCollect).Doc(id).Get(ctx)
 	if store.IsNotFound(err) {
 		return Principal{}, time.Time{}, false, nil
 	}
@@ -100,7 +105,7 @@ func (s *WebSessions) lookup(ctx context.Context, token string, now time.Time) (
 	if !rec.RevokedAt.IsZero() || !now.Before(rec.ExpiresAt) {
 		return Principal{}, time.Time{}, false, nil
 	}
-	return Principal{UserID: rec.UserID, Kind: KindWebSession, Admin: rec.Admin}, rec.ExpiresAt, true, nil
+	return Principal{UserID: rec.UserID, Kind: KindWebSession, Admin: rec.Admin, WebSession: id}, rec.ExpiresAt, true, nil
 }
 
 // AcceptSessions makes the authenticator take dashboard session cookies on calls without an API

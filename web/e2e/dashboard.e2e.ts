@@ -154,6 +154,25 @@ describe("the dashboard", () => {
     await shot("checkpoints");
   });
 
+  it("opens a session's app from its page, at the app's own origin, signed in by a single-use token", async () => {
+    const { sessionId: appSession } = await sessions.createSession({ imageUri: image, apps: [{ hostname: "web", port: 8080 }] });
+    const serve = "mkdir -p /tmp/site && echo hello-from-the-app > /tmp/site/index.html && busybox httpd -p 127.0.0.1:8080 -h /tmp/site >/dev/null 2>&1";
+    for await (const _ of sessions.exec({ sessionId: appSession, command: serve })) void _;
+    await page.goto(`${url}/sessions/${appSession}`);
+    const apps = page.getByRole("region", { name: "Apps" });
+    const [tab] = await Promise.all([page.context().waitForEvent("page"), apps.getByRole("link", { name: "Open web" }).click()]);
+    await tab.getByText("hello-from-the-app").waitFor();
+    const at = new URL(tab.url());
+    // The path route sent the tab to the app's origin, whose token became the app's cookie.
+    expect(at.hostname).toBe(`web-${appSession.slice("sess_".length)}.apps.localhost`);
+    expect(at.search).not.toContain("hangar_app_token");
+    expect((await tab.context().cookies(at.origin)).find((c) => c.name === "hangar_app")?.httpOnly).toBe(true);
+    await tab.screenshot({ path: `${shots}/app.png` });
+    await tab.close();
+    await shot("session-apps");
+    await sessions.deleteSession({ sessionId: appSession });
+  });
+
   it("creates an automation, edits it until validation passes, runs it and shows the run's steps", async () => {
     await page.goto(`${url}/automations`);
     const form = page.getByRole("form", { name: "New automation" });

@@ -5,10 +5,11 @@ import { Link, useParams } from "react-router-dom";
 import { ErrorView, Loading } from "../components/States";
 import { EventStore, fold, followEvents, type Turn } from "../events";
 import { SessionService } from "../gen/svc/app/v1/session_pb";
+import { SessionApps } from "./SessionApps";
 import { Files } from "./SessionFiles";
 
 // SessionPage is one session at work: its state, the live conversation, a prompt box with the
-// queue, its checkpoints, and its files and artifacts.
+// queue, its apps, its checkpoints, and its files and artifacts.
 export function SessionPage() {
   const { sessionId = "" } = useParams();
   const session = useQuery(SessionService.method.getSession, { sessionId }, { refetchInterval: 5000 });
@@ -61,6 +62,7 @@ export function SessionPage() {
           </Suspense>
         </div>
         <aside>
+          <SessionApps sessionId={sessionId} status={s.status} apps={s.apps} />
           <Checkpoints sessionId={sessionId} />
           <SessionFiles sessionId={sessionId} artifacts={artifacts} />
         </aside>
