@@ -122,6 +122,9 @@ type Proxy struct {
 	dialer    egress.Policy
 	// forward sends every proxied request on, to the target in its context (targetKey).
 	forward *httputil.ReverseProxy
+	// upstreamTLS is the client side of an intercepted connection's upstream (ServerName set
+	// per dial); it shares the Transport's session cache.
+	upstreamTLS *tls.Config
 	// intercepted terminates intercepted TLS. It is one config for every connection so that
 	// its session tickets resume across them (a config's ticket keys are its own).
 	intercepted *tls.Config
@@ -142,6 +145,8 @@ func New(opts Options) *Proxy {
 	// Upstream connections are kept (MaxIdleConnsPerHost) and, when one must be made again,
 	// resume their TLS session instead of a full handshake.
 	t.TLSClientConfig = &tls.Config{RootCAs: opts.RootCAs, ClientSessionCache: tls.NewLRUClientSessionCache(256)}
+	// The forwarder of intercepted connections speaks HTTP/1.1 only, on both legs.
+	p.upstreamTLS = &tls.Config{RootCAs: opts.RootCAs, ClientSessionCache: t.TLSClientConfig.ClientSessionCache, NextProtos: []string{"http/1.1"}}
 	t.MaxIdleConnsPerHost = 16
 	p.transport = t
 	p.forward = &httputil.ReverseProxy{
@@ -521,7 +526,7 @@ func (sb *Sandbox) intercept(ctx context.Context, c net.Conn, br *bufio.Reader, 
 		sb.audit(ev, start)
 		return
 	}
-	sb.serveHTTP(ctx, tc, bufio.NewReader(tc), &target{host: host, port: port, scheme: "https", mode: "intercepted"})
+	sb.forward(ctx, c, tc, &target{host: host, port: port, scheme: "https", mode: "intercepted"})
 }
 
 // peekSNI reads the server name of the TLS ClientHello at the front of br without consuming it.
@@ -667,22 +672,27 @@ func (sb *Sandbox) serveHTTP(ctx context.Context, c net.Conn, br *bufio.Reader, 
 	_ = srv.Serve(l)
 	handlers.Wait()
 	if fixed != nil && fixed.mode != "" {
-		// One event for the connection, once its requests are done.
-		cs.mu.Lock()
-		var injected []string
-		for n := range cs.injected {
-			injected = append(injected, n)
-		}
-		host := cmp.Or(cs.host, fixed.host)
-		cs.mu.Unlock()
-		ok, rule := sb.sess.Rules.decide(host, fixed.port)
-		ev := Connection{Host: host, Port: fixed.port, Mode: fixed.mode, Rule: rule, Decision: Allowed,
-			BytesOut: cs.cc.out.Load(), BytesIn: cs.cc.in.Load(), Injected: injected}
-		if !ok {
-			ev.Decision = Denied
-		}
-		sb.audit(ev, cs.start)
+		sb.auditConnection(cs, fixed)
 	}
+}
+
+// auditConnection reports a connection bound for fixed once its requests are done: one event
+// with the bytes each way and the secrets injected into any of its requests.
+func (sb *Sandbox) auditConnection(cs *connState, fixed *target) {
+	cs.mu.Lock()
+	var injected []string
+	for n := range cs.injected {
+		injected = append(injected, n)
+	}
+	host := cmp.Or(cs.host, fixed.host)
+	cs.mu.Unlock()
+	ok, rule := sb.sess.Rules.decide(host, fixed.port)
+	ev := Connection{Host: host, Port: fixed.port, Mode: fixed.mode, Rule: rule, Decision: Allowed,
+		BytesOut: cs.cc.out.Load(), BytesIn: cs.cc.in.Load(), Injected: injected}
+	if !ok {
+		ev.Decision = Denied
+	}
+	sb.audit(ev, cs.start)
 }
 
 // refuse answers 403 with a message that says which rule refused the request.

@@ -1,0 +1,494 @@
+package egressproxy
+
+import (
+	"bufio"
+	"cmp"
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/net/http/httpguts"
+	"golang.org/x/sys/unix"
+
+	"github.com/hangar-dev/hangar/platform/egress"
+)
+
+// The requests of an intercepted connection are forwarded by a lean HTTP/1.1 forwarder, not by
+// net/http's server, ReverseProxy and Transport, whose goroutine hand-offs (a reader per
+// request, the Transport's write and read loops) cost more than the second TLS leg itself.
+// One goroutine serves a connection, one request at a time: it reads the request's head with
+// net/http's parser and makes net/http's server checks, decides and injects it as every request
+// is (serveRequest's rules), and writes it, framed again from what was parsed, to one upstream
+// TLS connection pinned to this client connection and dialled on its first forwarded request.
+// The answer's head is parsed, so that the forwarder knows where it ends, and its body is
+// copied through. A request the sandbox pipelines behind another waits in the buffer until the
+// answer before it is done, as net/http's server does.
+
+const (
+	// maxHeadBytes bounds a request's head, as net/http's server does by default.
+	maxHeadBytes = http.DefaultMaxHeaderBytes + 4096
+	// headTimeout bounds the wait for the rest of a request's head once it has begun.
+	headTimeout = time.Minute
+	// dialTimeout and handshakeTimeout bound reaching the upstream, as http.DefaultTransport.
+	dialTimeout      = 30 * time.Second
+	handshakeTimeout = 10 * time.Second
+	// idleProbeAfter is how long the upstream may have been idle before a request checks that
+	// it is still open.
+	idleProbeAfter = 500 * time.Millisecond
+	// copyBufferSize is the buffer a body is copied through: four TLS records.
+	copyBufferSize = 64 << 10
+)
+
+// copyBuffers lends the buffers bodies are copied through.
+var copyBuffers = sync.Pool{New: func() any { b := make([]byte, copyBufferSize); return &b }}
+
+// headLimit is the client's reader, limited to maxHeadBytes while a head is read.
+type headLimit struct {
+	r   io.Reader
+	n   int64
+	hit bool
+}
+
+func (l *headLimit) Read(p []byte) (int, error) {
+	if l.n <= 0 {
+		l.hit = true
+		return 0, errors.New("request head too large")
+	}
+	if int64(len(p)) > l.n {
+		p = p[:l.n]
+	}
+	n, err := l.r.Read(p)
+	l.n -= int64(n)
+	return n, err
+}
+
+// forwarder serves the requests of one intercepted connection.
+type forwarder struct {
+	sb *Sandbox
+	t  *target
+	cs *connState
+	// raw is the sandbox's TCP connection under client, reset when an answer cannot be finished.
+	raw    net.Conn
+	client *tls.Conn
+	lim    *headLimit
+	br     *bufio.Reader
+	bw     *bufio.Writer
+	// up is the pinned upstream connection, nil until the first request is forwarded.
+	up        *tls.Conn
+	upRaw     net.Conn
+	upbr      *bufio.Reader
+	upbw      *bufio.Writer
+	untrackUp func()
+	// idleSince is when the upstream's last answer ended.
+	idleSince time.Time
+}
+
+// forward serves the HTTP/1.1 requests of client, the sandbox's intercepted TLS connection over
+// raw, bound for t, and audits the connection once they are done.
+func (sb *Sandbox) forward(ctx context.Context, raw net.Conn, client *tls.Conn, t *target) {
+	cs := &connState{cc: &countingConn{Conn: client, r: client}, start: time.Now(), injected: map[string]bool{}}
+	f := &forwarder{sb: sb, t: t, cs: cs, raw: raw, client: client, lim: &headLimit{r: cs.cc, n: math.MaxInt64}}
+	f.br = bufio.NewReaderSize(f.lim, 16<<10)
+	f.bw = bufio.NewWriterSize(cs.cc, 16<<10)
+	for f.serveOne(ctx) {
+		f.idleSince = time.Now()
+	}
+	f.dropUp()
+	client.Close()
+	sb.auditConnection(cs, t)
+}
+
+// serveOne serves the connection's next request and reports whether the connection goes on.
+func (f *forwarder) serveOne(ctx context.Context) bool {
+	if _, err := f.br.Peek(1); err != nil {
+		return false
+	}
+	_ = f.client.SetReadDeadline(time.Now().Add(headTimeout))
+	f.lim.n = maxHeadBytes
+	req, err := http.ReadRequest(f.br)
+	f.lim.n = math.MaxInt64
+	_ = f.client.SetReadDeadline(time.Time{})
+	if err != nil {
+		if f.lim.hit {
+			f.answer(http.StatusRequestHeaderFieldsTooLarge, "request head too large", false)
+		} else if !errors.Is(err, io.EOF) && !errors.Is(err, io.ErrUnexpectedEOF) {
+			f.answer(http.StatusBadRequest, err.Error(), false)
+		}
+		return false
+	}
+	if code, msg := checkRequest(req); code != 0 {
+		f.answer(code, msg, false)
+		return false
+	}
+	start := time.Now()
+	t := f.t
+	if ok, rule := f.sb.sess.Rules.decide(t.host, t.port); !ok {
+		return f.refuse(req, fmt.Sprintf("%s:%d refused (%s)", t.host, t.port, rule))
+	}
+	injected, refused, err := f.sb.inject(req, t.host, t.port)
+	if err != nil {
+		f.sb.audit(Connection{Host: t.host, Port: t.port, Mode: t.mode, Decision: Denied, Rule: "secret unavailable", Error: err.Error()}, start)
+		return f.refuse(req, err.Error())
+	}
+	if refused != "" {
+		f.sb.audit(Connection{Host: t.host, Port: t.port, Mode: t.mode, Decision: Denied, Refused: refused,
+			Rule: "placeholder of secret " + refused + " sent to a host it may not go to"}, start)
+		return f.refuse(req, fmt.Sprintf("the request to %s carries the placeholder of secret %q, which may not go to this host", t.host, refused))
+	}
+	f.cs.mu.Lock()
+	for _, n := range injected {
+		f.cs.injected[n] = true
+	}
+	f.cs.mu.Unlock()
+	if f.up != nil && time.Since(f.idleSince) > idleProbeAfter && !f.upAlive() {
+		f.dropUp()
+	}
+	if f.up == nil {
+		if err := f.dial(); err != nil {
+			msg := fmt.Sprintf("cannot reach %s:%d: %v", t.host, t.port, err)
+			if errors.Is(err, egress.ErrRefused) {
+				return f.refuse(req, msg)
+			}
+			f.answer(http.StatusBadGateway, msg, true)
+			return false
+		}
+	}
+	return f.exchange(req)
+}
+
+// checkRequest makes the checks net/http's server makes of a request's head beyond parsing it,
+// and refuses what an intercepted connection does not forward; it returns the status to answer
+// with, or 0.
+func checkRequest(req *http.Request) (int, string) {
+	if req.ProtoMajor != 1 {
+		return http.StatusHTTPVersionNotSupported, "unsupported protocol version"
+	}
+	if req.Method == http.MethodConnect {
+		return http.StatusMethodNotAllowed, "CONNECT inside an intercepted connection is not forwarded"
+	}
+	// http.ReadRequest has refused a second Host header and moved the one into req.Host (or
+	// taken an absolute target's).
+	if req.ProtoAtLeast(1, 1) && req.Host == "" {
+		return http.StatusBadRequest, "missing required Host header"
+	}
+	if req.Host != "" && !httpguts.ValidHostHeader(req.Host) {
+		return http.StatusBadRequest, "malformed Host header"
+	}
+	for k, vv := range req.Header {
+		if !httpguts.ValidHeaderFieldName(k) {
+			return http.StatusBadRequest, "invalid header name"
+		}
+		for _, v := range vv {
+			if !httpguts.ValidHeaderFieldValue(v) {
+				return http.StatusBadRequest, "invalid header value"
+			}
+		}
+	}
+	if e := req.Header["Expect"]; len(e) > 0 && !(len(e) == 1 && strings.EqualFold(e[0], "100-continue")) {
+		return http.StatusExpectationFailed, "unsupported Expect header"
+	}
+	return 0, ""
+}
+
+// refuse answers a request with a 403 that says why; a connection whose refused request has a
+// body is closed after it rather than read on.
+func (f *forwarder) refuse(req *http.Request, msg string) bool {
+	closing := req.Close || req.ContentLength != 0
+	f.answer(http.StatusForbidden, msg, closing)
+	return !closing
+}
+
+// answer writes the proxy's own plain-text answer: a 403 (which carries X-Hangar-Egress:
+// denied) keeps the connection unless closeAfter, any other code ends it.
+func (f *forwarder) answer(code int, msg string, closeAfter bool) {
+	body := "hangar egress proxy: " + msg + "\n"
+	fmt.Fprintf(f.bw, "HTTP/1.1 %d %s\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: %d\r\n", code, http.StatusText(code), len(body))
+	if code == http.StatusForbidden {
+		io.WriteString(f.bw, "X-Hangar-Egress: denied\r\n")
+	}
+	if closeAfter || code != http.StatusForbidden {
+		io.WriteString(f.bw, "Connection: close\r\n")
+	}
+	io.WriteString(f.bw, "\r\n"+body)
+	_ = f.bw.Flush()
+}
+
+// dial connects the pinned upstream: TLS to the target's name, HTTP/1.1 only.
+func (f *forwarder) dial() error {
+	ctx, cancel := context.WithTimeout(f.sb.ctx(), dialTimeout)
+	defer cancel()
+	raw, err := f.sb.p.dial(ctx, "tcp", net.JoinHostPort(f.t.host, strconv.Itoa(f.t.port)))
+	if err != nil {
+		return err
+	}
+	untrack := f.sb.track(raw)
+	cfg := f.sb.p.upstreamTLS.Clone()
+	cfg.ServerName = f.t.host
+	up := tls.Client(raw, cfg)
+	hctx, hcancel := context.WithTimeout(f.sb.ctx(), handshakeTimeout)
+	defer hcancel()
+	if err := up.HandshakeContext(hctx); err != nil {
+		raw.Close()
+		untrack()
+		return err
+	}
+	f.up, f.upRaw, f.untrackUp = up, raw, untrack
+	f.upbr = bufio.NewReaderSize(up, 16<<10)
+	f.upbw = bufio.NewWriterSize(up, 16<<10)
+	return nil
+}
+
+// upAlive reports whether the pinned upstream, idle since its last answer, is still open: a
+// server closes a connection idle too long, and the next request must then go on a new one
+// rather than fail. Bytes waiting from an idle upstream (its close_notify) count as closed.
+func (f *forwarder) upAlive() bool {
+	if f.upbr.Buffered() > 0 {
+		return false
+	}
+	sc, ok := f.upRaw.(syscall.Conn)
+	if !ok {
+		return true
+	}
+	rc, err := sc.SyscallConn()
+	if err != nil {
+		return false
+	}
+	alive := false
+	var b [1]byte
+	_ = rc.Read(func(fd uintptr) bool {
+		_, _, err := unix.Recvfrom(int(fd), b[:], unix.MSG_PEEK|unix.MSG_DONTWAIT)
+		alive = errors.Is(err, unix.EAGAIN)
+		return true
+	})
+	return alive
+}
+
+// dropUp closes the pinned upstream, if any.
+func (f *forwarder) dropUp() {
+	if f.up == nil {
+		return
+	}
+	f.up.Close()
+	f.untrackUp()
+	f.up = nil
+}
+
+// exchange writes req upstream and copies its answer back, and reports whether the connection
+// goes on. A body is sent beside the wait for the answer: an upstream may answer before it has
+// read all of it (or, to Expect: 100-continue, answer first), and the sandbox may wait for that.
+func (f *forwarder) exchange(req *http.Request) bool {
+	if err := writeRequestHead(f.upbw, req, f.t.host); err != nil {
+		return false
+	}
+	sent := make(chan error, 1)
+	if req.ContentLength == 0 {
+		sent <- f.upbw.Flush()
+	} else {
+		go func() { sent <- f.sendBody(req) }()
+	}
+	resp, err := f.readAnswerHead(req)
+	if err != nil {
+		f.answer(http.StatusBadGateway, fmt.Sprintf("reading %s:%d's answer: %v", f.t.host, f.t.port, err), true)
+		f.abandon(sent)
+		return false
+	}
+	if resp.StatusCode == http.StatusSwitchingProtocols {
+		f.relayUpgraded(sent)
+		return false
+	}
+	if err := f.copyAnswer(req, resp); err != nil {
+		// The head is out: the sandbox learns of the failure from a connection cut short, not
+		// from a clean close.
+		reset(f.raw)
+		f.abandon(sent)
+		return false
+	}
+	select {
+	case err := <-sent:
+		return err == nil && !req.Close && !resp.Close
+	default:
+		// Answered before the body was all sent: the connection cannot be read on.
+		f.abandon(sent)
+		return false
+	}
+}
+
+// abandon ends both sides and waits for the request's body to stop being sent.
+func (f *forwarder) abandon(sent <-chan error) {
+	f.up.Close()
+	f.client.Close()
+	<-sent
+}
+
+// writeRequestHead writes req's request line and headers, framed from what was parsed: a
+// chunked body is sent chunked, any other with its Content-Length. A request without a Host
+// (HTTP/1.0) names host.
+func writeRequestHead(w *bufio.Writer, req *http.Request, host string) error {
+	proto := "HTTP/1.1"
+	if req.ProtoMinor == 0 {
+		proto = "HTTP/1.0"
+	}
+	fmt.Fprintf(w, "%s %s %s\r\nHost: %s\r\n", req.Method, req.URL.RequestURI(), proto, cmp.Or(req.Host, host))
+	_, hadLength := req.Header["Content-Length"]
+	if err := req.Header.WriteSubset(w, framingHeaders); err != nil {
+		return err
+	}
+	switch {
+	case chunked(req.TransferEncoding):
+		io.WriteString(w, "Transfer-Encoding: chunked\r\n")
+		writeTrailerNames(w, req.Trailer)
+	case req.ContentLength > 0 || hadLength:
+		fmt.Fprintf(w, "Content-Length: %d\r\n", req.ContentLength)
+	}
+	_, err := io.WriteString(w, "\r\n")
+	return err
+}
+
+// framingHeaders are the headers a forwarded message's framing is written from, not copied.
+var framingHeaders = map[string]bool{"Content-Length": true, "Transfer-Encoding": true, "Trailer": true, "Host": true}
+
+func chunked(te []string) bool { return len(te) > 0 && te[0] == "chunked" }
+
+func writeTrailerNames(w io.Writer, trailer http.Header) {
+	if len(trailer) == 0 {
+		return
+	}
+	names := make([]string, 0, len(trailer))
+	for k := range trailer {
+		names = append(names, k)
+	}
+	fmt.Fprintf(w, "Trailer: %s\r\n", strings.Join(names, ", "))
+}
+
+// sendBody copies req's body upstream, chunked again if it came chunked, and flushes.
+func (f *forwarder) sendBody(req *http.Request) error {
+	if err := f.copyBody(f.upbw, req.Body, chunked(req.TransferEncoding), req.Trailer, f.br); err != nil {
+		return fmt.Errorf("request body: %w", err)
+	}
+	return nil
+}
+
+// copyBody copies a message body from src (a net/http body reader, de-chunked) to w, chunked
+// again when isChunked, then trailer; w is flushed whenever from has nothing more buffered, so
+// a stream (server-sent events, a chunked upload) goes on at once.
+func (f *forwarder) copyBody(w *bufio.Writer, src io.Reader, isChunked bool, trailer http.Header, from *bufio.Reader) error {
+	bp := copyBuffers.Get().(*[]byte)
+	defer copyBuffers.Put(bp)
+	buf := *bp
+	var dst io.Writer = w
+	var cw io.WriteCloser
+	if isChunked {
+		cw = httputil.NewChunkedWriter(w)
+		dst = cw
+	}
+	for {
+		n, err := src.Read(buf)
+		if n > 0 {
+			if _, werr := dst.Write(buf[:n]); werr != nil {
+				return werr
+			}
+			if from.Buffered() == 0 {
+				if werr := w.Flush(); werr != nil {
+					return werr
+				}
+			}
+		}
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return err
+		}
+	}
+	if isChunked {
+		if err := cw.Close(); err != nil {
+			return err
+		}
+		if err := trailer.Write(w); err != nil {
+			return err
+		}
+		if _, err := io.WriteString(w, "\r\n"); err != nil {
+			return err
+		}
+	}
+	return w.Flush()
+}
+
+// readAnswerHead reads the upstream's answer to req, relaying interim (1xx) answers but for a
+// 101, which ends the HTTP part of the connection.
+func (f *forwarder) readAnswerHead(req *http.Request) (*http.Response, error) {
+	for {
+		resp, err := http.ReadResponse(f.upbr, req)
+		if err != nil {
+			return nil, err
+		}
+		if resp.StatusCode == http.StatusSwitchingProtocols {
+			if req.Header.Get("Upgrade") == "" {
+				return nil, errors.New("101 Switching Protocols to a request that asked no upgrade")
+			}
+			writeAnswerHead(f.bw, resp)
+			return resp, f.bw.Flush()
+		}
+		if resp.StatusCode >= 200 {
+			return resp, nil
+		}
+		writeAnswerHead(f.bw, resp)
+		if err := f.bw.Flush(); err != nil {
+			return nil, err
+		}
+	}
+}
+
+// writeAnswerHead writes an answer's status line and headers, framed from what was parsed.
+func writeAnswerHead(w *bufio.Writer, resp *http.Response) {
+	status := resp.Status
+	if !strings.Contains(status, " ") {
+		status += " " // the reason may be empty, its separator may not
+	}
+	fmt.Fprintf(w, "HTTP/%d.%d %s\r\n", resp.ProtoMajor, resp.ProtoMinor, status)
+	_ = resp.Header.WriteSubset(w, map[string]bool{"Transfer-Encoding": true, "Trailer": true})
+	if chunked(resp.TransferEncoding) {
+		io.WriteString(w, "Transfer-Encoding: chunked\r\n")
+		writeTrailerNames(w, resp.Trailer)
+	}
+	if resp.Close && resp.StatusCode != http.StatusSwitchingProtocols {
+		io.WriteString(w, "Connection: close\r\n")
+	}
+	io.WriteString(w, "\r\n")
+}
+
+// copyAnswer writes resp's head and body to the sandbox.
+func (f *forwarder) copyAnswer(req *http.Request, resp *http.Response) error {
+	writeAnswerHead(f.bw, resp)
+	if resp.Body == http.NoBody || req.Method == http.MethodHead {
+		return f.bw.Flush()
+	}
+	return f.copyBody(f.bw, resp.Body, chunked(resp.TransferEncoding), resp.Trailer, f.upbr)
+}
+
+// relayUpgraded copies both ways after a 101 (a WebSocket), until both sides are done.
+func (f *forwarder) relayUpgraded(sent <-chan error) {
+	if err := <-sent; err != nil {
+		return
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_, _ = f.upbr.WriteTo(f.cs.cc)
+		_ = f.client.CloseWrite()
+	}()
+	_, _ = f.br.WriteTo(f.up)
+	_ = f.up.CloseWrite()
+	<-done
+}
