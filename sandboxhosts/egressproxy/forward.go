@@ -78,8 +78,8 @@ type forwarder struct {
 	sb *Sandbox
 	t  *target
 	cs *connState
-	// raw is the sandbox's TCP connection under client, reset when an answer cannot be finished.
-	raw    net.Conn
+	// raw is the sandbox's connection under client, reset when an answer cannot be finished.
+	raw    *bufferedConn
 	client *tls.Conn
 	lim    *headLimit
 	br     *bufio.Reader
@@ -96,7 +96,7 @@ type forwarder struct {
 
 // forward serves the HTTP/1.1 requests of client, the sandbox's intercepted TLS connection over
 // raw, bound for t, and audits the connection once they are done.
-func (sb *Sandbox) forward(ctx context.Context, raw net.Conn, client *tls.Conn, t *target) {
+func (sb *Sandbox) forward(ctx context.Context, raw *bufferedConn, client *tls.Conn, t *target) {
 	cs := &connState{cc: &countingConn{Conn: client, r: client}, start: time.Now(), injected: map[string]bool{}}
 	f := &forwarder{sb: sb, t: t, cs: cs, raw: raw, client: client, lim: &headLimit{r: cs.cc, n: math.MaxInt64}}
 	f.br = bufio.NewReaderSize(f.lim, 16<<10)
@@ -310,7 +310,7 @@ func (f *forwarder) exchange(req *http.Request) bool {
 	if err := f.copyAnswer(req, resp); err != nil {
 		// The head is out: the sandbox learns of the failure from a connection cut short, not
 		// from a clean close.
-		reset(f.raw)
+		reset(f.raw.Conn)
 		f.abandon(sent)
 		return false
 	}
@@ -474,6 +474,12 @@ func (f *forwarder) copyAnswer(req *http.Request, resp *http.Response) error {
 	if resp.Body == http.NoBody || req.Method == http.MethodHead {
 		return f.bw.Flush()
 	}
+	if !chunked(resp.TransferEncoding) && (resp.ContentLength < 0 || resp.ContentLength > copyBufferSize) {
+		if err := f.bw.Flush(); err != nil {
+			return err
+		}
+		return f.pump(resp.Body)
+	}
 	return f.copyBody(f.bw, resp.Body, chunked(resp.TransferEncoding), resp.Trailer, f.upbr)
 }
 
@@ -491,4 +497,85 @@ func (f *forwarder) relayUpgraded(sent <-chan error) {
 	_, _ = f.br.WriteTo(f.up)
 	_ = f.up.CloseWrite()
 	<-done
+}
+
+// pumpDepth is how many records a large answer's reader may decrypt ahead of its writer.
+const pumpDepth = 16
+
+// pumpBuffers lend the record buffers a pump reads into (a TLS record's plaintext is at most
+// 16 KiB; the upstream's read buffer may hand out as much again).
+var pumpBuffers = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
+
+// segment is a buffer of a pump and how much of it was read.
+type segment struct {
+	b *[]byte
+	n int
+}
+
+// pump copies a large answer's body (known length or to the upstream's close) to the sandbox on
+// two goroutines, so that decrypting the upstream's records and encrypting the sandbox's run on
+// two cores at once: a reader decrypts records into up to pumpDepth buffers, and this goroutine
+// writes all that have arrived as one write.
+func (f *forwarder) pump(src io.Reader) error {
+	full := make(chan segment, pumpDepth)
+	free := make(chan *[]byte, pumpDepth)
+	for range pumpDepth {
+		free <- pumpBuffers.Get().(*[]byte)
+	}
+	read := make(chan error, 1)
+	go func() {
+		defer close(full)
+		for b := range free {
+			n, err := src.Read(*b)
+			if n > 0 {
+				full <- segment{b, n}
+			} else {
+				free <- b
+			}
+			if err != nil {
+				if errors.Is(err, io.EOF) {
+					err = nil
+				}
+				read <- err
+				return
+			}
+		}
+		read <- nil
+	}()
+	var werr error
+	for seg := range full {
+		if werr != nil {
+			free <- seg.b
+			continue
+		}
+		f.raw.hold()
+		_, werr = f.cs.cc.Write((*seg.b)[:seg.n])
+		free <- seg.b
+	more:
+		for werr == nil {
+			select {
+			case seg, ok := <-full:
+				if !ok {
+					break more
+				}
+				_, werr = f.cs.cc.Write((*seg.b)[:seg.n])
+				free <- seg.b
+			default:
+				break more
+			}
+		}
+		if err := f.raw.release(); werr == nil {
+			werr = err
+		}
+		if werr != nil {
+			// The reader may be waiting on the upstream: closing it ends the read.
+			f.up.Close()
+		}
+	}
+	rerr := <-read
+	close(free)
+	for b := range free {
+		pumpBuffers.Put(b)
+	}
+	return cmp.Or(werr, rerr)
 }

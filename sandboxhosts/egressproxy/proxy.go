@@ -515,7 +515,8 @@ func (sb *Sandbox) intercepts(host string, port int) bool {
 // no trace in the session's log.
 func (sb *Sandbox) intercept(ctx context.Context, c net.Conn, br *bufio.Reader, host string, port int) {
 	start := time.Now()
-	tc := tls.Server(&bufferedConn{Conn: c, r: br, host: host}, sb.p.intercepted)
+	bc := &bufferedConn{Conn: c, r: br, host: host}
+	tc := tls.Server(bc, sb.p.intercepted)
 	if err := tc.HandshakeContext(ctx); err != nil {
 		ok, rule := sb.sess.Rules.decide(host, port)
 		ev := Connection{Host: host, Port: port, Mode: "intercepted", Rule: rule, Decision: Allowed,
@@ -526,7 +527,7 @@ func (sb *Sandbox) intercept(ctx context.Context, c net.Conn, br *bufio.Reader, 
 		sb.audit(ev, start)
 		return
 	}
-	sb.forward(ctx, c, tc, &target{host: host, port: port, scheme: "https", mode: "intercepted"})
+	sb.forward(ctx, bc, tc, &target{host: host, port: port, scheme: "https", mode: "intercepted"})
 }
 
 // peekSNI reads the server name of the TLS ClientHello at the front of br without consuming it.
@@ -579,9 +580,31 @@ type bufferedConn struct {
 	net.Conn
 	r    *bufio.Reader
 	host string
+	held bool
+	out  []byte
 }
 
 func (b *bufferedConn) Read(p []byte) (int, error) { return b.r.Read(p) }
+
+// Write writes p, or, while the connection is held, keeps it until release: the TLS records
+// of a large answer sent in one write cost the kernel (and the reader it wakes) once, not once
+// a record. Only the one goroutine writing to the connection holds and releases it.
+func (b *bufferedConn) Write(p []byte) (int, error) {
+	if b.held {
+		b.out = append(b.out, p...)
+		return len(p), nil
+	}
+	return b.Conn.Write(p)
+}
+
+func (b *bufferedConn) hold() { b.held = true }
+
+func (b *bufferedConn) release() error {
+	b.held = false
+	_, err := b.Conn.Write(b.out)
+	b.out = b.out[:0]
+	return err
+}
 
 // countingConn counts bytes each way.
 type countingConn struct {
