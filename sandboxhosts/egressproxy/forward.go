@@ -292,9 +292,16 @@ func (f *forwarder) exchange(req *http.Request) bool {
 		return false
 	}
 	sent := make(chan error, 1)
-	if req.ContentLength == 0 {
+	switch {
+	case req.ContentLength == 0:
 		sent <- f.upbw.Flush()
-	} else {
+	case req.ContentLength > 0 && int64(f.br.Buffered()) >= req.ContentLength && req.Header.Get("Expect") == "":
+		// The whole body is here: it goes with the head.
+		sent <- f.sendBody(req)
+	default:
+		if err := f.upbw.Flush(); err != nil {
+			return false
+		}
 		go func() { sent <- f.sendBody(req) }()
 	}
 	resp, err := f.readAnswerHead(req)

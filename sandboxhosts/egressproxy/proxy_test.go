@@ -83,7 +83,9 @@ type fixture struct {
 	events []Connection
 }
 
-func newFixture(t *testing.T, rules Rules) *fixture {
+// newFixture serves a session with rules and the anthropic-key secret (for api.example.com),
+// plus more secrets: a session is given whole to Serve, never changed under its proxy.
+func newFixture(t *testing.T, rules Rules, more ...Secret) *fixture {
 	t.Helper()
 	if unix.Geteuid() != 0 {
 		if os.Getenv("CI") == "true" {
@@ -156,9 +158,9 @@ func newFixture(t *testing.T, rules Rules) *fixture {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { f.ns.Close() })
-	f.sb, err = p.Serve(Session{ID: "sess-1", Rules: rules, Secrets: []Secret{{
+	f.sb, err = p.Serve(Session{ID: "sess-1", Rules: rules, Secrets: append([]Secret{{
 		Name: "anthropic-key", Placeholder: placeholder, Value: realKey, AllowHosts: []string{"api.example.com"},
-	}}}, f.ns)
+	}}, more...)}, f.ns)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -496,11 +498,10 @@ func TestProxyCloseAuditsTheConnectionsStillOpen(t *testing.T) {
 // is asked for at each request that carries its placeholder: each request gets the value of
 // its moment, and one whose value cannot be had is refused without reaching the host.
 func TestProxyInjectsASecretsCurrentValue(t *testing.T) {
-	f := newFixture(t, Rules{AllowHosts: []string{"api.example.com"}})
 	const oauthPlaceholder = "hangar-placeholder-oauth"
 	var mu sync.Mutex
 	current, unavailable := "access-token-1", error(nil)
-	f.sb.sess.Secrets = append(f.sb.sess.Secrets, Secret{
+	f := newFixture(t, Rules{AllowHosts: []string{"api.example.com"}}, Secret{
 		Name: "oauth/acme", Placeholder: oauthPlaceholder, AllowHosts: []string{"api.example.com"},
 		Current: func(context.Context) (string, error) {
 			mu.Lock()
