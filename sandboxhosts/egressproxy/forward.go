@@ -84,14 +84,23 @@ type forwarder struct {
 	lim    *headLimit
 	br     *bufio.Reader
 	bw     *bufio.Writer
-	// up is the pinned upstream connection, nil until the first request is forwarded.
-	up        *tls.Conn
-	upRaw     net.Conn
-	upbr      *bufio.Reader
-	upbw      *bufio.Writer
-	untrackUp func()
+	// up is the pinned upstream, nil until the first request is forwarded; upClean says that
+	// its last answer ended cleanly, so that another connection may use it.
+	up      *upstreamConn
+	upClean bool
 	// idleSince is when the upstream's last answer ended.
 	idleSince time.Time
+}
+
+// upstreamConn is an upstream TLS connection of the forwarder.
+type upstreamConn struct {
+	conn    *tls.Conn
+	raw     net.Conn
+	br      *bufio.Reader
+	bw      *bufio.Writer
+	untrack func()
+	// expire ends it once it has been idle too long in its sandbox's pool.
+	expire *time.Timer
 }
 
 // forward serves the HTTP/1.1 requests of client, the sandbox's intercepted TLS connection over
@@ -103,6 +112,10 @@ func (sb *Sandbox) forward(ctx context.Context, raw *bufferedConn, client *tls.C
 	f.bw = bufio.NewWriterSize(cs.cc, 16<<10)
 	for f.serveOne(ctx) {
 		f.idleSince = time.Now()
+	}
+	if f.up != nil && f.upClean {
+		f.sb.idle.put(f.key(), f.up)
+		f.up = nil
 	}
 	f.dropUp()
 	client.Close()
@@ -151,7 +164,7 @@ func (f *forwarder) serveOne(ctx context.Context) bool {
 		f.cs.injected[n] = true
 	}
 	f.cs.mu.Unlock()
-	if f.up != nil && time.Since(f.idleSince) > idleProbeAfter && !f.upAlive() {
+	if f.up != nil && time.Since(f.idleSince) > idleProbeAfter && !f.up.alive() {
 		f.dropUp()
 	}
 	if f.up == nil {
@@ -226,9 +239,12 @@ func (f *forwarder) answer(code int, msg string, closeAfter bool) {
 
 // dial connects the pinned upstream: TLS to the target's name, HTTP/1.1 only.
 func (f *forwarder) dial() error {
+	if f.up = f.sb.idle.take(f.key()); f.up != nil {
+		return nil
+	}
 	ctx, cancel := context.WithTimeout(f.sb.ctx(), dialTimeout)
 	defer cancel()
-	raw, err := f.sb.p.dial(ctx, "tcp", net.JoinHostPort(f.t.host, strconv.Itoa(f.t.port)))
+	raw, err := f.sb.p.dial(ctx, "tcp", f.key())
 	if err != nil {
 		return err
 	}
@@ -243,20 +259,18 @@ func (f *forwarder) dial() error {
 		untrack()
 		return err
 	}
-	f.up, f.upRaw, f.untrackUp = up, raw, untrack
-	f.upbr = bufio.NewReaderSize(up, 16<<10)
-	f.upbw = bufio.NewWriterSize(up, 16<<10)
+	f.up = &upstreamConn{conn: up, raw: raw, untrack: untrack, br: bufio.NewReaderSize(up, 16<<10), bw: bufio.NewWriterSize(up, 16<<10)}
 	return nil
 }
 
-// upAlive reports whether the pinned upstream, idle since its last answer, is still open: a
-// server closes a connection idle too long, and the next request must then go on a new one
-// rather than fail. Bytes waiting from an idle upstream (its close_notify) count as closed.
-func (f *forwarder) upAlive() bool {
-	if f.upbr.Buffered() > 0 {
+// alive reports whether an upstream, idle since its last answer, is still open: a server
+// closes a connection idle too long, and the next request must then go on a new one rather
+// than fail. Bytes waiting from an idle upstream (its close_notify) count as closed.
+func (u *upstreamConn) alive() bool {
+	if u.br.Buffered() > 0 {
 		return false
 	}
-	sc, ok := f.upRaw.(syscall.Conn)
+	sc, ok := u.raw.(syscall.Conn)
 	if !ok {
 		return true
 	}
@@ -276,30 +290,37 @@ func (f *forwarder) upAlive() bool {
 
 // dropUp closes the pinned upstream, if any.
 func (f *forwarder) dropUp() {
-	if f.up == nil {
-		return
+	if f.up != nil {
+		f.up.close()
+		f.up = nil
 	}
-	f.up.Close()
-	f.untrackUp()
-	f.up = nil
 }
+
+func (u *upstreamConn) close() {
+	u.conn.Close()
+	u.untrack()
+}
+
+// key is the pool key of the forwarder's upstream.
+func (f *forwarder) key() string { return net.JoinHostPort(f.t.host, strconv.Itoa(f.t.port)) }
 
 // exchange writes req upstream and copies its answer back, and reports whether the connection
 // goes on. A body is sent beside the wait for the answer: an upstream may answer before it has
 // read all of it (or, to Expect: 100-continue, answer first), and the sandbox may wait for that.
-func (f *forwarder) exchange(req *http.Request) bool {
-	if err := writeRequestHead(f.upbw, req, f.t.host); err != nil {
+func (f *forwarder) exchange(req *http.Request) (goOn bool) {
+	defer func() { f.upClean = goOn }()
+	if err := writeRequestHead(f.up.bw, req, f.t.host); err != nil {
 		return false
 	}
 	sent := make(chan error, 1)
 	switch {
 	case req.ContentLength == 0:
-		sent <- f.upbw.Flush()
+		sent <- f.up.bw.Flush()
 	case req.ContentLength > 0 && int64(f.br.Buffered()) >= req.ContentLength && req.Header.Get("Expect") == "":
 		// The whole body is here: it goes with the head.
 		sent <- f.sendBody(req)
 	default:
-		if err := f.upbw.Flush(); err != nil {
+		if err := f.up.bw.Flush(); err != nil {
 			return false
 		}
 		go func() { sent <- f.sendBody(req) }()
@@ -333,7 +354,7 @@ func (f *forwarder) exchange(req *http.Request) bool {
 
 // abandon ends both sides and waits for the request's body to stop being sent.
 func (f *forwarder) abandon(sent <-chan error) {
-	f.up.Close()
+	f.up.conn.Close()
 	f.client.Close()
 	<-sent
 }
@@ -380,7 +401,7 @@ func writeTrailerNames(w io.Writer, trailer http.Header) {
 
 // sendBody copies req's body upstream, chunked again if it came chunked, and flushes.
 func (f *forwarder) sendBody(req *http.Request) error {
-	if err := f.copyBody(f.upbw, req.Body, chunked(req.TransferEncoding), req.Trailer, f.br); err != nil {
+	if err := f.copyBody(f.up.bw, req.Body, chunked(req.TransferEncoding), req.Trailer, f.br); err != nil {
 		return fmt.Errorf("request body: %w", err)
 	}
 	return nil
@@ -436,7 +457,7 @@ func (f *forwarder) copyBody(w *bufio.Writer, src io.Reader, isChunked bool, tra
 // 101, which ends the HTTP part of the connection.
 func (f *forwarder) readAnswerHead(req *http.Request) (*http.Response, error) {
 	for {
-		resp, err := http.ReadResponse(f.upbr, req)
+		resp, err := http.ReadResponse(f.up.br, req)
 		if err != nil {
 			return nil, err
 		}
@@ -487,7 +508,7 @@ func (f *forwarder) copyAnswer(req *http.Request, resp *http.Response) error {
 		}
 		return f.pump(resp.Body)
 	}
-	return f.copyBody(f.bw, resp.Body, chunked(resp.TransferEncoding), resp.Trailer, f.upbr)
+	return f.copyBody(f.bw, resp.Body, chunked(resp.TransferEncoding), resp.Trailer, f.up.br)
 }
 
 // relayUpgraded copies both ways after a 101 (a WebSocket), until both sides are done.
@@ -498,11 +519,11 @@ func (f *forwarder) relayUpgraded(sent <-chan error) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		_, _ = f.upbr.WriteTo(f.cs.cc)
+		_, _ = f.up.br.WriteTo(f.cs.cc)
 		_ = f.client.CloseWrite()
 	}()
-	_, _ = f.br.WriteTo(f.up)
-	_ = f.up.CloseWrite()
+	_, _ = f.br.WriteTo(f.up.conn)
+	_ = f.up.conn.CloseWrite()
 	<-done
 }
 
@@ -576,7 +597,7 @@ func (f *forwarder) pump(src io.Reader) error {
 		}
 		if werr != nil {
 			// The reader may be waiting on the upstream: closing it ends the read.
-			f.up.Close()
+			f.up.conn.Close()
 		}
 	}
 	rerr := <-read
@@ -585,4 +606,85 @@ func (f *forwarder) pump(src io.Reader) error {
 		pumpBuffers.Put(b)
 	}
 	return cmp.Or(werr, rerr)
+}
+
+// idleUpstreams are a sandbox's upstreams whose last answer ended cleanly, kept (as net/http's
+// Transport keeps its connections) for the sandbox's next intercepted connection to the same
+// host, which then costs no upstream handshake. They stay tracked, so Close ends them; they
+// are never shared between sandboxes.
+type idleUpstreams struct {
+	mu    sync.Mutex
+	hosts map[string][]*upstreamConn
+}
+
+const (
+	// maxIdlePerHost and idleUpstreamTimeout are http.DefaultTransport's, which the forwarder
+	// replaced.
+	maxIdlePerHost      = 16
+	idleUpstreamTimeout = 90 * time.Second
+)
+
+// put keeps u for key, or closes it when key has enough.
+func (p *idleUpstreams) put(key string, u *upstreamConn) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.hosts == nil {
+		p.hosts = map[string][]*upstreamConn{}
+	}
+	if len(p.hosts[key]) >= maxIdlePerHost {
+		u.close()
+		return
+	}
+	p.hosts[key] = append(p.hosts[key], u)
+	u.expire = time.AfterFunc(idleUpstreamTimeout, func() {
+		if p.remove(key, u) {
+			u.close()
+		}
+	})
+}
+
+// remove takes u out of the pool and reports whether it was there.
+func (p *idleUpstreams) remove(key string, u *upstreamConn) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for i, v := range p.hosts[key] {
+		if v == u {
+			p.hosts[key] = append(p.hosts[key][:i], p.hosts[key][i+1:]...)
+			return true
+		}
+	}
+	return false
+}
+
+// drain closes every idle upstream.
+func (p *idleUpstreams) drain() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for key, list := range p.hosts {
+		for _, u := range list {
+			u.expire.Stop()
+			u.close()
+		}
+		delete(p.hosts, key)
+	}
+}
+
+// take returns the newest idle upstream for key that is still open, or nil.
+func (p *idleUpstreams) take(key string) *upstreamConn {
+	for {
+		p.mu.Lock()
+		list := p.hosts[key]
+		if len(list) == 0 {
+			p.mu.Unlock()
+			return nil
+		}
+		u := list[len(list)-1]
+		p.hosts[key] = list[:len(list)-1]
+		p.mu.Unlock()
+		u.expire.Stop()
+		if u.alive() {
+			return u
+		}
+		u.close()
+	}
 }

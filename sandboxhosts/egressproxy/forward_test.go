@@ -20,9 +20,11 @@ import (
 // seenRequest is what the upstream got of one request.
 type seenRequest struct {
 	Host, Path, Auth string
-	Header           http.Header
-	TE               []string
-	Body             string
+	// Conn is the upstream connection's client address.
+	Conn   string
+	Header http.Header
+	TE     []string
+	Body   string
 }
 
 // recorder is api.example.com's upstream for the forwarder's tests: it records each request
@@ -44,7 +46,7 @@ var bigAnswer = bytes.Repeat([]byte("0123456789abcdef"), 5<<20/16)
 func (rec *recorder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	body, _ := io.ReadAll(r.Body)
 	rec.mu.Lock()
-	rec.seen = append(rec.seen, seenRequest{Host: r.Host, Path: r.URL.RequestURI(), Auth: r.Header.Get("Authorization"),
+	rec.seen = append(rec.seen, seenRequest{Conn: r.RemoteAddr, Host: r.Host, Path: r.URL.RequestURI(), Auth: r.Header.Get("Authorization"),
 		Header: r.Header.Clone(), TE: r.TransferEncoding, Body: string(body)})
 	rec.mu.Unlock()
 	switch r.URL.Path {
@@ -352,4 +354,50 @@ func TestInterceptedConnectionsRefuseMalformedRequests(t *testing.T) {
 			t.Fatalf("upstream got %+v", last)
 		}
 	})
+}
+
+// An upstream is kept when its client's connection ends cleanly, for the sandbox's next
+// connection to the host (a client without keep-alive then costs no upstream handshake); one
+// the server closed while idle is never used again, and the request goes on a new one.
+func TestInterceptedUpstreamsAreReusedWhileOpen(t *testing.T) {
+	f, rec := forwardFixture(t)
+	get := func(t *testing.T, c *tls.Conn, br *bufio.Reader, path string) {
+		t.Helper()
+		io.WriteString(c, "GET "+path+" HTTP/1.1\r\nHost: api.example.com\r\n"+bearer(placeholder)+"\r\n")
+		if _, body := readAnswer(t, br, "GET"); body != "hello from api.example.com "+path+": " {
+			t.Fatalf("answer %q", body)
+		}
+	}
+	// ended waits for n intercepted connections' events: each is reported once its upstream is
+	// kept or closed.
+	ended := func(n int) {
+		testkit.Eventually(t, 10*time.Second, "the connections' events", func() (bool, string) {
+			f.mu.Lock()
+			defer f.mu.Unlock()
+			return len(f.events) >= n, fmt.Sprintf("%+v", f.events)
+		})
+	}
+	c, br := f.intercepted(t)
+	get(t, c, br, "/first")
+	c.Close()
+	ended(1)
+	c, br = f.intercepted(t)
+	get(t, c, br, "/second")
+	f.api.CloseClientConnections()
+	time.Sleep(2 * idleProbeAfter)
+	get(t, c, br, "/after-the-upstream-closed")
+	c.Close()
+	ended(2)
+	f.api.CloseClientConnections()
+	c, br = f.intercepted(t)
+	get(t, c, br, "/new-connection-after-the-upstream-closed")
+	seen := rec.requests()
+	if len(seen) != 4 || seen[0].Conn != seen[1].Conn || seen[2].Conn == seen[1].Conn || seen[3].Conn == seen[2].Conn {
+		t.Fatalf("upstream connections %+v: want the first reused by the second client connection, then new ones after each close", seen)
+	}
+	for _, s := range seen {
+		if s.Auth != "Bearer "+realKey {
+			t.Fatalf("upstream got %q", s.Auth)
+		}
+	}
 }

@@ -254,6 +254,8 @@ type Sandbox struct {
 	connsMu  sync.Mutex
 	conns    map[net.Conn]struct{}
 	closed   bool
+	// idle are the upstreams of ended intercepted connections, for the next ones.
+	idle idleUpstreams
 }
 
 // closeWait bounds how long Close waits for the connections it closed to be audited.
@@ -338,6 +340,7 @@ func (sb *Sandbox) Close() {
 		c.Close()
 	}
 	sb.connsMu.Unlock()
+	sb.idle.drain()
 	done := make(chan struct{})
 	go func() { sb.handlers.Wait(); close(done) }()
 	select {
