@@ -307,8 +307,8 @@ func (f *forwarder) key() string { return net.JoinHostPort(f.t.host, strconv.Ito
 // exchange writes req upstream and copies its answer back, and reports whether the connection
 // goes on. A body is sent beside the wait for the answer: an upstream may answer before it has
 // read all of it (or, to Expect: 100-continue, answer first), and the sandbox may wait for that.
-func (f *forwarder) exchange(req *http.Request) (goOn bool) {
-	defer func() { f.upClean = goOn }()
+func (f *forwarder) exchange(req *http.Request) bool {
+	f.upClean = false
 	if err := writeRequestHead(f.up.bw, req, f.t.host); err != nil {
 		return false
 	}
@@ -344,7 +344,10 @@ func (f *forwarder) exchange(req *http.Request) (goOn bool) {
 	}
 	select {
 	case err := <-sent:
-		return err == nil && !req.Close && !resp.Close
+		// The sandbox's Connection: close is its own: the upstream is kept for its next
+		// connection.
+		f.upClean = err == nil && !resp.Close
+		return f.upClean && !req.Close
 	default:
 		// Answered before the body was all sent: the connection cannot be read on.
 		f.abandon(sent)
@@ -372,6 +375,19 @@ func writeRequestHead(w *bufio.Writer, req *http.Request, host string) error {
 	if err := req.Header.WriteSubset(w, framingHeaders); err != nil {
 		return err
 	}
+	// Connection is hop-by-hop: the sandbox's "close" ends its own connection, not the
+	// upstream, which is kept for the sandbox's next one. Other tokens (Upgrade) go on.
+	var conn []string
+	for _, v := range req.Header["Connection"] {
+		for _, tok := range strings.Split(v, ",") {
+			if tok = strings.TrimSpace(tok); tok != "" && !strings.EqualFold(tok, "close") {
+				conn = append(conn, tok)
+			}
+		}
+	}
+	if len(conn) > 0 {
+		fmt.Fprintf(w, "Connection: %s\r\n", strings.Join(conn, ", "))
+	}
 	switch {
 	case chunked(req.TransferEncoding):
 		io.WriteString(w, "Transfer-Encoding: chunked\r\n")
@@ -383,8 +399,9 @@ func writeRequestHead(w *bufio.Writer, req *http.Request, host string) error {
 	return err
 }
 
-// framingHeaders are the headers a forwarded message's framing is written from, not copied.
-var framingHeaders = map[string]bool{"Content-Length": true, "Transfer-Encoding": true, "Trailer": true, "Host": true}
+// framingHeaders are the headers a forwarded request's framing and connection are written
+// from, not copied.
+var framingHeaders = map[string]bool{"Content-Length": true, "Transfer-Encoding": true, "Trailer": true, "Host": true, "Connection": true}
 
 func chunked(te []string) bool { return len(te) > 0 && te[0] == "chunked" }
 
@@ -465,13 +482,13 @@ func (f *forwarder) readAnswerHead(req *http.Request) (*http.Response, error) {
 			if req.Header.Get("Upgrade") == "" {
 				return nil, errors.New("101 Switching Protocols to a request that asked no upgrade")
 			}
-			writeAnswerHead(f.bw, resp)
+			writeAnswerHead(f.bw, resp, false)
 			return resp, f.bw.Flush()
 		}
 		if resp.StatusCode >= 200 {
 			return resp, nil
 		}
-		writeAnswerHead(f.bw, resp)
+		writeAnswerHead(f.bw, resp, false)
 		if err := f.bw.Flush(); err != nil {
 			return nil, err
 		}
@@ -479,7 +496,7 @@ func (f *forwarder) readAnswerHead(req *http.Request) (*http.Response, error) {
 }
 
 // writeAnswerHead writes an answer's status line and headers, framed from what was parsed.
-func writeAnswerHead(w *bufio.Writer, resp *http.Response) {
+func writeAnswerHead(w *bufio.Writer, resp *http.Response, closing bool) {
 	status := resp.Status
 	if !strings.Contains(status, " ") {
 		status += " " // the reason may be empty, its separator may not
@@ -490,7 +507,7 @@ func writeAnswerHead(w *bufio.Writer, resp *http.Response) {
 		io.WriteString(w, "Transfer-Encoding: chunked\r\n")
 		writeTrailerNames(w, resp.Trailer)
 	}
-	if resp.Close && resp.StatusCode != http.StatusSwitchingProtocols {
+	if closing && resp.StatusCode != http.StatusSwitchingProtocols {
 		io.WriteString(w, "Connection: close\r\n")
 	}
 	io.WriteString(w, "\r\n")
@@ -498,7 +515,7 @@ func writeAnswerHead(w *bufio.Writer, resp *http.Response) {
 
 // copyAnswer writes resp's head and body to the sandbox.
 func (f *forwarder) copyAnswer(req *http.Request, resp *http.Response) error {
-	writeAnswerHead(f.bw, resp)
+	writeAnswerHead(f.bw, resp, resp.Close || req.Close)
 	if resp.Body == http.NoBody || req.Method == http.MethodHead {
 		return f.bw.Flush()
 	}
