@@ -48,6 +48,15 @@ func benchUpstream(b *testing.B) *httptest.Server {
 // benchClients are a client straight to the upstream and one from inside a sandbox's network
 // namespace whose connections the proxy captures and intercepts to inject the key.
 func benchClients(b *testing.B) (direct, proxied *http.Client, directKey, proxiedKey string) {
+	direct, proxied, _ = benchSetup(b)
+	return direct, proxied, realKey, placeholder
+}
+
+// benchSetup is benchClients' clients, and a third from inside the sandbox to example.com (the
+// same upstream), a name no secret may go to: its connections are passed through untouched
+// (spliced by the kernel), so it carries the real key itself. It measures what any proxy's
+// extra hop costs here, with no TLS terminated.
+func benchSetup(b *testing.B) (direct, proxied, passed *http.Client) {
 	b.Helper()
 	if unix.Geteuid() != 0 {
 		b.Skip("needs root")
@@ -59,13 +68,14 @@ func benchClients(b *testing.B) (direct, proxied *http.Client, directKey, proxie
 	}
 	roots := x509.NewCertPool()
 	roots.AddCert(up.Certificate())
-	p := New(Options{CA: ca, Resolve: map[string]string{"api.example.com:443": up.Listener.Addr().String()}, RootCAs: roots})
+	p := New(Options{CA: ca, Resolve: map[string]string{"api.example.com:443": up.Listener.Addr().String(),
+		"example.com:443": up.Listener.Addr().String()}, RootCAs: roots})
 	ns, err := sandboxnet.Create(filepath.Join(b.TempDir(), "netns"))
 	if err != nil {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { ns.Close() })
-	sb, err := p.Serve(Session{ID: "bench", Rules: Rules{AllowHosts: []string{"api.example.com"}}, Secrets: []Secret{{
+	sb, err := p.Serve(Session{ID: "bench", Rules: Rules{AllowHosts: []string{"api.example.com", "example.com"}}, Secrets: []Secret{{
 		Name: "key", Placeholder: placeholder, Value: realKey, AllowHosts: []string{"api.example.com"},
 	}}}, ns)
 	if err != nil {
@@ -86,7 +96,11 @@ func benchClients(b *testing.B) (direct, proxied *http.Client, directKey, proxie
 			return dialIn(ns.Path, "93.184.216.34:443")
 		},
 	}}
-	return direct, proxied, realKey, placeholder
+	passed = &http.Client{Transport: &http.Transport{
+		TLSClientConfig: &tls.Config{RootCAs: roots},
+		DialContext:     proxied.Transport.(*http.Transport).DialContext,
+	}}
+	return direct, proxied, passed
 }
 
 // dialIn connects from inside the network namespace at nsPath, as a sandbox's process would.
@@ -167,6 +181,13 @@ func cpuClock(b *testing.B) func() {
 func BenchmarkProxyHTTPSInjected(b *testing.B) {
 	_, proxied, _, key := benchClients(b)
 	requests(b, proxied, "https://api.example.com/small", key)
+}
+
+// BenchmarkProxyHTTPSPassThrough is the small request from the sandbox to a host no secret may
+// go to: captured and spliced, not intercepted.
+func BenchmarkProxyHTTPSPassThrough(b *testing.B) {
+	_, _, passed := benchSetup(b)
+	requests(b, passed, "https://example.com/small", realKey)
 }
 
 func BenchmarkRawHTTPSDirect(b *testing.B) {

@@ -159,6 +159,10 @@ func (f *forwarder) serveOne(ctx context.Context) bool {
 			Rule: "placeholder of secret " + refused + " sent to a host it may not go to"}, start)
 		return f.refuse(req, fmt.Sprintf("the request to %s carries the placeholder of secret %q, which may not go to this host", t.host, refused))
 	}
+	if strings.ContainsAny(req.URL.RawQuery, " \t\r\n") {
+		// Only an injected value can have put them there: it would break the request line.
+		return f.refuse(req, "a secret's value cannot go into this URL's query: it holds a space or a line break")
+	}
 	f.cs.mu.Lock()
 	for _, n := range injected {
 		f.cs.injected[n] = true
