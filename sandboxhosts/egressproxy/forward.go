@@ -2,6 +2,7 @@ package egressproxy
 
 import (
 	"bufio"
+	"bytes"
 	"cmp"
 	"context"
 	"crypto/tls"
@@ -105,12 +106,12 @@ type upstreamConn struct {
 
 // forward serves the HTTP/1.1 requests of client, the sandbox's intercepted TLS connection over
 // raw, bound for t, and audits the connection once they are done.
-func (sb *Sandbox) forward(ctx context.Context, raw *bufferedConn, client *tls.Conn, t *target) {
+func (sb *Sandbox) forward(raw *bufferedConn, client *tls.Conn, t *target) {
 	cs := &connState{cc: &countingConn{Conn: client, r: client}, start: time.Now(), injected: map[string]bool{}}
 	f := &forwarder{sb: sb, t: t, cs: cs, raw: raw, client: client, lim: &headLimit{r: cs.cc, n: math.MaxInt64}}
 	f.br = bufio.NewReaderSize(f.lim, 16<<10)
 	f.bw = bufio.NewWriterSize(cs.cc, 16<<10)
-	for f.serveOne(ctx) {
+	for f.serveOne() {
 		f.idleSince = time.Now()
 	}
 	if f.up != nil && f.upClean {
@@ -123,25 +124,32 @@ func (sb *Sandbox) forward(ctx context.Context, raw *bufferedConn, client *tls.C
 }
 
 // serveOne serves the connection's next request and reports whether the connection goes on.
-func (f *forwarder) serveOne(ctx context.Context) bool {
+func (f *forwarder) serveOne() bool {
 	if _, err := f.br.Peek(1); err != nil {
 		return false
 	}
-	_ = f.client.SetReadDeadline(time.Now().Add(headTimeout))
+	// A head that is all here already (a client sends it in one record) needs no deadline.
+	buffered, _ := f.br.Peek(f.br.Buffered())
+	wait := !bytes.Contains(buffered, []byte("\r\n\r\n"))
+	if wait {
+		_ = f.client.SetReadDeadline(time.Now().Add(headTimeout))
+	}
 	f.lim.n = maxHeadBytes
 	req, err := http.ReadRequest(f.br)
 	f.lim.n = math.MaxInt64
-	_ = f.client.SetReadDeadline(time.Time{})
+	if wait {
+		_ = f.client.SetReadDeadline(time.Time{})
+	}
 	if err != nil {
 		if f.lim.hit {
-			f.answer(http.StatusRequestHeaderFieldsTooLarge, "request head too large", false)
+			f.answer(nil, http.StatusRequestHeaderFieldsTooLarge, "request head too large", false)
 		} else if !errors.Is(err, io.EOF) && !errors.Is(err, io.ErrUnexpectedEOF) {
-			f.answer(http.StatusBadRequest, err.Error(), false)
+			f.answer(nil, http.StatusBadRequest, err.Error(), false)
 		}
 		return false
 	}
 	if code, msg := checkRequest(req); code != 0 {
-		f.answer(code, msg, false)
+		f.answer(req, code, msg, false)
 		return false
 	}
 	start := time.Now()
@@ -177,7 +185,7 @@ func (f *forwarder) serveOne(ctx context.Context) bool {
 			if errors.Is(err, egress.ErrRefused) {
 				return f.refuse(req, msg)
 			}
-			f.answer(http.StatusBadGateway, msg, true)
+			f.answer(req, http.StatusBadGateway, msg, true)
 			return false
 		}
 	}
@@ -222,13 +230,14 @@ func checkRequest(req *http.Request) (int, string) {
 // body is closed after it rather than read on.
 func (f *forwarder) refuse(req *http.Request, msg string) bool {
 	closing := req.Close || req.ContentLength != 0
-	f.answer(http.StatusForbidden, msg, closing)
+	f.answer(req, http.StatusForbidden, msg, closing)
 	return !closing
 }
 
-// answer writes the proxy's own plain-text answer: a 403 (which carries X-Hangar-Egress:
-// denied) keeps the connection unless closeAfter, any other code ends it.
-func (f *forwarder) answer(code int, msg string, closeAfter bool) {
+// answer writes the proxy's own plain-text answer to req (nil: one that could not be read):
+// a 403 (which carries X-Hangar-Egress: denied) keeps the connection unless closeAfter, any
+// other code ends it. An answer to HEAD has no body.
+func (f *forwarder) answer(req *http.Request, code int, msg string, closeAfter bool) {
 	body := "hangar egress proxy: " + msg + "\n"
 	fmt.Fprintf(f.bw, "HTTP/1.1 %d %s\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: %d\r\n", code, http.StatusText(code), len(body))
 	if code == http.StatusForbidden {
@@ -237,7 +246,10 @@ func (f *forwarder) answer(code int, msg string, closeAfter bool) {
 	if closeAfter || code != http.StatusForbidden {
 		io.WriteString(f.bw, "Connection: close\r\n")
 	}
-	io.WriteString(f.bw, "\r\n"+body)
+	io.WriteString(f.bw, "\r\n")
+	if req == nil || req.Method != http.MethodHead {
+		io.WriteString(f.bw, body)
+	}
 	_ = f.bw.Flush()
 }
 
@@ -331,7 +343,7 @@ func (f *forwarder) exchange(req *http.Request) bool {
 	}
 	resp, err := f.readAnswerHead(req)
 	if err != nil {
-		f.answer(http.StatusBadGateway, fmt.Sprintf("reading %s:%d's answer: %v", f.t.host, f.t.port, err), true)
+		f.answer(req, http.StatusBadGateway, fmt.Sprintf("reading %s:%d's answer: %v", f.t.host, f.t.port, err), true)
 		f.abandon(sent)
 		return false
 	}

@@ -194,6 +194,15 @@ func TestInterceptedConnectionsForwardHTTP11(t *testing.T) {
 				t.Fatalf("upstream got %+v, want only /after", seen)
 			}
 		}, "github-token"},
+		{"a refused HEAD gets a 403 without a body, and the next request is read right after it", func(t *testing.T, c *tls.Conn, br *bufio.Reader) {
+			io.WriteString(c, "HEAD /leak HTTP/1.1\r\nHost: api.example.com\r\n"+bearer(githubPlaceholder)+"\r\nGET /next HTTP/1.1\r\nHost: api.example.com\r\n\r\n")
+			if resp, body := readAnswer(t, br, "HEAD"); resp.StatusCode != http.StatusForbidden || body != "" {
+				t.Fatalf("HEAD answer %d %q", resp.StatusCode, body)
+			}
+			if _, body := readAnswer(t, br, "GET"); body != "hello from api.example.com /next: " {
+				t.Fatalf("next answer %q", body)
+			}
+		}, func(t *testing.T, seen []seenRequest) {}, "github-token"},
 		{"a chunked request body goes chunked and untouched, the placeholder swapped in the headers only", func(t *testing.T, c *tls.Conn, br *bufio.Reader) {
 			io.WriteString(c, "POST /upload HTTP/1.1\r\nHost: api.example.com\r\n"+bearer(placeholder)+"Transfer-Encoding: chunked\r\n\r\n"+
 				"6\r\nhello \r\n"+fmt.Sprintf("%x\r\n%s\r\n", len(placeholder), placeholder)+"0\r\n\r\n")

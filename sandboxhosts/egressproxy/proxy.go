@@ -530,7 +530,7 @@ func (sb *Sandbox) intercept(ctx context.Context, c net.Conn, br *bufio.Reader, 
 		sb.audit(ev, start)
 		return
 	}
-	sb.forward(ctx, bc, tc, &target{host: host, port: port, scheme: "https", mode: "intercepted"})
+	sb.forward(bc, tc, &target{host: host, port: port, scheme: "https", mode: "intercepted"})
 }
 
 // peekSNI reads the server name of the TLS ClientHello at the front of br without consuming it.
