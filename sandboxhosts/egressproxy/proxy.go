@@ -895,14 +895,18 @@ func egressRefused(host string) error {
 // too r is left as it is.
 func (sb *Sandbox) inject(r *http.Request, host string, port int) (injected []string, refused string, err error) {
 	var carried []Secret
+	url := r.URL.String()
 	for _, s := range sb.sess.Secrets {
-		if s.Placeholder == "" || !carries(r, s) {
+		if s.Placeholder == "" || !carries(r, url, s) {
 			continue
 		}
 		if !s.Allows(host, port) {
 			return nil, s.Name, nil
 		}
 		carried = append(carried, s)
+	}
+	if len(carried) == 0 {
+		return nil, "", nil
 	}
 	// Not the request's context: clients such as busybox wget shut their write side after the
 	// request, which cancels it.
@@ -940,9 +944,9 @@ func swap(v, placeholder, value string) (string, bool) {
 	return v, false
 }
 
-// carries reports whether r's headers or URL hold s's placeholder.
-func carries(r *http.Request, s Secret) bool {
-	if strings.Contains(r.URL.String(), s.Placeholder) {
+// carries reports whether r's headers or URL (url, r.URL as a string) hold s's placeholder.
+func carries(r *http.Request, url string, s Secret) bool {
+	if strings.Contains(url, s.Placeholder) {
 		return true
 	}
 	for _, vs := range r.Header {
