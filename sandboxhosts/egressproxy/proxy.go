@@ -909,9 +909,16 @@ func (sb *Sandbox) inject(r *http.Request, host string, port int) (injected []st
 		return nil, "", nil
 	}
 	// Not the request's context: clients such as busybox wget shut their write side after the
-	// request, which cancels it.
-	ctx, cancel := context.WithTimeout(sb.ctx(), secretValueTimeout)
-	defer cancel()
+	// request, which cancels it. Only a value asked for (Current) waits.
+	ctx := sb.ctx()
+	for _, s := range carried {
+		if s.Current != nil {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithTimeout(ctx, secretValueTimeout)
+			defer cancel()
+			break
+		}
+	}
 	values := make([]string, len(carried))
 	for i, s := range carried {
 		if values[i], err = s.value(ctx); err != nil {
