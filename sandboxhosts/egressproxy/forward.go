@@ -114,7 +114,8 @@ func (sb *Sandbox) forward(raw *bufferedConn, client *tls.Conn, t *target) {
 	for f.serveOne() {
 		f.idleSince = time.Now()
 	}
-	if f.up != nil && f.upClean {
+	if f.up != nil && f.upClean && f.sb.ctx().Err() == nil {
+		// Kept for the sandbox's next connection, unless the sandbox is going.
 		f.sb.idle.put(f.key(), f.up)
 		f.up = nil
 	}
