@@ -67,6 +67,11 @@ func (rec *recorder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\npartial")
 		c.Close()
+	case "/hang":
+		// A stream that never ends while the client is there.
+		io.WriteString(w, "partial\n")
+		w.(http.Flusher).Flush()
+		<-r.Context().Done()
 	case "/head":
 		w.Header().Set("Content-Length", "1000")
 	case "/stream":
@@ -426,5 +431,30 @@ func TestInterceptedUpstreamsAreReusedWhileOpen(t *testing.T) {
 		if (i > 0 && s.Auth != "Bearer "+realKey) || s.Header.Get("Connection") != "" {
 			t.Fatalf("upstream got %+v: want the key, and no sandbox's Connection header", s)
 		}
+	}
+}
+
+// A sandbox that goes while an intercepted answer is still streaming ends the connection, and
+// the connection is audited and counted with the bytes it carried.
+func TestCloseAuditsAnInterceptedConnectionMidAnswer(t *testing.T) {
+	f, _ := forwardFixture(t)
+	c, br := f.intercepted(t)
+	io.WriteString(c, "GET /hang HTTP/1.1\r\nHost: api.example.com\r\n"+bearer(placeholder)+"\r\n")
+	resp, err := http.ReadResponse(br, &http.Request{Method: "GET"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if line, err := bufio.NewReader(resp.Body).ReadString('\n'); err != nil || line != "partial\n" {
+		t.Fatalf("first bytes %q %v", line, err)
+	}
+	f.sb.Close()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(f.events) != 1 || f.events[0].Mode != "intercepted" || f.events[0].BytesIn < int64(len("partial")) ||
+		len(f.events[0].Injected) != 1 || f.events[0].Injected[0] != "anthropic-key" {
+		t.Fatalf("events after the close: %+v, want the open connection's with its bytes and secret", f.events)
+	}
+	if u := f.sb.Counters.Usage(); u.ConnectionsAllowed != 1 || u.BytesIn != f.events[0].BytesIn {
+		t.Fatalf("counters %+v", u)
 	}
 }
