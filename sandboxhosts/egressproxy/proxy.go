@@ -583,6 +583,8 @@ type bufferedConn struct {
 	net.Conn
 	r    *bufio.Reader
 	host string
+	// held and out are what Write keeps while the connection is held.
+	mu   sync.Mutex
 	held bool
 	out  []byte
 }
@@ -591,8 +593,11 @@ func (b *bufferedConn) Read(p []byte) (int, error) { return b.r.Read(p) }
 
 // Write writes p, or, while the connection is held, keeps it until release: the TLS records
 // of a large answer sent in one write cost the kernel (and the reader it wakes) once, not once
-// a record. Only the one goroutine writing to the connection holds and releases it.
+// a record. Writes stay in their order: TLS may write from another goroutine too (its answer
+// to a KeyUpdate read beside the answer being sent).
 func (b *bufferedConn) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
 	if b.held {
 		b.out = append(b.out, p...)
 		return len(p), nil
@@ -600,9 +605,15 @@ func (b *bufferedConn) Write(p []byte) (int, error) {
 	return b.Conn.Write(p)
 }
 
-func (b *bufferedConn) hold() { b.held = true }
+func (b *bufferedConn) hold() {
+	b.mu.Lock()
+	b.held = true
+	b.mu.Unlock()
+}
 
 func (b *bufferedConn) release() error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
 	b.held = false
 	_, err := b.Conn.Write(b.out)
 	b.out = b.out[:0]
