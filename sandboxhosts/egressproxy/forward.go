@@ -89,6 +89,9 @@ type forwarder struct {
 	// its last answer ended cleanly, so that another connection may use it.
 	up      *upstreamConn
 	upClean bool
+	// upReused says that up has answered before (this connection or another): a server may
+	// have closed it just as a request went out.
+	upReused bool
 	// idleSince is when the upstream's last answer ended.
 	idleSince time.Time
 }
@@ -257,8 +260,10 @@ func (f *forwarder) answer(req *http.Request, code int, msg string, closeAfter b
 // dial connects the pinned upstream: TLS to the target's name, HTTP/1.1 only.
 func (f *forwarder) dial() error {
 	if f.up = f.sb.idle.take(f.key()); f.up != nil {
+		f.upReused = true
 		return nil
 	}
+	f.upReused = false
 	ctx, cancel := context.WithTimeout(f.sb.ctx(), dialTimeout)
 	defer cancel()
 	raw, err := f.sb.p.dial(ctx, "tcp", f.key())
@@ -342,7 +347,17 @@ func (f *forwarder) exchange(req *http.Request) bool {
 		}
 		go func() { sent <- f.sendBody(req) }()
 	}
+	relayed := f.cs.cc.in.Load()
 	resp, err := f.readAnswerHead(req)
+	if err != nil && f.retriable(req, relayed) {
+		// The reused upstream was closed under the request, which it never answered: as
+		// net/http's Transport does, a request that may be sent twice goes again on a new one.
+		<-sent
+		f.dropUp()
+		if err := f.dial(); err == nil {
+			return f.exchange(req)
+		}
+	}
 	if err != nil {
 		f.answer(req, http.StatusBadGateway, fmt.Sprintf("reading %s:%d's answer: %v", f.t.host, f.t.port, err), true)
 		f.abandon(sent)
@@ -364,12 +379,27 @@ func (f *forwarder) exchange(req *http.Request) bool {
 		// The sandbox's Connection: close is its own: the upstream is kept for its next
 		// connection.
 		f.upClean = err == nil && !resp.Close
+		f.upReused = true
 		return f.upClean && !req.Close
 	default:
 		// Answered before the body was all sent: the connection cannot be read on.
 		f.abandon(sent)
 		return false
 	}
+}
+
+// retriable reports whether req, whose answer could not be read, may go again on a new
+// upstream: the upstream was a reused one, nothing of an answer reached the sandbox (in is
+// what had before), and req has no body and a method that may be sent twice.
+func (f *forwarder) retriable(req *http.Request, in int64) bool {
+	if !f.upReused || req.ContentLength != 0 || f.cs.cc.in.Load() != in {
+		return false
+	}
+	switch req.Method {
+	case http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace:
+		return true
+	}
+	return false
 }
 
 // abandon ends both sides and waits for the request's body to stop being sent.

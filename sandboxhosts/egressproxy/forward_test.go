@@ -67,6 +67,24 @@ func (rec *recorder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\npartial")
 		c.Close()
+	case "/flaky":
+		// Answered on a new connection; on one that has answered before, closed without an
+		// answer, as a server that closes an idle connection just as a request arrives.
+		rec.mu.Lock()
+		n := 0
+		for _, s := range rec.seen {
+			if s.Conn == r.RemoteAddr && s.Path == r.URL.RequestURI() {
+				n++
+			}
+		}
+		rec.mu.Unlock()
+		if n > 1 {
+			if c, _, err := http.NewResponseController(w).Hijack(); err == nil {
+				c.Close()
+			}
+			return
+		}
+		fmt.Fprintf(w, "hello from %s %s: %s", r.Host, r.URL.Path, body)
 	case "/hang":
 		// A stream that never ends while the client is there.
 		io.WriteString(w, "partial\n")
@@ -456,5 +474,27 @@ func TestCloseAuditsAnInterceptedConnectionMidAnswer(t *testing.T) {
 	}
 	if u := f.sb.Counters.Usage(); u.ConnectionsAllowed != 1 || u.BytesIn != f.events[0].BytesIn {
 		t.Fatalf("counters %+v", u)
+	}
+}
+
+// A reused upstream that closes as a request goes out, unanswered: a request that may be sent
+// twice goes again on a new upstream, as net/http's Transport does; one that may not is a 502.
+func TestInterceptedRequestsRetryOnlyWhatMayBeSentTwice(t *testing.T) {
+	f, rec := forwardFixture(t)
+	c, br := f.intercepted(t)
+	for i, want := range []string{"hello from api.example.com /flaky: ", "hello from api.example.com /flaky: "} {
+		io.WriteString(c, "GET /flaky HTTP/1.1\r\nHost: api.example.com\r\n"+bearer(placeholder)+"\r\n")
+		if resp, body := readAnswer(t, br, "GET"); resp.StatusCode != http.StatusOK || body != want {
+			t.Fatalf("GET %d: %d %q", i, resp.StatusCode, body)
+		}
+	}
+	// The new upstream has answered once: it drops the next request, a POST.
+	io.WriteString(c, "POST /flaky HTTP/1.1\r\nHost: api.example.com\r\nContent-Length: 0\r\n\r\n")
+	if resp, _ := readAnswer(t, br, "POST"); resp.StatusCode != http.StatusBadGateway {
+		t.Fatalf("the POST on the closed upstream got %d, want 502", resp.StatusCode)
+	}
+	seen := rec.requests()
+	if len(seen) != 4 || seen[1].Conn != seen[0].Conn || seen[2].Conn == seen[1].Conn || seen[2].Auth != "Bearer "+realKey {
+		t.Fatalf("upstream got %+v: want the second GET dropped on the first connection and sent again, with the key, on a new one", seen)
 	}
 }
