@@ -450,6 +450,9 @@ func writeRequestHead(w *bufio.Writer, req *http.Request, host string) error {
 // from, not copied.
 var framingHeaders = map[string]bool{"Content-Length": true, "Transfer-Encoding": true, "Trailer": true, "Host": true, "Connection": true}
 
+// answerFramingHeaders are the headers of an answer written from its framing, not copied.
+var answerFramingHeaders = map[string]bool{"Transfer-Encoding": true, "Trailer": true}
+
 func chunked(te []string) bool { return len(te) > 0 && te[0] == "chunked" }
 
 func writeTrailerNames(w io.Writer, trailer http.Header) {
@@ -465,7 +468,7 @@ func writeTrailerNames(w io.Writer, trailer http.Header) {
 
 // sendBody copies req's body upstream, chunked again if it came chunked, and flushes.
 func (f *forwarder) sendBody(req *http.Request) error {
-	if err := f.copyBody(f.up.bw, req.Body, chunked(req.TransferEncoding), req.Trailer, f.br); err != nil {
+	if err := copyBody(f.up.bw, req.Body, chunked(req.TransferEncoding), req.Trailer, f.br); err != nil {
 		return fmt.Errorf("request body: %w", err)
 	}
 	return nil
@@ -474,7 +477,7 @@ func (f *forwarder) sendBody(req *http.Request) error {
 // copyBody copies a message body from src (a net/http body reader, de-chunked) to w, chunked
 // again when isChunked, then trailer; w is flushed whenever from has nothing more buffered, so
 // a stream (server-sent events, a chunked upload) goes on at once.
-func (f *forwarder) copyBody(w *bufio.Writer, src io.Reader, isChunked bool, trailer http.Header, from *bufio.Reader) error {
+func copyBody(w *bufio.Writer, src io.Reader, isChunked bool, trailer http.Header, from *bufio.Reader) error {
 	bp := copyBuffers.Get().(*[]byte)
 	defer copyBuffers.Put(bp)
 	buf := *bp
@@ -549,7 +552,7 @@ func writeAnswerHead(w *bufio.Writer, resp *http.Response, closing bool) {
 		status += " " // the reason may be empty, its separator may not
 	}
 	fmt.Fprintf(w, "HTTP/%d.%d %s\r\n", resp.ProtoMajor, resp.ProtoMinor, status)
-	_ = resp.Header.WriteSubset(w, map[string]bool{"Transfer-Encoding": true, "Trailer": true})
+	_ = resp.Header.WriteSubset(w, answerFramingHeaders)
 	if chunked(resp.TransferEncoding) {
 		io.WriteString(w, "Transfer-Encoding: chunked\r\n")
 		writeTrailerNames(w, resp.Trailer)
@@ -572,7 +575,7 @@ func (f *forwarder) copyAnswer(req *http.Request, resp *http.Response) error {
 		}
 		return f.pump(resp.Body)
 	}
-	return f.copyBody(f.bw, resp.Body, chunked(resp.TransferEncoding), resp.Trailer, f.up.br)
+	return copyBody(f.bw, resp.Body, chunked(resp.TransferEncoding), resp.Trailer, f.up.br)
 }
 
 // relayUpgraded copies both ways after a 101 (a WebSocket), until both sides are done.
