@@ -107,11 +107,8 @@ func (a *Authenticator) Authenticate(ctx context.Context, key, client string) (P
 	}
 	h := hashKey(key)
 	now := a.clock.Now()
-	a.mu.Lock()
-	c, hit := a.cache[h]
-	a.mu.Unlock()
-	if hit && now.Before(c.expires) {
-		return c.p, nil
+	if p, ok := a.recalled(h, now); ok {
+		return p, nil
 	}
 	if a.failures.known(h, now) {
 		return Principal{}, apierr.Unauthenticated()

@@ -28,14 +28,11 @@ func (a *Authenticator) Recheck(ctx context.Context, p Principal) (Principal, er
 		return Principal{}, apierr.Unauthenticated()
 	}
 	now := a.clock.Now()
-	a.mu.Lock()
-	c, hit := a.cache[cacheKey]
-	a.mu.Unlock()
-	if hit && now.Before(c.expires) {
-		if c.p.UserID != p.UserID {
+	if live, ok := a.recalled(cacheKey, now); ok {
+		if live.UserID != p.UserID {
 			return Principal{}, apierr.Unauthenticated()
 		}
-		return c.p, nil
+		return live, nil
 	}
 	a.lookups.Add(1)
 	var live Principal

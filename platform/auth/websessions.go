@@ -126,11 +126,8 @@ func (a *Authenticator) AuthenticateSession(ctx context.Context, token, client s
 	}
 	h := hashKey(token)
 	now := a.clock.Now()
-	a.mu.Lock()
-	c, hit := a.cache[h]
-	a.mu.Unlock()
-	if hit && now.Before(c.expires) {
-		return c.p, nil
+	if p, ok := a.recalled(h, now); ok {
+		return p, nil
 	}
 	if a.failures.known(h, now) {
 		return Principal{}, apierr.Unauthenticated()
@@ -211,6 +208,14 @@ func (a *Authenticator) authenticate(ctx context.Context, h http.Header, client 
 		}
 	}
 	return a.AuthenticateSession(ctx, token, client)
+}
+
+// recalled is the principal remembered under key, while it is fresh.
+func (a *Authenticator) recalled(key string, now time.Time) (Principal, bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	c, hit := a.cache[key]
+	return c.p, hit && now.Before(c.expires)
 }
 
 // remember caches a verified principal until a time.
