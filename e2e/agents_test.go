@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"crypto/x509"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"google.golang.org/protobuf/types/known/emptypb"
 
 	appv1 "github.com/hangar-dev/hangar/gen/svc/app/v1"
@@ -20,7 +22,6 @@ import (
 	"github.com/hangar-dev/hangar/internal/testkit"
 	"github.com/hangar-dev/hangar/platform/auth"
 	"github.com/hangar-dev/hangar/platform/config"
-	"github.com/hangar-dev/hangar/sandboxhosts/images/imagestest"
 )
 
 // realMark is in every real secret value of the real-agent test and in no placeholder, so that a
@@ -67,9 +68,9 @@ func TestRealAgentsEditCommitAndPushThroughTheEgressProxy(t *testing.T) {
 	img := modelfake.AgentImage(t)
 	runs := []agentRun{
 		{
-			harness: "claude-code", api: "api.anthropic.com", router: "anthropic",
-			secret: "anthropic/key", envVar: "ANTHROPIC_AUTH_TOKEN", key: "sk-ant-api03-" + realMark + "-claude-key",
-			others: []string{"console.anthropic.com", "platform.claude.com"},
+			harness: "claude-code", api: claudeHosts[0], router: anthropicRouter.ID,
+			secret: anthropicRouter.CredentialSecret, envVar: "ANTHROPIC_AUTH_TOKEN", key: "sk-ant-api03-" + realMark + "-claude-key",
+			others: claudeHosts[1:],
 			script: modelfake.ClaudeCodeEdit(repoPath("claude-code")), tools: []string{"Read", "Edit", "Bash"},
 		},
 		{
@@ -86,23 +87,17 @@ func TestRealAgentsEditCommitAndPushThroughTheEgressProxy(t *testing.T) {
 		fakes[r.harness] = modelfake.StartTLS(append([]string{r.api}, r.others...), r.script)
 		defer fakes[r.harness].Close()
 	}
+	var image string
 	s := newSandboxStack(t, 1, func(sb *testenv.Sandboxes) {
-		// The CLIs are Node.js and native binaries of a few hundred MB each.
-		sb.Config.Host.SandboxMemoryBytes = 2 << 30
-		sb.Config.ModelRouters = []config.ModelRouter{{
-			ID: "anthropic", Label: "Anthropic", BaseURL: "https://api.anthropic.com", Protocols: []string{"anthropic"},
-			CredentialSecret: "anthropic/key", DefaultModel: "claude-sonnet-4-6",
-		}}
+		image = agentImage(t, sb, img)
+		forRealAgents(sb)
+		sb.Config.ModelRouters = []config.ModelRouter{anthropicRouter}
 		sb.EgressResolve = map[string]string{gitHostName + ":443": git.Listener.Addr().String()}
 		sb.EgressRootCAs = testkit.Roots(git.Server)
 		for _, r := range runs {
-			for _, h := range append([]string{r.api}, r.others...) {
-				sb.EgressResolve[h+":443"] = fakes[r.harness].Addr()
-			}
-			sb.EgressRootCAs.AddCert(fakes[r.harness].Certificate())
+			reachFake(sb, fakes[r.harness], append([]string{r.api}, r.others...)...)
 		}
 	})
-	image := imagestest.Push(t, s.sb.Registry, "hangar/agent", img)
 	s.putOrgSecret(t, "gh/token", gitToken)
 	for _, r := range runs {
 		s.putOrgSecret(t, r.secret, r.key)
@@ -170,6 +165,47 @@ func TestRealAgentsEditCommitAndPushThroughTheEgressProxy(t *testing.T) {
 			}
 		})
 	}
+}
+
+// claudeHosts are the hosts Claude Code reaches (its descriptor's native egress), its API's
+// first: a fake of the API answers at all of them, so that nothing the CLI asks for is dialed
+// off this machine.
+var claudeHosts = []string{"api.anthropic.com", "console.anthropic.com", "platform.claude.com"}
+
+// anthropicRouter is the model router at api.anthropic.com whose credential is the real Claude
+// Code's key.
+var anthropicRouter = config.ModelRouter{
+	ID: "anthropic", Label: "Anthropic", BaseURL: "https://" + claudeHosts[0], Protocols: []string{"anthropic"},
+	CredentialSecret: "anthropic/key", DefaultModel: "claude-sonnet-4-6",
+}
+
+// forRealAgents gives a stack's sandboxes the room the real CLIs of the agent image need:
+// Node.js and native binaries of a few hundred MB each.
+func forRealAgents(sb *testenv.Sandboxes) {
+	sb.Config.Host.SandboxMemoryBytes = 2 << 30
+}
+
+// reachFake has the hosts' egress proxy resolve hosts (port 443) to fake and trust its
+// certificate, so that a CLI reaches the fake at its API's real name.
+func reachFake(sb *testenv.Sandboxes, fake *modelfake.Server, hosts ...string) {
+	if sb.EgressResolve == nil {
+		sb.EgressResolve = map[string]string{}
+	}
+	if sb.EgressRootCAs == nil {
+		sb.EgressRootCAs = x509.NewCertPool()
+	}
+	for _, h := range hosts {
+		sb.EgressResolve[h+":443"] = fake.Addr()
+	}
+	sb.EgressRootCAs.AddCert(fake.Certificate())
+}
+
+// agentImage puts the agent image into the image cache of the hosts sb starts from now on, and
+// returns its reference: the tests of the real CLIs are about what runs in its sessions, not
+// about pulling it (see testenv.SeedImage).
+func agentImage(t testing.TB, sb *testenv.Sandboxes, img v1.Image) string {
+	t.Helper()
+	return sb.SeedImage(t, "hangar/agent", img)
 }
 
 // repoPath is where the real-agent test's profile of harness clones its repo.

@@ -19,7 +19,7 @@ import (
 )
 
 // putOrgSecret puts an org secret as the stack's admin.
-func (s *stack) putOrgSecret(t *testing.T, name, value string) {
+func (s *stack) putOrgSecret(t testing.TB, name, value string) {
 	t.Helper()
 	c := appv1connect.NewOrgSecretServiceClient(httpClient, s.rpcURL(), auth.WithKey(s.admin))
 	if _, err := c.PutOrgSecret(context.Background(), connect.NewRequest(&appv1.PutOrgSecretRequest{Name: name, Value: value})); err != nil {

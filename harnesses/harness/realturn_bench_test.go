@@ -14,9 +14,9 @@ import (
 // BenchmarkClaudeCodeToolTurn is a tool turn of the real Claude Code CLI against the loopback
 // fake of the Messages API (read, edit, commit and push, answer) with what the harness plugin
 // adds to it outside a sandbox: the plan asked of the plugin, and the CLI's output carried and
-// parsed through it, after the run (an upper bound: a host parses while the CLI runs). The
-// sandbox's own share (a session's exec, the egress proxy) is not in it: a sandbox cannot reach
-// the fake until the egress proxy lands.
+// parsed through it, after the run (an upper bound: a host parses while the CLI runs): the
+// plugin's share alone. The whole of Hangar's share, in a session of the agent image through the
+// egress proxy, is e2e's BenchmarkClaudeCodeToolTurnInSession.
 func BenchmarkClaudeCodeToolTurn(b *testing.B) {
 	p := load(b, newRuntime(b, wasm.Options{}), "claude-code")
 	ctx := context.Background()

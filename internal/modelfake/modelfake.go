@@ -21,6 +21,7 @@ package modelfake
 import (
 	"crypto/x509"
 	"encoding/json"
+	"encoding/pem"
 	"fmt"
 	"io"
 	"log"
@@ -29,6 +30,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/hangar-dev/hangar/internal/testkit"
 )
@@ -73,6 +75,8 @@ type Request struct {
 	Method, Path string
 	Header       http.Header
 	Body         json.RawMessage
+	// At is when it was received (its body read): benchmarks split a turn's time by it.
+	At time.Time
 }
 
 // Server is a running fake of both APIs on loopback: Anthropic's under /v1/messages, OpenAI's
@@ -112,6 +116,12 @@ func StartTLS(names []string, scripts ...Script) *Server {
 
 // Certificate is the server's certificate, which a client of a StartTLS server must trust.
 func (s *Server) Certificate() *x509.Certificate { return s.srv.Certificate() }
+
+// CertificatePEM is Certificate in PEM, as a CLI run on the machine trusts it
+// (NODE_EXTRA_CA_CERTS, SSL_CERT_FILE).
+func (s *Server) CertificatePEM() []byte {
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: s.srv.Certificate().Raw})
+}
 
 // Addr is the server's loopback address (ip:port).
 func (s *Server) Addr() string { return s.srv.Listener.Addr().String() }
@@ -164,7 +174,7 @@ func (s *Server) Credentials() []string {
 func (s *Server) record(r *http.Request, body []byte) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.requests = append(s.requests, Request{Method: r.Method, Path: r.URL.Path, Header: r.Header.Clone(), Body: body})
+	s.requests = append(s.requests, Request{Method: r.Method, Path: r.URL.Path, Header: r.Header.Clone(), Body: body, At: time.Now()})
 }
 
 // step is what to answer to a conversation whose users said said and that holds results tool

@@ -71,3 +71,22 @@ func CodexEdit() Script {
 		{Text: Final, InputTokens: 1500, OutputTokens: 12},
 	}}
 }
+
+// ToolTurnPrompt is the prompt ClaudeCodeToolTurn answers.
+const ToolTurnPrompt = "Which system is this? Read /etc/os-release."
+
+// ToolTurnAnswer is the model's answer in ClaudeCodeToolTurn.
+const ToolTurnAnswer = "This is Linux."
+
+// ToolTurnFile is the file ClaudeCodeToolTurn reads: one every Linux system has, the agent
+// image's and the machine's alike, so the turn runs the same in a sandbox and on the host.
+const ToolTurnFile = "/etc/os-release"
+
+// ClaudeCodeToolTurn is the smallest turn with a tool for Claude Code: one tool call (Read),
+// its result, the answer. The benchmarks of a real turn play it.
+func ClaudeCodeToolTurn() Script {
+	return Script{Match: ToolTurnPrompt, Steps: []Step{
+		{Text: "Let me read it.", Tool: &ToolCall{Name: "Read", Input: map[string]any{"file_path": ToolTurnFile}}, InputTokens: 1200, OutputTokens: 20},
+		{Text: ToolTurnAnswer, InputTokens: 1300, OutputTokens: 8},
+	}}
+}

@@ -92,6 +92,8 @@ type Sandboxes struct {
 	EgressRootCAs *x509.CertPool
 	// CredentialCacheTTL is the hosts' host.Options.CredentialCacheTTL.
 	CredentialCacheTTL time.Duration
+	// seeds are the images SeedImage put in every new host's image cache.
+	seeds []*images.Pulled
 }
 
 // NewSandboxes prepares the parts; hosts come from StartHost.
@@ -156,6 +158,12 @@ func (s *Sandboxes) StartHost(t testing.TB, id string) *TestHost {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	if len(s.seeds) > 0 {
+		// DataDir/images is the host's image cache.
+		if err := linkSeeds(filepath.Join(dir, "images"), s.seeds); err != nil {
+			t.Fatalf("seed host %s: %v", id, err)
+		}
+	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
