@@ -22,6 +22,7 @@ import (
 	"github.com/hangar-dev/hangar/platform/auth"
 	"github.com/hangar-dev/hangar/platform/egress"
 	"github.com/hangar-dev/hangar/sandboxhosts/images"
+	"github.com/hangar-dev/hangar/sandboxhosts/images/imagestest"
 )
 
 // widgetsFile is a.go on the PR's branch: the PR adds lines 10-12, whose line 11 reads a map
@@ -88,9 +89,9 @@ const (
 )
 
 // newReviewRig starts the rig; tune adjusts the sandboxes before the host starts, image makes
-// the agents' image (in the sandboxes' registry, or seeded) before it starts, and profile completes the enrolled profile's request
+// the agents' image in their registry, and profile completes the enrolled profile's request
 // (and puts the org secrets it names); the enrollment's engine is the profile's harness.
-func newReviewRig(t *testing.T, autofix string, tune func(*testenv.Sandboxes), image func(*testenv.Sandboxes) string, profile func(*reviewRig, *appv1.CreateProfileRequest)) *reviewRig {
+func newReviewRig(t *testing.T, autofix string, tune func(*testenv.Sandboxes), image func(registry string) string, profile func(*reviewRig, *appv1.CreateProfileRequest)) *reviewRig {
 	t.Helper()
 	testenv.RequirePlugins(t)
 	db, _ := testenv.Firestore(t)
@@ -102,7 +103,6 @@ func newReviewRig(t *testing.T, autofix string, tune func(*testenv.Sandboxes), i
 	if tune != nil {
 		tune(sb)
 	}
-	img := image(sb)
 	sb.StartHost(t, "host-a")
 	ps := testenv.PubSub(t)
 	gh := fakegithub.New(t, githubToken)
@@ -116,6 +116,7 @@ func newReviewRig(t *testing.T, autofix string, tune func(*testenv.Sandboxes), i
 	r := &reviewRig{stack: serve(t, a), gh: gh, git: git}
 	key := auth.WithKey(r.admin)
 	r.reviews = appv1connect.NewReviewServiceClient(httpClient, r.rpcURL(), key)
+	img := image(sb.Registry)
 	runWorkers(t, a, ps, img)
 
 	r.putOrgSecret(t, reviews.SecretToken, githubToken)
@@ -194,7 +195,7 @@ func eventOf(events []*appv1.ReviewEvent, kind string) *appv1.ReviewEvent {
 // and the autofix task's agent pushing its fix to the PR's branch. Then that push makes a
 // second pass that outdates the finding, and a finder that answers broken JSON fails a third.
 func TestAPullRequestWebhookEndsInAPostedReviewWithInlineComments(t *testing.T) {
-	r := newReviewRig(t, "task", nil, func(sb *testenv.Sandboxes) string { return reviewerImage(t, sb.Registry) }, nil)
+	r := newReviewRig(t, "task", nil, func(registry string) string { return reviewerImage(t, registry) }, nil)
 	head := r.git.Tip(t, reviewRepo, "cache")
 	r.push(t, "opened")
 	first := waitReview(t, r.reviews, 1)
@@ -406,8 +407,10 @@ func realCLIReview(t *testing.T, img v1.Image, cli reviewCLI) {
 	r := newReviewRig(t, "task", func(sb *testenv.Sandboxes) {
 		forRealAgents(sb)
 		reachFake(sb, fake, cli.hosts...)
-	}, func(sb *testenv.Sandboxes) string {
-		return agentImage(t, sb, img)
+	}, func(registry string) string {
+		// Pushed, not seeded (testenv.SeedImage): with Pub/Sub, sessions start from enabled
+		// images only, and enabling pulls the image from its registry and chunks it.
+		return imagestest.Push(t, registry, "hangar/agent", img)
 	}, func(r *reviewRig, req *appv1.CreateProfileRequest) {
 		r.putOrgSecret(t, cli.secret, cli.key)
 		req.Harness, req.EnvVars = ptr(cli.harness), cli.env
