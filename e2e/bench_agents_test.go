@@ -26,8 +26,8 @@ import (
 
 // The real Claude Code's tool turn (modelfake.ClaudeCodeToolTurn: Read, its result, the answer)
 // against the loopback fake of the Messages API, in a session and on the host: issue 13's
-// "Hangar's overhead (everything but the CLI and the fake) ≤ 10 %". Both need `make agent-clis`
-// and `make agent-image`, so `make bench` leaves their row out without them.
+// "Hangar's overhead (everything but the CLI and the fake) ≤ 10 %". It needs `make agent-clis`
+// and `make agent-image`, so `make bench` leaves its rows out without them.
 
 // benchAgentKey is the Anthropic key of the benchmarks; the session holds only its placeholder.
 const benchAgentKey = "sk-ant-api03-bench-key"
@@ -43,11 +43,18 @@ const benchAgentModel = "claude-sonnet-4-6"
 // event's delivery. Each turn runs in a new session (made and deleted off the clock), as the
 // baseline's CLI starts afresh. The sandbox gets the production default of 2 CPUs, the
 // machine's, which the baseline's CLI has too.
+//
+// The baseline is measured in the same loop, one turn before each session's, off the clock
+// (reported as host-ns/op): the same CLI (`make agent-clis` installs the version the image
+// holds) with the argv and environment the plugin plans, run directly on the host against the
+// same fake at its loopback address, in a fresh HOME. Interleaved, the two see the same load of
+// this shared machine.
 func BenchmarkClaudeCodeToolTurnInSession(b *testing.B) {
 	testenv.RequirePlugins(b)
 	img := modelfake.AgentImage(b)
 	fake := modelfake.StartTLS(claudeHosts, modelfake.ClaudeCodeToolTurn())
 	defer fake.Close()
+	host := hostTurn(b, fake)
 	var image string
 	s := newSandboxStack(b, 1, func(sb *testenv.Sandboxes) {
 		image = agentImage(b, sb, img)
@@ -58,11 +65,12 @@ func BenchmarkClaudeCodeToolTurnInSession(b *testing.B) {
 		reachFake(sb, fake, claudeHosts...)
 	})
 	s.putOrgSecret(b, anthropicRouter.CredentialSecret, benchAgentKey)
-	var split turnSplit
+	var inSession, onHost turnSplit
 	// A client of its own: the shared one's timeout would cut a long stream.
 	svc := appv1connect.NewSessionServiceClient(&http.Client{}, s.rpcURL(), auth.WithKey(s.admin))
 	turn := func(i int) {
 		b.StopTimer()
+		host(&onHost)
 		created, err := svc.CreateSession(context.Background(), connect.NewRequest(&appv1.CreateSessionRequest{
 			ImageUri: image, Mode: "agent", Harness: ptr("claude-code"), ModelRouter: ptr(anthropicRouter.ID),
 		}))
@@ -98,29 +106,29 @@ func BenchmarkClaudeCodeToolTurnInSession(b *testing.B) {
 			}
 		}
 		b.StopTimer()
-		split.add(start, time.Now(), fake.Requests()[seen:])
+		inSession.add(start, time.Now(), fake.Requests()[seen:])
 		checkToolTurn(b, events)
 		if _, err := svc.DeleteSession(context.Background(), connect.NewRequest(&appv1.DeleteSessionRequest{SessionId: id})); err != nil {
 			b.Fatalf("delete session: %v", err)
 		}
 		b.StartTimer()
 	}
-	// The first turn also compiles the plugin.
+	// The first turns also compile the plugin and read the CLIs from disk.
 	turn(-1)
-	split.reset()
+	inSession, onHost = turnSplit{}, turnSplit{}
 	for i := 0; b.Loop(); i++ {
 		turn(i)
 	}
-	split.report(b)
+	inSession.report(b, "")
+	onHost.report(b, "host-")
+	if creds := fake.Credentials(); !slices.Equal(creds, []string{benchAgentKey}) {
+		b.Fatalf("the fake was sent credentials %q, want only the key", creds)
+	}
 }
 
-// BenchmarkRawClaudeCodeToolTurnOnHost is its baseline: the same CLI (`make agent-clis`
-// installs the version the agent image holds), argv and environment the plugin plans, run
-// directly on the host against the same fake at its loopback address.
-func BenchmarkRawClaudeCodeToolTurnOnHost(b *testing.B) {
+// hostTurn returns a function that runs the baseline's turn on the host and adds it to a split.
+func hostTurn(b *testing.B, fake *modelfake.Server) func(*turnSplit) {
 	bin := modelfake.CLI(b, "claude")
-	fake := modelfake.StartTLS(claudeHosts, modelfake.ClaudeCodeToolTurn())
-	defer fake.Close()
 	// The fake's certificate, which the CLI trusts as the sandbox's trusts the proxy's CA.
 	ca := filepath.Join(b.TempDir(), "fake.pem")
 	if err := os.WriteFile(ca, fake.CertificatePEM(), 0o644); err != nil {
@@ -134,8 +142,7 @@ func BenchmarkRawClaudeCodeToolTurnOnHost(b *testing.B) {
 		b.Fatal(err)
 	}
 	dir := b.TempDir()
-	var split turnSplit
-	turn := func() {
+	return func(split *turnSplit) {
 		seen := len(fake.Requests())
 		start := time.Now()
 		run := modelfake.RunCLI(b, bin, plan.Argv, plan.Env, plan.Stdin, dir, "")
@@ -143,15 +150,6 @@ func BenchmarkRawClaudeCodeToolTurnOnHost(b *testing.B) {
 		if run.ExitStatus != 0 {
 			b.Fatalf("claude exited %d: %s", run.ExitStatus, run.Stderr)
 		}
-	}
-	turn()
-	split.reset()
-	for b.Loop() {
-		turn()
-	}
-	split.report(b)
-	if creds := fake.Credentials(); len(creds) == 0 || creds[0] != benchAgentKey {
-		b.Fatalf("the fake was sent credentials %q, want the key", creds)
 	}
 }
 
@@ -175,14 +173,15 @@ func checkToolTurn(b *testing.B, events []turnEvent) {
 	}
 }
 
-// turnSplit splits the benchmarks' turns at the CLI's requests to the fake: until the first
-// (in a session: the queue, the plugin's plan, the exec, the CLI's start and the proxy's
-// connection; on the host: the CLI's start), and after the last (the last answer's stream, the
-// CLI's exit and, in a session, the parse, the log and the event's delivery). What lies between
-// is the CLI's and the fake's conversation, the proxy's hops included.
+// turnSplit adds up turns, split at the CLI's requests to the fake: until the first (in a
+// session: the queue, the plugin's plan, the exec, the CLI's start and the proxy's connection;
+// on the host: the CLI's start), and after the last (the last answer's stream, then in a session
+// the parse, the log and the event's delivery, which come before the CLI's exit, and on the
+// host the CLI's exit). What lies between is the CLI's and the fake's conversation, the proxy's
+// hops included.
 type turnSplit struct {
-	n                    int
-	untilFirst, fromLast time.Duration
+	n                           int
+	total, untilFirst, fromLast time.Duration
 }
 
 func (s *turnSplit) add(start, end time.Time, reqs []modelfake.Request) {
@@ -190,17 +189,21 @@ func (s *turnSplit) add(start, end time.Time, reqs []modelfake.Request) {
 		return
 	}
 	s.n++
+	s.total += end.Sub(start)
 	s.untilFirst += reqs[0].At.Sub(start)
 	s.fromLast += end.Sub(reqs[len(reqs)-1].At)
 }
 
-func (s *turnSplit) reset() { *s = turnSplit{} }
-
-// report adds the means as first-request-ns/op and after-last-request-ns/op.
-func (s *turnSplit) report(b *testing.B) {
+// report adds the means as <prefix>first-request-ns/op and <prefix>after-last-request-ns/op,
+// and, with a prefix, the whole turn's as <prefix>ns/op.
+func (s *turnSplit) report(b *testing.B, prefix string) {
 	if s.n == 0 {
 		return
 	}
-	b.ReportMetric(float64(s.untilFirst.Nanoseconds())/float64(s.n), "first-request-ns/op")
-	b.ReportMetric(float64(s.fromLast.Nanoseconds())/float64(s.n), "after-last-request-ns/op")
+	mean := func(d time.Duration) float64 { return float64(d.Nanoseconds()) / float64(s.n) }
+	if prefix != "" {
+		b.ReportMetric(mean(s.total), prefix+"ns/op")
+	}
+	b.ReportMetric(mean(s.untilFirst), prefix+"first-request-ns/op")
+	b.ReportMetric(mean(s.fromLast), prefix+"after-last-request-ns/op")
 }
