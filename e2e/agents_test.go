@@ -102,8 +102,8 @@ func TestRealAgentsEditCommitAndPushThroughTheEgressProxy(t *testing.T) {
 	for _, r := range runs {
 		s.putOrgSecret(t, r.secret, r.key)
 	}
-	// The first task's session pulls and unpacks the image (~1.4 GB) and clones before
-	// CreateTask answers: more than a call usually takes.
+	// The first task's session starts a sandbox of the image (~1.4 GB, seeded) and clones
+	// before CreateTask answers, under -race on a loaded machine: more than a call usually takes.
 	slow := &http.Client{Timeout: 10 * time.Minute}
 	profiles := appv1connect.NewProfileServiceClient(slow, s.rpcURL(), auth.WithKey(s.admin))
 	tasks := appv1connect.NewTaskServiceClient(slow, s.rpcURL(), auth.WithKey(s.admin))
