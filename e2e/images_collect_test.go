@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"context"
 	"crypto/rand"
 	"fmt"
 	"os"
@@ -163,10 +162,7 @@ func TestDisablingAnImageCollectsWhatNothingElseReferences(t *testing.T) {
 	if _, err := is.svc.DeleteSession(ctx, connect.NewRequest(&appv1.DeleteSessionRequest{SessionId: session})); err != nil {
 		t.Fatal(err)
 	}
-	c, err := is.a.Images().CollectImages(context.WithoutCancel(ctx))
-	if err != nil || c.Deferred != "" {
-		t.Fatalf("collect: %+v %v", c, err)
-	}
+	is.collect(t)
 	for _, file := range []string{"opt/a.bin", "opt/a-copied.bin"} {
 		if n := is.chunksKept(t, chunksA[file]); n != 0 {
 			t.Errorf("%d chunks of A's %s stayed after its last session was deleted", n, file)

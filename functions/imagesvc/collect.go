@@ -41,7 +41,8 @@ type Collection struct {
 // from its chunks (its registry may be gone), and its chunks go with its last session. It computes the keep set from the records and
 // has every live host prune its cache to it, the first also sweeping the chunk store.
 // DisableImage queues one; the worker runs one every WorkerOptions.CollectEvery. A job pulling
-// or chunking defers it: its layers are not in any record yet.
+// or chunking defers it (its layers are not in any record yet), and so does an image disabled
+// less than disableGrace ago (sessions may still be starting from it).
 func (s *Service) CollectImages(ctx context.Context) (*Collection, error) {
 	if s.d.Hosts == nil {
 		return nil, errors.New("collect images: no sandbox hosts here")
@@ -84,6 +85,11 @@ func (s *Service) CollectImages(ctx context.Context) (*Collection, error) {
 	return out, nil
 }
 
+// disableGrace is how long after a disable a collection waits: another API instance may start
+// sessions from the image for ResolveCacheTTL, and a session's record, which keeps the image's
+// chunks, is written a moment after its image resolved.
+const disableGrace = 2 * ResolveCacheTTL
+
 // keepSet is what references images now, or why collecting must wait.
 func (s *Service) keepSet(ctx context.Context) (*hostv1.CollectImagesRequest, string, error) {
 	unfinished, err := s.rec.unfinished(ctx, 100)
@@ -98,6 +104,12 @@ func (s *Service) keepSet(ctx context.Context) (*hostv1.CollectImagesRequest, st
 	images, err := s.rec.listImages(ctx)
 	if err != nil {
 		return nil, "", err
+	}
+	now := s.d.Clock.Now()
+	for _, img := range images {
+		if img.Disabled && img.Digest != "" && now.Sub(img.UpdatedAt) < disableGrace {
+			return nil, fmt.Sprintf("image %s was disabled less than %s ago: sessions may still be starting from it", img.URI, disableGrace), nil
+		}
 	}
 	digests, warm := map[string]bool{}, map[string]bool{}
 	add := func(digest string, layers ...string) {
