@@ -643,3 +643,70 @@ func TestAHostThatDiesBeforePrestageIsLeftOutAndSessionsStillStart(t *testing.T)
 		return resp.Msg.GetStatus() == "running", resp.Msg.GetStatus()
 	})
 }
+
+// TestAHostThatDiesMidPrestageIsLeftOutAndSessionsStillStart: a host crashes while it streams
+// its prestage, before it answers: the job is ready with the survivor as its prestaged host,
+// and a session starts there without the registry.
+func TestAHostThatDiesMidPrestageIsLeftOutAndSessionsStillStart(t *testing.T) {
+	var victim atomic.Pointer[testenv.TestHost]
+	var died atomic.Bool
+	is := newImageStack(t, 2, func(sb *testenv.Sandboxes) {
+		sb.WrapHost = func(id string, next http.Handler) http.Handler {
+			return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				v := victim.Load()
+				if v == nil || v.ID() != id || !strings.HasSuffix(r.URL.Path, "/PrepareImage") {
+					next.ServeHTTP(w, r)
+					return
+				}
+				// The host has begun staging; it dies before its first message leaves.
+				next.ServeHTTP(&dieOnWrite{ResponseWriter: w, die: func() {
+					if !died.Swap(true) {
+						v.Kill(t)
+					}
+				}}, r)
+			})
+		}
+	})
+	is.runWorker(t, imagesvc.WorkerOptions{Name: "w", BeforeStage: func(_ context.Context, j *imagesvc.Job) error {
+		if j.State == imagesvc.Prestaging && victim.Load() == nil {
+			// Only prestage calls the host that did not pull: the job's host is the survivor.
+			v := is.hosts[0]
+			if j.HostID == v.ID() {
+				v = is.hosts[1]
+			}
+			victim.Store(v)
+		}
+		return nil
+	}})
+	uri := is.push(t, "team/hostdiesmid", testImage(t, nil))
+	job := is.waitJob(t, is.enable(t, uri, nil).GetId(), "ready", "failed")
+	if !died.Load() {
+		t.Fatal("the victim host never began its prestage")
+	}
+	if job.GetState() != "ready" || job.GetPrestageHosts() != job.GetMaterializeHostId() {
+		t.Fatalf("job %s %q prestaged on %q (materialized on %s)", job.GetState(), job.GetError(), job.GetPrestageHosts(), job.GetMaterializeHostId())
+	}
+	is.offline.Store(true)
+	testkit.Eventually(t, time.Minute, "a session to start on the surviving host", func() (bool, string) {
+		resp, err := is.svc.CreateSession(t.Context(), connect.NewRequest(&appv1.CreateSessionRequest{ImageUri: uri}))
+		if err != nil {
+			return false, err.Error()
+		}
+		return resp.Msg.GetStatus() == "running", resp.Msg.GetStatus()
+	})
+}
+
+// dieOnWrite is a response whose first body write kills its host instead of leaving.
+type dieOnWrite struct {
+	http.ResponseWriter
+	die func()
+}
+
+func (d *dieOnWrite) Write([]byte) (int, error) {
+	d.die()
+	return 0, errors.New("the host died")
+}
+
+func (d *dieOnWrite) Flush() {}
+
+func (d *dieOnWrite) Unwrap() http.ResponseWriter { return d.ResponseWriter }

@@ -69,6 +69,7 @@ var pairs = []pair{
 	{name: "EnabledImageCreateToFirstExec", baseline: "RawRuncRun", what: "CreateSession of an enabled image to first output (warm pool) vs runc run", target: 0.5},
 	{name: "EnabledImageCreateToFirstExecCold", baseline: "RawRuncRun", what: "the same, cold boot, vs runc run", target: 1.2},
 	{name: "ImageEnable200MiB", baseline: "RawCranePullTarX200MiB", what: "enable a 200 MiB image end to end vs crane pull + tar -x", bytes: 200 * mib, target: 1.5},
+	{name: "ImageEnable200MiB cpu-ns/op", baseline: "RawCranePullTarX200MiB cpu-ns/op", what: "the same, CPU of the session (process, emulators, tar) vs crane + tar"},
 	{name: "WarmImageFirstExec", baseline: "WarmCommandInSession", what: "first exec on a warm-captured image vs running its 2 s warm command", target: 0.1},
 	{name: "ProxyHTTPSInjected p50-ns", baseline: "RawHTTPSDirect p50-ns", what: "HTTPS request from a sandbox, captured, intercepted, key injected vs direct (p50)", target: 1.5},
 	{name: "ProxyHTTPSInjected", baseline: "RawHTTPSDirect", what: "the same, mean"},

@@ -5,19 +5,22 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 
 	"connectrpc.com/connect"
+	"github.com/google/go-containerregistry/pkg/name"
 
 	hostv1 "github.com/hangar-dev/hangar/gen/host/v1"
 	"github.com/hangar-dev/hangar/platform/pubsub"
+	"github.com/hangar-dev/hangar/records/sessiondb"
 )
 
 // Collection is what one CollectImages did.
 type Collection struct {
 	// Deferred says why nothing was collected this time ("" when it ran).
 	Deferred string
-	// Kept counts the image digests still referenced.
+	// Kept counts the image digests still referenced (by images, jobs or sessions).
 	Kept int
 	// Hosts counts the hosts that pruned their caches; ImagesRemoved what they removed.
 	Hosts, ImagesRemoved int
@@ -29,15 +32,17 @@ type Collection struct {
 
 // CollectImages forgets the data of images nothing references any more. What references an
 // image's data is counted where the data is: in the chunk store, its layer and warm manifests
-// are kept while an enabled image or an enable job in progress (or failed, awaiting a retry)
-// names its digest, and a chunk while any kept manifest — those, or a session's snapshot —
-// references it (the snapshot GC's mark and sweep, the one collector of chunks); on a host, a
-// prestaged copy is kept while that keep set names it or a sandbox of the host runs on it. So a
-// disabled image's own chunks go at once, its running sessions go on from their hosts' copies,
-// and the chunks a snapshot shares with it stay. It computes the keep set from the records and
+// are kept while an enabled image, an enable job in progress (or failed, awaiting a retry) or a
+// session not deleted names its digest, and a chunk while any kept manifest — those, or a
+// session's snapshot — references it (the snapshot GC's mark and sweep, the one collector of
+// chunks); on a host, a prestaged copy is kept while an enabled image or a job names it or a
+// sandbox of the host runs on it. So a disabled image's prestaged copies go at once, its running
+// sessions go on from their hosts' copies, a session of it evicted or lost resumes on any host
+// from its chunks (its registry may be gone), and its chunks go with its last session. It computes the keep set from the records and
 // has every live host prune its cache to it, the first also sweeping the chunk store.
 // DisableImage queues one; the worker runs one every WorkerOptions.CollectEvery. A job pulling
-// or chunking defers it: its layers are not in any record yet.
+// or chunking defers it (its layers are not in any record yet), and so does an image disabled
+// less than disableGrace ago (sessions may still be starting from it).
 func (s *Service) CollectImages(ctx context.Context) (*Collection, error) {
 	if s.d.Hosts == nil {
 		return nil, errors.New("collect images: no sandbox hosts here")
@@ -46,7 +51,7 @@ func (s *Service) CollectImages(ctx context.Context) (*Collection, error) {
 	if err != nil || deferred != "" {
 		return &Collection{Deferred: deferred}, err
 	}
-	out := &Collection{Kept: len(keep.KeepImages)}
+	out := &Collection{Kept: len(keep.KeepImages) + len(keep.GetSessionImages())}
 	hosts, err := s.d.Hosts.Fleet().List(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("collect images: %w", err)
@@ -56,7 +61,8 @@ func (s *Service) CollectImages(ctx context.Context) (*Collection, error) {
 		if !s.d.Hosts.Fleet().Alive(h) {
 			continue
 		}
-		req := &hostv1.CollectImagesRequest{KeepImages: keep.KeepImages, KeepWarmLayers: keep.KeepWarmLayers, Sweep: out.Hosts == 0}
+		req := &hostv1.CollectImagesRequest{KeepImages: keep.KeepImages, KeepWarmLayers: keep.KeepWarmLayers,
+			SessionImages: keep.SessionImages, SessionWarmLayers: keep.SessionWarmLayers, Sweep: out.Hosts == 0}
 		resp, err := s.d.Hosts.Client(h.Address).CollectImages(ctx, connect.NewRequest(req))
 		if err != nil {
 			errs = append(errs, fmt.Errorf("host %s: %w", h.ID, err))
@@ -79,6 +85,11 @@ func (s *Service) CollectImages(ctx context.Context) (*Collection, error) {
 	return out, nil
 }
 
+// disableGrace is how long after a disable a collection waits: another API instance may start
+// sessions from the image for ResolveCacheTTL, and a session's record, which keeps the image's
+// chunks, is written a moment after its image resolved.
+const disableGrace = 2 * ResolveCacheTTL
+
 // keepSet is what references images now, or why collecting must wait.
 func (s *Service) keepSet(ctx context.Context) (*hostv1.CollectImagesRequest, string, error) {
 	unfinished, err := s.rec.unfinished(ctx, 100)
@@ -93,6 +104,12 @@ func (s *Service) keepSet(ctx context.Context) (*hostv1.CollectImagesRequest, st
 	images, err := s.rec.listImages(ctx)
 	if err != nil {
 		return nil, "", err
+	}
+	now := s.d.Clock.Now()
+	for _, img := range images {
+		if img.Disabled && img.Digest != "" && now.Sub(img.UpdatedAt) < disableGrace {
+			return nil, fmt.Sprintf("image %s was disabled less than %s ago: sessions may still be starting from it", img.URI, disableGrace), nil
+		}
 	}
 	digests, warm := map[string]bool{}, map[string]bool{}
 	add := func(digest string, layers ...string) {
@@ -127,16 +144,40 @@ func (s *Service) keepSet(ctx context.Context) (*hostv1.CollectImagesRequest, st
 	for _, j := range unfinished {
 		add(j.Digest, j.WarmLayer, j.KeepWarmLayer)
 	}
-	req := &hostv1.CollectImagesRequest{}
-	for d := range digests {
-		req.KeepImages = append(req.KeepImages, d)
+	// Sessions not deleted keep their images' chunks (a resume stages them on any host), but
+	// not the hosts' copies: a host keeps those its own sandboxes run on by itself.
+	uses, err := sessiondb.NewStore(s.d.DB, s.d.Clock.Now).ImagesInUse(ctx)
+	if err != nil {
+		return nil, "", fmt.Errorf("collect images: %w", err)
 	}
-	for l := range warm {
-		req.KeepWarmLayers = append(req.KeepWarmLayers, l)
+	sessionDigests, sessionWarm := map[string]bool{}, map[string]bool{}
+	for _, u := range uses {
+		for _, d := range []string{u.Digest, refDigest(u.URI)} {
+			if d != "" && !digests[d] {
+				sessionDigests[d] = true
+			}
+		}
+		if u.WarmLayer != "" && !warm[u.WarmLayer] {
+			sessionWarm[u.WarmLayer] = true
+		}
 	}
-	slices.Sort(req.KeepImages)
-	slices.Sort(req.KeepWarmLayers)
-	return req, "", nil
+	return &hostv1.CollectImagesRequest{
+		KeepImages: sortedKeys(digests), KeepWarmLayers: sortedKeys(warm),
+		SessionImages: sortedKeys(sessionDigests), SessionWarmLayers: sortedKeys(sessionWarm),
+	}, "", nil
+}
+
+// refDigest is the digest a reference by digest (repository@sha256:...) names, "" for a tag.
+func refDigest(ref string) string {
+	d, err := name.NewDigest(ref)
+	if err != nil {
+		return ""
+	}
+	return d.DigestStr()
+}
+
+func sortedKeys(m map[string]bool) []string {
+	return slices.Sorted(maps.Keys(m))
 }
 
 // collectMessage is the jobs topic's message that asks a worker for a collection.

@@ -94,6 +94,9 @@ type Sandboxes struct {
 	CredentialCacheTTL time.Duration
 	// seeds are the images SeedImage put in every new host's image cache.
 	seeds []*images.Pulled
+	// WrapHost, when set, wraps each host's API handler (fault injection: a host that dies in
+	// the middle of a call).
+	WrapHost func(id string, next http.Handler) http.Handler
 }
 
 // NewSandboxes prepares the parts; hosts come from StartHost.
@@ -189,7 +192,11 @@ func (s *Sandboxes) StartHost(t testing.TB, id string) *TestHost {
 	mux.Handle(h.Handler())
 	// The host's server speaks cleartext HTTP/2, as in production, for many streams on one
 	// connection.
-	srv := &http.Server{Handler: mux, Protocols: new(http.Protocols)}
+	var handler http.Handler = mux
+	if s.WrapHost != nil {
+		handler = s.WrapHost(id, mux)
+	}
+	srv := &http.Server{Handler: handler, Protocols: new(http.Protocols)}
 	srv.Protocols.SetUnencryptedHTTP2(true)
 	go func() { _ = srv.Serve(ln) }()
 	ctx, cancel := context.WithCancel(context.Background())

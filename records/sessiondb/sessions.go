@@ -240,15 +240,41 @@ func (s *Store) ListByOwner(ctx context.Context, owner string, limit int) ([]*Re
 	if owner != "" {
 		q = q.Where("owner_user_id", "==", owner)
 	}
-	var shown []string
+	// An "in" filter rather than "!= deleted" so that created_at can lead the ordering.
+	q = q.Where("status", "in", notDeleted()).OrderBy("created_at", firestore.Desc)
+	return s.list(ctx, q.Limit(limit))
+}
+
+// notDeleted lists every state but Deleted, for an "in" filter.
+func notDeleted() []string {
+	var out []string
 	for _, st := range Statuses() {
 		if st != Deleted {
-			shown = append(shown, string(st))
+			out = append(out, string(st))
 		}
 	}
-	// An "in" filter rather than "!= deleted" so that created_at can lead the ordering.
-	q = q.Where("status", "in", shown).OrderBy("created_at", firestore.Desc)
-	return s.list(ctx, q.Limit(limit))
+	return out
+}
+
+// ImageUse is what one session's sandbox runs on, or a resume of it stages: its image (the
+// reference it was created with and the digest its host pinned) and warm layer.
+type ImageUse struct {
+	URI, Digest, WarmLayer string
+}
+
+// ImagesInUse returns the images of every session not deleted: a live session runs on its
+// image, and any other may be resumed, on any host, from it. Only those fields are read.
+func (s *Store) ImagesInUse(ctx context.Context) ([]ImageUse, error) {
+	q := s.db.Collection(Collection).Where("status", "in", notDeleted()).Select("image_uri", "image_digest", "warm_layer")
+	recs, err := s.list(ctx, q)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]ImageUse, len(recs))
+	for i, r := range recs {
+		out[i] = ImageUse{URI: r.ImageURI, Digest: r.ImageDigest, WarmLayer: r.WarmLayer}
+	}
+	return out, nil
 }
 
 // ListByHost returns the sessions placed on a host that are in one of the given states.

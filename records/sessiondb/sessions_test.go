@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -118,6 +119,37 @@ func TestListByOwnerHidesDeletedAndOthers(t *testing.T) {
 	onH1, err := st.ListByHost(ctx, "h1", sessiondb.Running, sessiondb.Idle)
 	if err != nil || len(onH1) != 1 || onH1[0].ID != "s1" {
 		t.Fatalf("live on h1: %v, %v", ids(onH1), err)
+	}
+}
+
+// A session not deleted still needs its image: running on it, or resumable from it on any host.
+func TestImagesInUseAreThoseOfEverySessionNotDeleted(t *testing.T) {
+	t.Parallel()
+	db, _ := testenv.Firestore(t)
+	st := sessiondb.NewStore(db, func() time.Time { return time.Now().UTC() })
+	ctx := context.Background()
+	for _, r := range []*sessiondb.Record{
+		{ID: "s1", Owner: "u1", Status: sessiondb.Running, ImageURI: "reg/a@sha256:aa", ImageDigest: "sha256:aa", WarmLayer: "w/1"},
+		{ID: "s2", Owner: "u1", Status: sessiondb.Evicted, ImageURI: "reg/b:latest", ImageDigest: "sha256:bb"},
+		{ID: "s3", Owner: "u2", Status: sessiondb.Lost, ImageURI: "reg/c@sha256:cc"},
+		{ID: "s4", Owner: "u2", Status: sessiondb.Deleted, ImageURI: "reg/d@sha256:dd", ImageDigest: "sha256:dd", WarmLayer: "w/4"},
+	} {
+		if err := st.Create(ctx, r, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := st.ImagesInUse(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.SortFunc(got, func(a, b sessiondb.ImageUse) int { return strings.Compare(a.URI, b.URI) })
+	want := []sessiondb.ImageUse{
+		{URI: "reg/a@sha256:aa", Digest: "sha256:aa", WarmLayer: "w/1"},
+		{URI: "reg/b:latest", Digest: "sha256:bb"},
+		{URI: "reg/c@sha256:cc"},
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("images in use: %+v, want %+v", got, want)
 	}
 }
 

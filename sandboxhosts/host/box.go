@@ -224,7 +224,7 @@ func (h *Host) start(ctx context.Context, b *box, rec *sessiondb.Record, env map
 		sbx = h.pool.take(rec.ImageURI)
 	}
 	if sbx == nil {
-		img, err := h.enabledImage(ctx, rec.ImageURI, rec.WarmLayer)
+		img, err := h.sessionImage(ctx, rec)
 		if err != nil {
 			return err
 		}

@@ -16,6 +16,7 @@ import (
 
 	hostv1 "github.com/hangar-dev/hangar/gen/host/v1"
 	"github.com/hangar-dev/hangar/platform/apierr"
+	"github.com/hangar-dev/hangar/records/sessiondb"
 	"github.com/hangar-dev/hangar/sandboxhosts/container"
 	"github.com/hangar-dev/hangar/sandboxhosts/imagechunks"
 	"github.com/hangar-dev/hangar/sandboxhosts/images"
@@ -93,18 +94,28 @@ func (h *Host) PrepareImage(ctx context.Context, req *connect.Request[hostv1.Pre
 // CollectImages drops from this host's image cache the images nothing references any more
 // (the request's keep set, computed from the records by ImageService, plus what this host's
 // own session sandboxes run on), and with sweep makes the chunk store forget the images outside
-// the request's keep set: a running session of a disabled image goes on from this host's copy.
+// the request's keep set and its sessions' images: a running session of a disabled image goes on
+// from this host's copy, and one evicted resumes on any host from the chunk store.
 func (h *Host) CollectImages(ctx context.Context, req *connect.Request[hostv1.CollectImagesRequest]) (*connect.Response[hostv1.CollectImagesResponse], error) {
 	m := req.Msg
 	keep := imagechunks.Keep{Images: m.GetKeepImages(), WarmLayers: m.GetKeepWarmLayers()}
 	var v apierr.Violations
-	for i, d := range keep.Images {
-		if _, err := v1.NewHash(d); err != nil {
-			v.Addf(fmt.Sprintf("keep_images[%d]", i), "%q is not an image digest", d)
+	for _, field := range []struct {
+		name    string
+		digests []string
+	}{{"keep_images", keep.Images}, {"session_images", m.GetSessionImages()}} {
+		for i, d := range field.digests {
+			if _, err := v1.NewHash(d); err != nil {
+				v.Addf(fmt.Sprintf("%s[%d]", field.name, i), "%q is not an image digest", d)
+			}
 		}
 	}
 	if err := v.Err(); err != nil {
 		return nil, err
+	}
+	storeKeep := imagechunks.Keep{
+		Images:     slices.Concat(keep.Images, m.GetSessionImages()),
+		WarmLayers: slices.Concat(keep.WarmLayers, m.GetSessionWarmLayers()),
 	}
 	kept := map[string]bool{}
 	for _, d := range keep.Images {
@@ -131,7 +142,7 @@ func (h *Host) CollectImages(ctx context.Context, req *connect.Request[hostv1.Co
 	if m.GetSweep() {
 		// No grace: a snapshot in progress holds a lease that makes the GC wait (busy), and a
 		// snapshot retried after a GC re-uploads what it deleted (the generation moved).
-		res, err := h.imageChunks.Collect(ctx, keep, 0)
+		res, err := h.imageChunks.Collect(ctx, storeKeep, 0)
 		if err != nil {
 			return nil, err
 		}
@@ -188,6 +199,43 @@ func (h *Host) enabledImage(ctx context.Context, ref, warmLayer string) (*images
 		return nil, err
 	}
 	return img.WithTopLayer(dir), nil
+}
+
+// sessionImage is the image the session's sandbox boots from. A new session starts from its
+// image reference; a resumed one from what it ran before, the digest its host pinned
+// (ImageDigest, which a tag may have moved away from). Either is staged from the chunk store
+// when the image's chunks are there — as those of an image enabled, or disabled while the
+// session lives, are — so a resume needs no registry, which may be gone, or whose credentials
+// may be; only an image without chunks (a session of a plain reference) is pulled from its
+// registry, and a resume that finds it in neither fails naming the image.
+func (h *Host) sessionImage(ctx context.Context, rec *sessiondb.Record) (*images.Image, error) {
+	if rec.Status == sessiondb.Creating {
+		return h.enabledImage(ctx, rec.ImageURI, rec.WarmLayer)
+	}
+	ref := pinnedRef(rec.ImageURI, rec.ImageDigest)
+	img, err := h.enabledImage(ctx, ref, rec.WarmLayer)
+	var ce *connect.Error
+	if errors.As(err, &ce) && ce.Code() == connect.CodeInvalidArgument { // pullError's: the registry did not serve it
+		return nil, apierr.FailedPrecondition("session %s cannot resume: its image %s is not in the chunk store and its registry did not serve it (%s)",
+			rec.ID, ref, ce.Message())
+	}
+	return img, err
+}
+
+// pinnedRef is uri by digest: uri itself when it names one (an enabled image's), else its
+// repository at digest ("" digest: uri as it is).
+func pinnedRef(uri, digest string) string {
+	if digest == "" {
+		return uri
+	}
+	if _, err := name.NewDigest(uri); err == nil {
+		return uri
+	}
+	ref, err := name.ParseReference(uri)
+	if err != nil {
+		return uri
+	}
+	return ref.Context().Digest(digest).String()
 }
 
 // warmImage boots a sandbox of the image, runs the warm command in it, streams its output, and

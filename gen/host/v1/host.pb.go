@@ -242,15 +242,21 @@ func (x *PrepareImageRequest) GetWarmLayer() string {
 
 type CollectImagesRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// keep_images are image manifest digests (sha256:...) still referenced: enabled images,
-	// enable jobs in progress, sessions not deleted.
+	// keep_images are image manifest digests (sha256:...) of enabled images and enable jobs in
+	// progress: the chunk store and every host keep them.
 	KeepImages []string `protobuf:"bytes,1,rep,name=keep_images,json=keepImages,proto3" json:"keep_images,omitempty"`
 	// keep_warm_layers are the warm layers (as the warm stage returned them) of the same.
 	KeepWarmLayers []string `protobuf:"bytes,2,rep,name=keep_warm_layers,json=keepWarmLayers,proto3" json:"keep_warm_layers,omitempty"`
 	// sweep: also collect in the chunk store (one host per collection does).
-	Sweep         bool `protobuf:"varint,3,opt,name=sweep,proto3" json:"sweep,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Sweep bool `protobuf:"varint,3,opt,name=sweep,proto3" json:"sweep,omitempty"`
+	// session_images are image manifest digests only sessions reference (a disabled image's
+	// sessions, running or resumable): the chunk store keeps them, so a resume on any host stages
+	// them without a registry, while a host keeps its copy of one only while its own sandbox runs
+	// on it. session_warm_layers are their warm layers.
+	SessionImages     []string `protobuf:"bytes,4,rep,name=session_images,json=sessionImages,proto3" json:"session_images,omitempty"`
+	SessionWarmLayers []string `protobuf:"bytes,5,rep,name=session_warm_layers,json=sessionWarmLayers,proto3" json:"session_warm_layers,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *CollectImagesRequest) Reset() {
@@ -302,6 +308,20 @@ func (x *CollectImagesRequest) GetSweep() bool {
 		return x.Sweep
 	}
 	return false
+}
+
+func (x *CollectImagesRequest) GetSessionImages() []string {
+	if x != nil {
+		return x.SessionImages
+	}
+	return nil
+}
+
+func (x *CollectImagesRequest) GetSessionWarmLayers() []string {
+	if x != nil {
+		return x.SessionWarmLayers
+	}
+	return nil
 }
 
 type CollectImagesResponse struct {
@@ -1988,12 +2008,14 @@ const file_host_v1_host_proto_rawDesc = "" +
 	"\x04warm\x18\x03 \x01(\v2\x14.host.v1.WarmCommandR\x04warm\x12\x19\n" +
 	"\bwarm_key\x18\x04 \x01(\tR\awarmKey\x12\x1d\n" +
 	"\n" +
-	"warm_layer\x18\x05 \x01(\tR\twarmLayer\"w\n" +
+	"warm_layer\x18\x05 \x01(\tR\twarmLayer\"\xce\x01\n" +
 	"\x14CollectImagesRequest\x12\x1f\n" +
 	"\vkeep_images\x18\x01 \x03(\tR\n" +
 	"keepImages\x12(\n" +
 	"\x10keep_warm_layers\x18\x02 \x03(\tR\x0ekeepWarmLayers\x12\x14\n" +
-	"\x05sweep\x18\x03 \x01(\bR\x05sweep\"\xda\x01\n" +
+	"\x05sweep\x18\x03 \x01(\bR\x05sweep\x12%\n" +
+	"\x0esession_images\x18\x04 \x03(\tR\rsessionImages\x12.\n" +
+	"\x13session_warm_layers\x18\x05 \x03(\tR\x11sessionWarmLayers\"\xda\x01\n" +
 	"\x15CollectImagesResponse\x12%\n" +
 	"\x0eimages_removed\x18\x01 \x01(\rR\rimagesRemoved\x12'\n" +
 	"\x0frecords_deleted\x18\x02 \x01(\rR\x0erecordsDeleted\x12+\n" +
