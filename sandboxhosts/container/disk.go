@@ -51,8 +51,11 @@ func (d *Driver) MountDisk(dir string, size int64) error {
 	}
 	img := diskImage(dir)
 	if _, err := os.Stat(img); errors.Is(err, os.ErrNotExist) {
-		if err := d.makeDisk(img, size); err != nil {
-			return err
+		// A disk made ahead (spares.go) when there is one.
+		if !d.spares.take(size, img) {
+			if err := d.makeDisk(img, size, false); err != nil {
+				return err
+			}
 		}
 	} else if err != nil {
 		return fmt.Errorf("sandbox disk: %w", err)
@@ -68,8 +71,9 @@ func (d *Driver) MountDisk(dir string, size int64) error {
 // No resize inode: a disk never grows, and its reserved tables would take 4 MiB of host space.
 // Inode tables are not zeroed (lazy_itable_init, and noinit_itable at the mount): the holes of a
 // sparse file read as zeros already, so zeroing would only take host space. A new 10 GiB disk
-// takes about 250 KiB of the host.
-func (d *Driver) makeDisk(img string, size int64) error {
+// takes about 250 KiB of the host. A background one (a spare) runs mkfs at the lowest CPU
+// priority, so as not to slow the sandboxes starting meanwhile.
+func (d *Driver) makeDisk(img string, size int64, background bool) error {
 	if size < MinDiskBytes {
 		return fmt.Errorf("sandbox disk of %d bytes: want at least %d", size, MinDiskBytes)
 	}
@@ -82,7 +86,12 @@ func (d *Driver) makeDisk(img string, size int64) error {
 		err = cerr
 	}
 	if err == nil {
-		err = runTool(d.mkfs, "-q", "-F", "-m", "0", "-O", "^has_journal,^resize_inode", "-E", "lazy_itable_init=1,nodiscard", img)
+		cmd := exec.Command(d.mkfs, "-q", "-F", "-m", "0", "-O", "^has_journal,^resize_inode", "-E", "lazy_itable_init=1,nodiscard", img)
+		if background {
+			err = runIdle(cmd)
+		} else {
+			err = runCmd(cmd)
+		}
 	}
 	if err != nil {
 		_ = os.Remove(img)
@@ -120,10 +129,27 @@ func (s *Sandbox) DiskUsage() (DiskUsage, error) {
 }
 
 // runTool runs a host tool, its output becoming the error when it fails.
-func runTool(bin string, args ...string) error {
-	out, err := exec.Command(bin, args...).CombinedOutput()
+func runTool(bin string, args ...string) error { return runCmd(exec.Command(bin, args...)) }
+
+func runCmd(cmd *exec.Cmd) error {
+	out, err := cmd.CombinedOutput()
 	if err != nil {
-		return fmt.Errorf("%s: %w: %s", filepath.Base(bin), err, bytes.TrimSpace(out))
+		return fmt.Errorf("%s: %w: %s", filepath.Base(cmd.Path), err, bytes.TrimSpace(out))
+	}
+	return nil
+}
+
+// runIdle is runCmd at the lowest CPU priority (nice 19), for work nobody waits for.
+func runIdle(cmd *exec.Cmd) error {
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("%s: %w", filepath.Base(cmd.Path), err)
+	}
+	// Set after the start, so mkfs may run its first instants at normal priority: harmless.
+	_ = unix.Setpriority(unix.PRIO_PROCESS, cmd.Process.Pid, 19)
+	if err := cmd.Wait(); err != nil {
+		return fmt.Errorf("%s: %w: %s", filepath.Base(cmd.Path), err, bytes.TrimSpace(out.Bytes()))
 	}
 	return nil
 }

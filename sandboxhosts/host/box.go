@@ -40,6 +40,11 @@ const (
 // readyTimeout bounds how long a new sandbox's supervisor may take to answer.
 const readyTimeout = 15 * time.Second
 
+// spareDisks is how many fresh disks of each recently used size the host keeps made ahead, so
+// that a cold boot skips mkfs (container/spares.go): a few hundred KiB of the host's disk each,
+// never shared — each is handed to one sandbox, unused before.
+const spareDisks = 2
+
 // box is one session's sandbox on this host.
 type box struct {
 	session string

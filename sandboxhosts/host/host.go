@@ -166,7 +166,8 @@ func New(ctx context.Context, opts Options) (*Host, error) {
 		CgroupParent: cmp.Or(opts.CgroupParent, "hangar"),
 		// Nothing reaps orphans on every machine (PID 1 of a container host may not), so the
 		// host reaps its sandboxes' runc leftovers itself.
-		Subreaper: true,
+		Subreaper:  true,
+		SpareDisks: spareDisks,
 		DefaultResources: container.Resources{
 			CPUs: opts.Config.SandboxCPUs, MemoryBytes: opts.Config.SandboxMemoryBytes, Pids: opts.Config.SandboxPids,
 			DiskBytes: opts.Config.SandboxDiskBytes,
@@ -364,6 +365,9 @@ func (h *Host) Shutdown(ctx context.Context) error {
 		h.log.Error("drain", "err", err)
 	}
 	h.pool.close()
+	if err := h.driver.Close(); err != nil {
+		h.log.Error("spare disks", "err", err)
+	}
 	var wg sync.WaitGroup
 	for _, b := range h.all() {
 		wg.Go(func() {
@@ -381,7 +385,7 @@ func (h *Host) Shutdown(ctx context.Context) error {
 // heartbeat times out, and resume from their last checkpoints.
 func (h *Host) Discard(ctx context.Context) error {
 	h.pool.close()
-	var errs []error
+	errs := []error{h.driver.Close()}
 	for _, b := range h.all() {
 		b.mu.Lock()
 		errs = append(errs, h.teardown(ctx, b))
