@@ -130,13 +130,11 @@ var ErrLimit = errors.New("too many live sessions")
 func (s *Store) Create(ctx context.Context, r *Record, maxLive int) error {
 	now := s.now()
 	r.CreatedAt, r.UpdatedAt, r.LastActiveAt = now, now, now
+	// The transaction reads only the count: the create itself fails on an existing id, and the
+	// id is read only when the count refuses. Every round trip here is one a new session waits
+	// for (a read of the id first was one more on every create).
 	err := s.db.RunTransaction(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
 		if maxLive > 0 {
-			if _, err := tx.Get(s.doc(r.ID)); err == nil {
-				return status.Errorf(codes.AlreadyExists, "session %s exists", r.ID)
-			} else if status.Code(err) != codes.NotFound {
-				return err
-			}
 			n, err := store.Count(ctx, s.live(r.Owner), tx)
 			if err != nil {
 				return fmt.Errorf("count live sessions: %w", err)
@@ -147,6 +145,12 @@ func (s *Store) Create(ctx context.Context, r *Record, maxLive int) error {
 		}
 		return tx.Create(s.doc(r.ID), r)
 	})
+	if errors.Is(err, ErrLimit) {
+		// A repeated id is the existing session whatever the limit (a retry counts itself).
+		if _, gerr := s.doc(r.ID).Get(ctx); gerr == nil {
+			err = status.Errorf(codes.AlreadyExists, "session %s exists", r.ID)
+		}
+	}
 	if err != nil {
 		return fmt.Errorf("create session %s: %w", r.ID, err)
 	}
