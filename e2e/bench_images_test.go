@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/hex"
 	"fmt"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -284,7 +285,10 @@ func benchEnabledCreateToFirstExec(b *testing.B, tune func(*testenv.Sandboxes)) 
 	s := &sandboxStack{sb: sb}
 	s.hosts = append(s.hosts, sb.StartHost(b, "host-a"))
 	ps := testenv.PubSub(b)
-	a := api.New(api.Deps{DB: sb.DB, Config: sb.Config, Bucket: sb.Bucket, Sealer: sb.Sealer, PubSub: ps, DefaultImage: sb.Image})
+	// Quiet: the worker's log lines (an image collection that must wait for the enable job)
+	// landed in the middle of `go test`'s result lines, and the driver dropped those runs.
+	quiet := slog.New(slog.DiscardHandler)
+	a := api.New(api.Deps{DB: sb.DB, Config: sb.Config, Bucket: sb.Bucket, Sealer: sb.Sealer, PubSub: ps, DefaultImage: sb.Image, Log: quiet})
 	// The worker enables the image, then stops: it is not part of CreateSession (production
 	// runs it in another function), and its sweeps every 100 ms would load this machine's two
 	// cores and the emulator under the timed loop.

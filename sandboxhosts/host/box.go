@@ -325,9 +325,13 @@ func (h *Host) boot(ctx context.Context, img *images.Image, manifest *snapshots.
 			}
 		}
 	}()
+	// Each step's time goes to the debug log: a cold boot is what a session without a warm
+	// sandbox waits for, and these say where it went.
+	began := time.Now()
 	if err := h.driver.MountDisk(dir, res.DiskBytes); err != nil {
 		return nil, nil, err
 	}
+	disked := time.Now()
 	if err := os.Mkdir(runDir, 0o700); err != nil {
 		return nil, nil, err
 	}
@@ -340,6 +344,7 @@ func (h *Host) boot(ctx context.Context, img *images.Image, manifest *snapshots.
 	if err != nil {
 		return nil, nil, err
 	}
+	networked := time.Now()
 	defer func() {
 		if err != nil {
 			_ = ns.Close()
@@ -383,12 +388,15 @@ func (h *Host) boot(ctx context.Context, img *images.Image, manifest *snapshots.
 			}
 		}
 	}()
+	created := time.Now()
 	sup := supervisor.Dial(socket)
 	readyCtx, cancel := context.WithTimeout(ctx, readyTimeout)
 	defer cancel()
 	if _, err := sup.WaitReady(readyCtx); err != nil {
 		return nil, nil, fmt.Errorf("sandbox %s did not start its supervisor: %w (see %s)", id, err, sb.LogPath())
 	}
+	h.log.Debug("sandbox booted", "sandbox", id, "disk", disked.Sub(began), "socket_and_network", networked.Sub(disked),
+		"restore_and_runc", created.Sub(networked), "supervisor", time.Since(created))
 	root, err := sandboxfs.Open(sb.RootFS())
 	if err != nil {
 		return nil, nil, err
