@@ -611,89 +611,71 @@ func TestSecurityImageWritesAreAdminsOnlyAndHostileLayersFailThePull(t *testing.
 	}
 }
 
-// TestAHostThatDiesBeforePrestageIsLeftOutAndSessionsStillStart: one of two hosts crashes as
-// the job reaches prestaging; the job is ready with the survivor as its prestaged host, and a
-// session starts there without the registry.
-func TestAHostThatDiesBeforePrestageIsLeftOutAndSessionsStillStart(t *testing.T) {
-	is := newImageStack(t, 2)
-	var killed atomic.Bool
-	is.runWorker(t, imagesvc.WorkerOptions{Name: "w", BeforeStage: func(_ context.Context, j *imagesvc.Job) error {
-		if j.State == imagesvc.Prestaging && !killed.Swap(true) {
-			victim := is.hosts[0]
-			if j.HostID == "host-a" {
-				victim = is.hosts[1]
-			}
-			victim.Kill(t)
-		}
-		return nil
-	}})
-	uri := is.push(t, "team/hostdies", testImage(t, nil))
-	job := is.waitJob(t, is.enable(t, uri, nil).GetId(), "ready", "failed")
-	if job.GetState() != "ready" || strings.Contains(job.GetPrestageHosts(), ",") || job.GetPrestageHosts() != job.GetMaterializeHostId() {
-		t.Fatalf("job %s %q prestaged on %q (materialized on %s)", job.GetState(), job.GetError(), job.GetPrestageHosts(), job.GetMaterializeHostId())
-	}
-	is.offline.Store(true)
-	// The dead host may still look alive for a few seconds: creating retries elsewhere is the
-	// caller's, so wait for the fleet to notice before creating.
-	testkit.Eventually(t, time.Minute, "a session to start on the surviving host", func() (bool, string) {
-		resp, err := is.svc.CreateSession(t.Context(), connect.NewRequest(&appv1.CreateSessionRequest{ImageUri: uri}))
-		if err != nil {
-			return false, err.Error()
-		}
-		return resp.Msg.GetStatus() == "running", resp.Msg.GetStatus()
-	})
-}
-
-// TestAHostThatDiesMidPrestageIsLeftOutAndSessionsStillStart: a host crashes while it streams
-// its prestage, before it answers: the job is ready with the survivor as its prestaged host,
-// and a session starts there without the registry.
-func TestAHostThatDiesMidPrestageIsLeftOutAndSessionsStillStart(t *testing.T) {
-	var victim atomic.Pointer[testenv.TestHost]
-	var died atomic.Bool
-	is := newImageStack(t, 2, func(sb *testenv.Sandboxes) {
-		sb.WrapHost = func(id string, next http.Handler) http.Handler {
-			return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				v := victim.Load()
-				if v == nil || v.ID() != id || !strings.HasSuffix(r.URL.Path, "/PrepareImage") {
-					next.ServeHTTP(w, r)
-					return
+// TestAHostThatDiesAtPrestageIsLeftOutAndSessionsStillStart: one of two hosts crashes as the
+// job reaches prestaging, either before it is called or while it streams its prestage (it has
+// begun staging and dies before its first message leaves); the job is ready with the survivor
+// as its prestaged host, and a session starts there without the registry.
+func TestAHostThatDiesAtPrestageIsLeftOutAndSessionsStillStart(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		// midStream kills the victim at its prestage's first write rather than before the stage.
+		midStream bool
+	}{
+		{"before it is called", false},
+		{"while it streams", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var victim atomic.Pointer[testenv.TestHost]
+			var died atomic.Bool
+			kill := func() {
+				if !died.Swap(true) {
+					victim.Load().Kill(t)
 				}
-				// The host has begun staging; it dies before its first message leaves.
-				next.ServeHTTP(&dieOnWrite{ResponseWriter: w, die: func() {
-					if !died.Swap(true) {
-						v.Kill(t)
-					}
-				}}, r)
-			})
-		}
-	})
-	is.runWorker(t, imagesvc.WorkerOptions{Name: "w", BeforeStage: func(_ context.Context, j *imagesvc.Job) error {
-		if j.State == imagesvc.Prestaging && victim.Load() == nil {
-			// Only prestage calls the host that did not pull: the job's host is the survivor.
-			v := is.hosts[0]
-			if j.HostID == v.ID() {
-				v = is.hosts[1]
 			}
-			victim.Store(v)
-		}
-		return nil
-	}})
-	uri := is.push(t, "team/hostdiesmid", testImage(t, nil))
-	job := is.waitJob(t, is.enable(t, uri, nil).GetId(), "ready", "failed")
-	if !died.Load() {
-		t.Fatal("the victim host never began its prestage")
+			is := newImageStack(t, 2, func(sb *testenv.Sandboxes) {
+				sb.WrapHost = func(id string, next http.Handler) http.Handler {
+					return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+						if v := victim.Load(); tc.midStream && v != nil && v.ID() == id && strings.HasSuffix(r.URL.Path, "/PrepareImage") {
+							w = &dieOnWrite{ResponseWriter: w, die: kill}
+						}
+						next.ServeHTTP(w, r)
+					})
+				}
+			})
+			is.runWorker(t, imagesvc.WorkerOptions{Name: "w", BeforeStage: func(_ context.Context, j *imagesvc.Job) error {
+				if j.State == imagesvc.Prestaging && victim.Load() == nil {
+					// Only prestage calls the host that did not pull: the job's host survives.
+					v := is.hosts[0]
+					if j.HostID == v.ID() {
+						v = is.hosts[1]
+					}
+					victim.Store(v)
+					if !tc.midStream {
+						kill()
+					}
+				}
+				return nil
+			}})
+			uri := is.push(t, "team/hostdies", testImage(t, nil))
+			job := is.waitJob(t, is.enable(t, uri, nil).GetId(), "ready", "failed")
+			if !died.Load() {
+				t.Fatal("the victim host never died: it was not called to prestage")
+			}
+			if job.GetState() != "ready" || job.GetPrestageHosts() != job.GetMaterializeHostId() {
+				t.Fatalf("job %s %q prestaged on %q (materialized on %s)", job.GetState(), job.GetError(), job.GetPrestageHosts(), job.GetMaterializeHostId())
+			}
+			is.offline.Store(true)
+			// The dead host may still look alive for a few seconds: creating retries elsewhere
+			// is the caller's, so wait for the fleet to notice before creating.
+			testkit.Eventually(t, time.Minute, "a session to start on the surviving host", func() (bool, string) {
+				resp, err := is.svc.CreateSession(t.Context(), connect.NewRequest(&appv1.CreateSessionRequest{ImageUri: uri}))
+				if err != nil {
+					return false, err.Error()
+				}
+				return resp.Msg.GetStatus() == "running", resp.Msg.GetStatus()
+			})
+		})
 	}
-	if job.GetState() != "ready" || job.GetPrestageHosts() != job.GetMaterializeHostId() {
-		t.Fatalf("job %s %q prestaged on %q (materialized on %s)", job.GetState(), job.GetError(), job.GetPrestageHosts(), job.GetMaterializeHostId())
-	}
-	is.offline.Store(true)
-	testkit.Eventually(t, time.Minute, "a session to start on the surviving host", func() (bool, string) {
-		resp, err := is.svc.CreateSession(t.Context(), connect.NewRequest(&appv1.CreateSessionRequest{ImageUri: uri}))
-		if err != nil {
-			return false, err.Error()
-		}
-		return resp.Msg.GetStatus() == "running", resp.Msg.GetStatus()
-	})
 }
 
 // dieOnWrite is a response whose first body write kills its host instead of leaving.
