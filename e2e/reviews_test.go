@@ -3,13 +3,13 @@ package e2e
 import (
 	"crypto/x509"
 	"encoding/json"
+	"path"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"connectrpc.com/connect"
-	v1 "github.com/google/go-containerregistry/pkg/v1"
 
 	"github.com/hangar-dev/hangar/functions/api"
 	"github.com/hangar-dev/hangar/functions/reviews"
@@ -70,8 +70,8 @@ func reviewerImage(t *testing.T, registry string) string {
 
 // reviewRig is what a review e2e runs on: the API and its workers over a sandbox host whose
 // egress proxy reaches a loopback git server as git.example.com, a fake GitHub whose clone URLs
-// and PR heads are that server's, acme/widgets there with PR 7 (branch cache adding a.go's
-// get), a GitHub webhook registration and the repository enrolled.
+// and PR heads are that server's, the agents' image enabled, and a GitHub webhook registration.
+// enroll adds its repositories, each with its own PR, profile and enrollment.
 type reviewRig struct {
 	*stack
 	gh      *fakegithub.GitHub
@@ -79,8 +79,7 @@ type reviewRig struct {
 	reviews appv1connect.ReviewServiceClient
 	hook    string
 	secret  []byte
-	pr      fakegithub.PR
-	base    string
+	image   string
 }
 
 const (
@@ -88,10 +87,10 @@ const (
 	githubToken = "ghs_e2e"
 )
 
-// newReviewRig starts the rig; tune adjusts the sandboxes before the host starts, image makes
-// the agents' image in their registry, and profile completes the enrolled profile's request
-// (and puts the org secrets it names); the enrollment's engine is the profile's harness.
-func newReviewRig(t *testing.T, autofix string, tune func(*testenv.Sandboxes), image func(registry string) string, profile func(*reviewRig, *appv1.CreateProfileRequest)) *reviewRig {
+// newReviewRig starts the rig; tune adjusts the sandboxes before the host starts, and image
+// makes the agents' image in their registry, which the rig enables (with Pub/Sub, sessions
+// start from enabled images only) once for all its repositories.
+func newReviewRig(t *testing.T, tune func(*testenv.Sandboxes), image func(registry string) string) *reviewRig {
 	t.Helper()
 	testenv.RequirePlugins(t)
 	db, _ := testenv.Firestore(t)
@@ -116,8 +115,8 @@ func newReviewRig(t *testing.T, autofix string, tune func(*testenv.Sandboxes), i
 	r := &reviewRig{stack: serve(t, a), gh: gh, git: git}
 	key := auth.WithKey(r.admin)
 	r.reviews = appv1connect.NewReviewServiceClient(httpClient, r.rpcURL(), key)
-	img := image(sb.Registry)
-	runWorkers(t, a, ps, img)
+	r.image = image(sb.Registry)
+	runWorkers(t, a, ps, r.image)
 
 	r.putOrgSecret(t, reviews.SecretToken, githubToken)
 	reg, err := appv1connect.NewWebhookRegistrationServiceClient(httpClient, r.rpcURL(), key).CreateWebhookRegistration(t.Context(), connect.NewRequest(&appv1.CreateWebhookRegistrationRequest{Name: "github", Provider: "github"}))
@@ -125,32 +124,50 @@ func newReviewRig(t *testing.T, autofix string, tune func(*testenv.Sandboxes), i
 		t.Fatal(err)
 	}
 	r.hook, r.secret = r.url+reg.Msg.GetRegistration().GetUrlPath(), []byte(reg.Msg.GetSecret())
-	req := &appv1.CreateProfileRequest{Name: "reviewer", ImageId: img, Harness: ptr("bash")}
-	if profile != nil {
-		profile(r, req)
-	}
-	p, err := appv1connect.NewProfileServiceClient(httpClient, r.rpcURL(), key).CreateProfile(t.Context(), connect.NewRequest(req))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := r.reviews.UpsertEnrollment(t.Context(), connect.NewRequest(&appv1.UpsertEnrollmentRequest{Repo: reviewRepo, TriggerMode: "automatic", Autofix: autofix, ProfileId: ptr(p.Msg.GetProfile().GetId()), Engine: req.Harness})); err != nil {
-		t.Fatal(err)
-	}
-
-	r.base = git.Repo(t, reviewRepo, map[string]string{"README": "widgets\n"})
-	git.Commit(t, reviewRepo, "cache", "main", map[string]string{"a.go": widgetsFile}, "Add widget cache")
-	r.pr = fakegithub.PR{Number: 7, Title: "Add widget cache", Author: "octocat", HeadRef: "cache", BaseSHA: r.base, BaseRef: "main",
-		Files: []fakegithub.File{{Name: "a.go", Patch: fakegithub.Patch(10, "func get(k string) string {", "\treturn cache[k]", "}")}}}
-	gh.SetPR(reviewRepo, r.pr)
 	return r
 }
 
-// push delivers a signed pull_request event as GitHub sends it for action, on the branch's tip.
-func (r *reviewRig) push(t *testing.T, action string) {
+// reviewedRepo is a repository of a reviewRig enrolled for reviews, on the git server with PR 7
+// (branch cache adding a.go's get) on the fake GitHub.
+type reviewedRepo struct {
+	*reviewRig
+	repo string
+	pr   fakegithub.PR
+	base string
+}
+
+// enroll makes repo (owner/name) on the git server with its PR and enrolls it with its own
+// profile of the rig's image, which profile completes (the org secrets it names are the
+// caller's to put); the enrollment's engine is the profile's harness.
+func (r *reviewRig) enroll(t *testing.T, repo, autofix string, profile func(*appv1.CreateProfileRequest)) *reviewedRepo {
 	t.Helper()
-	r.pr.HeadSHA = r.git.Tip(t, reviewRepo, r.pr.HeadRef)
-	r.gh.SetPR(reviewRepo, r.pr)
-	if code := fakegithub.Deliver(t, r.hook, r.secret, "pull_request", fakegithub.PullRequestEvent(action, reviewRepo, r.pr, 0)); code != 202 {
+	req := &appv1.CreateProfileRequest{Name: "reviewer of " + repo, ImageId: r.image, Harness: ptr("bash")}
+	if profile != nil {
+		profile(req)
+	}
+	p, err := appv1connect.NewProfileServiceClient(httpClient, r.rpcURL(), auth.WithKey(r.admin)).CreateProfile(t.Context(), connect.NewRequest(req))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.reviews.UpsertEnrollment(t.Context(), connect.NewRequest(&appv1.UpsertEnrollmentRequest{Repo: repo, TriggerMode: "automatic", Autofix: autofix, ProfileId: ptr(p.Msg.GetProfile().GetId()), Engine: req.Harness})); err != nil {
+		t.Fatal(err)
+	}
+
+	rr := &reviewedRepo{reviewRig: r, repo: repo}
+	rr.base = r.git.Repo(t, repo, map[string]string{"README": path.Base(repo) + "\n"})
+	r.git.Commit(t, repo, "cache", "main", map[string]string{"a.go": widgetsFile}, "Add widget cache")
+	rr.pr = fakegithub.PR{Number: 7, Title: "Add widget cache", Author: "octocat", HeadRef: "cache", BaseSHA: rr.base, BaseRef: "main",
+		Files: []fakegithub.File{{Name: "a.go", Patch: fakegithub.Patch(10, "func get(k string) string {", "\treturn cache[k]", "}")}}}
+	r.gh.SetPR(repo, rr.pr)
+	return rr
+}
+
+// push delivers a signed pull_request event as GitHub sends it for action, on the branch's tip.
+func (r *reviewedRepo) push(t *testing.T, action string) {
+	t.Helper()
+	r.pr.HeadSHA = r.git.Tip(t, r.repo, r.pr.HeadRef)
+	r.gh.SetPR(r.repo, r.pr)
+	if code := fakegithub.Deliver(t, r.hook, r.secret, "pull_request", fakegithub.PullRequestEvent(action, r.repo, r.pr, 0)); code != 202 {
 		t.Fatalf("delivery answered %d", code)
 	}
 }
@@ -195,10 +212,10 @@ func eventOf(events []*appv1.ReviewEvent, kind string) *appv1.ReviewEvent {
 // and the autofix task's agent pushing its fix to the PR's branch. Then that push makes a
 // second pass that outdates the finding, and a finder that answers broken JSON fails a third.
 func TestAPullRequestWebhookEndsInAPostedReviewWithInlineComments(t *testing.T) {
-	r := newReviewRig(t, "task", nil, func(registry string) string { return reviewerImage(t, registry) }, nil)
+	r := newReviewRig(t, nil, func(registry string) string { return reviewerImage(t, registry) }).enroll(t, reviewRepo, "task", nil)
 	head := r.git.Tip(t, reviewRepo, "cache")
 	r.push(t, "opened")
-	first := waitReview(t, r.reviews, 1)
+	first := r.waitReview(t, 1)
 	if first.GetReview().GetStatus() != "completed" || first.GetReview().GetHeadSha() != head || len(first.GetFindings()) != 1 {
 		t.Fatalf("first pass %v; events %v", first.GetReview(), first.GetEvents())
 	}
@@ -257,7 +274,7 @@ func TestAPullRequestWebhookEndsInAPostedReviewWithInlineComments(t *testing.T) 
 	// the first pass's finding on the line the fix changed is outdated.
 	r.gh.SetCompare(reviewRepo, head, fixHead, []fakegithub.File{{Name: "a.go", Patch: "@@ -11,1 +11,1 @@\n-\treturn cache[k]\n+\treturn lookup(k)"}})
 	r.push(t, "synchronize")
-	second := waitReview(t, r.reviews, 2)
+	second := r.waitReview(t, 2)
 	if second.GetReview().GetStatus() != "completed" || second.GetReview().GetHeadSha() != fixHead {
 		t.Fatalf("second pass %v; events %v", second.GetReview(), second.GetEvents())
 	}
@@ -272,7 +289,7 @@ func TestAPullRequestWebhookEndsInAPostedReviewWithInlineComments(t *testing.T) 
 	// A finder that answers broken JSON fails its pass, saying so; nothing is posted.
 	r.git.Commit(t, reviewRepo, "cache", "", map[string]string{"BROKEN": "yes\n"}, "Break the finder")
 	r.push(t, "synchronize")
-	third := waitReview(t, r.reviews, 3)
+	third := r.waitReview(t, 3)
 	last := third.GetEvents()[len(third.GetEvents())-1]
 	if third.GetReview().GetStatus() != "failed" || !strings.Contains(last.GetDetail(), "the finder's") || len(r.gh.Reviews(reviewRepo, 7)) != 2 {
 		t.Fatalf("third pass %v; last event %v; %d reviews posted", third.GetReview(), last, len(r.gh.Reviews(reviewRepo, 7)))
@@ -284,29 +301,29 @@ func TestAPullRequestWebhookEndsInAPostedReviewWithInlineComments(t *testing.T) 
 	r.pr.DeletedFork, r.pr.HeadRef = true, "refs/pull/7/head"
 	fourthHead := r.git.Commit(t, reviewRepo, r.pr.HeadRef, "origin/cache", map[string]string{"BROKEN": ""}, "Mend the finder")
 	r.push(t, "synchronize")
-	fourth := waitReview(t, r.reviews, 4)
+	fourth := r.waitReview(t, 4)
 	if fourth.GetReview().GetStatus() != "completed" || fourth.GetReview().GetHeadSha() != fourthHead {
 		t.Fatalf("fourth pass %v; events %v", fourth.GetReview(), fourth.GetEvents())
 	}
 }
 
 // waitReview waits until the PR's pass number pass has ended and answers it.
-func waitReview(t *testing.T, c appv1connect.ReviewServiceClient, pass int) *appv1.GetReviewResponse {
+func (r *reviewedRepo) waitReview(t *testing.T, pass int) *appv1.GetReviewResponse {
 	t.Helper()
 	var got *appv1.GetReviewResponse
 	testkit.Eventually(t, 3*time.Minute, "the review pass ending", func() (bool, string) {
-		list, err := c.ListReviews(t.Context(), connect.NewRequest(&appv1.ListReviewsRequest{}))
+		list, err := r.reviews.ListReviews(t.Context(), connect.NewRequest(&appv1.ListReviewsRequest{Repos: []string{r.repo}}))
 		if err != nil {
 			t.Fatal(err)
 		}
 		if len(list.Msg.GetReviews()) == 0 {
 			return false, "no review"
 		}
-		r, err := c.GetReview(t.Context(), connect.NewRequest(&appv1.GetReviewRequest{Id: list.Msg.GetReviews()[0].GetId()}))
+		one, err := r.reviews.GetReview(t.Context(), connect.NewRequest(&appv1.GetReviewRequest{Id: list.Msg.GetReviews()[0].GetId()}))
 		if err != nil {
 			t.Fatal(err)
 		}
-		got = r.Msg
+		got = one.Msg
 		st := got.GetReview().GetStatus()
 		newest := len(got.GetPasses()) == pass && got.GetPasses()[pass-1].GetId() == got.GetReview().GetId()
 		return newest && (st == "completed" || st == "failed"), st
@@ -318,6 +335,8 @@ func waitReview(t *testing.T, c appv1connect.ReviewServiceClient, pass int) *app
 // API and the tool calls its scripted model makes.
 type reviewCLI struct {
 	harness string
+	// repo is the repository (owner/name) it reviews in the rig the CLIs share.
+	repo string
 	// hosts are the names the fake answers as, the model API first: the test resolver maps
 	// them all to it, so nothing the CLI asks for is dialed off this machine.
 	hosts []string
@@ -337,10 +356,11 @@ type reviewCLI struct {
 }
 
 // reviewCLIs are Claude Code, which reaches the fake as api.example.com by its base URL, and
-// Codex, which has no variable for its API's base URL and reaches it as api.openai.com.
+// Codex, which has no variable for its API's base URL and reaches it as api.openai.com; each
+// reviews its own repository, so that no row can pass on the other's PR or branch.
 var reviewCLIs = []reviewCLI{
 	{
-		harness: "claude-code", hosts: []string{"api.example.com"}, endpoint: "/v1/messages",
+		harness: "claude-code", repo: reviewRepo, hosts: []string{"api.example.com"}, endpoint: "/v1/messages",
 		secret: "anthropic/key", envVar: "ANTHROPIC_API_KEY", key: "sk-ant-e2e-real-key",
 		env: map[string]string{"ANTHROPIC_BASE_URL": "https://api.example.com"}, allow: []string{"api.example.com"},
 		read: func(path string) *modelfake.ToolCall {
@@ -354,7 +374,7 @@ var reviewCLIs = []reviewCLI{
 		},
 	},
 	{
-		harness: "codex", hosts: []string{"api.openai.com", "chatgpt.com", "auth.openai.com"}, endpoint: "/v1/responses",
+		harness: "codex", repo: "acme/gadgets", hosts: []string{"api.openai.com", "chatgpt.com", "auth.openai.com"}, endpoint: "/v1/responses",
 		secret: "openai/key", envVar: "OPENAI_API_KEY", key: "sk-proj-e2e-real-key",
 		read: func(path string) *modelfake.ToolCall {
 			return &modelfake.ToolCall{Name: "exec_command", Input: map[string]any{"cmd": "cat " + path}}
@@ -375,57 +395,76 @@ var reviewCLIs = []reviewCLI{
 // the findings JSON; the verifier reads it and confirms; the fixer reads, edits, and commits and
 // pushes with its shell tool), reached through the egress proxy, which injects the API key the
 // sandboxes hold only a placeholder of. The review posts the confirmed finding and records the
-// push.
+// push. The CLIs share one rig, each with its own repository, profile and fake: the ~470 MB
+// image is pushed and enabled (pulled, unpacked and chunked, minutes under -race) once.
 func TestRealCLIsFindVerifyAndFixAReviewsFindings(t *testing.T) {
 	img := modelfake.AgentImage(t)
-	for _, cli := range reviewCLIs {
-		t.Run(cli.harness, func(t *testing.T) { realCLIReview(t, img, cli) })
+	fakes := make([]*modelfake.Server, len(reviewCLIs))
+	for i, cli := range reviewCLIs {
+		fakes[i] = cli.fake()
+		t.Cleanup(fakes[i].Close)
 	}
-}
-
-func realCLIReview(t *testing.T, img v1.Image, cli reviewCLI) {
-	finding := map[string]any{"path": "a.go", "start_line": 11, "end_line": 11, "side": "RIGHT", "category": "bug", "severity": "high",
-		"confidence": "high", "title": "Nil map read", "body_md": "`cache` is never made.", "suggested_fix": "", "evidence": []string{"a.go:11"}}
-	path := "/work/widgets/a.go"
-	fake := modelfake.StartTLS(cli.hosts,
-		modelfake.Script{Match: "Fix review findings on " + reviewRepo + "#7", Steps: []modelfake.Step{
-			{Text: "Reading it.", Tool: cli.read(path), InputTokens: 900, OutputTokens: 20},
-			{Tool: cli.edit(path, "\treturn cache[k]", "\treturn lookup(k)"), InputTokens: 1000, OutputTokens: 30},
-			{Tool: cli.shell("cd /work/widgets && git -c user.name=Fixer -c user.email=fixer@hangar.invalid commit -qam 'Fix the nil map read' && git push -q origin cache"), InputTokens: 1100, OutputTokens: 30},
-			{Text: "Fixed and pushed.", InputTokens: 1200, OutputTokens: 10},
-		}},
-		modelfake.Script{Match: "Verify findings of review", Steps: []modelfake.Step{
-			{Text: "Let me check a.go.", Tool: cli.read(path), InputTokens: 800, OutputTokens: 30},
-			{Text: "Checked a.go.\n" + fenced(map[string]any{"verdicts": []any{map[string]string{"finding_id": "f1", "verdict": "confirmed", "confidence": "high", "reasoning": "cache is never made"}}}), InputTokens: 900, OutputTokens: 40},
-		}},
-		modelfake.Script{Match: "Review pull request " + reviewRepo + "#7", Steps: []modelfake.Step{
-			{Text: "Let me read the change.", Tool: cli.read(path), InputTokens: 1200, OutputTokens: 30},
-			{Text: "Found one.\n" + fenced(map[string]any{"summary_md": "Adds a cache.", "findings": []any{finding}}), InputTokens: 1400, OutputTokens: 90},
-		}},
-	)
-	t.Cleanup(fake.Close)
-	r := newReviewRig(t, "task", func(sb *testenv.Sandboxes) {
+	r := newReviewRig(t, func(sb *testenv.Sandboxes) {
 		forRealAgents(sb)
-		reachFake(sb, fake, cli.hosts...)
+		for i, cli := range reviewCLIs {
+			reachFake(sb, fakes[i], cli.hosts...)
+		}
 	}, func(registry string) string {
 		// Pushed, not seeded (testenv.SeedImage): with Pub/Sub, sessions start from enabled
 		// images only, and enabling pulls the image from its registry and chunks it.
 		return imagestest.Push(t, registry, "hangar/agent", img)
-	}, func(r *reviewRig, req *appv1.CreateProfileRequest) {
-		r.putOrgSecret(t, cli.secret, cli.key)
+	})
+	for i, cli := range reviewCLIs {
+		t.Run(cli.harness, func(t *testing.T) { realCLIReview(t, r, fakes[i], cli) })
+	}
+}
+
+// checkout is where the agents of the CLI's repository find its checkout (the reviews'
+// /work/<name>).
+func (cli reviewCLI) checkout() string { return "/work/" + path.Base(cli.repo) }
+
+// fake starts the fake of the CLI's model API playing its finder, verifier and fixer on its
+// repository's PR 7.
+func (cli reviewCLI) fake() *modelfake.Server {
+	finding := map[string]any{"path": "a.go", "start_line": 11, "end_line": 11, "side": "RIGHT", "category": "bug", "severity": "high",
+		"confidence": "high", "title": "Nil map read", "body_md": "`cache` is never made.", "suggested_fix": "", "evidence": []string{"a.go:11"}}
+	file := cli.checkout() + "/a.go"
+	return modelfake.StartTLS(cli.hosts,
+		modelfake.Script{Match: "Fix review findings on " + cli.repo + "#7", Steps: []modelfake.Step{
+			{Text: "Reading it.", Tool: cli.read(file), InputTokens: 900, OutputTokens: 20},
+			{Tool: cli.edit(file, "\treturn cache[k]", "\treturn lookup(k)"), InputTokens: 1000, OutputTokens: 30},
+			{Tool: cli.shell("cd " + cli.checkout() + " && git -c user.name=Fixer -c user.email=fixer@hangar.invalid commit -qam 'Fix the nil map read' && git push -q origin cache"), InputTokens: 1100, OutputTokens: 30},
+			{Text: "Fixed and pushed.", InputTokens: 1200, OutputTokens: 10},
+		}},
+		modelfake.Script{Match: "Verify findings of review", Steps: []modelfake.Step{
+			{Text: "Let me check a.go.", Tool: cli.read(file), InputTokens: 800, OutputTokens: 30},
+			{Text: "Checked a.go.\n" + fenced(map[string]any{"verdicts": []any{map[string]string{"finding_id": "f1", "verdict": "confirmed", "confidence": "high", "reasoning": "cache is never made"}}}), InputTokens: 900, OutputTokens: 40},
+		}},
+		modelfake.Script{Match: "Review pull request " + cli.repo + "#7", Steps: []modelfake.Step{
+			{Text: "Let me read the change.", Tool: cli.read(file), InputTokens: 1200, OutputTokens: 30},
+			{Text: "Found one.\n" + fenced(map[string]any{"summary_md": "Adds a cache.", "findings": []any{finding}}), InputTokens: 1400, OutputTokens: 90},
+		}},
+	)
+}
+
+// realCLIReview has cli review, verify and fix its repository's PR in the shared rig, its
+// model API played by fake.
+func realCLIReview(t *testing.T, rig *reviewRig, fake *modelfake.Server, cli reviewCLI) {
+	rig.putOrgSecret(t, cli.secret, cli.key)
+	r := rig.enroll(t, cli.repo, "task", func(req *appv1.CreateProfileRequest) {
 		req.Harness, req.EnvVars = ptr(cli.harness), cli.env
 		if cli.allow != nil {
 			req.Network = &appv1.ProfileNetwork{AllowHosts: cli.allow}
 		}
 		req.Secrets = []*appv1.ProfileSecret{{Ref: cli.secret, EnvVar: cli.envVar, Mode: "proxy", AllowHosts: cli.hosts[:1]}}
 	})
-	head := r.git.Tip(t, reviewRepo, "cache")
+	head := r.git.Tip(t, r.repo, "cache")
 	r.push(t, "opened")
-	got := waitReview(t, r.reviews, 1)
+	got := r.waitReview(t, 1)
 	if got.GetReview().GetStatus() != "completed" || got.GetReview().GetFindingCounts().GetHigh() != 1 {
 		t.Fatalf("review %v; events %v", got.GetReview(), got.GetEvents())
 	}
-	posted := r.gh.Reviews(reviewRepo, 7)
+	posted := r.gh.Reviews(r.repo, 7)
 	if len(posted) != 1 || len(posted[0].Comments) != 1 || posted[0].Comments[0].Line != 11 || !strings.Contains(posted[0].Comments[0].Body, "Nil map read") {
 		t.Fatalf("posted %+v", posted)
 	}
@@ -445,8 +484,8 @@ func realCLIReview(t *testing.T, img v1.Image, cli reviewCLI) {
 		}
 	}
 	// The fixer's commit is on the PR's branch, and the pass recorded it.
-	fixHead := r.git.Tip(t, reviewRepo, "cache")
-	if fixHead == head || r.git.Show(t, reviewRepo, "-s", "--format=%s", fixHead) != "Fix the nil map read" || !strings.Contains(r.git.Show(t, reviewRepo, fixHead+":a.go"), "return lookup(k)") {
+	fixHead := r.git.Tip(t, r.repo, "cache")
+	if fixHead == head || r.git.Show(t, r.repo, "-s", "--format=%s", fixHead) != "Fix the nil map read" || !strings.Contains(r.git.Show(t, r.repo, fixHead+":a.go"), "return lookup(k)") {
 		t.Fatalf("the branch cache is at %s after the fix, from %s", fixHead, head)
 	}
 	if pushed := eventOf(got.GetEvents(), "autofix.pushed"); pushed == nil || !strings.Contains(pushed.GetDetail(), fixHead[:12]) {
