@@ -53,7 +53,7 @@ func TestDashboardCompletesARedirectFlowThroughTheCallbackPageByItsCookie(t *tes
 	t.Cleanup(func() { _ = srv.Close() })
 
 	// The admin signs in by the dev route; bob has a session of his own.
-	adminCookie := devSignIn(t, noRedirects(nil), url).Value
+	adminCookie := devSignIn(t, testkit.NoRedirects(nil), url).Value
 	bob, err := a.Users().EnsureHuman(t.Context(), "bob@example.com", "", time.Now())
 	if err != nil {
 		t.Fatal(err)

@@ -14,6 +14,7 @@ import (
 	appv1 "github.com/hangar-dev/hangar/gen/svc/app/v1"
 	"github.com/hangar-dev/hangar/gen/svc/app/v1/appv1connect"
 	"github.com/hangar-dev/hangar/internal/testenv"
+	"github.com/hangar-dev/hangar/internal/testkit"
 	"github.com/hangar-dev/hangar/platform/auth"
 	"github.com/hangar-dev/hangar/platform/config"
 )
@@ -52,11 +53,6 @@ func devSignIn(t *testing.T, browser *http.Client, base string) *http.Cookie {
 	return nil
 }
 
-// noRedirects is a browser that stops at each redirect, to read what it was sent.
-func noRedirects(jar http.CookieJar) *http.Client {
-	return &http.Client{Jar: jar, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-}
-
 // The dashboard's path through the whole API as `hangar dev` composes it: the local admin signs
 // in by the dev route, Connect calls with the cookie work from Hangar's origin and are refused
 // from any other, the session events stream takes the cookie, and sign-out ends it all.
@@ -75,7 +71,7 @@ func TestDashboardSessionCookieThroughTheAPI(t *testing.T) {
 	t.Cleanup(func() { _ = srv.Close() })
 
 	jar, _ := cookiejar.New(nil)
-	browser := noRedirects(jar)
+	browser := testkit.NoRedirects(jar)
 	cookie := devSignIn(t, browser, url).Value
 
 	keys := func(origin string) error {

@@ -61,7 +61,7 @@ func TestLoginWhoamiLogoutAgainstADevServer(t *testing.T) {
 	}
 
 	jar, _ := cookiejar.New(nil)
-	browser := &http.Client{Jar: jar, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	browser := testkit.NoRedirects(jar)
 	post := func(path string, v url.Values) *http.Response {
 		req, _ := http.NewRequest(http.MethodPost, base+path, strings.NewReader(v.Encode()))
 		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hangar-dev/hangar/internal/testkit"
 	"github.com/hangar-dev/hangar/platform/auth"
 )
 
@@ -174,7 +175,7 @@ func TestDeviceApprovalRefusesForgedForms(t *testing.T) {
 			if tc.cookie {
 				h.Set("Cookie", cookie.Get("Cookie"))
 			}
-			noFollow := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+			noFollow := testkit.NoRedirects(nil)
 			if resp, _ := e.form(t, noFollow, DevicePath, tc.values, h); resp.StatusCode != tc.want {
 				t.Errorf("answered %s, want %d", resp.Status, tc.want)
 			}
@@ -224,7 +225,7 @@ func TestUserCodesAreNormalizedAsTyped(t *testing.T) {
 // starts a burst of each, then one every few seconds.
 func TestStartingFlowsIsRateLimitedPerAddress(t *testing.T) {
 	e := newEnv(t)
-	noFollow := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	noFollow := testkit.NoRedirects(nil)
 	for i := range startBurst {
 		e.deviceCode(t)
 		if resp, _ := e.get(t, noFollow, LoginPath); resp.StatusCode != http.StatusFound {

@@ -25,3 +25,9 @@ func GetWithCookie(tb testing.TB, url, name, value string) (int, string) {
 	b, _ := io.ReadAll(resp.Body)
 	return resp.StatusCode, string(b)
 }
+
+// NoRedirects is a client that stops at each redirect, as a test reading what a browser was
+// sent there needs; jar may be nil.
+func NoRedirects(jar http.CookieJar) *http.Client {
+	return &http.Client{Jar: jar, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+}
