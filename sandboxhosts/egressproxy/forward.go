@@ -47,6 +47,9 @@ const (
 	// idleProbeAfter is how long the upstream may have been idle before a request checks that
 	// it is still open.
 	idleProbeAfter = 500 * time.Millisecond
+	// bodySentGrace is how long an answered request's body may still take to be reported sent
+	// before the connection is ended rather than read on.
+	bodySentGrace = 50 * time.Millisecond
 	// copyBufferSize is the buffer a body is copied through: four TLS records.
 	copyBufferSize = 64 << 10
 )
@@ -374,17 +377,35 @@ func (f *forwarder) exchange(req *http.Request) bool {
 		f.abandon(sent)
 		return false
 	}
-	select {
-	case err := <-sent:
-		// The sandbox's Connection: close is its own: the upstream is kept for its next
-		// connection.
-		f.upClean = err == nil && !resp.Close
-		f.upReused = true
-		return f.upClean && !req.Close
-	default:
+	done, sendErr := bodySent(sent)
+	if !done {
 		// Answered before the body was all sent: the connection cannot be read on.
 		f.abandon(sent)
 		return false
+	}
+	// The sandbox's Connection: close is its own: the upstream is kept for its next connection.
+	f.upClean = sendErr == nil && !resp.Close
+	f.upReused = true
+	return f.upClean && !req.Close
+}
+
+// bodySent reports whether the sending of an answered request's body is done, and how it
+// ended. It waits a little for the goroutine that sends the body: an answer can be copied back
+// before that goroutine has reported the body it has finished writing, which net/http's
+// Transport also allows for before it reuses a connection.
+func bodySent(sent <-chan error) (done bool, err error) {
+	select {
+	case err := <-sent:
+		return true, err
+	default:
+	}
+	wait := time.NewTimer(bodySentGrace)
+	defer wait.Stop()
+	select {
+	case err := <-sent:
+		return true, err
+	case <-wait.C:
+		return false, nil
 	}
 }
 
