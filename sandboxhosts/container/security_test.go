@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -32,11 +33,16 @@ func probeImage(t *testing.T) string {
 	return lower
 }
 
-// probe makes the raw syscall nr with args inside the sandbox and returns "ok" or the errno.
-func probe(t *testing.T, sb *Sandbox, nr uintptr, args ...uintptr) string {
+// probe makes the raw syscall nr with args inside the sandbox, through amd64's 32-bit entry
+// with i386's numbers when ia32 is set, and returns what sysprobe printed: "ok", the errno or
+// "killed".
+func probe(t *testing.T, sb *Sandbox, ia32 bool, nr uintptr, args ...uintptr) string {
 	t.Helper()
-	argv := []string{"/bin/sysprobe", strconv.FormatUint(uint64(nr), 10)}
-	for _, a := range args {
+	argv := []string{"/bin/sysprobe"}
+	if ia32 {
+		argv = append(argv, "ia32")
+	}
+	for _, a := range append([]uintptr{nr}, args...) {
 		argv = append(argv, strconv.FormatUint(uint64(a), 10))
 	}
 	return mustExec(t, sb, argv...)
@@ -45,28 +51,41 @@ func probe(t *testing.T, sb *Sandbox, nr uintptr, args ...uintptr) string {
 func TestSeccompAllowsOnlyTheAllowList(t *testing.T) {
 	d := newTestDriver(t, "")
 	sb := create(t, d, sleepSpec(t, probeImage(t)))
+	// x32's syscalls are amd64's entry with this bit in their numbers.
+	const x32 = 0x40000000
 	for _, c := range []struct {
 		name string
+		// ia32 makes the syscall through amd64's 32-bit entry, with i386's numbers.
+		ia32 bool
 		nr   uintptr
 		args []uintptr
 		want string
 	}{
-		{"getpid is allowed", unix.SYS_GETPID, nil, "ok"},
-		{"clone3 answers ENOSYS so libc falls back to clone", unix.SYS_CLONE3, nil, "ENOSYS"},
-		{"keyctl is denied", unix.SYS_KEYCTL, []uintptr{unix.KEYCTL_GET_KEYRING_ID, 0}, "EPERM"},
-		{"io_uring_setup is denied", unix.SYS_IO_URING_SETUP, []uintptr{1, 0}, "EPERM"},
-		{"bpf is denied", unix.SYS_BPF, nil, "EPERM"},
-		{"userfaultfd is denied", unix.SYS_USERFAULTFD, nil, "EPERM"},
-		{"the kernel log is denied", unix.SYS_SYSLOG, []uintptr{10, 0, 0}, "EPERM"},
-		{"a new user namespace is denied", unix.SYS_UNSHARE, []uintptr{unix.CLONE_NEWUSER}, "EPERM"},
-		{"clone with a namespace flag is denied", unix.SYS_CLONE, []uintptr{unix.CLONE_NEWUSER | uintptr(unix.SIGCHLD)}, "EPERM"},
-		{"pidfd_getfd is denied", unix.SYS_PIDFD_GETFD, nil, "EPERM"},
-		{"kcmp is denied", unix.SYS_KCMP, nil, "EPERM"},
-		{"personality is allowed", unix.SYS_PERSONALITY, []uintptr{0xffffffff}, "ok"},
+		{"getpid is allowed", false, unix.SYS_GETPID, nil, "ok"},
+		{"clone3 answers ENOSYS so libc falls back to clone", false, unix.SYS_CLONE3, nil, "ENOSYS"},
+		{"keyctl is denied", false, unix.SYS_KEYCTL, []uintptr{unix.KEYCTL_GET_KEYRING_ID, 0}, "EPERM"},
+		{"io_uring_setup is denied", false, unix.SYS_IO_URING_SETUP, []uintptr{1, 0}, "EPERM"},
+		{"bpf is denied", false, unix.SYS_BPF, nil, "EPERM"},
+		{"userfaultfd is denied", false, unix.SYS_USERFAULTFD, nil, "EPERM"},
+		{"the kernel log is denied", false, unix.SYS_SYSLOG, []uintptr{10, 0, 0}, "EPERM"},
+		{"a new user namespace is denied", false, unix.SYS_UNSHARE, []uintptr{unix.CLONE_NEWUSER}, "EPERM"},
+		{"clone with a namespace flag is denied", false, unix.SYS_CLONE, []uintptr{unix.CLONE_NEWUSER | uintptr(unix.SIGCHLD)}, "EPERM"},
+		{"pidfd_getfd is denied", false, unix.SYS_PIDFD_GETFD, nil, "EPERM"},
+		{"kcmp is denied", false, unix.SYS_KCMP, nil, "EPERM"},
+		{"personality is allowed", false, unix.SYS_PERSONALITY, []uintptr{0xffffffff}, "ok"},
+		// A 32-bit syscall is filtered by the same rules, not let past the 64-bit ones.
+		{"a 32-bit getpid is allowed", true, 20, nil, "ok"},
+		{"a 32-bit keyctl is denied", true, 288, []uintptr{0xfffffffd, 0}, "EPERM"},
+		{"a 32-bit unshare of a user namespace is denied", true, 310, []uintptr{unix.CLONE_NEWUSER}, "EPERM"},
+		// The x32 ABI is not in the filter: its syscalls kill their thread.
+		{"an x32 getpid kills its thread", false, x32 | unix.SYS_GETPID, nil, "killed"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			if got := probe(t, sb, c.nr, c.args...); got != c.want {
-				t.Errorf("syscall %d%v inside = %s, want %s", c.nr, c.args, got, c.want)
+			if (c.ia32 || c.nr&x32 != 0) && runtime.GOARCH != "amd64" {
+				t.Skip("amd64's 32-bit entries")
+			}
+			if got := probe(t, sb, c.ia32, c.nr, c.args...); got != c.want {
+				t.Errorf("syscall %d%v (ia32 %v) inside = %s, want %s", c.nr, c.args, c.ia32, got, c.want)
 			}
 		})
 	}
