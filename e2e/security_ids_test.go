@@ -94,7 +94,7 @@ func TestSecurityRequestedSessionIDsAreEachOwnersOwn(t *testing.T) {
 		t.Fatal(err)
 	}
 	legacy := &sessiondb.Record{ID: "legacy-build", Owner: aliceUser.ID, Status: sessiondb.Evicted, ImageURI: s.sb.Image, Mode: "sandbox"}
-	if err := sessiondb.NewStore(s.sb.DB, time.Now).Create(ctx, legacy, 0); err != nil {
+	if _, err := sessiondb.NewStore(s.sb.DB, time.Now).Create(ctx, legacy, 0); err != nil {
 		t.Fatal(err)
 	}
 	retried, err := alice.CreateSession(ctx, connect.NewRequest(&appv1.CreateSessionRequest{RequestedSessionId: ptr("legacy-build")}))

@@ -35,7 +35,7 @@ func eventSession(t *testing.T) (*stack, *eventlog.Writer, string) {
 		t.Fatal(err)
 	}
 	id := "events-1"
-	if err := sessiondb.NewStore(db, time.Now).Create(ctx, &sessiondb.Record{ID: id, Owner: admin.ID, Status: sessiondb.Evicted, ImageURI: "example/none"}, 0); err != nil {
+	if _, err := sessiondb.NewStore(db, time.Now).Create(ctx, &sessiondb.Record{ID: id, Owner: admin.ID, Status: sessiondb.Evicted, ImageURI: "example/none"}, 0); err != nil {
 		t.Fatal(err)
 	}
 	w, err := eventlog.OpenWriter(ctx, db, id, eventlog.WriterOptions{})

@@ -218,7 +218,7 @@ func TestSessionPlacedButNeverStartedIsNotStuck(t *testing.T) {
 	// A function placed this session on host-a two minutes ago and died before asking the host
 	// to start it.
 	twoMinutesAgo := func() time.Time { return time.Now().Add(-2 * time.Minute) }
-	err = sessiondb.NewStore(s.sb.DB, twoMinutesAgo).Create(ctx, &sessiondb.Record{
+	_, err = sessiondb.NewStore(s.sb.DB, twoMinutesAgo).Create(ctx, &sessiondb.Record{
 		ID: "orphan-1", Owner: admin.ID, Status: sessiondb.Creating, HostID: "host-a", ImageURI: s.sb.Image, Mode: "sandbox",
 	}, 0)
 	if err != nil {

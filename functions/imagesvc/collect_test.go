@@ -34,7 +34,7 @@ func TestTheKeepSetHoldsSessionsImagesAndWaitsOutADisable(t *testing.T) {
 		{ID: "evicted", Owner: "u", Status: sessiondb.Evicted, ImageURI: repo + "@" + disabled, ImageDigest: disabled, WarmLayer: "warm-b/1"},
 		{ID: "deleted", Owner: "u", Status: sessiondb.Deleted, ImageURI: repo + "@sha256:" + strings.Repeat("c", 64)},
 	} {
-		if err := sessions.Create(ctx, r, 0); err != nil {
+		if _, err := sessions.Create(ctx, r, 0); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -25,7 +25,7 @@ func brokeredSession(t *testing.T, h *harness, id string) string {
 		t.Fatal("the record keeps the token")
 	}
 	rec := &sessiondb.Record{ID: id, Owner: alice.UserID, Status: sessiondb.Running, Broker: broker}
-	if err := h.sessions.Create(t.Context(), rec, 0); err != nil {
+	if _, err := h.sessions.Create(t.Context(), rec, 0); err != nil {
 		t.Fatal(err)
 	}
 	return token
@@ -132,7 +132,7 @@ func TestProxiedSessionsFetchTheirPlaceholderBundleAndCannotSave(t *testing.T) {
 		t.Fatal(err)
 	}
 	rec := &sessiondb.Record{ID: "sess_p", Owner: alice.UserID, Status: sessiondb.Running, Broker: broker, SealedCredential: sealed}
-	if err := h.sessions.Create(t.Context(), rec, 0); err != nil {
+	if _, err := h.sessions.Create(t.Context(), rec, 0); err != nil {
 		t.Fatal(err)
 	}
 	got, err := h.svc.FetchSessionCredential(h.alice, connect.NewRequest(&appv1.FetchSessionCredentialRequest{SessionId: "sess_p", BrokerToken: token}))

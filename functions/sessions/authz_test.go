@@ -46,7 +46,7 @@ func newService(t *testing.T) *sessions.Service {
 		{ID: "sess_alice", Owner: alice.UserID, Status: sessiondb.Running, HostID: "host_gone"},
 		{ID: "sess_gone", Owner: alice.UserID, Status: sessiondb.Deleted},
 	} {
-		if err := store.Create(context.Background(), rec, 0); err != nil {
+		if _, err := store.Create(context.Background(), rec, 0); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -22,6 +22,7 @@ import (
 	"gocloud.dev/blob"
 	"gocloud.dev/gcerrors"
 	"google.golang.org/protobuf/types/known/emptypb"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	hostv1 "github.com/hangar-dev/hangar/gen/host/v1"
 	"github.com/hangar-dev/hangar/gen/host/v1/hostv1connect"
@@ -496,19 +497,22 @@ func (s *Service) create(ctx context.Context, m *appv1.CreateSessionRequest, id,
 	if len(extra.Repos) > 0 {
 		rec.AgentWorkdir = path.Clean(extra.Repos[0].GetPath())
 	}
-	if err := s.store.Create(ctx, rec, s.d.Limits.MaxSessionsPerUser); sessiondb.IsAlreadyExists(err) {
+	version, err := s.store.Create(ctx, rec, s.d.Limits.MaxSessionsPerUser)
+	switch {
+	case sessiondb.IsAlreadyExists(err):
 		// A concurrent retry made it first. Its id derives from the caller, so it is theirs.
 		first, err := s.store.Get(ctx, id)
 		if err != nil {
 			return nil, err
 		}
 		return existing(ctx, first), nil
-	} else if errors.Is(err, sessiondb.ErrLimit) {
+	case errors.Is(err, sessiondb.ErrLimit):
 		return nil, s.overLimit(caller.UserID)
-	} else if err != nil {
+	case err != nil:
 		return nil, err
 	}
-	create := &hostv1.CreateSandboxRequest{SessionId: id, Env: env, ImageUri: image, WarmLayer: warmLayer, Network: network, Repos: extra.Repos, Resources: imageConfig.GetResources()}
+	create := &hostv1.CreateSandboxRequest{SessionId: id, Env: env, ImageUri: image, WarmLayer: warmLayer, Network: network, Repos: extra.Repos, Resources: imageConfig.GetResources(),
+		RecordVersion: timestamppb.New(version)}
 	if imageConfig.GetWorkdir() != "" {
 		create.Workdir = imageConfig.Workdir
 	}

@@ -94,7 +94,8 @@ const maxSwapAttempts = 10
 func Swap[T any](ctx context.Context, ref *firestore.DocumentRef, held *T, version time.Time, apply func(*T) ([]firestore.Update, error)) (*T, time.Time, error) {
 	for attempt := 1; ; attempt++ {
 		var v T
-		if attempt == 1 && held != nil && !version.IsZero() {
+		fromHeld := attempt == 1 && held != nil && !version.IsZero()
+		if fromHeld {
 			v = *held
 		} else {
 			snap, err := ref.Get(ctx)
@@ -117,7 +118,10 @@ func Swap[T any](ctx context.Context, ref *firestore.DocumentRef, held *T, versi
 		if err == nil {
 			return &v, wr.UpdateTime, nil
 		}
-		if code := status.Code(err); (code == codes.FailedPrecondition || code == codes.Aborted) && attempt < maxSwapAttempts {
+		// A write from held that failed for any reason goes again from a read, which says
+		// what the document is: a version that is not its own (even one the emulator calls
+		// invalid, being later than its own) is no more than a stale one.
+		if code := status.Code(err); fromHeld || ((code == codes.FailedPrecondition || code == codes.Aborted) && attempt < maxSwapAttempts) {
 			continue
 		}
 		return nil, time.Time{}, err

@@ -127,13 +127,14 @@ var ErrLimit = errors.New("too many live sessions")
 // whatever the limit. With maxLive > 0 it is refused with ErrLimit when the owner already has
 // maxLive live sessions, counted in the same transaction, so that concurrent creates at the
 // limit cannot all pass.
-func (s *Store) Create(ctx context.Context, r *Record, maxLive int) error {
+func (s *Store) Create(ctx context.Context, r *Record, maxLive int) (version time.Time, err error) {
 	now := s.now()
 	r.CreatedAt, r.UpdatedAt, r.LastActiveAt = now, now, now
 	// The transaction reads only the count: the create itself fails on an existing id, and the
 	// id is read only when the count refuses. Every round trip here is one a new session waits
 	// for (a read of the id first was one more on every create).
-	err := s.db.RunTransaction(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
+	var commit firestore.CommitResponse
+	err = s.db.RunTransaction(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
 		if maxLive > 0 {
 			n, err := store.Count(ctx, s.live(r.Owner), tx)
 			if err != nil {
@@ -144,7 +145,7 @@ func (s *Store) Create(ctx context.Context, r *Record, maxLive int) error {
 			}
 		}
 		return tx.Create(s.doc(r.ID), r)
-	})
+	}, firestore.WithCommitResponseTo(&commit))
 	if errors.Is(err, ErrLimit) {
 		// A repeated id is the existing session whatever the limit (a retry counts itself).
 		if _, gerr := s.doc(r.ID).Get(ctx); gerr == nil {
@@ -152,9 +153,10 @@ func (s *Store) Create(ctx context.Context, r *Record, maxLive int) error {
 		}
 	}
 	if err != nil {
-		return fmt.Errorf("create session %s: %w", r.ID, err)
+		return time.Time{}, fmt.Errorf("create session %s: %w", r.ID, err)
 	}
-	return nil
+	// A document written by a commit has the commit's time as its update time.
+	return commit.CommitTime(), nil
 }
 
 // CountLive counts an owner's live sessions: those holding or getting a sandbox.
@@ -190,8 +192,17 @@ func (s *Store) Get(ctx context.Context, id string) (*Record, error) {
 // the session left and the record as written. A move is a swap: when another write lands in
 // between, it is re-read and re-checked.
 func (s *Store) Move(ctx context.Context, id string, to Status, reason string, mutate func(*Record) error) (Status, *Record, error) {
+	return s.MoveAt(ctx, &Record{ID: id}, time.Time{}, to, reason, mutate)
+}
+
+// MoveAt is Move starting from held, the record as it was written at version, without reading
+// it: the write is conditional on the record still being at version, and one that is not is
+// read and checked as Move does. held needs only the fields that mutate checks; the record
+// returned is held as changed when it was not read. A zero version reads first.
+func (s *Store) MoveAt(ctx context.Context, held *Record, version time.Time, to Status, reason string, mutate func(*Record) error) (Status, *Record, error) {
+	id := held.ID
 	var from Status
-	r, _, err := store.Swap(ctx, s.doc(id), nil, time.Time{}, func(r *Record) ([]firestore.Update, error) {
+	r, _, err := store.Swap(ctx, s.doc(id), held, version, func(r *Record) ([]firestore.Update, error) {
 		from = r.Status
 		if from != to && !CanMove(from, to) {
 			return nil, &MoveError{ID: id, From: from, To: to}

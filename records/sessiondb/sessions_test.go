@@ -58,10 +58,10 @@ func TestMoveChecksTheTable(t *testing.T) {
 	st := sessiondb.NewStore(db, func() time.Time { return time.Now().UTC() })
 	ctx := context.Background()
 	r := &sessiondb.Record{ID: "sess_a", Owner: "u1", Status: sessiondb.Creating, ImageURI: "img"}
-	if err := st.Create(ctx, r, 0); err != nil {
+	if _, err := st.Create(ctx, r, 0); err != nil {
 		t.Fatal(err)
 	}
-	if err := st.Create(ctx, r, 0); !sessiondb.IsAlreadyExists(err) {
+	if _, err := st.Create(ctx, r, 0); !sessiondb.IsAlreadyExists(err) {
 		t.Fatalf("second create: %v, want already exists", err)
 	}
 	from, got, err := st.Move(ctx, "sess_a", sessiondb.Running, "started", func(r *sessiondb.Record) error {
@@ -101,7 +101,7 @@ func TestListByOwnerHidesDeletedAndOthers(t *testing.T) {
 		{ID: "s3", Owner: "u2", Status: sessiondb.Idle, HostID: "h2"},
 		{ID: "s4", Owner: "u1", Status: sessiondb.Evicted},
 	} {
-		if err := st.Create(ctx, r, 0); err != nil {
+		if _, err := st.Create(ctx, r, 0); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -134,7 +134,7 @@ func TestImagesInUseAreThoseOfEverySessionNotDeleted(t *testing.T) {
 		{ID: "s3", Owner: "u2", Status: sessiondb.Lost, ImageURI: "reg/c@sha256:cc"},
 		{ID: "s4", Owner: "u2", Status: sessiondb.Deleted, ImageURI: "reg/d@sha256:dd", ImageDigest: "sha256:dd", WarmLayer: "w/4"},
 	} {
-		if err := st.Create(ctx, r, 0); err != nil {
+		if _, err := st.Create(ctx, r, 0); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -166,7 +166,7 @@ func TestMoveRechecksWhenAnotherWriteLandsFirst(t *testing.T) {
 	db, _ := testenv.Firestore(t)
 	st := sessiondb.NewStore(db, func() time.Time { return time.Now().UTC() })
 	ctx := context.Background()
-	if err := st.Create(ctx, &sessiondb.Record{ID: "sess_race", Owner: "u1", Status: sessiondb.Running}, 0); err != nil {
+	if _, err := st.Create(ctx, &sessiondb.Record{ID: "sess_race", Owner: "u1", Status: sessiondb.Running}, 0); err != nil {
 		t.Fatal(err)
 	}
 	// The first move reads "running", then the session is deleted before it writes: its write
@@ -191,7 +191,7 @@ func TestMoveRechecksWhenAnotherWriteLandsFirst(t *testing.T) {
 	}
 
 	// Concurrent moves that may all happen each get written once, none lost.
-	if err := st.Create(ctx, &sessiondb.Record{ID: "sess_many", Owner: "u1", Status: sessiondb.Running}, 0); err != nil {
+	if _, err := st.Create(ctx, &sessiondb.Record{ID: "sess_many", Owner: "u1", Status: sessiondb.Running}, 0); err != nil {
 		t.Fatal(err)
 	}
 	var wg sync.WaitGroup
@@ -219,6 +219,71 @@ func TestMoveRechecksWhenAnotherWriteLandsFirst(t *testing.T) {
 	}
 }
 
+// MoveAt starts from the record as its creator wrote it, at the version Create returned: the
+// write changes only the move's fields, and a record changed since, or a version that is not
+// the record's, is read and checked as Move does.
+func TestMoveAtStartsFromTheVersionCreateReturned(t *testing.T) {
+	t.Parallel()
+	db, _ := testenv.Firestore(t)
+	st := sessiondb.NewStore(db, func() time.Time { return time.Now().UTC() })
+	ctx := context.Background()
+	placed := func(r *sessiondb.Record) error {
+		if r.HostID != "h1" || r.Status != sessiondb.Creating {
+			return fmt.Errorf("record is %s on %q", r.Status, r.HostID)
+		}
+		r.SandboxID = "sbx-1"
+		return nil
+	}
+	for _, c := range []struct {
+		name string
+		// meanwhile runs between the create and the move.
+		meanwhile func(t *testing.T, id string)
+		// version is what the mover holds, from the version Create returned.
+		version  func(created time.Time) time.Time
+		wantFrom sessiondb.Status
+		wantErr  bool
+	}{
+		{"unchanged since the create, the move writes its fields only", nil,
+			func(v time.Time) time.Time { return v }, sessiondb.Creating, false},
+		{"deleted since the create, the move reads the deletion and refuses", func(t *testing.T, id string) {
+			if _, _, err := st.Move(ctx, id, sessiondb.Deleted, "deleted", nil); err != nil {
+				t.Fatal(err)
+			}
+		}, func(v time.Time) time.Time { return v }, sessiondb.Deleted, true},
+		{"a version that is not the record's is read and checked", nil,
+			func(v time.Time) time.Time { return v.Add(time.Microsecond) }, sessiondb.Creating, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			id := "sess_at_" + strings.ReplaceAll(c.name[:20], " ", "_")
+			created, err := st.Create(ctx, &sessiondb.Record{ID: id, Owner: "u1", Status: sessiondb.Creating, HostID: "h1", ImageURI: "img", SealedEnv: []byte("sealed")}, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c.meanwhile != nil {
+				c.meanwhile(t, id)
+			}
+			held := &sessiondb.Record{ID: id, Status: sessiondb.Creating, HostID: "h1", ImageURI: "img"}
+			from, _, err := st.MoveAt(ctx, held, c.version(created), sessiondb.Running, "started", placed)
+			if from != c.wantFrom || (err != nil) != c.wantErr {
+				t.Fatalf("MoveAt = from %s, %v; want from %s, error %v", from, err, c.wantFrom, c.wantErr)
+			}
+			got, err := st.Get(ctx, id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c.wantErr {
+				if got.Status != sessiondb.Deleted {
+					t.Fatalf("after a refused move: %s", got.Status)
+				}
+				return
+			}
+			if got.Status != sessiondb.Running || got.SandboxID != "sbx-1" || got.Owner != "u1" || string(got.SealedEnv) != "sealed" {
+				t.Fatalf("after the move: %+v", got)
+			}
+		})
+	}
+}
+
 // The attack: one user took every sandbox slot by creating sessions as fast as it could.
 func TestCreateStopsAtTheOwnersLiveSessionLimit(t *testing.T) {
 	t.Parallel()
@@ -232,7 +297,7 @@ func TestCreateStopsAtTheOwnersLiveSessionLimit(t *testing.T) {
 		{ID: "u1-evicted", Owner: "u1", Status: sessiondb.Evicted},
 		{ID: "u2-running", Owner: "u2", Status: sessiondb.Running},
 	} {
-		if err := st.Create(ctx, r, 0); err != nil {
+		if _, err := st.Create(ctx, r, 0); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -252,7 +317,7 @@ func TestCreateStopsAtTheOwnersLiveSessionLimit(t *testing.T) {
 			func(err error) bool { return err == nil }},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			if err := st.Create(ctx, c.rec, limit); !c.want(err) {
+			if _, err := st.Create(ctx, c.rec, limit); !c.want(err) {
 				t.Errorf("Create = %v", err)
 			}
 		})
@@ -264,7 +329,7 @@ func TestCreateStopsAtTheOwnersLiveSessionLimit(t *testing.T) {
 	created := 0
 	for i := range 6 {
 		wg.Go(func() {
-			err := st.Create(ctx, &sessiondb.Record{ID: fmt.Sprintf("u3-%d", i), Owner: "u3", Status: sessiondb.Creating}, limit)
+			_, err := st.Create(ctx, &sessiondb.Record{ID: fmt.Sprintf("u3-%d", i), Owner: "u3", Status: sessiondb.Creating}, limit)
 			switch {
 			case err == nil:
 				mu.Lock()

@@ -182,7 +182,13 @@ func (h *Host) touch(ctx context.Context, b *box) {
 
 // move changes the session's state in its record and logs the change; b.mu must be held.
 func (h *Host) move(ctx context.Context, b *box, to sessiondb.Status, reason string, mutate func(*sessiondb.Record) error) error {
-	from, _, err := h.store.Move(ctx, b.session, to, reason, mutate)
+	return h.moveAt(ctx, b, &sessiondb.Record{ID: b.session}, time.Time{}, to, reason, mutate)
+}
+
+// moveAt is move starting from held, the session's record as it was at version, without
+// reading it (sessiondb's MoveAt); a zero version reads it.
+func (h *Host) moveAt(ctx context.Context, b *box, held *sessiondb.Record, version time.Time, to sessiondb.Status, reason string, mutate func(*sessiondb.Record) error) error {
+	from, _, err := h.store.MoveAt(ctx, held, version, to, reason, mutate)
 	var me *sessiondb.MoveError
 	if errors.As(err, &me) {
 		return apierr.FailedPrecondition("%s", me.Error())

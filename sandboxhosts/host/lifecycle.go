@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"path"
+	"time"
 
 	"connectrpc.com/connect"
 
@@ -50,8 +51,14 @@ func (h *Host) CreateSandbox(ctx context.Context, req *connect.Request[hostv1.Cr
 	if err := v.Err(); err != nil {
 		return nil, err
 	}
-	rec := &sessiondb.Record{ID: req.Msg.GetSessionId(), ImageURI: req.Msg.GetImageUri(), WarmLayer: req.Msg.GetWarmLayer(), Status: sessiondb.Creating,
+	// rec is the record as the caller created it, placed here: with its version, the move to
+	// running writes without reading it.
+	rec := &sessiondb.Record{ID: req.Msg.GetSessionId(), HostID: h.id, ImageURI: req.Msg.GetImageUri(), WarmLayer: req.Msg.GetWarmLayer(), Status: sessiondb.Creating,
 		ImageWorkdir: req.Msg.GetWorkdir()}
+	var version time.Time
+	if v := req.Msg.GetRecordVersion(); v != nil {
+		version = v.AsTime()
+	}
 	if r := req.Msg.GetResources(); r.GetSuggestedMemoryMib() != 0 || r.GetSuggestedVcpus() != 0 || r.GetSuggestedDiskGib() != 0 {
 		rec.ImageResources = &sessiondb.ImageResources{MemoryMiB: r.GetSuggestedMemoryMib(), VCPUs: r.GetSuggestedVcpus(), DiskGiB: r.GetSuggestedDiskGib()}
 	}
@@ -62,7 +69,7 @@ func (h *Host) CreateSandbox(ctx context.Context, req *connect.Request[hostv1.Cr
 	}
 	defer b.mu.Unlock()
 	if !b.ready.Load() {
-		if err := h.launch(ctx, b, rec, req.Msg.GetEnv(), req.Msg.GetNetwork(), req.Msg.GetRepos(), nil); err != nil {
+		if err := h.launch(ctx, b, rec, version, req.Msg.GetEnv(), req.Msg.GetNetwork(), req.Msg.GetRepos(), nil); err != nil {
 			return nil, err
 		}
 	}
@@ -74,9 +81,10 @@ func (h *Host) CreateSandbox(ctx context.Context, req *connect.Request[hostv1.Cr
 // launch starts the sandbox and moves the session from rec.Status to running; a failure moves
 // it to failed with the reason, so nobody waits on a sandbox that never came. Both moves happen
 // only while the record is as rec says: placed on this host, in rec.Status, of rec's image.
-// b.mu must be held.
+// With a version, rec holds the fields the move checks as the record held them at that
+// version, and the move to running does not read the record first. b.mu must be held.
 // repos are cloned (a new session's) before the move to running; a failed clone fails it.
-func (h *Host) launch(ctx context.Context, b *box, rec *sessiondb.Record, env map[string]string, network *hostv1.SandboxNetwork, repos []*hostv1.RepoCheckout, manifest *snapshots.Manifest) error {
+func (h *Host) launch(ctx context.Context, b *box, rec *sessiondb.Record, version time.Time, env map[string]string, network *hostv1.SandboxNetwork, repos []*hostv1.RepoCheckout, manifest *snapshots.Manifest) error {
 	if err := h.start(ctx, b, rec, env, network, manifest); err != nil {
 		h.drop(b)
 		h.fail(ctx, rec, err)
@@ -92,7 +100,7 @@ func (h *Host) launch(ctx context.Context, b *box, rec *sessiondb.Record, env ma
 		b.workdir = path.Clean(repos[0].GetPath())
 	}
 	sandboxID, digest := b.sb.ID(), b.digest
-	err := h.move(ctx, b, sessiondb.Running, "sandbox "+sandboxID+" started", func(r *sessiondb.Record) error {
+	err := h.moveAt(ctx, b, rec, version, sessiondb.Running, "sandbox "+sandboxID+" started", func(r *sessiondb.Record) error {
 		if err := h.placedHere(r, rec); err != nil {
 			return err
 		}
@@ -344,7 +352,7 @@ func (h *Host) Resume(ctx context.Context, req *connect.Request[appv1.ResumeRequ
 			return nil, fmt.Errorf("load checkpoint %s: %w", rec.LatestSnapshotID, err)
 		}
 	}
-	if err := h.launch(ctx, b, rec, env, network, nil, m); err != nil {
+	if err := h.launch(ctx, b, rec, time.Time{}, env, network, nil, m); err != nil {
 		return nil, err
 	}
 	resp := &appv1.ResumeResponse{SessionId: rec.ID, Note: "started from the image: the session had no checkpoint"}

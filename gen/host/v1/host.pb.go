@@ -11,6 +11,7 @@ import (
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
 	emptypb "google.golang.org/protobuf/types/known/emptypb"
+	timestamppb "google.golang.org/protobuf/types/known/timestamppb"
 	reflect "reflect"
 	sync "sync"
 	unsafe "unsafe"
@@ -1096,8 +1097,13 @@ type CreateSandboxRequest struct {
 	Repos []*RepoCheckout `protobuf:"bytes,6,rep,name=repos,proto3" json:"repos,omitempty"`
 	// workdir and resources are the enabled image's config (from the session record): they
 	// replace the image's own WorkingDir and dev.hangar.resources.* labels where set.
-	Workdir       *string            `protobuf:"bytes,7,opt,name=workdir,proto3,oneof" json:"workdir,omitempty"`
-	Resources     *v1.ImageResources `protobuf:"bytes,8,opt,name=resources,proto3" json:"resources,omitempty"`
+	Workdir   *string            `protobuf:"bytes,7,opt,name=workdir,proto3,oneof" json:"workdir,omitempty"`
+	Resources *v1.ImageResources `protobuf:"bytes,8,opt,name=resources,proto3" json:"resources,omitempty"`
+	// record_version is the session record's update time as the caller created it, placed on this
+	// host with image_uri. The move to running writes on the condition that the record is still
+	// at that version, without reading it first; a record changed since (or a wrong version) is
+	// read and checked as without it.
+	RecordVersion *timestamppb.Timestamp `protobuf:"bytes,9,opt,name=record_version,json=recordVersion,proto3" json:"record_version,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1184,6 +1190,13 @@ func (x *CreateSandboxRequest) GetWorkdir() string {
 func (x *CreateSandboxRequest) GetResources() *v1.ImageResources {
 	if x != nil {
 		return x.Resources
+	}
+	return nil
+}
+
+func (x *CreateSandboxRequest) GetRecordVersion() *timestamppb.Timestamp {
+	if x != nil {
+		return x.RecordVersion
 	}
 	return nil
 }
@@ -1988,7 +2001,7 @@ var File_host_v1_host_proto protoreflect.FileDescriptor
 
 const file_host_v1_host_proto_rawDesc = "" +
 	"\n" +
-	"\x12host/v1/host.proto\x12\ahost.v1\x1a\x1bgoogle/protobuf/empty.proto\x1a\x16svc/app/v1/image.proto\x1a\x18svc/app/v1/session.proto\"<\n" +
+	"\x12host/v1/host.proto\x12\ahost.v1\x1a\x1bgoogle/protobuf/empty.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x16svc/app/v1/image.proto\x1a\x18svc/app/v1/session.proto\"<\n" +
 	"\n" +
 	"ImageLayer\x12\x16\n" +
 	"\x06digest\x18\x01 \x01(\tR\x06digest\x12\x16\n" +
@@ -2070,7 +2083,7 @@ const file_host_v1_host_proto_rawDesc = "" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x12\n" +
 	"\x04port\x18\x02 \x01(\rR\x04port\"#\n" +
 	"\rDialAppOutput\x12\x12\n" +
-	"\x04data\x18\x01 \x01(\fR\x04data\"\xa8\x03\n" +
+	"\x04data\x18\x01 \x01(\fR\x04data\"\xeb\x03\n" +
 	"\x14CreateSandboxRequest\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x128\n" +
@@ -2081,7 +2094,8 @@ const file_host_v1_host_proto_rawDesc = "" +
 	"\anetwork\x18\x05 \x01(\v2\x17.host.v1.SandboxNetworkR\anetwork\x12+\n" +
 	"\x05repos\x18\x06 \x03(\v2\x15.host.v1.RepoCheckoutR\x05repos\x12\x1d\n" +
 	"\aworkdir\x18\a \x01(\tH\x00R\aworkdir\x88\x01\x01\x128\n" +
-	"\tresources\x18\b \x01(\v2\x1a.svc.app.v1.ImageResourcesR\tresources\x1a6\n" +
+	"\tresources\x18\b \x01(\v2\x1a.svc.app.v1.ImageResourcesR\tresources\x12A\n" +
+	"\x0erecord_version\x18\t \x01(\v2\x1a.google.protobuf.TimestampR\rrecordVersion\x1a6\n" +
 	"\bEnvEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01B\n" +
@@ -2224,36 +2238,37 @@ var file_host_v1_host_proto_goTypes = []any{
 	nil,                                       // 29: host.v1.CreateSandboxRequest.EnvEntry
 	(*v1.ExecExit)(nil),                       // 30: svc.app.v1.ExecExit
 	(*v1.ImageResources)(nil),                 // 31: svc.app.v1.ImageResources
-	(*v1.ExecRequest)(nil),                    // 32: svc.app.v1.ExecRequest
-	(*v1.CancelExecRequest)(nil),              // 33: svc.app.v1.CancelExecRequest
-	(*v1.WriteFileRequest)(nil),               // 34: svc.app.v1.WriteFileRequest
-	(*v1.ReadFileRequest)(nil),                // 35: svc.app.v1.ReadFileRequest
-	(*v1.SnapshotRequest)(nil),                // 36: svc.app.v1.SnapshotRequest
-	(*v1.ResumeRequest)(nil),                  // 37: svc.app.v1.ResumeRequest
-	(*v1.GetCowStateRequest)(nil),             // 38: svc.app.v1.GetCowStateRequest
-	(*v1.CreateArtifactFromPathRequest)(nil),  // 39: svc.app.v1.CreateArtifactFromPathRequest
-	(*v1.SendPromptRequest)(nil),              // 40: svc.app.v1.SendPromptRequest
-	(*v1.EditQueuedPromptRequest)(nil),        // 41: svc.app.v1.EditQueuedPromptRequest
-	(*v1.DequeueQueuedPromptRequest)(nil),     // 42: svc.app.v1.DequeueQueuedPromptRequest
-	(*v1.InterruptRequest)(nil),               // 43: svc.app.v1.InterruptRequest
-	(*v1.CompleteToolCallRequest)(nil),        // 44: svc.app.v1.CompleteToolCallRequest
-	(*v1.EnsureIdeRequest)(nil),               // 45: svc.app.v1.EnsureIdeRequest
-	(*v1.EnsureBrowserRequest)(nil),           // 46: svc.app.v1.EnsureBrowserRequest
-	(*v1.ExecOutput)(nil),                     // 47: svc.app.v1.ExecOutput
-	(*emptypb.Empty)(nil),                     // 48: google.protobuf.Empty
-	(*v1.WriteFileResponse)(nil),              // 49: svc.app.v1.WriteFileResponse
-	(*v1.ReadFileResponse)(nil),               // 50: svc.app.v1.ReadFileResponse
-	(*v1.SnapshotResponse)(nil),               // 51: svc.app.v1.SnapshotResponse
-	(*v1.ResumeResponse)(nil),                 // 52: svc.app.v1.ResumeResponse
-	(*v1.GetCowStateResponse)(nil),            // 53: svc.app.v1.GetCowStateResponse
-	(*v1.CreateArtifactFromPathResponse)(nil), // 54: svc.app.v1.CreateArtifactFromPathResponse
-	(*v1.SendPromptResponse)(nil),             // 55: svc.app.v1.SendPromptResponse
-	(*v1.EditQueuedPromptResponse)(nil),       // 56: svc.app.v1.EditQueuedPromptResponse
-	(*v1.DequeueQueuedPromptResponse)(nil),    // 57: svc.app.v1.DequeueQueuedPromptResponse
-	(*v1.InterruptResponse)(nil),              // 58: svc.app.v1.InterruptResponse
-	(*v1.CompleteToolCallResponse)(nil),       // 59: svc.app.v1.CompleteToolCallResponse
-	(*v1.EnsureIdeResponse)(nil),              // 60: svc.app.v1.EnsureIdeResponse
-	(*v1.EnsureBrowserResponse)(nil),          // 61: svc.app.v1.EnsureBrowserResponse
+	(*timestamppb.Timestamp)(nil),             // 32: google.protobuf.Timestamp
+	(*v1.ExecRequest)(nil),                    // 33: svc.app.v1.ExecRequest
+	(*v1.CancelExecRequest)(nil),              // 34: svc.app.v1.CancelExecRequest
+	(*v1.WriteFileRequest)(nil),               // 35: svc.app.v1.WriteFileRequest
+	(*v1.ReadFileRequest)(nil),                // 36: svc.app.v1.ReadFileRequest
+	(*v1.SnapshotRequest)(nil),                // 37: svc.app.v1.SnapshotRequest
+	(*v1.ResumeRequest)(nil),                  // 38: svc.app.v1.ResumeRequest
+	(*v1.GetCowStateRequest)(nil),             // 39: svc.app.v1.GetCowStateRequest
+	(*v1.CreateArtifactFromPathRequest)(nil),  // 40: svc.app.v1.CreateArtifactFromPathRequest
+	(*v1.SendPromptRequest)(nil),              // 41: svc.app.v1.SendPromptRequest
+	(*v1.EditQueuedPromptRequest)(nil),        // 42: svc.app.v1.EditQueuedPromptRequest
+	(*v1.DequeueQueuedPromptRequest)(nil),     // 43: svc.app.v1.DequeueQueuedPromptRequest
+	(*v1.InterruptRequest)(nil),               // 44: svc.app.v1.InterruptRequest
+	(*v1.CompleteToolCallRequest)(nil),        // 45: svc.app.v1.CompleteToolCallRequest
+	(*v1.EnsureIdeRequest)(nil),               // 46: svc.app.v1.EnsureIdeRequest
+	(*v1.EnsureBrowserRequest)(nil),           // 47: svc.app.v1.EnsureBrowserRequest
+	(*v1.ExecOutput)(nil),                     // 48: svc.app.v1.ExecOutput
+	(*emptypb.Empty)(nil),                     // 49: google.protobuf.Empty
+	(*v1.WriteFileResponse)(nil),              // 50: svc.app.v1.WriteFileResponse
+	(*v1.ReadFileResponse)(nil),               // 51: svc.app.v1.ReadFileResponse
+	(*v1.SnapshotResponse)(nil),               // 52: svc.app.v1.SnapshotResponse
+	(*v1.ResumeResponse)(nil),                 // 53: svc.app.v1.ResumeResponse
+	(*v1.GetCowStateResponse)(nil),            // 54: svc.app.v1.GetCowStateResponse
+	(*v1.CreateArtifactFromPathResponse)(nil), // 55: svc.app.v1.CreateArtifactFromPathResponse
+	(*v1.SendPromptResponse)(nil),             // 56: svc.app.v1.SendPromptResponse
+	(*v1.EditQueuedPromptResponse)(nil),       // 57: svc.app.v1.EditQueuedPromptResponse
+	(*v1.DequeueQueuedPromptResponse)(nil),    // 58: svc.app.v1.DequeueQueuedPromptResponse
+	(*v1.InterruptResponse)(nil),              // 59: svc.app.v1.InterruptResponse
+	(*v1.CompleteToolCallResponse)(nil),       // 60: svc.app.v1.CompleteToolCallResponse
+	(*v1.EnsureIdeResponse)(nil),              // 61: svc.app.v1.EnsureIdeResponse
+	(*v1.EnsureBrowserResponse)(nil),          // 62: svc.app.v1.EnsureBrowserResponse
 }
 var file_host_v1_host_proto_depIdxs = []int32{
 	28, // 0: host.v1.WarmCommand.env:type_name -> host.v1.WarmCommand.EnvEntry
@@ -2270,61 +2285,62 @@ var file_host_v1_host_proto_depIdxs = []int32{
 	16, // 11: host.v1.CreateSandboxRequest.network:type_name -> host.v1.SandboxNetwork
 	15, // 12: host.v1.CreateSandboxRequest.repos:type_name -> host.v1.RepoCheckout
 	31, // 13: host.v1.CreateSandboxRequest.resources:type_name -> svc.app.v1.ImageResources
-	17, // 14: host.v1.SandboxNetwork.secrets:type_name -> host.v1.ProxySecret
-	18, // 15: host.v1.ProxySecret.credential:type_name -> host.v1.ProxyCredential
-	26, // 16: host.v1.FindReposResponse.repos:type_name -> host.v1.Repo
-	27, // 17: host.v1.Repo.remotes:type_name -> host.v1.Remote
-	14, // 18: host.v1.HostService.CreateSandbox:input_type -> host.v1.CreateSandboxRequest
-	20, // 19: host.v1.HostService.DeleteSandbox:input_type -> host.v1.DeleteSandboxRequest
-	32, // 20: host.v1.HostService.Exec:input_type -> svc.app.v1.ExecRequest
-	33, // 21: host.v1.HostService.CancelExec:input_type -> svc.app.v1.CancelExecRequest
-	34, // 22: host.v1.HostService.WriteFile:input_type -> svc.app.v1.WriteFileRequest
-	35, // 23: host.v1.HostService.ReadFile:input_type -> svc.app.v1.ReadFileRequest
-	36, // 24: host.v1.HostService.Snapshot:input_type -> svc.app.v1.SnapshotRequest
-	37, // 25: host.v1.HostService.Resume:input_type -> svc.app.v1.ResumeRequest
-	22, // 26: host.v1.HostService.Evict:input_type -> host.v1.EvictRequest
-	38, // 27: host.v1.HostService.GetCowState:input_type -> svc.app.v1.GetCowStateRequest
-	39, // 28: host.v1.HostService.CreateArtifactFromPath:input_type -> svc.app.v1.CreateArtifactFromPathRequest
-	24, // 29: host.v1.HostService.FindRepos:input_type -> host.v1.FindReposRequest
-	40, // 30: host.v1.HostService.SendPrompt:input_type -> svc.app.v1.SendPromptRequest
-	41, // 31: host.v1.HostService.EditQueuedPrompt:input_type -> svc.app.v1.EditQueuedPromptRequest
-	42, // 32: host.v1.HostService.DequeueQueuedPrompt:input_type -> svc.app.v1.DequeueQueuedPromptRequest
-	43, // 33: host.v1.HostService.Interrupt:input_type -> svc.app.v1.InterruptRequest
-	44, // 34: host.v1.HostService.CompleteToolCall:input_type -> svc.app.v1.CompleteToolCallRequest
-	2,  // 35: host.v1.HostService.PrepareImage:input_type -> host.v1.PrepareImageRequest
-	3,  // 36: host.v1.HostService.CollectImages:input_type -> host.v1.CollectImagesRequest
-	6,  // 37: host.v1.HostService.Shell:input_type -> host.v1.ShellInput
-	11, // 38: host.v1.HostService.DialApp:input_type -> host.v1.DialAppInput
-	45, // 39: host.v1.HostService.EnsureIde:input_type -> svc.app.v1.EnsureIdeRequest
-	46, // 40: host.v1.HostService.EnsureBrowser:input_type -> svc.app.v1.EnsureBrowserRequest
-	19, // 41: host.v1.HostService.CreateSandbox:output_type -> host.v1.CreateSandboxResponse
-	21, // 42: host.v1.HostService.DeleteSandbox:output_type -> host.v1.DeleteSandboxResponse
-	47, // 43: host.v1.HostService.Exec:output_type -> svc.app.v1.ExecOutput
-	48, // 44: host.v1.HostService.CancelExec:output_type -> google.protobuf.Empty
-	49, // 45: host.v1.HostService.WriteFile:output_type -> svc.app.v1.WriteFileResponse
-	50, // 46: host.v1.HostService.ReadFile:output_type -> svc.app.v1.ReadFileResponse
-	51, // 47: host.v1.HostService.Snapshot:output_type -> svc.app.v1.SnapshotResponse
-	52, // 48: host.v1.HostService.Resume:output_type -> svc.app.v1.ResumeResponse
-	23, // 49: host.v1.HostService.Evict:output_type -> host.v1.EvictResponse
-	53, // 50: host.v1.HostService.GetCowState:output_type -> svc.app.v1.GetCowStateResponse
-	54, // 51: host.v1.HostService.CreateArtifactFromPath:output_type -> svc.app.v1.CreateArtifactFromPathResponse
-	25, // 52: host.v1.HostService.FindRepos:output_type -> host.v1.FindReposResponse
-	55, // 53: host.v1.HostService.SendPrompt:output_type -> svc.app.v1.SendPromptResponse
-	56, // 54: host.v1.HostService.EditQueuedPrompt:output_type -> svc.app.v1.EditQueuedPromptResponse
-	57, // 55: host.v1.HostService.DequeueQueuedPrompt:output_type -> svc.app.v1.DequeueQueuedPromptResponse
-	58, // 56: host.v1.HostService.Interrupt:output_type -> svc.app.v1.InterruptResponse
-	59, // 57: host.v1.HostService.CompleteToolCall:output_type -> svc.app.v1.CompleteToolCallResponse
-	5,  // 58: host.v1.HostService.PrepareImage:output_type -> host.v1.PrepareImageProgress
-	4,  // 59: host.v1.HostService.CollectImages:output_type -> host.v1.CollectImagesResponse
-	9,  // 60: host.v1.HostService.Shell:output_type -> host.v1.ShellOutput
-	13, // 61: host.v1.HostService.DialApp:output_type -> host.v1.DialAppOutput
-	60, // 62: host.v1.HostService.EnsureIde:output_type -> svc.app.v1.EnsureIdeResponse
-	61, // 63: host.v1.HostService.EnsureBrowser:output_type -> svc.app.v1.EnsureBrowserResponse
-	41, // [41:64] is the sub-list for method output_type
-	18, // [18:41] is the sub-list for method input_type
-	18, // [18:18] is the sub-list for extension type_name
-	18, // [18:18] is the sub-list for extension extendee
-	0,  // [0:18] is the sub-list for field type_name
+	32, // 14: host.v1.CreateSandboxRequest.record_version:type_name -> google.protobuf.Timestamp
+	17, // 15: host.v1.SandboxNetwork.secrets:type_name -> host.v1.ProxySecret
+	18, // 16: host.v1.ProxySecret.credential:type_name -> host.v1.ProxyCredential
+	26, // 17: host.v1.FindReposResponse.repos:type_name -> host.v1.Repo
+	27, // 18: host.v1.Repo.remotes:type_name -> host.v1.Remote
+	14, // 19: host.v1.HostService.CreateSandbox:input_type -> host.v1.CreateSandboxRequest
+	20, // 20: host.v1.HostService.DeleteSandbox:input_type -> host.v1.DeleteSandboxRequest
+	33, // 21: host.v1.HostService.Exec:input_type -> svc.app.v1.ExecRequest
+	34, // 22: host.v1.HostService.CancelExec:input_type -> svc.app.v1.CancelExecRequest
+	35, // 23: host.v1.HostService.WriteFile:input_type -> svc.app.v1.WriteFileRequest
+	36, // 24: host.v1.HostService.ReadFile:input_type -> svc.app.v1.ReadFileRequest
+	37, // 25: host.v1.HostService.Snapshot:input_type -> svc.app.v1.SnapshotRequest
+	38, // 26: host.v1.HostService.Resume:input_type -> svc.app.v1.ResumeRequest
+	22, // 27: host.v1.HostService.Evict:input_type -> host.v1.EvictRequest
+	39, // 28: host.v1.HostService.GetCowState:input_type -> svc.app.v1.GetCowStateRequest
+	40, // 29: host.v1.HostService.CreateArtifactFromPath:input_type -> svc.app.v1.CreateArtifactFromPathRequest
+	24, // 30: host.v1.HostService.FindRepos:input_type -> host.v1.FindReposRequest
+	41, // 31: host.v1.HostService.SendPrompt:input_type -> svc.app.v1.SendPromptRequest
+	42, // 32: host.v1.HostService.EditQueuedPrompt:input_type -> svc.app.v1.EditQueuedPromptRequest
+	43, // 33: host.v1.HostService.DequeueQueuedPrompt:input_type -> svc.app.v1.DequeueQueuedPromptRequest
+	44, // 34: host.v1.HostService.Interrupt:input_type -> svc.app.v1.InterruptRequest
+	45, // 35: host.v1.HostService.CompleteToolCall:input_type -> svc.app.v1.CompleteToolCallRequest
+	2,  // 36: host.v1.HostService.PrepareImage:input_type -> host.v1.PrepareImageRequest
+	3,  // 37: host.v1.HostService.CollectImages:input_type -> host.v1.CollectImagesRequest
+	6,  // 38: host.v1.HostService.Shell:input_type -> host.v1.ShellInput
+	11, // 39: host.v1.HostService.DialApp:input_type -> host.v1.DialAppInput
+	46, // 40: host.v1.HostService.EnsureIde:input_type -> svc.app.v1.EnsureIdeRequest
+	47, // 41: host.v1.HostService.EnsureBrowser:input_type -> svc.app.v1.EnsureBrowserRequest
+	19, // 42: host.v1.HostService.CreateSandbox:output_type -> host.v1.CreateSandboxResponse
+	21, // 43: host.v1.HostService.DeleteSandbox:output_type -> host.v1.DeleteSandboxResponse
+	48, // 44: host.v1.HostService.Exec:output_type -> svc.app.v1.ExecOutput
+	49, // 45: host.v1.HostService.CancelExec:output_type -> google.protobuf.Empty
+	50, // 46: host.v1.HostService.WriteFile:output_type -> svc.app.v1.WriteFileResponse
+	51, // 47: host.v1.HostService.ReadFile:output_type -> svc.app.v1.ReadFileResponse
+	52, // 48: host.v1.HostService.Snapshot:output_type -> svc.app.v1.SnapshotResponse
+	53, // 49: host.v1.HostService.Resume:output_type -> svc.app.v1.ResumeResponse
+	23, // 50: host.v1.HostService.Evict:output_type -> host.v1.EvictResponse
+	54, // 51: host.v1.HostService.GetCowState:output_type -> svc.app.v1.GetCowStateResponse
+	55, // 52: host.v1.HostService.CreateArtifactFromPath:output_type -> svc.app.v1.CreateArtifactFromPathResponse
+	25, // 53: host.v1.HostService.FindRepos:output_type -> host.v1.FindReposResponse
+	56, // 54: host.v1.HostService.SendPrompt:output_type -> svc.app.v1.SendPromptResponse
+	57, // 55: host.v1.HostService.EditQueuedPrompt:output_type -> svc.app.v1.EditQueuedPromptResponse
+	58, // 56: host.v1.HostService.DequeueQueuedPrompt:output_type -> svc.app.v1.DequeueQueuedPromptResponse
+	59, // 57: host.v1.HostService.Interrupt:output_type -> svc.app.v1.InterruptResponse
+	60, // 58: host.v1.HostService.CompleteToolCall:output_type -> svc.app.v1.CompleteToolCallResponse
+	5,  // 59: host.v1.HostService.PrepareImage:output_type -> host.v1.PrepareImageProgress
+	4,  // 60: host.v1.HostService.CollectImages:output_type -> host.v1.CollectImagesResponse
+	9,  // 61: host.v1.HostService.Shell:output_type -> host.v1.ShellOutput
+	13, // 62: host.v1.HostService.DialApp:output_type -> host.v1.DialAppOutput
+	61, // 63: host.v1.HostService.EnsureIde:output_type -> svc.app.v1.EnsureIdeResponse
+	62, // 64: host.v1.HostService.EnsureBrowser:output_type -> svc.app.v1.EnsureBrowserResponse
+	42, // [42:65] is the sub-list for method output_type
+	19, // [19:42] is the sub-list for method input_type
+	19, // [19:19] is the sub-list for extension type_name
+	19, // [19:19] is the sub-list for extension extendee
+	0,  // [0:19] is the sub-list for field type_name
 }
 
 func init() { file_host_v1_host_proto_init() }
