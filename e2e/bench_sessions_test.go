@@ -92,7 +92,7 @@ func loopCreateToFirstExec(b *testing.B, s *sandboxStack, pooled string) {
 	warmed := func() {
 		want := s.sb.Config.Host.WarmSandboxes
 		testkit.Eventually(b, time.Minute, "the host's warm pool refilled", func() (bool, string) {
-			warm := s.hosts[0].Warm(pooled)
+			warm, _ := s.hosts[0].Warm(pooled)
 			return warm >= want, fmt.Sprintf("%d of %d warm", warm, want)
 		})
 	}

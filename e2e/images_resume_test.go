@@ -4,6 +4,8 @@ import (
 	"context"
 	"crypto/rand"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -19,6 +21,7 @@ import (
 	"github.com/hangar-dev/hangar/internal/testenv"
 	"github.com/hangar-dev/hangar/internal/testkit"
 	"github.com/hangar-dev/hangar/records/fleet"
+	"github.com/hangar-dev/hangar/records/sessiondb"
 	hostimages "github.com/hangar-dev/hangar/sandboxhosts/images"
 	"github.com/hangar-dev/hangar/sandboxhosts/images/imagestest"
 )
@@ -177,34 +180,66 @@ func TestASessionOfADisabledImageResumesOnAnotherHostWithoutItsRegistry(t *testi
 }
 
 // TestAResumeFindingItsImageNeitherInChunksNorInItsRegistryFailsNamingIt: when a resumed
-// session's image is gone from the chunk store (as a session of a plain reference created before
-// its image was enabled has no chunks of it) the host falls back to the registry; with that down
-// too, the resume fails with failed_precondition naming the image, and once the registry is back
-// the session resumes from it.
+// session's image is gone from the chunk store, whole (as a session of a plain reference created
+// before its image was enabled has no chunks of it) or in part (a chunk lost), the host falls
+// back to the registry; with that down too, the resume fails with failed_precondition naming the
+// image, and once the registry is back the session resumes from it.
 func TestAResumeFindingItsImageNeitherInChunksNorInItsRegistryFailsNamingIt(t *testing.T) {
-	is := newImageStack(t, 1)
-	is.runWorker(t, imagesvc.WorkerOptions{Name: "w"})
-	ctx := t.Context()
-	d := is.evictedSessionOfADisabledImage(t, "team/gone")
-	h, err := v1.NewHash(d.digest)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// The chunk store's record of the image is what staging starts from.
-	if err := is.sb.Bucket.Delete(ctx, "imagerecords/sha256/"+h.Hex+".json"); err != nil {
-		t.Fatal(err)
-	}
-	is.offline.Store(true)
-	_, err = is.svc.Resume(ctx, connect.NewRequest(&appv1.ResumeRequest{SessionId: d.session}))
-	testenv.WantCode(t, err, connect.CodeFailedPrecondition)
-	if !strings.Contains(err.Error(), d.digest) {
-		t.Fatalf("the error does not name the image %s: %v", d.digest, err)
-	}
-	is.offline.Store(false)
-	if _, err := is.svc.Resume(ctx, connect.NewRequest(&appv1.ResumeRequest{SessionId: d.session})); err != nil {
-		t.Fatalf("resume with the registry back: %v", err)
-	}
-	if out := is.sh(t, d.session, "cat /root/mine; sha256sum < /opt/own.bin"); out != "mine\n"+d.sum {
-		t.Fatalf("the resumed session reads %q", out)
+	for _, c := range []struct {
+		name string
+		// lose takes the image out of the chunk store.
+		lose func(t *testing.T, is *imageStack, d *disabledImageSession)
+	}{
+		{"its record gone", func(t *testing.T, is *imageStack, d *disabledImageSession) {
+			h, err := v1.NewHash(d.digest)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// The chunk store's record of the image is what staging starts from.
+			if err := is.sb.Bucket.Delete(t.Context(), "imagerecords/sha256/"+h.Hex+".json"); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"a chunk of its own file gone", func(t *testing.T, is *imageStack, d *disabledImageSession) {
+			sum := d.ownChunks[0]
+			if err := is.sb.Bucket.Delete(t.Context(), "chunks/"+sum[:2]+"/"+sum); err != nil {
+				t.Fatal(err)
+			}
+			// The hosts' own copies of chunks would spare them the bucket.
+			for _, h := range is.hosts {
+				if err := os.Remove(filepath.Join(h.DataDir, "chunks", "chunks", sum)); err != nil && !os.IsNotExist(err) {
+					t.Fatal(err)
+				}
+			}
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			is := newImageStack(t, 1)
+			is.runWorker(t, imagesvc.WorkerOptions{Name: "w"})
+			ctx := t.Context()
+			d := is.evictedSessionOfADisabledImage(t, "team/gone")
+			c.lose(t, is, d)
+			is.offline.Store(true)
+			_, err := is.svc.Resume(ctx, connect.NewRequest(&appv1.ResumeRequest{SessionId: d.session}))
+			testenv.WantCode(t, err, connect.CodeFailedPrecondition)
+			if !strings.Contains(err.Error(), d.digest) {
+				t.Fatalf("the error does not name the image %s: %v", d.digest, err)
+			}
+			is.offline.Store(false)
+			if _, err := is.svc.Resume(ctx, connect.NewRequest(&appv1.ResumeRequest{SessionId: d.session})); err != nil {
+				t.Fatalf("resume with the registry back: %v", err)
+			}
+			if out := is.sh(t, d.session, "cat /root/mine; sha256sum < /opt/own.bin"); out != "mine\n"+d.sum {
+				t.Fatalf("the resumed session reads %q", out)
+			}
+			rec, err := sessiondb.NewStore(is.sb.DB, time.Now).Get(ctx, d.session)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// No new session may start from a disabled image: the host keeps none of it warm.
+			if _, kept := is.hosts[0].Warm(rec.ImageURI); kept {
+				t.Fatalf("the host keeps sandboxes of the disabled image %s warm after resuming its session", rec.ImageURI)
+			}
+		})
 	}
 }

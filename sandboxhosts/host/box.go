@@ -245,8 +245,10 @@ func (h *Host) start(ctx context.Context, b *box, rec *sessiondb.Record, env map
 		}
 		sbx.warmLayer = rec.WarmLayer
 	}
-	if pooled {
-		h.pool.refill(rec.ImageURI)
+	if pooled && rec.Status == sessiondb.Creating {
+		// A new session says more of its image may come; a resumed one says nothing of new
+		// sessions, and its image may since have been disabled, which no new session may use.
+		h.pool.refill(rec.ImageURI, refillAfterTake)
 	}
 	events, err := eventlog.OpenWriter(ctx, h.opts.DB, rec.ID, eventlog.WriterOptions{Now: h.clock.Now, Empty: rec.Status == sessiondb.Creating})
 	if err != nil {

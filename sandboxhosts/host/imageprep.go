@@ -183,7 +183,12 @@ func (h *Host) stageImage(ctx context.Context, digest, warmLayer string, progres
 func (h *Host) enabledImage(ctx context.Context, ref, warmLayer string) (*images.Image, error) {
 	if d, err := name.NewDigest(ref); err == nil {
 		err := h.imageChunks.Stage(ctx, d.DigestStr(), func(int, int) {})
-		if err != nil && !errors.Is(err, imagechunks.ErrNotChunked) {
+		switch {
+		case err == nil, errors.Is(err, imagechunks.ErrNotChunked):
+		case errors.Is(err, imagechunks.ErrIncomplete):
+			// The registry serves the same bytes by digest: the chunks only spared the pull.
+			h.log.Warn("image incomplete in the chunk store: pulling it from its registry", "image", ref, "err", err)
+		default:
 			return nil, fmt.Errorf("stage image %s from its chunks: %w", ref, err)
 		}
 	}
@@ -195,6 +200,10 @@ func (h *Host) enabledImage(ctx context.Context, ref, warmLayer string) (*images
 		return img, nil
 	}
 	dir, err := h.imageChunks.StageWarm(ctx, warmLayer)
+	if errors.Is(err, imagechunks.ErrIncomplete) {
+		// A warm layer is kept nowhere else.
+		return nil, apierr.FailedPrecondition("the warm layer of image %s is incomplete in the chunk store (%v): no session can start from it; RefreshImage with force_recapture captures it again for new sessions", ref, err)
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -15,6 +15,11 @@ const warmAge = 10 * time.Minute
 // warmImages is how many images the pool keeps warm sandboxes for: the most recently started.
 const warmImages = 4
 
+// refillAfterTake is how long the pool waits, after a session took one of its sandboxes,
+// before it boots the next: a boot keeps a core busy for tens of milliseconds (mount, runc,
+// supervisor), and the session that just started is waiting for its first command meanwhile.
+const refillAfterTake = 100 * time.Millisecond
+
 // pool keeps booted sandboxes of recently used images, with nothing of any session in them, so
 // that CreateSession skips the ~40 ms of overlay mount, runc start and supervisor start. A
 // sandbox's session-specific parts (its event log, its environment, given to each exec) are
@@ -36,7 +41,7 @@ func newPool(h *Host, size int, images []string) *pool {
 	ctx, stop := context.WithCancel(context.Background())
 	p := &pool{h: h, size: size, ctx: ctx, stop: stop, ready: map[string][]*sandbox{}, filling: map[string]bool{}}
 	for _, ref := range images {
-		p.refill(ref)
+		p.refill(ref, 0)
 	}
 	return p
 }
@@ -60,9 +65,10 @@ func (p *pool) take(ref string) *sandbox {
 	return nil
 }
 
-// refill marks ref as recently used and, in the background, tops its warm sandboxes up to the
-// pool's size; the least recently used image beyond warmImages loses its sandboxes.
-func (p *pool) refill(ref string) {
+// refill marks ref as recently used and, in the background after delay, tops its warm
+// sandboxes up to the pool's size; the least recently used image beyond warmImages loses its
+// sandboxes.
+func (p *pool) refill(ref string, delay time.Duration) {
 	if p.size <= 0 {
 		return
 	}
@@ -84,7 +90,17 @@ func (p *pool) refill(ref string) {
 		return
 	}
 	p.filling[ref] = true
-	p.wg.Go(func() { p.fill(ref) })
+	p.wg.Go(func() {
+		if delay > 0 {
+			wait := time.NewTimer(delay)
+			defer wait.Stop()
+			select {
+			case <-wait.C:
+			case <-p.ctx.Done():
+			}
+		}
+		p.fill(ref)
+	})
 }
 
 // fill boots sandboxes of ref until the pool holds size of them. A failure ends the round: the
@@ -179,11 +195,12 @@ func (p *pool) close() {
 // KeepWarm keeps warm sandboxes of the image ref from now on, as if a session had just started
 // from it: for an image that becomes known after the host started, such as an enabled image's
 // reference by digest, which is what its sessions start from.
-func (h *Host) KeepWarm(ref string) { h.pool.refill(ref) }
+func (h *Host) KeepWarm(ref string) { h.pool.refill(ref, 0) }
 
-// Warm counts the warm sandboxes of the image ref ready on this host.
-func (h *Host) Warm(ref string) int {
+// Warm counts the warm sandboxes of the image ref ready on this host; kept says whether the
+// pool keeps ref warm at all (it is among the images sessions recently started from).
+func (h *Host) Warm(ref string) (ready int, kept bool) {
 	h.pool.mu.Lock()
 	defer h.pool.mu.Unlock()
-	return len(h.pool.ready[ref])
+	return len(h.pool.ready[ref]), slices.Contains(h.pool.recent, ref)
 }

@@ -213,6 +213,22 @@ func (s *Store) layerManifest(ctx context.Context, digest string) (*snapshots.Ma
 // ErrNotChunked is an image digest no Chunk stored.
 var ErrNotChunked = errors.New("image not in the chunk store")
 
+// ErrIncomplete is an image or warm layer whose record is in the chunk store while some of what
+// it names is missing there, or does not hash to its name (a chunk collected or lost, a
+// manifest damaged). An image's registry still serves the same bytes by digest; a warm layer
+// exists nowhere else.
+var ErrIncomplete = errors.New("incomplete in the chunk store")
+
+// incomplete marks err with ErrIncomplete when it says the chunk store lacks, or holds a bad
+// copy of, something a record names.
+func incomplete(err error) error {
+	if gcerrors.Code(err) == gcerrors.NotFound || errors.Is(err, snapshots.ErrNotFound) ||
+		errors.Is(err, snapshots.ErrCorruptChunk) || errors.Is(err, snapshots.ErrInvalidManifest) {
+		return fmt.Errorf("%w: %w", ErrIncomplete, err)
+	}
+	return err
+}
+
 // Stage makes the image digest pullable from this host's cache without a registry: every layer
 // the cache lacks is restored from its chunks, then the record is added. It is idempotent.
 func (s *Store) Stage(ctx context.Context, digest string, progress Progress) error {
@@ -238,7 +254,7 @@ func (s *Store) Stage(ctx context.Context, digest string, progress Progress) err
 	total := 0
 	for i, l := range layers {
 		if manifests[i], err = s.layerManifest(ctx, l); err != nil {
-			return fmt.Errorf("stage %s: %w", digest, err)
+			return fmt.Errorf("stage %s: %w", digest, incomplete(err))
 		}
 		total += manifests[i].ChunkCount
 	}
@@ -250,7 +266,7 @@ func (s *Store) Stage(ctx context.Context, digest string, progress Progress) err
 				return err
 			})
 			if err != nil {
-				return fmt.Errorf("stage %s: %w", digest, err)
+				return fmt.Errorf("stage %s: %w", digest, incomplete(err))
 			}
 		}
 		done += manifests[i].ChunkCount
@@ -284,7 +300,7 @@ func (s *Store) StageWarm(ctx context.Context, ref string) (string, error) {
 	}
 	m, err := s.snaps.Load(ctx, sess, id)
 	if err != nil {
-		return "", fmt.Errorf("warm layer %s: %w", ref, err)
+		return "", fmt.Errorf("warm layer %s: %w", ref, incomplete(err))
 	}
 	digest := warmDigest(ref)
 	if !s.cache.HasLayer(digest) {
@@ -293,7 +309,7 @@ func (s *Store) StageWarm(ctx context.Context, ref string) (string, error) {
 			return err
 		})
 		if err != nil {
-			return "", fmt.Errorf("warm layer %s: %w", ref, err)
+			return "", fmt.Errorf("warm layer %s: %w", ref, incomplete(err))
 		}
 	}
 	return s.cache.LayerDir(digest)

@@ -141,6 +141,88 @@ func TestAWarmLayerRoundTripsThroughTheChunkStore(t *testing.T) {
 	}
 }
 
+// An image or warm layer whose record is in the chunk store but one of whose chunks is gone, or
+// rotten, stages as ErrIncomplete (a host then pulls the image from its registry), never as the
+// files it could restore, and leaves nothing in the cache.
+func TestAnImageOrWarmLayerMissingAChunkStagesAsIncomplete(t *testing.T) {
+	testkit.RequireRoot(t, "unpacking layers chowns and makes whiteouts")
+	ctx := context.Background()
+	reg := imagestest.Registry(t)
+	ref := imagestest.Push(t, reg, "test/holes", imagestest.Image(t,
+		imagestest.Layer(t, imagestest.Dir("etc/", 0o755), imagestest.File("etc/a", "the layer's one file\n", 0o644))))
+	chunkKeys := func(t *testing.T, bucket *blob.Bucket) []string {
+		var keys []string
+		it := bucket.List(&blob.ListOptions{Prefix: "chunks/"})
+		for {
+			obj, err := it.Next(ctx)
+			if err == io.EOF {
+				return keys
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			keys = append(keys, obj.Key)
+		}
+	}
+	for _, c := range []struct {
+		name   string
+		damage func(t *testing.T, bucket *blob.Bucket, key string)
+	}{
+		{"a chunk deleted", func(t *testing.T, bucket *blob.Bucket, key string) {
+			if err := bucket.Delete(ctx, key); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"a chunk rotten", func(t *testing.T, bucket *blob.Bucket, key string) {
+			if err := bucket.WriteAll(ctx, key, []byte("not what it hashed to"), nil); err != nil {
+				t.Fatal(err)
+			}
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			bucket := memblob.OpenBucket(nil)
+			t.Cleanup(func() { _ = bucket.Close() })
+			cacheA, storeA := newHost(t, bucket)
+			img, err := cacheA.Pull(ctx, ref)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := storeA.Chunk(ctx, img.Digest, noProgress); err != nil {
+				t.Fatal(err)
+			}
+			for _, key := range chunkKeys(t, bucket) {
+				c.damage(t, bucket, key)
+			}
+			cacheB, storeB := newHost(t, bucket)
+			if err := storeB.Stage(ctx, img.Digest, noProgress); !errors.Is(err, imagechunks.ErrIncomplete) {
+				t.Fatalf("staging an image with %s: %v, want ErrIncomplete", c.name, err)
+			}
+			if _, err := cacheB.Lookup(img.Digest); err == nil {
+				t.Fatal("the image is in the cache after a failed stage")
+			}
+
+			upper := t.TempDir()
+			if err := os.WriteFile(filepath.Join(upper, "deps"), []byte("installed once\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			before := len(chunkKeys(t, bucket))
+			warm, err := storeA.SaveWarm(ctx, "img_x-ejob_"+strings.ReplaceAll(c.name, " ", "_"), upper)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if after := chunkKeys(t, bucket); len(after) != before+1 {
+				t.Fatalf("the warm layer added %d chunks, want 1", len(after)-before)
+			}
+			for _, key := range chunkKeys(t, bucket) {
+				c.damage(t, bucket, key)
+			}
+			if _, err := storeB.StageWarm(ctx, warm); !errors.Is(err, imagechunks.ErrIncomplete) {
+				t.Fatalf("staging a warm layer with %s: %v, want ErrIncomplete", c.name, err)
+			}
+		})
+	}
+}
+
 // TestPullCutsLayersIntoChunksAsTheyUnpack pulls through the chunk store: every layer is cut
 // as it unpacks, so the chunk stage that follows uploads nothing, and another host staging the
 // image from the chunks gets the very files the registry's layers hold — also when the layer
