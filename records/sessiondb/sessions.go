@@ -33,6 +33,10 @@ type Record struct {
 	// may have the same one.
 	RequestedID string `firestore:"requested_id"`
 	Status      Status `firestore:"status"`
+	// Live is Status.Live(), written with every state: an owner's live sessions are counted on
+	// every create, and a query of equalities counts them at the cost of an index lookup where
+	// an "in" of the five live states is five (and the emulator scans the collection for each).
+	Live bool `firestore:"live"`
 	// StatusReason says why the last move happened (e.g. "idle", "host lost", an error).
 	StatusReason string `firestore:"status_reason"`
 	// HostID is the host the session's sandbox is on, or was on last ("" before placement).
@@ -130,6 +134,7 @@ var ErrLimit = errors.New("too many live sessions")
 func (s *Store) Create(ctx context.Context, r *Record, maxLive int) (version time.Time, err error) {
 	now := s.now()
 	r.CreatedAt, r.UpdatedAt, r.LastActiveAt = now, now, now
+	r.Live = r.Status.Live()
 	// The transaction reads only the count: the create itself fails on an existing id, and the
 	// id is read only when the count refuses. Every round trip here is one a new session waits
 	// for (a read of the id first was one more on every create).
@@ -169,13 +174,7 @@ func (s *Store) CountLive(ctx context.Context, owner string) (int64, error) {
 }
 
 func (s *Store) live(owner string) firestore.Query {
-	var live []string
-	for _, st := range Statuses() {
-		if st.Live() {
-			live = append(live, string(st))
-		}
-	}
-	return s.db.Collection(Collection).Where("owner_user_id", "==", owner).Where("status", "in", live)
+	return s.db.Collection(Collection).Where("owner_user_id", "==", owner).Where("live", "==", true)
 }
 
 // IsAlreadyExists reports whether err is Create's answer for an id already taken.
@@ -216,9 +215,10 @@ func (s *Store) MoveAt(ctx context.Context, held *Record, version time.Time, to 
 				return nil, errors.New("a move may change only host_id, sandbox_id and image_digest")
 			}
 		}
-		r.Status, r.StatusReason, r.UpdatedAt = to, reason, s.now()
+		r.Status, r.Live, r.StatusReason, r.UpdatedAt = to, to.Live(), reason, s.now()
 		return []firestore.Update{
 			{Path: "status", Value: r.Status},
+			{Path: "live", Value: r.Live},
 			{Path: "status_reason", Value: r.StatusReason},
 			{Path: "updated_at", Value: r.UpdatedAt},
 			{Path: "host_id", Value: r.HostID},
