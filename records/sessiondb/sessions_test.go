@@ -323,6 +323,19 @@ func TestCreateStopsAtTheOwnersLiveSessionLimit(t *testing.T) {
 		})
 	}
 
+	// A move out of the live states gives a place back, and a move into them takes it again.
+	for _, m := range []struct {
+		to   sessiondb.Status
+		want int64
+	}{{sessiondb.Lost, 1}, {sessiondb.Resuming, 2}} {
+		if _, _, err := st.Move(ctx, "u1-running", m.to, "", nil); err != nil {
+			t.Fatal(err)
+		}
+		if n, err := st.CountLive(ctx, "u1"); err != nil || n != m.want {
+			t.Fatalf("CountLive(u1) after a move to %s = %d, %v; want %d", m.to, n, err, m.want)
+		}
+	}
+
 	// Creates racing at the limit: the count is in the transaction, so only the limit pass.
 	var wg sync.WaitGroup
 	var mu sync.Mutex
