@@ -69,6 +69,7 @@ var pairs = []pair{
 	{name: "WebhookDeliveriesSustained", what: "sustained deliveries (16 senders, each sent twice), per delivery"},
 	{name: "EnabledImageCreateToFirstExec", baseline: "RawRuncRun", what: "CreateSession of an enabled image to first output (warm pool) vs runc run", target: 0.5},
 	{name: "EnabledImageCreateToFirstExecCold", baseline: "RawRuncRun", what: "the same, cold boot, vs runc run", target: 1.2},
+	{name: "RuncRunEchoSandboxConfig", baseline: "RuncRunEchoBare", what: "runc run alone with a sandbox's config (seccomp filter, cgroup limits) vs bare: a cold boot's floor"},
 	{name: "ImageEnable200MiB", baseline: "RawCranePullTarX200MiB", what: "enable a 200 MiB image end to end vs crane pull + tar -x", bytes: 200 * mib, target: 1.5},
 	{name: "ImageEnable200MiB cpu-ns/op", baseline: "RawCranePullTarX200MiB cpu-ns/op", what: "the same, CPU of the session (process, emulators, tar) vs crane + tar"},
 	{name: "WarmImageFirstExec", baseline: "WarmCommandInSession", what: "first exec on a warm-captured image vs running its 2 s warm command", target: 0.1},
@@ -164,7 +165,7 @@ func runRound(only, benchtime string) (map[string]float64, error) {
 	// -p 1: no package's test binary is built while another's benchmarks are timed (e2e's, first
 	// in the list, shared the two cores with the other packages' links).
 	args := []string{"test", "-p", "1", "-run", "^$", "-bench", only, "-count", "1", "-benchtime", benchtime, "./e2e/", "./harnesses/harness/",
-		"./automation/expr/", "./automation/jsbox/", "./automation/render/", "./functions/webhooks/", "./platform/pubsub/", "./sandboxhosts/egressproxy/", "./cmd/hangar/"}
+		"./automation/expr/", "./automation/jsbox/", "./automation/render/", "./functions/webhooks/", "./platform/pubsub/", "./sandboxhosts/egressproxy/", "./sandboxhosts/container/", "./cmd/hangar/"}
 	cmd := exec.Command("go", args...)
 	cmd.Stderr = os.Stderr
 	out, err := cmd.Output()

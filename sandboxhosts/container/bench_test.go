@@ -1,8 +1,11 @@
 package container
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -126,4 +129,59 @@ func BenchmarkCreateStopSandbox(b *testing.B) {
 		}
 	})
 	b.ReportMetric(median(creates), "create-median-ms")
+}
+
+// The floor of a cold boot: `runc run` of `echo hi` up to its output, bare (runc's own default
+// config) and with the config every sandbox gets (its seccomp filter, cgroup limits, masked
+// paths, capabilities), over the same rootfs dir and nothing else of the driver. A cold session
+// boots through the second and does more besides (disk, network, supervisor, records).
+
+func BenchmarkRuncRunEchoBare(b *testing.B) {
+	requirements(b)
+	benchRuncRunEcho(b, rawBundle(b, "/bin/echo", "hi"))
+}
+
+func BenchmarkRuncRunEchoSandboxConfig(b *testing.B) {
+	requirements(b)
+	rootfs := filepath.Join(b.TempDir(), "rootfs")
+	busyboxRootfs(b, rootfs)
+	bundle := b.TempDir()
+	spec := Spec{ID: "floor", Dir: b.TempDir(), Init: []string{"/bin/echo", "hi"}}
+	cgroup := "/" + testCgroupParent + "/" + uniqueID(b)
+	d := newTestDriver(b, "")
+	cfg := ociConfig(spec, rootfs, cgroup, d.defaults, d.maxOpenFiles)
+	raw, err := json.Marshal(cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(bundle, "config.json"), raw, 0o600); err != nil {
+		b.Fatal(err)
+	}
+	benchRuncRunEcho(b, bundle)
+}
+
+// benchRuncRunEcho times `runc run` of bundle, whose process prints "hi", up to its output.
+func benchRuncRunEcho(b *testing.B, bundle string) {
+	root := b.TempDir()
+	id := uniqueID(b)
+	first := make([]byte, 8)
+	for i := 0; b.Loop(); i++ {
+		cmd := exec.Command("runc", "--root", root, "run", "--bundle", bundle, fmt.Sprintf("%s-%d", id, i))
+		var errb bytes.Buffer
+		cmd.Stderr = &errb
+		stdout, err := cmd.StdoutPipe()
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := cmd.Start(); err != nil {
+			b.Fatal(err)
+		}
+		n, _ := stdout.Read(first)
+		b.StopTimer()
+		rest, _ := io.ReadAll(stdout)
+		if err := cmd.Wait(); err != nil || string(first[:n])+string(rest) != "hi\n" {
+			b.Fatalf("runc run: stdout %q, %v: %s", string(first[:n])+string(rest), err, errb.String())
+		}
+		b.StartTimer()
+	}
 }

@@ -86,9 +86,17 @@ func TestTheDiskKeepsTheUpperDirAcrossStopAndARemount(t *testing.T) {
 	if b, err := os.ReadFile(filepath.Join(sb.UpperDir(), "root", "file")); err != nil || string(b) != "kept\n" {
 		t.Fatalf("upper dir after Stop: %q, %v", b, err)
 	}
-	// A reboot unmounts the disk; its image stays in Dir and is mounted again.
+	// A reboot unmounts the disk; its image stays in Dir and is mounted again. Its loop device
+	// went with the unmount.
+	img := diskImage(spec.Dir)
+	if devs := loopDevicesOf(t, img); len(devs) != 1 {
+		t.Fatalf("the mounted disk is on loop devices %v, want one", devs)
+	}
 	if err := unix.Unmount(DiskDir(spec.Dir), 0); err != nil {
 		t.Fatal(err)
+	}
+	if devs := loopDevicesOf(t, img); len(devs) != 0 {
+		t.Fatalf("loop devices %v stayed attached after the unmount", devs)
 	}
 	sb = create(t, d, spec)
 	if got := sh(t, sb, "cat /root/file"); got != "kept" {
@@ -100,7 +108,27 @@ func TestTheDiskKeepsTheUpperDirAcrossStopAndARemount(t *testing.T) {
 	if mounted, err := isMountPoint(DiskDir(spec.Dir)); err != nil || mounted {
 		t.Errorf("disk still mounted after Remove (%v)", err)
 	}
+	if devs := loopDevicesOf(t, img); len(devs) != 0 {
+		t.Errorf("loop devices %v stayed attached after Remove", devs)
+	}
 	if _, err := os.Stat(spec.Dir); !os.IsNotExist(err) {
 		t.Errorf("Dir after Remove: %v", err)
 	}
+}
+
+// loopDevicesOf lists the loop devices whose backing file is img.
+func loopDevicesOf(t *testing.T, img string) []string {
+	t.Helper()
+	files, err := filepath.Glob("/sys/block/loop*/loop/backing_file")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var devs []string
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err == nil && strings.TrimSpace(string(b)) == img {
+			devs = append(devs, filepath.Base(filepath.Dir(filepath.Dir(f))))
+		}
+	}
+	return devs
 }

@@ -30,7 +30,7 @@
 //	                   undone, so Cleanup can always find the leftovers
 //	spare-disks/       disks made ahead, never yet mounted (spares.go)
 //
-// Needs root, runc, overlayfs, loop devices, mount(8) and mkfs.ext4. Each
+// Needs root, runc, overlayfs, loop devices and mkfs.ext4. Each
 // sandbox's init is reparented to the host process's reaper when runc exits:
 // run the host under an init that reaps orphans (systemd does), or set
 // DriverOptions.Subreaper.
@@ -94,9 +94,8 @@ type Driver struct {
 	cgroup    string
 	defaults  Resources
 	subreaper bool
-	// mount and mkfs are the host's mount(8) and mkfs.ext4, which make
-	// sandbox disks.
-	mount, mkfs string
+	// mkfs is the host's mkfs.ext4, which makes sandbox disks.
+	mkfs string
 	// maxOpenFiles is sandboxes' RLIMIT_NOFILE: wantOpenFiles, or less when
 	// this process's hard limit is lower, since raising a hard limit takes
 	// CAP_SYS_RESOURCE, which the host may not hold.
@@ -123,9 +122,6 @@ func NewDriver(opts DriverOptions) (*Driver, error) {
 		cgroup:    opts.CgroupParent,
 		defaults:  opts.DefaultResources.withDefaults(Resources{}),
 		subreaper: opts.Subreaper,
-	}
-	if d.mount, err = lookTool("mount", "mount"); err != nil {
-		return nil, err
 	}
 	if d.mkfs, err = lookTool("mkfs.ext4", "e2fsprogs"); err != nil {
 		return nil, err
