@@ -7,7 +7,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -150,29 +149,7 @@ func deleteSession(b *testing.B, s *sandboxStack, id string) {
 // BenchmarkRawRuncRun runs `echo hi` as a container's init and stops the clock at its output, as
 // BenchmarkSessionCreateToFirstExec does; runc's teardown after that is not timed either.
 func BenchmarkRawRuncRun(b *testing.B) {
-	bundle := containertest.Bundle(b, imageRootfs(b), "/bin/echo", "hi")
-	root := b.TempDir()
-	prefix := containerPrefix()
-	first := make([]byte, 64)
-	for i := 0; b.Loop(); i++ {
-		cmd := exec.Command("runc", "--root", root, "run", "--bundle", bundle, prefix+strconv.Itoa(i))
-		var errb bytes.Buffer
-		cmd.Stderr = &errb
-		stdout, err := cmd.StdoutPipe()
-		if err != nil {
-			b.Fatal(err)
-		}
-		if err := cmd.Start(); err != nil {
-			b.Fatal(err)
-		}
-		n, _ := stdout.Read(first)
-		b.StopTimer()
-		rest, _ := io.ReadAll(stdout)
-		if err := cmd.Wait(); err != nil || string(first[:n])+string(rest) != "hi\n" {
-			b.Fatalf("runc run: stdout %q, %v: %s", string(first[:n])+string(rest), err, errb.String())
-		}
-		b.StartTimer()
-	}
+	containertest.TimeRuncRunEcho(b, containertest.Bundle(b, imageRootfs(b), "/bin/echo", "hi"), containerPrefix())
 }
 
 // BenchmarkSessionExecTrue is one command's round trip through the API, up to its exit frame.

@@ -1,11 +1,9 @@
 package container
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -138,7 +136,7 @@ func BenchmarkCreateStopSandbox(b *testing.B) {
 
 func BenchmarkRuncRunEchoBare(b *testing.B) {
 	requirements(b)
-	benchRuncRunEcho(b, rawBundle(b, "/bin/echo", "hi"))
+	containertest.TimeRuncRunEcho(b, rawBundle(b, "/bin/echo", "hi"), uniqueID(b)+"-")
 }
 
 func BenchmarkRuncRunEchoSandboxConfig(b *testing.B) {
@@ -157,31 +155,5 @@ func BenchmarkRuncRunEchoSandboxConfig(b *testing.B) {
 	if err := os.WriteFile(filepath.Join(bundle, "config.json"), raw, 0o600); err != nil {
 		b.Fatal(err)
 	}
-	benchRuncRunEcho(b, bundle)
-}
-
-// benchRuncRunEcho times `runc run` of bundle, whose process prints "hi", up to its output.
-func benchRuncRunEcho(b *testing.B, bundle string) {
-	root := b.TempDir()
-	id := uniqueID(b)
-	first := make([]byte, 8)
-	for i := 0; b.Loop(); i++ {
-		cmd := exec.Command("runc", "--root", root, "run", "--bundle", bundle, fmt.Sprintf("%s-%d", id, i))
-		var errb bytes.Buffer
-		cmd.Stderr = &errb
-		stdout, err := cmd.StdoutPipe()
-		if err != nil {
-			b.Fatal(err)
-		}
-		if err := cmd.Start(); err != nil {
-			b.Fatal(err)
-		}
-		n, _ := stdout.Read(first)
-		b.StopTimer()
-		rest, _ := io.ReadAll(stdout)
-		if err := cmd.Wait(); err != nil || string(first[:n])+string(rest) != "hi\n" {
-			b.Fatalf("runc run: stdout %q, %v: %s", string(first[:n])+string(rest), err, errb.String())
-		}
-		b.StartTimer()
-	}
+	containertest.TimeRuncRunEcho(b, bundle, uniqueID(b)+"-")
 }

@@ -3,10 +3,13 @@
 package containertest
 
 import (
+	"bytes"
 	"encoding/json"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"testing"
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
@@ -54,4 +57,31 @@ func Sysprobe(tb testing.TB) string {
 		tb.Fatalf("build sysprobe: %v\n%s", err, msg)
 	}
 	return out
+}
+
+// TimeRuncRunEcho is the loop of a benchmark that times `runc run` of bundle, whose process
+// prints "hi", up to that output, as a session's create is timed to its first output: runc's
+// teardown after it is not timed. Containers are named idPrefix and a number.
+func TimeRuncRunEcho(b *testing.B, bundle, idPrefix string) {
+	root := b.TempDir()
+	first := make([]byte, 64)
+	for i := 0; b.Loop(); i++ {
+		cmd := exec.Command("runc", "--root", root, "run", "--bundle", bundle, idPrefix+strconv.Itoa(i))
+		var errb bytes.Buffer
+		cmd.Stderr = &errb
+		stdout, err := cmd.StdoutPipe()
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := cmd.Start(); err != nil {
+			b.Fatal(err)
+		}
+		n, _ := stdout.Read(first)
+		b.StopTimer()
+		rest, _ := io.ReadAll(stdout)
+		if err := cmd.Wait(); err != nil || string(first[:n])+string(rest) != "hi\n" {
+			b.Fatalf("runc run: stdout %q, %v: %s", string(first[:n])+string(rest), err, errb.String())
+		}
+		b.StartTimer()
+	}
 }
