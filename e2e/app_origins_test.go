@@ -62,16 +62,15 @@ func newOriginStack(t *testing.T) *originStack {
 // *.localhost to loopback; it follows no redirect.
 func browserAt(addr string) *http.Client {
 	dial := (&net.Dialer{}).DialContext
-	return &http.Client{
-		Timeout: 30 * time.Second,
-		Transport: &http.Transport{DialContext: func(ctx context.Context, network, a string) (net.Conn, error) {
-			if host, _, _ := net.SplitHostPort(a); strings.HasSuffix(host, ".localhost") {
-				a = addr
-			}
-			return dial(ctx, network, a)
-		}},
-		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
-	}
+	c := testkit.NoRedirects(nil)
+	c.Timeout = 30 * time.Second
+	c.Transport = &http.Transport{DialContext: func(ctx context.Context, network, a string) (net.Conn, error) {
+		if host, _, _ := net.SplitHostPort(a); strings.HasSuffix(host, ".localhost") {
+			a = addr
+		}
+		return dial(ctx, network, a)
+	}}
+	return c
 }
 
 // signInToDashboard signs a new dashboard session in (the dev sign-in) and returns its cookie.
