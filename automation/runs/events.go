@@ -200,29 +200,55 @@ type bodyClaim struct {
 
 // ClaimBody records that deliveryKey brought bodyKey to an automation at at, unless another
 // delivery brought it within window before: then it answers that delivery's key and records
-// nothing. The window slides (it is not aligned to the clock), and the claim is transactional,
-// so two concurrent deliveries of one body cannot both pass.
+// nothing. The window slides (it is not aligned to the clock), and two concurrent deliveries of
+// one body cannot both pass: the claim is a create only one of them wins, and a claim past its
+// window is replaced by a write conditional on its version.
+//
+// No transaction: the copies of one delivery often come at once (a sender's retry, a replay),
+// and two transactions that each read the claim and then write it wait on each other's lock
+// (the emulator let them go after about 2 s, during which neither delivery had a run).
 func (s *Store) ClaimBody(ctx context.Context, automationID, bodyKey, deliveryKey string, at time.Time, window time.Duration) (earlier string, err error) {
 	doc := s.db.Collection(BodiesCollection).Doc(ids.FromKey("body", automationID+"\x00"+bodyKey))
-	err = s.db.RunTransaction(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
+	claim := bodyClaim{AutomationID: automationID, DeliveryKey: deliveryKey, At: at, ExpireAt: at.Add(window)}
+	for attempt := 1; ; attempt++ {
+		_, err := doc.Create(ctx, claim)
+		if err == nil {
+			return "", nil
+		}
+		if !store.IsAlreadyExists(err) {
+			return "", fmt.Errorf("claim body of %s for %s: %w", deliveryKey, automationID, err)
+		}
 		earlier = ""
-		cur, err := store.Read[bodyClaim](ctx, tx, doc)
-		if err != nil && !errors.Is(err, store.ErrNotFound) {
-			return err
-		}
+		_, _, err = store.Swap(ctx, doc, nil, time.Time{}, func(cur *bodyClaim) ([]firestore.Update, error) {
+			switch {
+			case at.Sub(cur.At) >= window:
+				return []firestore.Update{
+					{Path: "automation_id", Value: claim.AutomationID},
+					{Path: "delivery_key", Value: claim.DeliveryKey},
+					{Path: "at", Value: claim.At},
+					{Path: "expire_at", Value: claim.ExpireAt},
+				}, nil
+			case cur.DeliveryKey == deliveryKey:
+				// A redelivery keeps the claim's start: the window does not slide with retries.
+				return nil, errClaimed
+			default:
+				earlier = cur.DeliveryKey
+				return nil, errClaimed
+			}
+		})
 		switch {
-		case cur == nil || at.Sub(cur.At) >= window:
-		case cur.DeliveryKey == deliveryKey:
-			// A redelivery keeps the claim's start: the window does not slide with retries.
-			return nil
+		case err == nil, errors.Is(err, errClaimed):
+			return earlier, nil
+		case errors.Is(err, store.ErrNotFound) && attempt < maxClaimAttempts:
+			// The expired claim was deleted between the create and the read: create it again.
 		default:
-			earlier = cur.DeliveryKey
-			return nil
+			return "", fmt.Errorf("claim body of %s for %s: %w", deliveryKey, automationID, err)
 		}
-		return tx.Set(doc, bodyClaim{AutomationID: automationID, DeliveryKey: deliveryKey, At: at, ExpireAt: at.Add(window)})
-	})
-	if err != nil {
-		return "", fmt.Errorf("claim body of %s for %s: %w", deliveryKey, automationID, err)
 	}
-	return earlier, nil
 }
+
+// errClaimed ends a claim's swap that writes nothing: the claim stands as it is.
+var errClaimed = errors.New("body claimed")
+
+// maxClaimAttempts bounds ClaimBody's creates of a claim that keeps being deleted under it.
+const maxClaimAttempts = 5

@@ -157,3 +157,46 @@ func TestSecurityConcurrentDeliveriesOfOneBodyClaimItOnce(t *testing.T) {
 		t.Fatalf("claims answered %q: want exactly one delivery to claim the body", earlier)
 	}
 }
+
+// A body's claim answers the delivery that first brought it within the window, for as long as
+// the window runs from that delivery (a redelivery does not move it); past it, the next delivery
+// claims the body afresh. Copies of one delivery arriving at once all pass.
+func TestClaimBodyAnswersTheFirstDeliveryWithinItsWindow(t *testing.T) {
+	t.Parallel()
+	db, _ := testenv.Firestore(t)
+	s := runs.NewStore(db, time.Now)
+	start := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
+	for _, c := range []struct {
+		name, key string
+		after     time.Duration
+		want      string
+	}{
+		{"the first delivery claims the body", "guid-1", 0, ""},
+		{"another delivery within the window is told the first", "guid-2", 10 * time.Minute, "guid-1"},
+		{"a redelivery of the first passes", "guid-1", 50 * time.Minute, ""},
+		{"the window still runs from the first", "guid-3", 59 * time.Minute, "guid-1"},
+		{"past the window the next delivery claims it", "guid-4", 61 * time.Minute, ""},
+		{"and is told to the deliveries after it", "guid-5", 90 * time.Minute, "guid-4"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			got, err := s.ClaimBody(t.Context(), "auto_w", "sha256:body", c.key, start.Add(c.after), time.Hour)
+			if err != nil || got != c.want {
+				t.Fatalf("ClaimBody(%s) = %q, %v; want %q", c.key, got, err, c.want)
+			}
+		})
+	}
+	t.Run("copies of one delivery at once all pass", func(t *testing.T) {
+		errs := make([]error, 4)
+		earlier := make([]string, 4)
+		var wg sync.WaitGroup
+		for i := range errs {
+			wg.Go(func() {
+				earlier[i], errs[i] = s.ClaimBody(t.Context(), "auto_w", "sha256:other", "guid-copy", start, time.Hour)
+			})
+		}
+		wg.Wait()
+		if err := errors.Join(errs...); err != nil || slices.ContainsFunc(earlier, func(e string) bool { return e != "" }) {
+			t.Fatalf("copies answered %q, %v; want every one to pass", earlier, err)
+		}
+	})
+}
