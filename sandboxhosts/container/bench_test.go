@@ -2,7 +2,6 @@ package container
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -146,13 +145,7 @@ func BenchmarkRuncRunEchoSandboxConfig(b *testing.B) {
 	bundle := b.TempDir()
 	spec := Spec{ID: "floor", Dir: b.TempDir(), Init: []string{"/bin/echo", "hi"}}
 	cgroup := "/" + testCgroupParent + "/" + uniqueID(b)
-	d := newTestDriver(b, "")
-	cfg := ociConfig(spec, rootfs, cgroup, d.defaults, d.maxOpenFiles)
-	raw, err := json.Marshal(cfg)
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(bundle, "config.json"), raw, 0o600); err != nil {
+	if err := newTestDriver(b, "").writeBundle(spec, rootfs, bundle, cgroup); err != nil {
 		b.Fatal(err)
 	}
 	containertest.TimeRuncRunEcho(b, bundle, uniqueID(b)+"-")

@@ -138,12 +138,7 @@ func (d *Driver) makeDisk(img string, size int64, background bool) error {
 		err = cerr
 	}
 	if err == nil {
-		cmd := exec.Command(d.mkfs, "-q", "-F", "-m", "0", "-O", "^has_journal,^resize_inode", "-E", "lazy_itable_init=1,nodiscard", img)
-		if background {
-			err = runIdle(cmd)
-		} else {
-			err = runCmd(cmd)
-		}
+		err = runTool(background, d.mkfs, "-q", "-F", "-m", "0", "-O", "^has_journal,^resize_inode", "-E", "lazy_itable_init=1,nodiscard", img)
 	}
 	if err != nil {
 		_ = os.Remove(img)
@@ -180,25 +175,22 @@ func (s *Sandbox) DiskUsage() (DiskUsage, error) {
 	return DiskUsage{UsedBytes: int64(st.Blocks-st.Bfree) * st.Bsize, SizeBytes: int64(st.Blocks) * st.Bsize}, nil
 }
 
-func runCmd(cmd *exec.Cmd) error {
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		return fmt.Errorf("%s: %w: %s", filepath.Base(cmd.Path), err, bytes.TrimSpace(out))
-	}
-	return nil
-}
-
-// runIdle is runCmd at the lowest CPU priority (nice 19), for work nobody waits for.
-func runIdle(cmd *exec.Cmd) error {
+// runTool runs a host tool, its output becoming the error when it fails; idle runs it at the
+// lowest CPU priority (nice 19), for work nobody waits for.
+func runTool(idle bool, bin string, args ...string) error {
+	cmd := exec.Command(bin, args...)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("%s: %w", filepath.Base(cmd.Path), err)
+		return fmt.Errorf("%s: %w", filepath.Base(bin), err)
 	}
-	// Set after the start, so mkfs may run its first instants at normal priority: harmless.
-	_ = unix.Setpriority(unix.PRIO_PROCESS, cmd.Process.Pid, 19)
+	if idle {
+		// Set after the start, so the tool may run its first instants at normal priority:
+		// harmless.
+		_ = unix.Setpriority(unix.PRIO_PROCESS, cmd.Process.Pid, 19)
+	}
 	if err := cmd.Wait(); err != nil {
-		return fmt.Errorf("%s: %w: %s", filepath.Base(cmd.Path), err, bytes.TrimSpace(out.Bytes()))
+		return fmt.Errorf("%s: %w: %s", filepath.Base(bin), err, bytes.TrimSpace(out.Bytes()))
 	}
 	return nil
 }

@@ -258,12 +258,7 @@ func (d *Driver) Create(ctx context.Context, spec Spec) (_ *Sandbox, err error) 
 	if err := mountOverlay(spec.LowerDirs, sb.UpperDir(), sb.workDir(), sb.RootFS()); err != nil {
 		return nil, fmt.Errorf("create sandbox %s: %w", sb.id, err)
 	}
-	cfg := ociConfig(spec, sb.RootFS(), "/"+d.cgroup+"/"+sb.id, spec.Resources.withDefaults(d.defaults), d.maxOpenFiles)
-	b, err := json.MarshalIndent(cfg, "", "  ")
-	if err != nil {
-		return nil, fmt.Errorf("create sandbox %s: %w", sb.id, err)
-	}
-	if err := os.WriteFile(filepath.Join(sb.bundleDir(), "config.json"), b, 0o600); err != nil {
+	if err := d.writeBundle(spec, sb.RootFS(), sb.bundleDir(), "/"+d.cgroup+"/"+sb.id); err != nil {
 		return nil, fmt.Errorf("create sandbox %s: %w", sb.id, err)
 	}
 	if sb.pid, err = d.run(ctx, sb, spec.ExtraFiles); err != nil {
@@ -273,6 +268,17 @@ func (d *Driver) Create(ctx context.Context, spec Spec) (_ *Sandbox, err error) 
 		return nil, fmt.Errorf("create sandbox %s: %w", sb.id, err)
 	}
 	return sb, nil
+}
+
+// writeBundle writes the runc config of spec's sandbox, over rootfs and in the cgroup at
+// cgroupsPath, into bundleDir.
+func (d *Driver) writeBundle(spec Spec, rootfs, bundleDir, cgroupsPath string) error {
+	cfg := ociConfig(spec, rootfs, cgroupsPath, spec.Resources.withDefaults(d.defaults), d.maxOpenFiles)
+	b, err := json.MarshalIndent(cfg, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(bundleDir, "config.json"), b, 0o600)
 }
 
 // run starts the sandbox's container detached (`runc run -d`) with PID 1's
