@@ -241,17 +241,18 @@ func TestMoveAtStartsFromTheVersionCreateReturned(t *testing.T) {
 		// version is what the mover holds, from the version Create returned.
 		version  func(created time.Time) time.Time
 		wantFrom sessiondb.Status
-		wantErr  bool
+		// wantRead says that the move read the record rather than start from the held one.
+		wantRead, wantErr bool
 	}{
-		{"unchanged since the create, the move writes its fields only", nil,
-			func(v time.Time) time.Time { return v }, sessiondb.Creating, false},
+		{"unchanged since the create, the move writes its fields only, without a read", nil,
+			func(v time.Time) time.Time { return v }, sessiondb.Creating, false, false},
 		{"deleted since the create, the move reads the deletion and refuses", func(t *testing.T, id string) {
 			if _, _, err := st.Move(ctx, id, sessiondb.Deleted, "deleted", nil); err != nil {
 				t.Fatal(err)
 			}
-		}, func(v time.Time) time.Time { return v }, sessiondb.Deleted, true},
+		}, func(v time.Time) time.Time { return v }, sessiondb.Deleted, true, true},
 		{"a version that is not the record's is read and checked", nil,
-			func(v time.Time) time.Time { return v.Add(time.Microsecond) }, sessiondb.Creating, false},
+			func(v time.Time) time.Time { return v.Add(time.Microsecond) }, sessiondb.Creating, true, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			id := "sess_at_" + strings.ReplaceAll(c.name[:20], " ", "_")
@@ -263,9 +264,14 @@ func TestMoveAtStartsFromTheVersionCreateReturned(t *testing.T) {
 				c.meanwhile(t, id)
 			}
 			held := &sessiondb.Record{ID: id, Status: sessiondb.Creating, HostID: "h1", ImageURI: "img"}
-			from, _, err := st.MoveAt(ctx, held, c.version(created), sessiondb.Running, "started", placed)
+			from, moved, err := st.MoveAt(ctx, held, c.version(created), sessiondb.Running, "started", placed)
 			if from != c.wantFrom || (err != nil) != c.wantErr {
 				t.Fatalf("MoveAt = from %s, %v; want from %s, error %v", from, err, c.wantFrom, c.wantErr)
+			}
+			// The record returned is held as changed when the move did not read it: held has no
+			// owner, the stored record has.
+			if moved != nil && (moved.Owner != "") != c.wantRead {
+				t.Fatalf("MoveAt read the record: %v, want %v", !c.wantRead, c.wantRead)
 			}
 			got, err := st.Get(ctx, id)
 			if err != nil {
