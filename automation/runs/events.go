@@ -218,8 +218,8 @@ func (s *Store) ClaimBody(ctx context.Context, automationID, bodyKey, deliveryKe
 		if !store.IsAlreadyExists(err) {
 			return "", fmt.Errorf("claim body of %s for %s: %w", deliveryKey, automationID, err)
 		}
-		earlier = ""
 		_, _, err = store.Swap(ctx, doc, nil, time.Time{}, func(cur *bodyClaim) ([]firestore.Update, error) {
+			earlier = ""
 			switch {
 			case at.Sub(cur.At) >= window:
 				return []firestore.Update{
