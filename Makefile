@@ -15,7 +15,7 @@ REGION ?= europe-west1
 DEPLOY_FLAGS ?=
 PROJECT ?= $(shell gcloud config get-value project 2>/dev/null)
 
-.PHONY: dev test security fuzz fresh-machine check system-deps plugins web web-test generate check-gen lint vet fmt-check tidy-check bench deploy tools clean agent-clis agent-image
+.PHONY: check-tracked dev test security fuzz fresh-machine check system-deps plugins web web-test generate check-gen lint vet fmt-check tidy-check bench deploy tools clean agent-clis agent-image
 
 ## dev: run the whole system locally (emulators, every function, one server on 127.0.0.1:8080);
 ## the sandbox host needs runc and busybox-static, so it installs them first like `make test`
@@ -94,8 +94,12 @@ system-deps:
 system-deps-browser:
 	@scripts/system-deps --browser
 
-## check: the house rules — gen/ in sync with proto/, buf lint, staticcheck, import grouping, gofmt, go vet, go.mod tidy
-check: check-gen lint fmt-check vet tidy-check
+## check: the house rules — gen/ in sync with proto/, buf lint, staticcheck, import grouping, gofmt, go vet, go.mod tidy, no build output tracked
+check: check-gen lint fmt-check vet tidy-check check-tracked
+
+## check-tracked: fail on a tracked executable binary, or a tracked file over 1 MiB outside third_party/ and testdata/
+check-tracked:
+	@scripts/check-tracked
 
 tools: $(TOOLS)/buf $(TOOLS)/protoc-gen-go $(TOOLS)/protoc-gen-connect-go $(TOOLS)/staticcheck $(TOOLS)/goimports
 
