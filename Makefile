@@ -166,7 +166,7 @@ bench:
 	go run ./cmd/hangar emulators -- go run ./bench/driver -bench '$(BENCH)'
 
 ## deploy: one Cloud Run function per built service, the automation worker and the dashboard, as
-## `hangar functions` lists them (not run in CI); see README "Deploy"
+## `hangar functions` lists them (not run in CI); see docs/deploy.md
 deploy: plugins web
 	@test -n "$(PROJECT)" || { echo "set PROJECT=<gcp project>"; exit 1; }
 	go run ./cmd/hangar functions | while read -r name entry access; do \

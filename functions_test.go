@@ -151,7 +151,7 @@ func TestProductionParity(t *testing.T) {
 	ks, sealer := testenv.Keyset(t)
 	sb.Sealer = sealer
 	sb.StartHost(t, "parity-host")
-	// A deployment provisions its topics and subscriptions once (README "Deploy").
+	// A deployment provisions its topics and subscriptions once (docs/deploy.md).
 	ps, err := pubsub.Open(ctx, project)
 	if err != nil {
 		t.Fatal(err)

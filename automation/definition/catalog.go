@@ -103,7 +103,7 @@ func fieldSchema(f FieldSpec) map[string]any {
 	return s
 }
 
-// BlockReference is the Markdown reference of the block types, for the README.
+// BlockReference is the Markdown reference of the block types, for drafts and docs/automations.md.
 func BlockReference() string {
 	var b strings.Builder
 	for _, spec := range blockSpecs {

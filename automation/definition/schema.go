@@ -87,7 +87,7 @@ const (
 )
 
 // blockSpecs is the one table of block types: validation, the action catalog (ActionSchemas)
-// and the README reference (BlockReference) all read it.
+// and the block reference (BlockReference) all read it.
 //
 //   - filter: condition (CEL, required). False ends the run as filtered.
 //   - code: source (a JavaScript function body, required). Its return value is the output.

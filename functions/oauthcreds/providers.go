@@ -80,7 +80,7 @@ type Probe struct {
 func Builtins() []Provider {
 	return []Provider{
 		{
-			// Claude Code's own sign-in (see README "Built-in providers, checked against"): its
+			// Claude Code's own sign-in (see docs/oauth-credentials.md, "Built-in providers, checked against"): its
 			// authorize page wants code=true, which has Anthropic's hosted callback show the
 			// code to paste.
 			ID:                   "anthropic",

@@ -12,7 +12,7 @@ import (
 	"unicode/utf8"
 )
 
-// finderOutput is what a finder answers: one JSON object (the README documents the schema),
+// finderOutput is what a finder answers: one JSON object (docs/reviews.md documents the schema),
 // alone or as the last ```json block of its answer.
 type finderOutput struct {
 	Findings []finderFinding `json:"findings"`

@@ -111,7 +111,7 @@ func (f reviewFilter) matches(r *review) bool {
 // Why in memory: six multi-valued filters and a substring search are more than Firestore's
 // one-"in"-per-query and single array-contains allow, and facets need every row anyway. The
 // scan reads the newest Limits.ListScan active passes with the list projection (no findings or
-// events); older ones are not listed, which the README says.
+// events); older ones are not listed, which docs/reviews.md says.
 func (s *Service) ListReviews(ctx context.Context, req *connect.Request[appv1.ListReviewsRequest]) (*connect.Response[appv1.ListReviewsResponse], error) {
 	f, err := parseFilter(req.Msg)
 	if err != nil {

@@ -15,7 +15,7 @@ type filePatch struct {
 // task prompt limit; the finder reads the rest from its checkout.
 const maxPromptPatch = 96 << 10
 
-// FinderSchema is the JSON object a finder answers with; the README's reviews section shows it.
+// FinderSchema is the JSON object a finder answers with; docs/reviews.md shows it.
 const FinderSchema = `{"summary_md": "overview of the change, markdown",
  "findings": [{"path": "file changed by the PR", "start_line": 10, "end_line": 12, "side": "RIGHT",
    "category": "bug|security|performance|correctness|maintainability|style|test|docs",

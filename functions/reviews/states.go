@@ -18,7 +18,7 @@ const (
 	StateSuperseded = "superseded"
 )
 
-// stateMoves is the review state machine, in lifecycle order; the README's table is this one.
+// stateMoves is the review state machine, in lifecycle order; docs/reviews.md's table is this one.
 // A pass is queued when a trigger makes it, running while its finder works, verifying while its
 // verifier judges the findings, posting while its GitHub review is written, fixing while the fix
 // task autofix started works (until it ends, to record what it pushed). A newer push

@@ -52,7 +52,7 @@ func (s *Service) spendAppToken(ctx context.Context, g appGrant) error {
 
 // SweepAppTokens deletes a bounded batch of the records of used app tokens that are past
 // expire_at: the automation worker's tick calls it; a Firestore TTL policy on
-// appTokensUsed.expire_at (README) does the same without it.
+// appTokensUsed.expire_at (docs/sessions.md) does the same without it.
 func (s *Service) SweepAppTokens(ctx context.Context) error {
 	if _, err := store.DeleteExpired(ctx, s.d.DB, usedAppTokens, "expire_at", s.d.Clock.Now(), sweepAppTokensBatch); err != nil {
 		return fmt.Errorf("sweep used app tokens: %w", err)

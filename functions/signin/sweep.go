@@ -28,7 +28,7 @@ const (
 
 // Sweep deletes, a bounded batch per collection per call, the sign-in flows, device grants,
 // user code indexes and web sessions that expired more than expiredKept ago. The automation
-// worker's tick calls it; a Firestore TTL policy on expires_at (README) does the same job
+// worker's tick calls it; a Firestore TTL policy on expires_at (docs/api.md, "Signing in") does the same job
 // without it.
 func (s *Service) Sweep(ctx context.Context) error {
 	before := s.d.Clock.Now().Add(-expiredKept)

@@ -2,7 +2,7 @@
 // package belongs to one layer of an ordered table, imports run only down or across within a
 // layer, the engines and the services stay independent of their siblings but for the few edges
 // listed by name, and production code never imports test helpers or tooling. The table is the
-// picture in docs/architecture.md.
+// picture in README.md, which picture_test.go draws from it.
 package archtest
 
 import (

@@ -1,5 +1,5 @@
 // Package apierr is Hangar's error model: every failure leaves a service as a Connect error with
-// the code the README's "Errors" section names, invalid input names its field in a
+// the code docs/api.md's "Errors" section names, invalid input names its field in a
 // google.rpc.BadRequest detail, and anything unexpected becomes an opaque internal error whose
 // cause is logged, never sent.
 package apierr

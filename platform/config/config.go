@@ -1,6 +1,6 @@
 // Package config reads Hangar's settings from the environment, once, into one struct: addresses,
 // the Google Cloud project, and every limit the API enforces, so that all of them live in one
-// place (and in the README's configuration table). Each setting's variable and default are its
+// place (and in docs/configuration.md's table). Each setting's variable and default are its
 // field's `env` tag, decoded by github.com/sethvargo/go-envconfig; a tag's `min` is the least
 // whole number the variable takes (1 without it). Settings the environment cannot change have
 // FIXED_ keys, which are never looked up.

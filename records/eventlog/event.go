@@ -9,7 +9,7 @@
 // tool_name and durable, and with the combinations a caller uses.
 //
 // Event kinds are open strings. The kinds the host emits and their payloads are listed in the
-// README ("Session events"), the one place a client reads them.
+// docs/sessions.md ("Session events"), the one place a client reads them.
 //
 // Agent-turn kinds (prompt.queued, prompt.started, assistant.message, tool.call, tool.result,
 // turn.done, interrupted) are named here so that IsConversation can know them; their payloads

@@ -1,4 +1,4 @@
-// Package example is the smallest useful harness plugin, the one README's "Write a harness
+// Package example is the smallest useful harness plugin, the one docs/harnesses.md's "Write a harness
 // plugin" walks through: the "echo" harness prints its prompt back, and every line it prints is
 // an assistant message. plugin/ is its WebAssembly build.
 package example

@@ -12,7 +12,7 @@ const liveStatuses = new Set(["creating", "running", "idle", "snapshotting", "re
 // SessionApps lists a session's apps (its profile's or CreateSession's `apps`) and, once
 // started here, its IDE and browser, each with an Open link to the app's url_path on the API:
 // signed in by the dashboard's cookie, that route sends the browser to the app's own origin with
-// a fresh single-use token (README "Shells, file routes and apps"). The link is a plain
+// a fresh single-use token (docs/sessions.md, "Shells, file routes and apps"). The link is a plain
 // navigation, never a fetch, so the token is made for the tab that opens it.
 export function SessionApps({ sessionId, status, apps }: { sessionId: string; status: string; apps: AppEndpoint[] }) {
   const ide = useMutation(SessionService.method.ensureIde);

@@ -11,21 +11,15 @@ import (
 
 var envName = regexp.MustCompile(`\b(?:HANGAR|GOOGLE_CLOUD)_[A-Z0-9_]*[A-Z0-9]\b`)
 
-// readmeVariables are the variables the README's Configuration table names, each with its row's
+// documentedVariables are the variables docs/configuration.md's table names, each with its row's
 // default column; "`A_B_X` / `_Y`" names A_B_X and A_B_Y.
-func readmeVariables(t *testing.T) map[string]string {
+func documentedVariables(t *testing.T) map[string]string {
 	t.Helper()
-	b, err := os.ReadFile("../../README.md")
+	b, err := os.ReadFile("../../docs/configuration.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	readme := string(b)
-	start := strings.Index(readme, "\n## Configuration\n")
-	if start < 0 {
-		t.Fatal("README.md has no Configuration section")
-	}
-	section := readme[start+1:]
-	section = section[:strings.Index(section[1:], "\n## ")+1]
+	section := string(b)
 	vars := map[string]string{}
 	for _, line := range strings.Split(section, "\n") {
 		if !strings.HasPrefix(line, "| `") {
@@ -44,11 +38,11 @@ func readmeVariables(t *testing.T) map[string]string {
 	return vars
 }
 
-// The README's configuration table names every variable the tags of this package's structs
+// docs/configuration.md's table names every variable the tags of this package's structs
 // read, with the tag's default; and every variable it names is read by a tag or somewhere in the
 // code.
-func TestReadmeConfigurationTableMatchesTheCode(t *testing.T) {
-	documented := readmeVariables(t)
+func TestTheConfigurationPageMatchesTheCode(t *testing.T) {
+	documented := documentedVariables(t)
 	code := map[string]bool{}
 	for _, v := range variables() {
 		if strings.HasPrefix(v.Key, fixedPrefix) {
@@ -57,11 +51,11 @@ func TestReadmeConfigurationTableMatchesTheCode(t *testing.T) {
 		code[v.Key] = true
 		def, ok := documented[v.Key]
 		if !ok {
-			t.Errorf("platform/config reads %s, which README.md's Configuration table does not list", v.Key)
+			t.Errorf("platform/config reads %s, which docs/configuration.md's table does not list", v.Key)
 			continue
 		}
 		if v.Default != "" && !strings.Contains(def, "`"+v.Default+"`") {
-			t.Errorf("README.md's Configuration table gives %s the default %q, the code `%s`", v.Key, strings.TrimSpace(def), v.Default)
+			t.Errorf("docs/configuration.md's table gives %s the default %q, the code `%s`", v.Key, strings.TrimSpace(def), v.Default)
 		}
 	}
 	err := filepath.WalkDir("../..", func(path string, d fs.DirEntry, err error) error {
@@ -88,7 +82,7 @@ func TestReadmeConfigurationTableMatchesTheCode(t *testing.T) {
 	}
 	for name := range documented {
 		if !code[name] && !strings.HasSuffix(name, "_EMULATOR_HOST") {
-			t.Errorf("README.md's Configuration table lists %s, which no code reads", name)
+			t.Errorf("docs/configuration.md's table lists %s, which no code reads", name)
 		}
 	}
 }
