@@ -75,12 +75,7 @@ func folders(l layer, pkgs []string) []string {
 			out = append(out, e.prefix)
 		default:
 			slices.Sort(subs)
-			words := []string{e.prefix + "/ (" + subs[0]}
-			for _, s := range subs[1:] {
-				words = append(words, s)
-			}
-			words[len(words)-1] += ")"
-			out = append(out, strings.Join(words, " "))
+			out = append(out, e.prefix+"/ ("+strings.Join(subs, " ")+")")
 		}
 	}
 	return out
