@@ -101,6 +101,9 @@ func (r *Runner) httpBlock(ctx context.Context, actor string, f map[string]any) 
 			req.Header.Set(k, fmt.Sprint(v))
 		}
 	}
+	// redact takes the secrets' values out of what the run record keeps of the answer: a host
+	// that echoes a header it got (an error page, an echo API) would put one there in clear.
+	var redact []string
 	if secrets, ok := f["secret_headers"].(map[string]any); ok {
 		for header, name := range secrets {
 			if r.effects == nil {
@@ -111,6 +114,9 @@ func (r *Runner) httpBlock(ctx context.Context, actor string, f map[string]any) 
 				return result{}, effectError("secret_headers."+header, err)
 			}
 			req.Header.Set(header, value)
+			if value != "" {
+				redact = append(redact, value, "[secret "+fmt.Sprint(name)+"]")
+			}
 		}
 	}
 	resp, err := r.http.Do(req)
@@ -132,7 +138,16 @@ func (r *Runner) httpBlock(ctx context.Context, actor string, f map[string]any) 
 	if len(raw) > maxHTTPResponse {
 		return result{}, permanent("%s %s: the answer is over %d bytes", method, u.Redacted(), maxHTTPResponse)
 	}
-	out := map[string]any{"status": resp.StatusCode, "headers": flatHeaders(resp.Header), "body": answerBody(raw, resp.Header)}
+	headers := flatHeaders(resp.Header)
+	if len(redact) > 0 {
+		rp := strings.NewReplacer(redact...)
+		raw = []byte(rp.Replace(string(raw)))
+		for k, v := range headers {
+			delete(headers, k)
+			headers[rp.Replace(k)] = rp.Replace(v.(string))
+		}
+	}
+	out := map[string]any{"status": resp.StatusCode, "headers": headers, "body": answerBody(raw, resp.Header)}
 	if !expected(resp.StatusCode, f["expect_status"]) {
 		msg := fmt.Sprintf("%s %s answered %d", method, u.Redacted(), resp.StatusCode)
 		if resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode >= 500 {

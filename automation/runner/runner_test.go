@@ -103,6 +103,16 @@ func newUpstream(t *testing.T) *upstream {
 			code = http.StatusOK
 		}
 		w.Header().Set("Content-Type", "application/json")
+		if strings.HasPrefix(r.URL.Path, "/echo") {
+			// An echo of the credential it got, in a header and in the body (text or JSON).
+			w.Header().Set("X-Echo", r.Header.Get("Authorization"))
+			if r.URL.Path == "/echo" {
+				w.Header().Set("Content-Type", "text/plain")
+			}
+			w.WriteHeader(code)
+			fmt.Fprintf(w, `{"you_sent":%q}`, r.Header.Get("Authorization"))
+			return
+		}
 		w.WriteHeader(code)
 		fmt.Fprintf(w, `{"path":%q,"n":%d}`, r.URL.Path, 7)
 	}))
@@ -296,6 +306,31 @@ func TestHTTPBlockSendsSecretHeadersWithoutRecordingThem(t *testing.T) {
 	raw, _ := json.Marshal(got)
 	if strings.Contains(string(raw), "s3cret") {
 		t.Fatalf("the secret's value is in the run record: %s", raw)
+	}
+}
+
+// An upstream that echoes the secret header it got (in a header and in its body) must not put
+// the value into the run record, where anyone who reads the run sees it.
+func TestSecurityAnEchoedSecretHeaderIsNotRecorded(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	rn := f.runner(t, "worker-a")
+	for _, path := range []string{"/echo", "/echo-json"} {
+		run := f.start(t, rn, def(t, `[{"id":"call","type":"http","url":"`+f.up.URL+path+`","secret_headers":{"Authorization":"api_token"}}]`), `{}`, false)
+		if err := rn.Advance(t.Context(), run.ID); err != nil {
+			t.Fatal(err)
+		}
+		got := f.get(t, run.ID)
+		if got.Status != runs.Completed {
+			t.Fatalf("%s: run %s: %s", path, got.Status, got.Error)
+		}
+		raw, _ := json.Marshal(got)
+		if strings.Contains(string(raw), "s3cret") {
+			t.Fatalf("%s: the echoed secret's value is in the run record: %s", path, raw)
+		}
+		if !strings.Contains(string(raw), "[secret api_token]") {
+			t.Fatalf("%s: the record does not say where the secret was: %s", path, raw)
+		}
 	}
 }
 

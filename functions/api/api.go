@@ -471,7 +471,7 @@ func (t taskSessions) Start(ctx context.Context, spec tasks.SessionSpec) (string
 		secretEnv[ps.GetEnvVar()] = placeholder
 		network.Secrets = append(network.Secrets, &hostv1.ProxySecret{
 			Name: ps.GetRef(), Placeholder: placeholder, Value: value,
-			AllowHosts: ps.GetAllowHosts(), AllowHostPatterns: ps.GetAllowHostPatterns(),
+			AllowHosts: ps.GetAllowHosts(), AllowHostPatterns: ps.GetAllowHostPatterns(), Slots: sessions.APIKeySlots(),
 		})
 	}
 	repos := checkouts(spec.Repos, spec.Checkouts)
@@ -487,7 +487,7 @@ func (t taskSessions) Start(ctx context.Context, spec tasks.SessionSpec) (string
 		}
 		network.Secrets = append(network.Secrets, &hostv1.ProxySecret{
 			Name: checkoutSecret(c), Placeholder: sessions.NewPlaceholder(), Value: c.Credential,
-			AllowHosts: []string{strings.ToLower(u.Hostname())},
+			AllowHosts: []string{strings.ToLower(u.Hostname())}, Slots: sessions.GitSlots(),
 		})
 	}
 	req := &appv1.CreateSessionRequest{ImageUri: spec.Image, Mode: sessions.ModeAgent, HarnessEnv: spec.Env, Secrets: secretEnv}

@@ -13,6 +13,7 @@ import (
 	"github.com/hangar-dev/hangar/platform/config"
 	"github.com/hangar-dev/hangar/platform/seal"
 	"github.com/hangar-dev/hangar/records/sessiondb"
+	"github.com/hangar-dev/hangar/sandboxhosts/egressproxy"
 )
 
 // PlaceholderPrefix starts every placeholder a sandbox holds in place of a secret the egress
@@ -25,6 +26,28 @@ func NewPlaceholder() string {
 	b := make([]byte, 16)
 	_, _ = rand.Read(b)
 	return PlaceholderPrefix + hex.EncodeToString(b)
+}
+
+// Where the egress proxy injects each kind of secret a session's network carries: a request
+// that carries a placeholder anywhere else is refused, so that no echo of the request hands the
+// value back to the sandbox.
+
+// APIKeySlots are a profile's proxy-mode secret's: an API key's usual places.
+func APIKeySlots() []*hostv1.ProxySecretSlot { return ProtoSlots(egressproxy.APIKeySlots...) }
+
+// BearerSlots are a model router's key's and an OAuth access token's.
+func BearerSlots() []*hostv1.ProxySecretSlot { return ProtoSlots(egressproxy.BearerSlot) }
+
+// GitSlots are a repository checkout's credential's, sent by git as Basic credentials.
+func GitSlots() []*hostv1.ProxySecretSlot { return ProtoSlots(egressproxy.BasicSlot) }
+
+// ProtoSlots are slots as the host takes them.
+func ProtoSlots(slots ...egressproxy.Slot) []*hostv1.ProxySecretSlot {
+	out := make([]*hostv1.ProxySecretSlot, len(slots))
+	for i, s := range slots {
+		out[i] = &hostv1.ProxySecretSlot{Header: s.Header, Scheme: s.Scheme, Query: s.Query}
+	}
+	return out
 }
 
 // addEgress opens a harness's egress in n.

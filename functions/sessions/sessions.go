@@ -132,6 +132,7 @@ func (s *Service) chooseAgent(ctx context.Context, m *appv1.CreateSessionRequest
 		placeholder := NewPlaceholder()
 		c.network.Secrets = append(c.network.Secrets, &hostv1.ProxySecret{
 			Name: c.router.CredentialSecret, Placeholder: placeholder, Value: key, AllowHosts: hosts,
+			Slots: BearerSlots(),
 		})
 		key = placeholder
 	}
@@ -255,7 +256,7 @@ func (s *Service) oauthBundle(ctx context.Context, caller auth.Principal, agent 
 		return "", nil, apierr.FailedPrecondition("the %s credential of %s holds no access token Hangar can read in its %q format: sign in again", provider, sub, cmp.Or(format, credentials.BundleTokenJSON))
 	}
 	network.Secrets = append(network.Secrets, &hostv1.ProxySecret{
-		Name: "oauth/" + provider, Placeholder: placeholder, AllowHosts: hosts,
+		Name: "oauth/" + provider, Placeholder: placeholder, AllowHosts: hosts, Slots: BearerSlots(),
 		Credential: &hostv1.ProxyCredential{SubjectKind: sub.Kind, SubjectId: sub.ID, Provider: provider, BundleFormat: format},
 	})
 	broker.Proxied = true

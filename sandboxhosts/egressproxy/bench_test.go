@@ -76,7 +76,7 @@ func benchSetup(b *testing.B) (direct, proxied, passed *http.Client) {
 	}
 	b.Cleanup(func() { ns.Close() })
 	sb, err := p.Serve(Session{ID: "bench", Rules: Rules{AllowHosts: []string{"api.example.com", "example.com"}}, Secrets: []Secret{{
-		Name: "key", Placeholder: placeholder, Value: realKey, AllowHosts: []string{"api.example.com"},
+		Name: "key", Placeholder: placeholder, Value: realKey, AllowHosts: []string{"api.example.com"}, Slots: APIKeySlots,
 	}}}, ns)
 	if err != nil {
 		b.Fatal(err)

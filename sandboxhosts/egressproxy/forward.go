@@ -97,6 +97,8 @@ type forwarder struct {
 	upReused bool
 	// idleSince is when the upstream's last answer ended.
 	idleSince time.Time
+	// scrub scrubs the answer to the request being served (nil: its host has no secret).
+	scrub *scrubber
 }
 
 // upstreamConn is an upstream TLS connection of the forwarder.
@@ -113,7 +115,7 @@ type upstreamConn struct {
 // forward serves the HTTP/1.1 requests of client, the sandbox's intercepted TLS connection over
 // raw, bound for t, and audits the connection once they are done.
 func (sb *Sandbox) forward(raw *bufferedConn, client *tls.Conn, t *target) {
-	cs := &connState{cc: &countingConn{Conn: client, r: client}, start: time.Now(), injected: map[string]bool{}}
+	cs := newConnState(client, client)
 	f := &forwarder{sb: sb, t: t, cs: cs, raw: raw, client: client, lim: &headLimit{r: cs.cc, n: math.MaxInt64}}
 	f.br = bufio.NewReaderSize(f.lim, 16<<10)
 	f.bw = bufio.NewWriterSize(cs.cc, 16<<10)
@@ -164,30 +166,19 @@ func (f *forwarder) serveOne() bool {
 	if ok, rule := f.sb.sess.Rules.decide(t.host, t.port); !ok {
 		return f.refuse(req, fmt.Sprintf("%s:%d refused (%s)", t.host, t.port, rule))
 	}
-	injected, refused, err := f.sb.inject(req, t.host, t.port)
-	if err != nil {
-		f.sb.audit(Connection{Host: t.host, Port: t.port, Mode: t.mode, Decision: Denied, Rule: "secret unavailable", Error: err.Error()}, start)
-		return f.refuse(req, err.Error())
+	inj, ref := f.sb.inject(req, t)
+	if ref != nil {
+		f.sb.audit(ref.event(t), start)
+		return f.refuse(req, ref.msg)
 	}
-	if refused != "" {
-		f.sb.audit(Connection{Host: t.host, Port: t.port, Mode: t.mode, Decision: Denied, Refused: refused,
-			Rule: "placeholder of secret " + refused + " sent to a host it may not go to"}, start)
-		return f.refuse(req, fmt.Sprintf("the request to %s carries the placeholder of secret %q, which may not go to this host", t.host, refused))
-	}
-	if strings.ContainsAny(req.URL.RawQuery, " \t\r\n") {
-		// Only an injected value can have put them there: it would break the request line.
-		return f.refuse(req, "a secret's value cannot go into this URL's query: it holds a space or a line break")
-	}
-	f.cs.mu.Lock()
-	for _, n := range injected {
-		f.cs.injected[n] = true
-	}
-	f.cs.mu.Unlock()
 	if f.up != nil && time.Since(f.idleSince) > idleProbeAfter && !f.up.alive() {
 		f.dropUp()
 	}
 	if f.up == nil {
 		if err := f.dial(); err != nil {
+			// Nothing was injected into a request that never left: the connection's event says
+			// why instead.
+			f.cs.failed(err)
 			msg := fmt.Sprintf("cannot reach %s:%d: %v", t.host, t.port, err)
 			if errors.Is(err, egress.ErrRefused) {
 				return f.refuse(req, msg)
@@ -196,6 +187,9 @@ func (f *forwarder) serveOne() bool {
 			return false
 		}
 	}
+	f.cs.record(inj.injected, nil)
+	f.scrub = inj.scrub
+	defer func() { f.cs.record(nil, inj.scrub.scrubbed()) }()
 	return f.exchange(req)
 }
 
@@ -334,7 +328,7 @@ func (f *forwarder) key() string { return net.JoinHostPort(f.t.host, strconv.Ito
 // read all of it (or, to Expect: 100-continue, answer first), and the sandbox may wait for that.
 func (f *forwarder) exchange(req *http.Request) bool {
 	f.upClean = false
-	if err := writeRequestHead(f.up.bw, req, f.t.host); err != nil {
+	if err := writeRequestHead(f.up.bw, req, urlHost(f.t)); err != nil {
 		return false
 	}
 	sent := make(chan error, 1)
@@ -368,6 +362,12 @@ func (f *forwarder) exchange(req *http.Request) bool {
 	}
 	if resp.StatusCode == http.StatusSwitchingProtocols {
 		f.relayUpgraded(sent)
+		return false
+	}
+	if f.scrub != nil && encoded(resp) && resp.Body != http.NoBody && req.Method != http.MethodHead {
+		f.answer(req, http.StatusBadGateway, fmt.Sprintf("%s:%d's answer is %s-encoded though identity was asked for, and the proxy cannot check it for secrets",
+			f.t.host, f.t.port, resp.Header.Get("Content-Encoding")), true)
+		f.abandon(sent)
 		return false
 	}
 	if err := f.copyAnswer(req, resp); err != nil {
@@ -549,6 +549,10 @@ func (f *forwarder) readAnswerHead(req *http.Request) (*http.Response, error) {
 		if err != nil {
 			return nil, err
 		}
+		if f.scrub != nil {
+			f.scrub.header(resp.Header)
+			resp.Status = f.scrub.string(resp.Status)
+		}
 		if resp.StatusCode == http.StatusSwitchingProtocols {
 			if req.Header.Get("Upgrade") == "" {
 				return nil, errors.New("101 Switching Protocols to a request that asked no upgrade")
@@ -584,10 +588,24 @@ func writeAnswerHead(w *bufio.Writer, resp *http.Response, closing bool) {
 	io.WriteString(w, "\r\n")
 }
 
-// copyAnswer writes resp's head and body to the sandbox.
+// copyAnswer writes resp's head and body to the sandbox, scrubbed when its host has secrets: a
+// scrubbed body goes chunked, or to an HTTP/1.0 client to the connection's close (resp.Close
+// then set), since replacing values changes its length.
 func (f *forwarder) copyAnswer(req *http.Request, resp *http.Response) error {
+	hasBody := resp.Body != http.NoBody && req.Method != http.MethodHead
+	if f.scrub != nil && hasBody {
+		// The head was scrubbed as it was read; the body is as it is copied.
+		resp.Body = &scrubReader{s: f.scrub, src: resp.Body, trailer: resp}
+		resp.Header.Del("Content-Length")
+		resp.ContentLength = -1
+		if req.ProtoAtLeast(1, 1) {
+			resp.TransferEncoding = []string{"chunked"}
+		} else {
+			resp.TransferEncoding, req.Close = nil, true
+		}
+	}
 	writeAnswerHead(f.bw, resp, resp.Close || req.Close)
-	if resp.Body == http.NoBody || req.Method == http.MethodHead {
+	if !hasBody {
 		return f.bw.Flush()
 	}
 	if !chunked(resp.TransferEncoding) && (resp.ContentLength < 0 || resp.ContentLength > copyBufferSize) {

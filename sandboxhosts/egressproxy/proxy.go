@@ -23,15 +23,16 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
-	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"net/http/httputil"
 	"net/netip"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -43,7 +44,8 @@ import (
 )
 
 // Secret is a value a sandbox sees only as Placeholder; the proxy puts Value in its place in
-// requests to AllowHosts / AllowHostPatterns (entries as in Rules).
+// the Slots of requests over TLS to AllowHosts / AllowHostPatterns (entries as in Rules), and
+// puts Placeholder back in the place of Value in what those hosts answer (inject.go, scrub.go).
 type Secret struct {
 	// Name is how audit events and refusals name the secret (its ref); never the value.
 	Name              string
@@ -51,6 +53,9 @@ type Secret struct {
 	Value             string
 	AllowHosts        []string
 	AllowHostPatterns []string
+	// Slots are where a request may carry the placeholder; none: nowhere, the secret is
+	// never injected.
+	Slots []Slot
 	// Current, when set, is asked for the value each time a request carries the placeholder
 	// (Value is then unused): a value that changes while the sandbox runs, such as an OAuth
 	// access token Hangar refreshes. An error refuses the request.
@@ -95,6 +100,9 @@ type Connection struct {
 	BytesIn  int64    `json:"bytes_in"`
 	Duration float64  `json:"duration_seconds"`
 	Injected []string `json:"secrets_injected,omitempty"`
+	// Scrubbed names the secrets whose values an answer carried and the proxy replaced by
+	// their placeholders before the sandbox read it.
+	Scrubbed []string `json:"secrets_scrubbed,omitempty"`
 	// Refused names a secret whose placeholder was sent where it may not go.
 	Refused string `json:"placeholder_refused,omitempty"`
 	Error   string `json:"error,omitempty"`
@@ -150,8 +158,9 @@ func New(opts Options) *Proxy {
 	t.MaxIdleConnsPerHost = 16
 	p.transport = t
 	p.forward = &httputil.ReverseProxy{
-		Rewrite:   rewrite,
-		Transport: t,
+		Rewrite:        rewrite,
+		ModifyResponse: scrubAnswer,
+		Transport:      t,
 		// Streamed answers (text/event-stream, unknown length) are flushed at once regardless.
 		FlushInterval: 0,
 		ErrorHandler:  forwardError,
@@ -256,6 +265,8 @@ type Sandbox struct {
 	closed   bool
 	// idle are the upstreams of ended intercepted connections, for the next ones.
 	idle idleUpstreams
+	// forms are what secrets' values looked like in requests, for answers to be scrubbed of.
+	forms seenForms
 }
 
 // closeWait bounds how long Close waits for the connections it closed to be audited.
@@ -674,11 +685,38 @@ type connState struct {
 	// outMark and inMark are the counts at the end of the last request an event reported.
 	outMark, inMark atomic.Int64
 	start           time.Time
-	injected        map[string]bool
+	// injected and scrubbed name the secrets put into a request that went out and taken out
+	// of an answer; dialErr is why the connection's upstream could not be reached; guarded by
+	// mu.
+	injected, scrubbed map[string]bool
+	dialErr            error
 	// host is what the connection's last request was decided by (a captured plain HTTP
 	// request's Host header), for the connection's event; guarded by mu.
 	host string
 	mu   sync.Mutex
+}
+
+// record adds what one request's exchange injected and scrubbed to the connection's.
+func (cs *connState) record(injected, scrubbed []string) {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	for _, n := range injected {
+		cs.injected[n] = true
+	}
+	for _, n := range scrubbed {
+		cs.scrubbed[n] = true
+	}
+}
+
+// failed records that the connection's upstream could not be reached.
+func (cs *connState) failed(err error) {
+	cs.mu.Lock()
+	cs.dialErr = err
+	cs.mu.Unlock()
+}
+
+func newConnState(c net.Conn, r io.Reader) *connState {
+	return &connState{cc: &countingConn{Conn: c, r: r}, start: time.Now(), injected: map[string]bool{}, scrubbed: map[string]bool{}}
 }
 
 type stateKey struct{}
@@ -686,7 +724,7 @@ type stateKey struct{}
 // serveHTTP serves the HTTP/1 requests of c: forwarded to fixed, or, without it, to what each
 // request names (an explicit proxy, which may also CONNECT).
 func (sb *Sandbox) serveHTTP(ctx context.Context, c net.Conn, br *bufio.Reader, fixed *target) {
-	cs := &connState{cc: &countingConn{Conn: c, r: br}, start: time.Now(), injected: map[string]bool{}}
+	cs := newConnState(c, br)
 	l := &oneConn{c: cs.cc, done: make(chan struct{})}
 	var closeOnce sync.Once
 	// A hijacked connection (a CONNECT tunnel) ends Serve while its handler still runs.
@@ -714,22 +752,38 @@ func (sb *Sandbox) serveHTTP(ctx context.Context, c net.Conn, br *bufio.Reader, 
 }
 
 // auditConnection reports a connection bound for fixed once its requests are done: one event
-// with the bytes each way and the secrets injected into any of its requests.
+// with the bytes each way and the secrets injected into any of its requests that went out and
+// scrubbed from any answer; an upstream the guarded dialer refused makes it a denial.
 func (sb *Sandbox) auditConnection(cs *connState, fixed *target) {
 	cs.mu.Lock()
-	var injected []string
-	for n := range cs.injected {
-		injected = append(injected, n)
-	}
-	host := cmp.Or(cs.host, fixed.host)
+	injected, scrubbed := slices.Sorted(maps.Keys(cs.injected)), slices.Sorted(maps.Keys(cs.scrubbed))
+	host, dialErr := cmp.Or(cs.host, fixed.host), cs.dialErr
 	cs.mu.Unlock()
 	ok, rule := sb.sess.Rules.decide(host, fixed.port)
 	ev := Connection{Host: host, Port: fixed.port, Mode: fixed.mode, Rule: rule, Decision: Allowed,
-		BytesOut: cs.cc.out.Load(), BytesIn: cs.cc.in.Load(), Injected: injected}
+		BytesOut: cs.cc.out.Load(), BytesIn: cs.cc.in.Load(), Injected: injected, Scrubbed: scrubbed}
 	if !ok {
 		ev.Decision = Denied
 	}
+	unreached(&ev, dialErr)
 	sb.audit(ev, cs.start)
+}
+
+// unreached marks ev as a connection whose upstream err says could not be reached (err nil:
+// none): the guarded dialer's refusal is a denial.
+func unreached(ev *Connection, err error) {
+	if err == nil {
+		return
+	}
+	ev.Error = err.Error()
+	if errors.Is(err, egress.ErrRefused) {
+		ev.Decision, ev.Rule = Denied, "guarded dialer: "+err.Error()
+	}
+}
+
+// event is the audit event of a refused request bound for t.
+func (ref *refusal) event(t *target) Connection {
+	return Connection{Host: t.host, Port: t.port, Mode: t.mode, Decision: Denied, Refused: ref.secret, Rule: ref.rule, Error: ref.err}
 }
 
 // refuse answers 403 with a message that says which rule refused the request.
@@ -744,7 +798,10 @@ func refuse(w http.ResponseWriter, msg string) {
 func (sb *Sandbox) serveRequest(w http.ResponseWriter, r *http.Request, fixed *target) {
 	cs := r.Context().Value(stateKey{}).(*connState)
 	start := time.Now()
-	var injected []string
+	// ex is the request's exchange once it is forwarded; audited says a refusal's own event
+	// was reported.
+	var ex *exchange
+	audited := false
 	t := fixed
 	if t == nil {
 		var err error
@@ -763,12 +820,19 @@ func (sb *Sandbox) serveRequest(w http.ResponseWriter, r *http.Request, fixed *t
 			if f, ok := w.(http.Flusher); ok {
 				f.Flush()
 			}
-			ok, rule := sb.sess.Rules.decide(host, port)
 			out, in := cs.cc.out.Load(), cs.cc.in.Load()
-			ev := Connection{Host: host, Port: port, Mode: "proxy", Rule: rule, Decision: Allowed, Injected: injected,
-				BytesOut: out - cs.outMark.Swap(out), BytesIn: in - cs.inMark.Swap(in)}
+			bytesOut, bytesIn := out-cs.outMark.Swap(out), in-cs.inMark.Swap(in)
+			if audited {
+				return
+			}
+			ok, rule := sb.sess.Rules.decide(host, port)
+			ev := Connection{Host: host, Port: port, Mode: "proxy", Rule: rule, Decision: Allowed, BytesOut: bytesOut, BytesIn: bytesIn}
 			if !ok {
 				ev.Decision = Denied
+			}
+			if ex != nil {
+				ev.Injected, ev.Scrubbed = ex.sent(), ex.inj.scrub.scrubbed()
+				unreached(&ev, ex.dialErr)
 			}
 			sb.audit(ev, start)
 		}()
@@ -790,54 +854,105 @@ func (sb *Sandbox) serveRequest(w http.ResponseWriter, r *http.Request, fixed *t
 		refuse(w, fmt.Sprintf("%s:%d refused (%s)", t.host, t.port, rule))
 		return
 	}
-	injected, refused, err := sb.inject(r, t.host, t.port)
-	if err != nil {
-		sb.audit(Connection{Host: t.host, Port: t.port, Mode: t.mode, Decision: Denied, Rule: "secret unavailable", Error: err.Error()}, start)
-		refuse(w, err.Error())
+	inj, ref := sb.inject(r, t)
+	if ref != nil {
+		sb.audit(ref.event(t), start)
+		audited = true
+		refuse(w, ref.msg)
 		return
 	}
-	if refused != "" {
-		injected = nil
-		sb.audit(Connection{Host: t.host, Port: t.port, Mode: t.mode, Decision: Denied, Refused: refused,
-			Rule: "placeholder of secret " + refused + " sent to a host it may not go to"}, start)
-		refuse(w, fmt.Sprintf("the request to %s carries the placeholder of secret %q, which may not go to this host", t.host, refused))
-		return
-	}
-	cs.mu.Lock()
-	for _, n := range injected {
-		cs.injected[n] = true
-	}
-	cs.mu.Unlock()
+	ex = &exchange{t: t, inj: inj}
 	// The upstream request lives as long as the sandbox, not as the client's read side: clients
 	// such as busybox wget shut their write side after the request, which would cancel it.
-	sb.p.forward.ServeHTTP(w, r.WithContext(context.WithValue(sb.ctx(), targetKey{}, t)))
+	sb.p.forward.ServeHTTP(w, r.WithContext(context.WithValue(sb.ctx(), targetKey{}, ex)))
+	if fixed != nil {
+		cs.record(ex.sent(), inj.scrub.scrubbed())
+		if ex.dialErr != nil {
+			cs.failed(ex.dialErr)
+		}
+	}
 }
 
-// targetKey is the context key of a forwarded request's *target.
+// exchange is one request forwarded by the ReverseProxy: where it goes, what was injected into
+// it and scrubs its answer, and, set by forwardError, why its upstream could not be reached.
+type exchange struct {
+	t       *target
+	inj     injection
+	dialErr error
+}
+
+// sent names the secrets injected into the request, unless it never left the proxy.
+func (ex *exchange) sent() []string {
+	if ex.dialErr != nil {
+		return nil
+	}
+	return ex.inj.injected
+}
+
+// targetKey is the context key of a forwarded request's *exchange.
 type targetKey struct{}
 
 // rewrite points a forwarded request at its target.
 func rewrite(pr *httputil.ProxyRequest) {
-	t := pr.In.Context().Value(targetKey{}).(*target)
+	t := pr.In.Context().Value(targetKey{}).(*exchange).t
 	pr.Out.URL.Scheme = t.scheme
-	pr.Out.URL.Host = net.JoinHostPort(t.host, strconv.Itoa(t.port))
-	if (t.scheme == "http" && t.port == 80) || (t.scheme == "https" && t.port == 443) {
-		pr.Out.URL.Host = t.host
-	}
+	pr.Out.URL.Host = urlHost(t)
 	pr.Out.Host = pr.In.Host
 	pr.Out.Header["X-Forwarded-For"] = nil
+}
+
+// urlHost is t's host and port as a URL names them: the port left out when it is the scheme's,
+// an IPv6 literal in brackets either way.
+func urlHost(t *target) string {
+	if (t.scheme == "http" && t.port == 80) || (t.scheme == "https" && t.port == 443) {
+		if strings.Contains(t.host, ":") {
+			return "[" + t.host + "]"
+		}
+		return t.host
+	}
+	return net.JoinHostPort(t.host, strconv.Itoa(t.port))
+}
+
+// scrubAnswer scrubs the answer of a forwarded request from a host some secret may go to; an
+// answer encoded though identity was asked for is refused (forwardError answers 502).
+func scrubAnswer(resp *http.Response) error {
+	ex := resp.Request.Context().Value(targetKey{}).(*exchange)
+	s := ex.inj.scrub
+	if s == nil {
+		return nil
+	}
+	if encoded(resp) && resp.Body != http.NoBody {
+		return fmt.Errorf("the answer is %s-encoded though identity was asked for, and the proxy cannot check it for secrets", resp.Header.Get("Content-Encoding"))
+	}
+	s.answer(resp)
+	if resp.Body != http.NoBody {
+		// Its length changes as values are replaced: net/http's server frames it anew.
+		resp.ContentLength = -1
+		resp.Header.Del("Content-Length")
+	}
+	return nil
 }
 
 // forwardError answers a request its target could not be reached for: 403 when the guarded
 // dialer refused it, 502 otherwise.
 func forwardError(w http.ResponseWriter, r *http.Request, err error) {
-	t := r.Context().Value(targetKey{}).(*target)
+	ex := r.Context().Value(targetKey{}).(*exchange)
+	t := ex.t
+	if dialFailed(err) {
+		ex.dialErr = err
+	}
 	msg := fmt.Sprintf("cannot reach %s:%d: %v", t.host, t.port, err)
 	if errors.Is(err, egress.ErrRefused) {
 		refuse(w, msg)
 		return
 	}
 	http.Error(w, "hangar egress proxy: "+msg, http.StatusBadGateway)
+}
+
+// dialFailed reports whether err is a failure to connect, before any request was sent.
+func dialFailed(err error) bool {
+	var op *net.OpError
+	return errors.Is(err, egress.ErrRefused) || (errors.As(err, &op) && op.Op == "dial")
 }
 
 // requestTarget is the scheme, host and port an explicit proxy request names. An absolute
@@ -896,85 +1011,6 @@ func (sb *Sandbox) connect(w http.ResponseWriter, r *http.Request, host string, 
 func egressRefused(host string) error {
 	var p egress.Policy
 	return p.CheckHost(host)
-}
-
-// inject swaps, in r's headers and URL, each secret's placeholder for its value when the secret
-// may go to host:port, and names the secrets injected; it names the first secret whose
-// placeholder r carries to a host the secret may not go to, and then changes nothing. A
-// placeholder inside an "Authorization: Basic" header's encoded credentials counts too (git
-// sends its token there). A secret whose current value cannot be had is an error, and then
-// too r is left as it is.
-func (sb *Sandbox) inject(r *http.Request, host string, port int) (injected []string, refused string, err error) {
-	var carried []Secret
-	url := r.URL.String()
-	for _, s := range sb.sess.Secrets {
-		if s.Placeholder == "" || !carries(r, url, s) {
-			continue
-		}
-		if !s.Allows(host, port) {
-			return nil, s.Name, nil
-		}
-		carried = append(carried, s)
-	}
-	if len(carried) == 0 {
-		return nil, "", nil
-	}
-	// Not the request's context: clients such as busybox wget shut their write side after the
-	// request, which cancels it. Only a value asked for (Current) waits.
-	ctx := sb.ctx()
-	for _, s := range carried {
-		if s.Current != nil {
-			var cancel context.CancelFunc
-			ctx, cancel = context.WithTimeout(ctx, secretValueTimeout)
-			defer cancel()
-			break
-		}
-	}
-	values := make([]string, len(carried))
-	for i, s := range carried {
-		if values[i], err = s.value(ctx); err != nil {
-			return nil, "", fmt.Errorf("secret %q is not available: %w", s.Name, err)
-		}
-	}
-	for i, s := range carried {
-		for k, vs := range r.Header {
-			for j, v := range vs {
-				r.Header[k][j], _ = swap(v, s.Placeholder, values[i])
-			}
-		}
-		r.URL.RawQuery = strings.ReplaceAll(r.URL.RawQuery, s.Placeholder, values[i])
-		injected = append(injected, s.Name)
-	}
-	return injected, "", nil
-}
-
-// swap replaces placeholder with value in a header value, inside Basic credentials too, and
-// reports whether it was there.
-func swap(v, placeholder, value string) (string, bool) {
-	if strings.Contains(v, placeholder) {
-		return strings.ReplaceAll(v, placeholder, value), true
-	}
-	if enc, ok := strings.CutPrefix(v, "Basic "); ok {
-		if dec, err := base64.StdEncoding.DecodeString(strings.TrimSpace(enc)); err == nil && strings.Contains(string(dec), placeholder) {
-			return "Basic " + base64.StdEncoding.EncodeToString([]byte(strings.ReplaceAll(string(dec), placeholder, value))), true
-		}
-	}
-	return v, false
-}
-
-// carries reports whether r's headers or URL (url, r.URL as a string) hold s's placeholder.
-func carries(r *http.Request, url string, s Secret) bool {
-	if strings.Contains(url, s.Placeholder) {
-		return true
-	}
-	for _, vs := range r.Header {
-		for _, v := range vs {
-			if _, ok := swap(v, s.Placeholder, s.Value); ok {
-				return true
-			}
-		}
-	}
-	return false
 }
 
 // secretValueTimeout bounds the wait for a secret's current value (Secret.Current).

@@ -159,7 +159,7 @@ func newFixture(t *testing.T, rules Rules, more ...Secret) *fixture {
 	}
 	t.Cleanup(func() { f.ns.Close() })
 	f.sb, err = p.Serve(Session{ID: "sess-1", Rules: rules, Secrets: append([]Secret{{
-		Name: "anthropic-key", Placeholder: placeholder, Value: realKey, AllowHosts: []string{"api.example.com"},
+		Name: "anthropic-key", Placeholder: placeholder, Value: realKey, AllowHosts: []string{"api.example.com"}, Slots: APIKeySlots,
 	}}, more...)}, f.ns)
 	if err != nil {
 		t.Fatal(err)
@@ -502,7 +502,7 @@ func TestProxyInjectsASecretsCurrentValue(t *testing.T) {
 	var mu sync.Mutex
 	current, unavailable := "access-token-1", error(nil)
 	f := newFixture(t, Rules{AllowHosts: []string{"api.example.com"}}, Secret{
-		Name: "oauth/acme", Placeholder: oauthPlaceholder, AllowHosts: []string{"api.example.com"},
+		Name: "oauth/acme", Placeholder: oauthPlaceholder, AllowHosts: []string{"api.example.com"}, Slots: APIKeySlots,
 		Current: func(context.Context) (string, error) {
 			mu.Lock()
 			defer mu.Unlock()

@@ -163,7 +163,13 @@ func proxySession(id string, n *hostv1.SandboxNetwork, tokens *accessTokens) egr
 	for _, ps := range n.GetSecrets() {
 		sec := egressproxy.Secret{
 			Name: ps.GetName(), Placeholder: ps.GetPlaceholder(), Value: ps.GetValue(),
-			AllowHosts: ps.GetAllowHosts(), AllowHostPatterns: ps.GetAllowHostPatterns(),
+			AllowHosts: ps.GetAllowHosts(), AllowHostPatterns: ps.GetAllowHostPatterns(), Slots: egressproxy.APIKeySlots,
+		}
+		if slots := ps.GetSlots(); len(slots) > 0 {
+			sec.Slots = make([]egressproxy.Slot, len(slots))
+			for i, sl := range slots {
+				sec.Slots[i] = egressproxy.Slot{Header: sl.GetHeader(), Scheme: sl.GetScheme(), Query: sl.GetQuery()}
+			}
 		}
 		if c := ps.GetCredential(); c != nil {
 			sec.Current = tokens.current(c)

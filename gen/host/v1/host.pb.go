@@ -1371,7 +1371,11 @@ type ProxySecret struct {
 	// credential, when set, names the OAuth credential whose current access token the proxy
 	// injects (value is then empty): the host reads it from the credential store, so a refresh
 	// reaches the proxy and never the sandbox.
-	Credential    *ProxyCredential `protobuf:"bytes,6,opt,name=credential,proto3" json:"credential,omitempty"`
+	Credential *ProxyCredential `protobuf:"bytes,6,opt,name=credential,proto3" json:"credential,omitempty"`
+	// slots are where a request may carry the placeholder for the proxy to inject the value; a
+	// placeholder anywhere else refuses the request. None (a network sealed before slots
+	// existed) is an API key's usual places: Authorization Bearer, token or Basic, x-api-key.
+	Slots         []*ProxySecretSlot `protobuf:"bytes,7,rep,name=slots,proto3" json:"slots,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1448,6 +1452,76 @@ func (x *ProxySecret) GetCredential() *ProxyCredential {
 	return nil
 }
 
+func (x *ProxySecret) GetSlots() []*ProxySecretSlot {
+	if x != nil {
+		return x.Slots
+	}
+	return nil
+}
+
+// ProxySecretSlot is one place of a request a secret's credential is read from: a header
+// (whose whole value is the placeholder, or, with scheme, the credentials after it; "Basic"
+// takes it as the decoded user or password) or a query parameter.
+type ProxySecretSlot struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Header        string                 `protobuf:"bytes,1,opt,name=header,proto3" json:"header,omitempty"`
+	Scheme        string                 `protobuf:"bytes,2,opt,name=scheme,proto3" json:"scheme,omitempty"`
+	Query         string                 `protobuf:"bytes,3,opt,name=query,proto3" json:"query,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ProxySecretSlot) Reset() {
+	*x = ProxySecretSlot{}
+	mi := &file_host_v1_host_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ProxySecretSlot) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ProxySecretSlot) ProtoMessage() {}
+
+func (x *ProxySecretSlot) ProtoReflect() protoreflect.Message {
+	mi := &file_host_v1_host_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ProxySecretSlot.ProtoReflect.Descriptor instead.
+func (*ProxySecretSlot) Descriptor() ([]byte, []int) {
+	return file_host_v1_host_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *ProxySecretSlot) GetHeader() string {
+	if x != nil {
+		return x.Header
+	}
+	return ""
+}
+
+func (x *ProxySecretSlot) GetScheme() string {
+	if x != nil {
+		return x.Scheme
+	}
+	return ""
+}
+
+func (x *ProxySecretSlot) GetQuery() string {
+	if x != nil {
+		return x.Query
+	}
+	return ""
+}
+
 // ProxyCredential is the OAuth credential a ProxySecret stands for, and its bundle's format.
 type ProxyCredential struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -1461,7 +1535,7 @@ type ProxyCredential struct {
 
 func (x *ProxyCredential) Reset() {
 	*x = ProxyCredential{}
-	mi := &file_host_v1_host_proto_msgTypes[18]
+	mi := &file_host_v1_host_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1473,7 +1547,7 @@ func (x *ProxyCredential) String() string {
 func (*ProxyCredential) ProtoMessage() {}
 
 func (x *ProxyCredential) ProtoReflect() protoreflect.Message {
-	mi := &file_host_v1_host_proto_msgTypes[18]
+	mi := &file_host_v1_host_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1486,7 +1560,7 @@ func (x *ProxyCredential) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProxyCredential.ProtoReflect.Descriptor instead.
 func (*ProxyCredential) Descriptor() ([]byte, []int) {
-	return file_host_v1_host_proto_rawDescGZIP(), []int{18}
+	return file_host_v1_host_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ProxyCredential) GetSubjectKind() string {
@@ -1530,7 +1604,7 @@ type CreateSandboxResponse struct {
 
 func (x *CreateSandboxResponse) Reset() {
 	*x = CreateSandboxResponse{}
-	mi := &file_host_v1_host_proto_msgTypes[19]
+	mi := &file_host_v1_host_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1542,7 +1616,7 @@ func (x *CreateSandboxResponse) String() string {
 func (*CreateSandboxResponse) ProtoMessage() {}
 
 func (x *CreateSandboxResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_host_v1_host_proto_msgTypes[19]
+	mi := &file_host_v1_host_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1555,7 +1629,7 @@ func (x *CreateSandboxResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateSandboxResponse.ProtoReflect.Descriptor instead.
 func (*CreateSandboxResponse) Descriptor() ([]byte, []int) {
-	return file_host_v1_host_proto_rawDescGZIP(), []int{19}
+	return file_host_v1_host_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *CreateSandboxResponse) GetSessionId() string {
@@ -1595,7 +1669,7 @@ type DeleteSandboxRequest struct {
 
 func (x *DeleteSandboxRequest) Reset() {
 	*x = DeleteSandboxRequest{}
-	mi := &file_host_v1_host_proto_msgTypes[20]
+	mi := &file_host_v1_host_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1607,7 +1681,7 @@ func (x *DeleteSandboxRequest) String() string {
 func (*DeleteSandboxRequest) ProtoMessage() {}
 
 func (x *DeleteSandboxRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_host_v1_host_proto_msgTypes[20]
+	mi := &file_host_v1_host_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1620,7 +1694,7 @@ func (x *DeleteSandboxRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteSandboxRequest.ProtoReflect.Descriptor instead.
 func (*DeleteSandboxRequest) Descriptor() ([]byte, []int) {
-	return file_host_v1_host_proto_rawDescGZIP(), []int{20}
+	return file_host_v1_host_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *DeleteSandboxRequest) GetSessionId() string {
@@ -1641,7 +1715,7 @@ type DeleteSandboxResponse struct {
 
 func (x *DeleteSandboxResponse) Reset() {
 	*x = DeleteSandboxResponse{}
-	mi := &file_host_v1_host_proto_msgTypes[21]
+	mi := &file_host_v1_host_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1653,7 +1727,7 @@ func (x *DeleteSandboxResponse) String() string {
 func (*DeleteSandboxResponse) ProtoMessage() {}
 
 func (x *DeleteSandboxResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_host_v1_host_proto_msgTypes[21]
+	mi := &file_host_v1_host_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1666,7 +1740,7 @@ func (x *DeleteSandboxResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteSandboxResponse.ProtoReflect.Descriptor instead.
 func (*DeleteSandboxResponse) Descriptor() ([]byte, []int) {
-	return file_host_v1_host_proto_rawDescGZIP(), []int{21}
+	return file_host_v1_host_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *DeleteSandboxResponse) GetSessionId() string {
@@ -1695,7 +1769,7 @@ type EvictRequest struct {
 
 func (x *EvictRequest) Reset() {
 	*x = EvictRequest{}
-	mi := &file_host_v1_host_proto_msgTypes[22]
+	mi := &file_host_v1_host_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1707,7 +1781,7 @@ func (x *EvictRequest) String() string {
 func (*EvictRequest) ProtoMessage() {}
 
 func (x *EvictRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_host_v1_host_proto_msgTypes[22]
+	mi := &file_host_v1_host_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1720,7 +1794,7 @@ func (x *EvictRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EvictRequest.ProtoReflect.Descriptor instead.
 func (*EvictRequest) Descriptor() ([]byte, []int) {
-	return file_host_v1_host_proto_rawDescGZIP(), []int{22}
+	return file_host_v1_host_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *EvictRequest) GetSessionId() string {
@@ -1755,7 +1829,7 @@ type EvictResponse struct {
 
 func (x *EvictResponse) Reset() {
 	*x = EvictResponse{}
-	mi := &file_host_v1_host_proto_msgTypes[23]
+	mi := &file_host_v1_host_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1767,7 +1841,7 @@ func (x *EvictResponse) String() string {
 func (*EvictResponse) ProtoMessage() {}
 
 func (x *EvictResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_host_v1_host_proto_msgTypes[23]
+	mi := &file_host_v1_host_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1780,7 +1854,7 @@ func (x *EvictResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EvictResponse.ProtoReflect.Descriptor instead.
 func (*EvictResponse) Descriptor() ([]byte, []int) {
-	return file_host_v1_host_proto_rawDescGZIP(), []int{23}
+	return file_host_v1_host_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *EvictResponse) GetSessionId() string {
@@ -1813,7 +1887,7 @@ type FindReposRequest struct {
 
 func (x *FindReposRequest) Reset() {
 	*x = FindReposRequest{}
-	mi := &file_host_v1_host_proto_msgTypes[24]
+	mi := &file_host_v1_host_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1825,7 +1899,7 @@ func (x *FindReposRequest) String() string {
 func (*FindReposRequest) ProtoMessage() {}
 
 func (x *FindReposRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_host_v1_host_proto_msgTypes[24]
+	mi := &file_host_v1_host_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1838,7 +1912,7 @@ func (x *FindReposRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FindReposRequest.ProtoReflect.Descriptor instead.
 func (*FindReposRequest) Descriptor() ([]byte, []int) {
-	return file_host_v1_host_proto_rawDescGZIP(), []int{24}
+	return file_host_v1_host_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *FindReposRequest) GetImageUri() string {
@@ -1857,7 +1931,7 @@ type FindReposResponse struct {
 
 func (x *FindReposResponse) Reset() {
 	*x = FindReposResponse{}
-	mi := &file_host_v1_host_proto_msgTypes[25]
+	mi := &file_host_v1_host_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1869,7 +1943,7 @@ func (x *FindReposResponse) String() string {
 func (*FindReposResponse) ProtoMessage() {}
 
 func (x *FindReposResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_host_v1_host_proto_msgTypes[25]
+	mi := &file_host_v1_host_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1882,7 +1956,7 @@ func (x *FindReposResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FindReposResponse.ProtoReflect.Descriptor instead.
 func (*FindReposResponse) Descriptor() ([]byte, []int) {
-	return file_host_v1_host_proto_rawDescGZIP(), []int{25}
+	return file_host_v1_host_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *FindReposResponse) GetRepos() []*Repo {
@@ -1903,7 +1977,7 @@ type Repo struct {
 
 func (x *Repo) Reset() {
 	*x = Repo{}
-	mi := &file_host_v1_host_proto_msgTypes[26]
+	mi := &file_host_v1_host_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1915,7 +1989,7 @@ func (x *Repo) String() string {
 func (*Repo) ProtoMessage() {}
 
 func (x *Repo) ProtoReflect() protoreflect.Message {
-	mi := &file_host_v1_host_proto_msgTypes[26]
+	mi := &file_host_v1_host_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1928,7 +2002,7 @@ func (x *Repo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Repo.ProtoReflect.Descriptor instead.
 func (*Repo) Descriptor() ([]byte, []int) {
-	return file_host_v1_host_proto_rawDescGZIP(), []int{26}
+	return file_host_v1_host_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *Repo) GetPath() string {
@@ -1955,7 +2029,7 @@ type Remote struct {
 
 func (x *Remote) Reset() {
 	*x = Remote{}
-	mi := &file_host_v1_host_proto_msgTypes[27]
+	mi := &file_host_v1_host_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1967,7 +2041,7 @@ func (x *Remote) String() string {
 func (*Remote) ProtoMessage() {}
 
 func (x *Remote) ProtoReflect() protoreflect.Message {
-	mi := &file_host_v1_host_proto_msgTypes[27]
+	mi := &file_host_v1_host_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1980,7 +2054,7 @@ func (x *Remote) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Remote.ProtoReflect.Descriptor instead.
 func (*Remote) Descriptor() ([]byte, []int) {
-	return file_host_v1_host_proto_rawDescGZIP(), []int{27}
+	return file_host_v1_host_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *Remote) GetName() string {
@@ -2112,7 +2186,7 @@ const file_host_v1_host_proto_rawDesc = "" +
 	"\vallow_hosts\x18\x02 \x03(\tR\n" +
 	"allowHosts\x12.\n" +
 	"\x13allow_host_patterns\x18\x03 \x03(\tR\x11allowHostPatterns\x12.\n" +
-	"\asecrets\x18\x04 \x03(\v2\x14.host.v1.ProxySecretR\asecrets\"\xe4\x01\n" +
+	"\asecrets\x18\x04 \x03(\v2\x14.host.v1.ProxySecretR\asecrets\"\x94\x02\n" +
 	"\vProxySecret\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12 \n" +
 	"\vplaceholder\x18\x02 \x01(\tR\vplaceholder\x12\x14\n" +
@@ -2122,7 +2196,12 @@ const file_host_v1_host_proto_rawDesc = "" +
 	"\x13allow_host_patterns\x18\x05 \x03(\tR\x11allowHostPatterns\x128\n" +
 	"\n" +
 	"credential\x18\x06 \x01(\v2\x18.host.v1.ProxyCredentialR\n" +
-	"credential\"\x94\x01\n" +
+	"credential\x12.\n" +
+	"\x05slots\x18\a \x03(\v2\x18.host.v1.ProxySecretSlotR\x05slots\"W\n" +
+	"\x0fProxySecretSlot\x12\x16\n" +
+	"\x06header\x18\x01 \x01(\tR\x06header\x12\x16\n" +
+	"\x06scheme\x18\x02 \x01(\tR\x06scheme\x12\x14\n" +
+	"\x05query\x18\x03 \x01(\tR\x05query\"\x94\x01\n" +
 	"\x0fProxyCredential\x12!\n" +
 	"\fsubject_kind\x18\x01 \x01(\tR\vsubjectKind\x12\x1d\n" +
 	"\n" +
@@ -2204,7 +2283,7 @@ func file_host_v1_host_proto_rawDescGZIP() []byte {
 	return file_host_v1_host_proto_rawDescData
 }
 
-var file_host_v1_host_proto_msgTypes = make([]protoimpl.MessageInfo, 30)
+var file_host_v1_host_proto_msgTypes = make([]protoimpl.MessageInfo, 31)
 var file_host_v1_host_proto_goTypes = []any{
 	(*ImageLayer)(nil),                        // 0: host.v1.ImageLayer
 	(*WarmCommand)(nil),                       // 1: host.v1.WarmCommand
@@ -2224,54 +2303,55 @@ var file_host_v1_host_proto_goTypes = []any{
 	(*RepoCheckout)(nil),                      // 15: host.v1.RepoCheckout
 	(*SandboxNetwork)(nil),                    // 16: host.v1.SandboxNetwork
 	(*ProxySecret)(nil),                       // 17: host.v1.ProxySecret
-	(*ProxyCredential)(nil),                   // 18: host.v1.ProxyCredential
-	(*CreateSandboxResponse)(nil),             // 19: host.v1.CreateSandboxResponse
-	(*DeleteSandboxRequest)(nil),              // 20: host.v1.DeleteSandboxRequest
-	(*DeleteSandboxResponse)(nil),             // 21: host.v1.DeleteSandboxResponse
-	(*EvictRequest)(nil),                      // 22: host.v1.EvictRequest
-	(*EvictResponse)(nil),                     // 23: host.v1.EvictResponse
-	(*FindReposRequest)(nil),                  // 24: host.v1.FindReposRequest
-	(*FindReposResponse)(nil),                 // 25: host.v1.FindReposResponse
-	(*Repo)(nil),                              // 26: host.v1.Repo
-	(*Remote)(nil),                            // 27: host.v1.Remote
-	nil,                                       // 28: host.v1.WarmCommand.EnvEntry
-	nil,                                       // 29: host.v1.CreateSandboxRequest.EnvEntry
-	(*v1.ExecExit)(nil),                       // 30: svc.app.v1.ExecExit
-	(*v1.ImageResources)(nil),                 // 31: svc.app.v1.ImageResources
-	(*timestamppb.Timestamp)(nil),             // 32: google.protobuf.Timestamp
-	(*v1.ExecRequest)(nil),                    // 33: svc.app.v1.ExecRequest
-	(*v1.CancelExecRequest)(nil),              // 34: svc.app.v1.CancelExecRequest
-	(*v1.WriteFileRequest)(nil),               // 35: svc.app.v1.WriteFileRequest
-	(*v1.ReadFileRequest)(nil),                // 36: svc.app.v1.ReadFileRequest
-	(*v1.SnapshotRequest)(nil),                // 37: svc.app.v1.SnapshotRequest
-	(*v1.ResumeRequest)(nil),                  // 38: svc.app.v1.ResumeRequest
-	(*v1.GetCowStateRequest)(nil),             // 39: svc.app.v1.GetCowStateRequest
-	(*v1.CreateArtifactFromPathRequest)(nil),  // 40: svc.app.v1.CreateArtifactFromPathRequest
-	(*v1.SendPromptRequest)(nil),              // 41: svc.app.v1.SendPromptRequest
-	(*v1.EditQueuedPromptRequest)(nil),        // 42: svc.app.v1.EditQueuedPromptRequest
-	(*v1.DequeueQueuedPromptRequest)(nil),     // 43: svc.app.v1.DequeueQueuedPromptRequest
-	(*v1.InterruptRequest)(nil),               // 44: svc.app.v1.InterruptRequest
-	(*v1.CompleteToolCallRequest)(nil),        // 45: svc.app.v1.CompleteToolCallRequest
-	(*v1.EnsureIdeRequest)(nil),               // 46: svc.app.v1.EnsureIdeRequest
-	(*v1.EnsureBrowserRequest)(nil),           // 47: svc.app.v1.EnsureBrowserRequest
-	(*v1.ExecOutput)(nil),                     // 48: svc.app.v1.ExecOutput
-	(*emptypb.Empty)(nil),                     // 49: google.protobuf.Empty
-	(*v1.WriteFileResponse)(nil),              // 50: svc.app.v1.WriteFileResponse
-	(*v1.ReadFileResponse)(nil),               // 51: svc.app.v1.ReadFileResponse
-	(*v1.SnapshotResponse)(nil),               // 52: svc.app.v1.SnapshotResponse
-	(*v1.ResumeResponse)(nil),                 // 53: svc.app.v1.ResumeResponse
-	(*v1.GetCowStateResponse)(nil),            // 54: svc.app.v1.GetCowStateResponse
-	(*v1.CreateArtifactFromPathResponse)(nil), // 55: svc.app.v1.CreateArtifactFromPathResponse
-	(*v1.SendPromptResponse)(nil),             // 56: svc.app.v1.SendPromptResponse
-	(*v1.EditQueuedPromptResponse)(nil),       // 57: svc.app.v1.EditQueuedPromptResponse
-	(*v1.DequeueQueuedPromptResponse)(nil),    // 58: svc.app.v1.DequeueQueuedPromptResponse
-	(*v1.InterruptResponse)(nil),              // 59: svc.app.v1.InterruptResponse
-	(*v1.CompleteToolCallResponse)(nil),       // 60: svc.app.v1.CompleteToolCallResponse
-	(*v1.EnsureIdeResponse)(nil),              // 61: svc.app.v1.EnsureIdeResponse
-	(*v1.EnsureBrowserResponse)(nil),          // 62: svc.app.v1.EnsureBrowserResponse
+	(*ProxySecretSlot)(nil),                   // 18: host.v1.ProxySecretSlot
+	(*ProxyCredential)(nil),                   // 19: host.v1.ProxyCredential
+	(*CreateSandboxResponse)(nil),             // 20: host.v1.CreateSandboxResponse
+	(*DeleteSandboxRequest)(nil),              // 21: host.v1.DeleteSandboxRequest
+	(*DeleteSandboxResponse)(nil),             // 22: host.v1.DeleteSandboxResponse
+	(*EvictRequest)(nil),                      // 23: host.v1.EvictRequest
+	(*EvictResponse)(nil),                     // 24: host.v1.EvictResponse
+	(*FindReposRequest)(nil),                  // 25: host.v1.FindReposRequest
+	(*FindReposResponse)(nil),                 // 26: host.v1.FindReposResponse
+	(*Repo)(nil),                              // 27: host.v1.Repo
+	(*Remote)(nil),                            // 28: host.v1.Remote
+	nil,                                       // 29: host.v1.WarmCommand.EnvEntry
+	nil,                                       // 30: host.v1.CreateSandboxRequest.EnvEntry
+	(*v1.ExecExit)(nil),                       // 31: svc.app.v1.ExecExit
+	(*v1.ImageResources)(nil),                 // 32: svc.app.v1.ImageResources
+	(*timestamppb.Timestamp)(nil),             // 33: google.protobuf.Timestamp
+	(*v1.ExecRequest)(nil),                    // 34: svc.app.v1.ExecRequest
+	(*v1.CancelExecRequest)(nil),              // 35: svc.app.v1.CancelExecRequest
+	(*v1.WriteFileRequest)(nil),               // 36: svc.app.v1.WriteFileRequest
+	(*v1.ReadFileRequest)(nil),                // 37: svc.app.v1.ReadFileRequest
+	(*v1.SnapshotRequest)(nil),                // 38: svc.app.v1.SnapshotRequest
+	(*v1.ResumeRequest)(nil),                  // 39: svc.app.v1.ResumeRequest
+	(*v1.GetCowStateRequest)(nil),             // 40: svc.app.v1.GetCowStateRequest
+	(*v1.CreateArtifactFromPathRequest)(nil),  // 41: svc.app.v1.CreateArtifactFromPathRequest
+	(*v1.SendPromptRequest)(nil),              // 42: svc.app.v1.SendPromptRequest
+	(*v1.EditQueuedPromptRequest)(nil),        // 43: svc.app.v1.EditQueuedPromptRequest
+	(*v1.DequeueQueuedPromptRequest)(nil),     // 44: svc.app.v1.DequeueQueuedPromptRequest
+	(*v1.InterruptRequest)(nil),               // 45: svc.app.v1.InterruptRequest
+	(*v1.CompleteToolCallRequest)(nil),        // 46: svc.app.v1.CompleteToolCallRequest
+	(*v1.EnsureIdeRequest)(nil),               // 47: svc.app.v1.EnsureIdeRequest
+	(*v1.EnsureBrowserRequest)(nil),           // 48: svc.app.v1.EnsureBrowserRequest
+	(*v1.ExecOutput)(nil),                     // 49: svc.app.v1.ExecOutput
+	(*emptypb.Empty)(nil),                     // 50: google.protobuf.Empty
+	(*v1.WriteFileResponse)(nil),              // 51: svc.app.v1.WriteFileResponse
+	(*v1.ReadFileResponse)(nil),               // 52: svc.app.v1.ReadFileResponse
+	(*v1.SnapshotResponse)(nil),               // 53: svc.app.v1.SnapshotResponse
+	(*v1.ResumeResponse)(nil),                 // 54: svc.app.v1.ResumeResponse
+	(*v1.GetCowStateResponse)(nil),            // 55: svc.app.v1.GetCowStateResponse
+	(*v1.CreateArtifactFromPathResponse)(nil), // 56: svc.app.v1.CreateArtifactFromPathResponse
+	(*v1.SendPromptResponse)(nil),             // 57: svc.app.v1.SendPromptResponse
+	(*v1.EditQueuedPromptResponse)(nil),       // 58: svc.app.v1.EditQueuedPromptResponse
+	(*v1.DequeueQueuedPromptResponse)(nil),    // 59: svc.app.v1.DequeueQueuedPromptResponse
+	(*v1.InterruptResponse)(nil),              // 60: svc.app.v1.InterruptResponse
+	(*v1.CompleteToolCallResponse)(nil),       // 61: svc.app.v1.CompleteToolCallResponse
+	(*v1.EnsureIdeResponse)(nil),              // 62: svc.app.v1.EnsureIdeResponse
+	(*v1.EnsureBrowserResponse)(nil),          // 63: svc.app.v1.EnsureBrowserResponse
 }
 var file_host_v1_host_proto_depIdxs = []int32{
-	28, // 0: host.v1.WarmCommand.env:type_name -> host.v1.WarmCommand.EnvEntry
+	29, // 0: host.v1.WarmCommand.env:type_name -> host.v1.WarmCommand.EnvEntry
 	16, // 1: host.v1.WarmCommand.network:type_name -> host.v1.SandboxNetwork
 	1,  // 2: host.v1.PrepareImageRequest.warm:type_name -> host.v1.WarmCommand
 	0,  // 3: host.v1.PrepareImageProgress.layers:type_name -> host.v1.ImageLayer
@@ -2279,68 +2359,69 @@ var file_host_v1_host_proto_depIdxs = []int32{
 	8,  // 5: host.v1.ShellInput.resize:type_name -> host.v1.WindowSize
 	8,  // 6: host.v1.ShellStart.size:type_name -> host.v1.WindowSize
 	10, // 7: host.v1.ShellOutput.started:type_name -> host.v1.ShellStarted
-	30, // 8: host.v1.ShellOutput.exit:type_name -> svc.app.v1.ExecExit
+	31, // 8: host.v1.ShellOutput.exit:type_name -> svc.app.v1.ExecExit
 	12, // 9: host.v1.DialAppInput.dial:type_name -> host.v1.DialApp
-	29, // 10: host.v1.CreateSandboxRequest.env:type_name -> host.v1.CreateSandboxRequest.EnvEntry
+	30, // 10: host.v1.CreateSandboxRequest.env:type_name -> host.v1.CreateSandboxRequest.EnvEntry
 	16, // 11: host.v1.CreateSandboxRequest.network:type_name -> host.v1.SandboxNetwork
 	15, // 12: host.v1.CreateSandboxRequest.repos:type_name -> host.v1.RepoCheckout
-	31, // 13: host.v1.CreateSandboxRequest.resources:type_name -> svc.app.v1.ImageResources
-	32, // 14: host.v1.CreateSandboxRequest.record_version:type_name -> google.protobuf.Timestamp
+	32, // 13: host.v1.CreateSandboxRequest.resources:type_name -> svc.app.v1.ImageResources
+	33, // 14: host.v1.CreateSandboxRequest.record_version:type_name -> google.protobuf.Timestamp
 	17, // 15: host.v1.SandboxNetwork.secrets:type_name -> host.v1.ProxySecret
-	18, // 16: host.v1.ProxySecret.credential:type_name -> host.v1.ProxyCredential
-	26, // 17: host.v1.FindReposResponse.repos:type_name -> host.v1.Repo
-	27, // 18: host.v1.Repo.remotes:type_name -> host.v1.Remote
-	14, // 19: host.v1.HostService.CreateSandbox:input_type -> host.v1.CreateSandboxRequest
-	20, // 20: host.v1.HostService.DeleteSandbox:input_type -> host.v1.DeleteSandboxRequest
-	33, // 21: host.v1.HostService.Exec:input_type -> svc.app.v1.ExecRequest
-	34, // 22: host.v1.HostService.CancelExec:input_type -> svc.app.v1.CancelExecRequest
-	35, // 23: host.v1.HostService.WriteFile:input_type -> svc.app.v1.WriteFileRequest
-	36, // 24: host.v1.HostService.ReadFile:input_type -> svc.app.v1.ReadFileRequest
-	37, // 25: host.v1.HostService.Snapshot:input_type -> svc.app.v1.SnapshotRequest
-	38, // 26: host.v1.HostService.Resume:input_type -> svc.app.v1.ResumeRequest
-	22, // 27: host.v1.HostService.Evict:input_type -> host.v1.EvictRequest
-	39, // 28: host.v1.HostService.GetCowState:input_type -> svc.app.v1.GetCowStateRequest
-	40, // 29: host.v1.HostService.CreateArtifactFromPath:input_type -> svc.app.v1.CreateArtifactFromPathRequest
-	24, // 30: host.v1.HostService.FindRepos:input_type -> host.v1.FindReposRequest
-	41, // 31: host.v1.HostService.SendPrompt:input_type -> svc.app.v1.SendPromptRequest
-	42, // 32: host.v1.HostService.EditQueuedPrompt:input_type -> svc.app.v1.EditQueuedPromptRequest
-	43, // 33: host.v1.HostService.DequeueQueuedPrompt:input_type -> svc.app.v1.DequeueQueuedPromptRequest
-	44, // 34: host.v1.HostService.Interrupt:input_type -> svc.app.v1.InterruptRequest
-	45, // 35: host.v1.HostService.CompleteToolCall:input_type -> svc.app.v1.CompleteToolCallRequest
-	2,  // 36: host.v1.HostService.PrepareImage:input_type -> host.v1.PrepareImageRequest
-	3,  // 37: host.v1.HostService.CollectImages:input_type -> host.v1.CollectImagesRequest
-	6,  // 38: host.v1.HostService.Shell:input_type -> host.v1.ShellInput
-	11, // 39: host.v1.HostService.DialApp:input_type -> host.v1.DialAppInput
-	46, // 40: host.v1.HostService.EnsureIde:input_type -> svc.app.v1.EnsureIdeRequest
-	47, // 41: host.v1.HostService.EnsureBrowser:input_type -> svc.app.v1.EnsureBrowserRequest
-	19, // 42: host.v1.HostService.CreateSandbox:output_type -> host.v1.CreateSandboxResponse
-	21, // 43: host.v1.HostService.DeleteSandbox:output_type -> host.v1.DeleteSandboxResponse
-	48, // 44: host.v1.HostService.Exec:output_type -> svc.app.v1.ExecOutput
-	49, // 45: host.v1.HostService.CancelExec:output_type -> google.protobuf.Empty
-	50, // 46: host.v1.HostService.WriteFile:output_type -> svc.app.v1.WriteFileResponse
-	51, // 47: host.v1.HostService.ReadFile:output_type -> svc.app.v1.ReadFileResponse
-	52, // 48: host.v1.HostService.Snapshot:output_type -> svc.app.v1.SnapshotResponse
-	53, // 49: host.v1.HostService.Resume:output_type -> svc.app.v1.ResumeResponse
-	23, // 50: host.v1.HostService.Evict:output_type -> host.v1.EvictResponse
-	54, // 51: host.v1.HostService.GetCowState:output_type -> svc.app.v1.GetCowStateResponse
-	55, // 52: host.v1.HostService.CreateArtifactFromPath:output_type -> svc.app.v1.CreateArtifactFromPathResponse
-	25, // 53: host.v1.HostService.FindRepos:output_type -> host.v1.FindReposResponse
-	56, // 54: host.v1.HostService.SendPrompt:output_type -> svc.app.v1.SendPromptResponse
-	57, // 55: host.v1.HostService.EditQueuedPrompt:output_type -> svc.app.v1.EditQueuedPromptResponse
-	58, // 56: host.v1.HostService.DequeueQueuedPrompt:output_type -> svc.app.v1.DequeueQueuedPromptResponse
-	59, // 57: host.v1.HostService.Interrupt:output_type -> svc.app.v1.InterruptResponse
-	60, // 58: host.v1.HostService.CompleteToolCall:output_type -> svc.app.v1.CompleteToolCallResponse
-	5,  // 59: host.v1.HostService.PrepareImage:output_type -> host.v1.PrepareImageProgress
-	4,  // 60: host.v1.HostService.CollectImages:output_type -> host.v1.CollectImagesResponse
-	9,  // 61: host.v1.HostService.Shell:output_type -> host.v1.ShellOutput
-	13, // 62: host.v1.HostService.DialApp:output_type -> host.v1.DialAppOutput
-	61, // 63: host.v1.HostService.EnsureIde:output_type -> svc.app.v1.EnsureIdeResponse
-	62, // 64: host.v1.HostService.EnsureBrowser:output_type -> svc.app.v1.EnsureBrowserResponse
-	42, // [42:65] is the sub-list for method output_type
-	19, // [19:42] is the sub-list for method input_type
-	19, // [19:19] is the sub-list for extension type_name
-	19, // [19:19] is the sub-list for extension extendee
-	0,  // [0:19] is the sub-list for field type_name
+	19, // 16: host.v1.ProxySecret.credential:type_name -> host.v1.ProxyCredential
+	18, // 17: host.v1.ProxySecret.slots:type_name -> host.v1.ProxySecretSlot
+	27, // 18: host.v1.FindReposResponse.repos:type_name -> host.v1.Repo
+	28, // 19: host.v1.Repo.remotes:type_name -> host.v1.Remote
+	14, // 20: host.v1.HostService.CreateSandbox:input_type -> host.v1.CreateSandboxRequest
+	21, // 21: host.v1.HostService.DeleteSandbox:input_type -> host.v1.DeleteSandboxRequest
+	34, // 22: host.v1.HostService.Exec:input_type -> svc.app.v1.ExecRequest
+	35, // 23: host.v1.HostService.CancelExec:input_type -> svc.app.v1.CancelExecRequest
+	36, // 24: host.v1.HostService.WriteFile:input_type -> svc.app.v1.WriteFileRequest
+	37, // 25: host.v1.HostService.ReadFile:input_type -> svc.app.v1.ReadFileRequest
+	38, // 26: host.v1.HostService.Snapshot:input_type -> svc.app.v1.SnapshotRequest
+	39, // 27: host.v1.HostService.Resume:input_type -> svc.app.v1.ResumeRequest
+	23, // 28: host.v1.HostService.Evict:input_type -> host.v1.EvictRequest
+	40, // 29: host.v1.HostService.GetCowState:input_type -> svc.app.v1.GetCowStateRequest
+	41, // 30: host.v1.HostService.CreateArtifactFromPath:input_type -> svc.app.v1.CreateArtifactFromPathRequest
+	25, // 31: host.v1.HostService.FindRepos:input_type -> host.v1.FindReposRequest
+	42, // 32: host.v1.HostService.SendPrompt:input_type -> svc.app.v1.SendPromptRequest
+	43, // 33: host.v1.HostService.EditQueuedPrompt:input_type -> svc.app.v1.EditQueuedPromptRequest
+	44, // 34: host.v1.HostService.DequeueQueuedPrompt:input_type -> svc.app.v1.DequeueQueuedPromptRequest
+	45, // 35: host.v1.HostService.Interrupt:input_type -> svc.app.v1.InterruptRequest
+	46, // 36: host.v1.HostService.CompleteToolCall:input_type -> svc.app.v1.CompleteToolCallRequest
+	2,  // 37: host.v1.HostService.PrepareImage:input_type -> host.v1.PrepareImageRequest
+	3,  // 38: host.v1.HostService.CollectImages:input_type -> host.v1.CollectImagesRequest
+	6,  // 39: host.v1.HostService.Shell:input_type -> host.v1.ShellInput
+	11, // 40: host.v1.HostService.DialApp:input_type -> host.v1.DialAppInput
+	47, // 41: host.v1.HostService.EnsureIde:input_type -> svc.app.v1.EnsureIdeRequest
+	48, // 42: host.v1.HostService.EnsureBrowser:input_type -> svc.app.v1.EnsureBrowserRequest
+	20, // 43: host.v1.HostService.CreateSandbox:output_type -> host.v1.CreateSandboxResponse
+	22, // 44: host.v1.HostService.DeleteSandbox:output_type -> host.v1.DeleteSandboxResponse
+	49, // 45: host.v1.HostService.Exec:output_type -> svc.app.v1.ExecOutput
+	50, // 46: host.v1.HostService.CancelExec:output_type -> google.protobuf.Empty
+	51, // 47: host.v1.HostService.WriteFile:output_type -> svc.app.v1.WriteFileResponse
+	52, // 48: host.v1.HostService.ReadFile:output_type -> svc.app.v1.ReadFileResponse
+	53, // 49: host.v1.HostService.Snapshot:output_type -> svc.app.v1.SnapshotResponse
+	54, // 50: host.v1.HostService.Resume:output_type -> svc.app.v1.ResumeResponse
+	24, // 51: host.v1.HostService.Evict:output_type -> host.v1.EvictResponse
+	55, // 52: host.v1.HostService.GetCowState:output_type -> svc.app.v1.GetCowStateResponse
+	56, // 53: host.v1.HostService.CreateArtifactFromPath:output_type -> svc.app.v1.CreateArtifactFromPathResponse
+	26, // 54: host.v1.HostService.FindRepos:output_type -> host.v1.FindReposResponse
+	57, // 55: host.v1.HostService.SendPrompt:output_type -> svc.app.v1.SendPromptResponse
+	58, // 56: host.v1.HostService.EditQueuedPrompt:output_type -> svc.app.v1.EditQueuedPromptResponse
+	59, // 57: host.v1.HostService.DequeueQueuedPrompt:output_type -> svc.app.v1.DequeueQueuedPromptResponse
+	60, // 58: host.v1.HostService.Interrupt:output_type -> svc.app.v1.InterruptResponse
+	61, // 59: host.v1.HostService.CompleteToolCall:output_type -> svc.app.v1.CompleteToolCallResponse
+	5,  // 60: host.v1.HostService.PrepareImage:output_type -> host.v1.PrepareImageProgress
+	4,  // 61: host.v1.HostService.CollectImages:output_type -> host.v1.CollectImagesResponse
+	9,  // 62: host.v1.HostService.Shell:output_type -> host.v1.ShellOutput
+	13, // 63: host.v1.HostService.DialApp:output_type -> host.v1.DialAppOutput
+	62, // 64: host.v1.HostService.EnsureIde:output_type -> svc.app.v1.EnsureIdeResponse
+	63, // 65: host.v1.HostService.EnsureBrowser:output_type -> svc.app.v1.EnsureBrowserResponse
+	43, // [43:66] is the sub-list for method output_type
+	20, // [20:43] is the sub-list for method input_type
+	20, // [20:20] is the sub-list for extension type_name
+	20, // [20:20] is the sub-list for extension extendee
+	0,  // [0:20] is the sub-list for field type_name
 }
 
 func init() { file_host_v1_host_proto_init() }
@@ -2364,14 +2445,14 @@ func file_host_v1_host_proto_init() {
 		(*DialAppInput_Data)(nil),
 	}
 	file_host_v1_host_proto_msgTypes[14].OneofWrappers = []any{}
-	file_host_v1_host_proto_msgTypes[23].OneofWrappers = []any{}
+	file_host_v1_host_proto_msgTypes[24].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_host_v1_host_proto_rawDesc), len(file_host_v1_host_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   30,
+			NumMessages:   31,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
