@@ -119,12 +119,33 @@ func RegistryError(err error, own ...error) error {
 		msg = "the registry does not speak TLS"
 	case errors.As(err, &op):
 		msg = fmt.Sprintf("cannot connect to the registry (%s %v)", op.Op, op.Addr)
+	case refusedURL(err) != nil:
+		// go-containerregistry's own redirect check refused a hop before the dialer saw it.
+		return refusedURL(err)
 	case strings.Contains(err.Error(), "error verifying"):
 		// go-containerregistry's digest and size checks (internal/verify) have no type of their
 		// own; their text carries digests and sizes only, but is not repeated either.
 		msg = "the registry's content fails verifying against its digest"
 	}
 	return &RegistryFailure{msg: msg, err: err}
+}
+
+// refusedURL is the refusal, by the public-only dialer that registry redirects off the first
+// host:port go through, of a redirect hop whose check failed, or nil.
+func refusedURL(err error) *RefusedError {
+	var u *url.Error
+	if !errors.As(err, &u) || u.Err == nil || !strings.Contains(u.Err.Error(), "redirect") {
+		return nil
+	}
+	target, perr := url.Parse(u.URL)
+	if perr != nil {
+		return nil
+	}
+	var refused *RefusedError
+	if errors.As(Policy{}.CheckHost(target.Hostname(), urlPort(target)), &refused) {
+		return refused
+	}
+	return nil
 }
 
 // RegistryFailure is a registry client's failure described by RegistryError: Error says what
