@@ -297,13 +297,14 @@ func devDefaults(ctx context.Context, dataDir string, cfg *config.Config) (*devi
 		return nil, fmt.Errorf("dev image: %w", err)
 	}
 	// The dev registry is on loopback, which pulls reach only when an operator lists it: dev
-	// lists its own registry, and nothing else.
-	regHost, _, err := net.SplitHostPort(strings.SplitN(img.Ref(), "/", 2)[0])
-	if err != nil {
+	// lists its own registry's host and port, and nothing else, so that a plugin or image
+	// reference cannot reach another loopback port (the emulators') through pulls.
+	regHostPort := strings.SplitN(img.Ref(), "/", 2)[0]
+	if _, _, err := net.SplitHostPort(regHostPort); err != nil {
 		_ = img.Close()
 		return nil, fmt.Errorf("dev image reference %s: %w", img.Ref(), err)
 	}
-	cfg.Registries = cfg.Registries.Union(egress.MustParse(regHost))
+	cfg.Registries = cfg.Registries.Union(egress.MustParse(regHostPort))
 	if cfg.DefaultImage == "" {
 		cfg.DefaultImage = img.Ref()
 	}

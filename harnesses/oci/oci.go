@@ -59,7 +59,7 @@ func Fetch(ctx context.Context, ref string, registries egress.Policy, keychain a
 	opts = append(append(registries.Registry(), remote.WithContext(ctx), remote.WithAuthFromKeychain(keychain)), opts...)
 	m, err := fetch(r, opts)
 	if err != nil {
-		return nil, fmt.Errorf("fetch plugin %s: %w", ref, egress.RegistryError(err))
+		return nil, fmt.Errorf("fetch plugin %s: %w", ref, egress.RegistryError(err, ErrNotAPlugin))
 	}
 	return m, nil
 }
@@ -74,7 +74,8 @@ func fetch(r name.Reference, opts []remote.Option) (*Module, error) {
 		return nil, err
 	}
 	if m.Config.MediaType != ConfigMediaType {
-		return nil, fmt.Errorf("%w: config media type is %q, want %q", ErrNotAPlugin, m.Config.MediaType, ConfigMediaType)
+		// The media type found is the registry's text, which registry errors never repeat.
+		return nil, fmt.Errorf("%w: its config media type is not %q", ErrNotAPlugin, ConfigMediaType)
 	}
 	if len(m.Layers) != 1 || m.Layers[0].MediaType != LayerMediaType {
 		return nil, fmt.Errorf("%w: want exactly one layer of media type %q", ErrNotAPlugin, LayerMediaType)

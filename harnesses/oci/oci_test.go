@@ -4,6 +4,10 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/hangar-dev/hangar/harnesses/oci"
@@ -60,4 +64,22 @@ func TestFetchesReachOnlyWhatAnOperatorOpensAndRepeatNothingTheyHear(t *testing.
 		_, err := oci.Fetch(ctx, ref, registries, nil)
 		return err
 	})
+}
+
+// TestSecurityAPluginReferenceToAnotherLoopbackPortIsRefused replays RegisterHarness under
+// `hangar dev`, which opens its registry's host:port only: a plugin reference naming another
+// loopback port (an emulator's REST API) is refused by name and never reaches it.
+func TestSecurityAPluginReferenceToAnotherLoopbackPortIsRefused(t *testing.T) {
+	var hits atomic.Int32
+	emulator := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { hits.Add(1) }))
+	t.Cleanup(emulator.Close)
+	reg := imagestest.Registry(t)
+	ref := strings.TrimPrefix(emulator.URL, "http://") + "/plugins/echo:v1"
+	_, err := oci.Fetch(context.Background(), ref, egress.MustParse(reg), nil)
+	if !errors.Is(err, egress.ErrRefused) || !strings.Contains(err.Error(), "127.0.0.1 is a loopback address") {
+		t.Fatalf("fetch %s = %v, want refused by name", ref, err)
+	}
+	if hits.Load() != 0 {
+		t.Fatal("the fetch reached the other port")
+	}
 }

@@ -41,7 +41,7 @@ func TestFromEnvReadsEgressAllowAndPrivateRegistries(t *testing.T) {
 				t.Fatal(err)
 			}
 			opens := func(p egress.Policy, host string, a netip.Addr) bool {
-				err := p.CheckAddr(host, a)
+				err := p.CheckAddr(host, netip.AddrPortFrom(a, 5000))
 				if err != nil && !errors.Is(err, egress.ErrRefused) {
 					t.Fatalf("CheckAddr: %v", err)
 				}

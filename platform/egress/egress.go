@@ -4,12 +4,14 @@
 // reported in.
 //
 // The dialer checks the address a connection is about to reach, after name resolution, in the
-// dialer's Control hook: a name that resolves (or re-resolves, as in DNS rebinding) to a
-// loopback, private, link-local, CGNAT, multicast or otherwise special address is refused on the
-// connect that would reach it, whatever a check of the URL saw before. An operator opens
-// destinations on purpose with a Policy's allow entries (HANGAR_EGRESS_ALLOW, and
-// HANGAR_PRIVATE_REGISTRIES for pulls): host names, "*.suffix" patterns, IP addresses or CIDR
-// prefixes.
+// dialer's Control hook: a name that resolves (or re-resolves, as in DNS rebinding) to an address
+// that is not global unicast (the IANA special-purpose registries' ranges, special.go: loopback,
+// private, link-local, CGNAT, documentation, benchmarking, multicast, reserved...) or to an
+// address of this host's own interfaces is refused on the connect that would reach it, whatever
+// a check of the URL saw before, and whatever a sandbox's or user's policy says: those only
+// narrow what public hosts are reached. An operator opens destinations on purpose with a
+// Policy's allow entries (HANGAR_EGRESS_ALLOW, and HANGAR_PRIVATE_REGISTRIES for pulls): host
+// names, "*.suffix" patterns or IP addresses, each with an optional port, or CIDR prefixes.
 //
 // The package is Hangar's own rather than a library's (code.dny.dev/ssrf, safeurl) because the
 // allow entries are host names as well as prefixes, and a name is only known to the dial
@@ -24,50 +26,83 @@ import (
 	"net/http"
 	"net/netip"
 	"regexp"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
 )
 
 // Policy is the set of destinations an operator allows beyond the public internet. The zero
-// Policy allows public addresses only.
+// Policy allows public addresses only. No Policy opens an address of this host's own network
+// interfaces (other than loopback) unless an entry names that very address.
 type Policy struct {
-	hosts    []string // lower-case names and "*.suffix" patterns
-	prefixes []netip.Prefix
+	entries []entry
+	host    *hostAddrs // nil: thisHost
+}
+
+// entry is one allow entry: a name (lower-case, or "*.suffix") or an address prefix (an
+// address entry is a single-address prefix), and the one port it opens, 0 for every port.
+type entry struct {
+	name   string
+	prefix netip.Prefix
+	port   uint16
 }
 
 // hostName is a DNS name (letters, digits, '-', '_' and dots between labels).
 var hostName = regexp.MustCompile(`^[a-z0-9_]([a-z0-9_-]*[a-z0-9_])?(\.[a-z0-9_]([a-z0-9_-]*[a-z0-9_])?)*$`)
 
-// Parse reads allow entries: host names, "*.suffix" patterns, IP addresses and CIDR prefixes.
-// A name allows every private address it resolves to, but not link-local ones (where cloud
-// metadata servers answer): only a prefix or address entry that covers a link-local address
-// opens it.
+// Parse reads allow entries: host names, "*.suffix" patterns and IP addresses, each with an
+// optional ":port" ("[v6]:port" for an IPv6 address) that limits it to that port, and CIDR
+// prefixes, which open every port. A name allows every private or loopback address it resolves
+// to, but not link-local ones (where cloud metadata servers answer): only a prefix or address
+// entry that covers a link-local address opens it. An address of this host's own interfaces
+// (loopback aside) opens only to an entry for that single address (an address, or a /32 or
+// /128 prefix): never to a name, a wider prefix or the default.
 func Parse(entries []string) (Policy, error) {
 	var p Policy
-	for _, e := range entries {
-		e = strings.ToLower(strings.TrimSpace(e))
-		switch {
-		case e == "":
-		case strings.Contains(e, "/"):
-			pfx, err := netip.ParsePrefix(e)
-			if err != nil {
-				return Policy{}, fmt.Errorf("allow entry %q: %w", e, err)
-			}
-			p.prefixes = append(p.prefixes, pfx.Masked())
-		default:
-			if a, err := netip.ParseAddr(strings.Trim(e, "[]")); err == nil {
-				p.prefixes = append(p.prefixes, netip.PrefixFrom(plain(a), plain(a).BitLen()))
-				continue
-			}
-			name := strings.TrimSuffix(e, ".")
-			if !hostName.MatchString(strings.TrimPrefix(name, "*.")) {
-				return Policy{}, fmt.Errorf("allow entry %q: want a host name, *.suffix, an IP address or a CIDR prefix", e)
-			}
-			p.hosts = append(p.hosts, name)
+	for _, raw := range entries {
+		e := strings.ToLower(strings.TrimSpace(raw))
+		if e == "" {
+			continue
 		}
+		en, err := parseEntry(e)
+		if err != nil {
+			return Policy{}, fmt.Errorf("allow entry %q: %w", e, err)
+		}
+		p.entries = append(p.entries, en)
 	}
 	return p, nil
+}
+
+func parseEntry(e string) (entry, error) {
+	if strings.Contains(e, "/") {
+		pfx, err := netip.ParsePrefix(e)
+		if err != nil {
+			return entry{}, err
+		}
+		return entry{prefix: pfx.Masked()}, nil
+	}
+	host, port, err := splitHostPort(e)
+	if err != nil {
+		return entry{}, err
+	}
+	var en entry
+	if port != "" {
+		n, _ := strconv.Atoi(port) // splitHostPort checked it is 1-65535
+		en.port = uint16(n)
+	}
+	if a, err := netip.ParseAddr(host); err == nil {
+		if a.Zone() != "" {
+			return entry{}, errors.New("has an IPv6 zone, which means nothing outside one machine")
+		}
+		en.prefix = netip.PrefixFrom(plain(a), plain(a).BitLen())
+		return en, nil
+	}
+	en.name = strings.TrimSuffix(host, ".")
+	if !hostName.MatchString(strings.TrimPrefix(en.name, "*.")) {
+		return entry{}, errors.New("want a host name, *.suffix or an IP address (each with an optional :port), or a CIDR prefix")
+	}
+	return en, nil
 }
 
 // MustParse is Parse for entries fixed in code (tests, `hangar dev`); it panics on a bad entry.
@@ -79,31 +114,39 @@ func MustParse(entries ...string) Policy {
 	return p
 }
 
-// Union allows what either policy allows.
+// Union allows what either policy allows. It judges this host's addresses as p does.
 func (p Policy) Union(q Policy) Policy {
-	return Policy{
-		hosts:    append(append([]string(nil), p.hosts...), q.hosts...),
-		prefixes: append(append([]netip.Prefix(nil), p.prefixes...), q.prefixes...),
+	host := p.host
+	if host == nil {
+		host = q.host
 	}
+	return Policy{entries: append(append([]entry(nil), p.entries...), q.entries...), host: host}
 }
 
 // Empty reports whether the policy allows public addresses only.
-func (p Policy) Empty() bool { return len(p.hosts) == 0 && len(p.prefixes) == 0 }
+func (p Policy) Empty() bool { return len(p.entries) == 0 }
 
-// allowsName reports whether host matches a name entry.
-func (p Policy) allowsName(host string) bool {
+func (e entry) admits(port uint16) bool { return e.port == 0 || e.port == port }
+
+// allowsName reports whether host, on port, matches a name entry.
+func (p Policy) allowsName(host string, port uint16) bool {
 	host = strings.TrimSuffix(strings.ToLower(host), ".")
-	for _, h := range p.hosts {
-		if suffix, ok := strings.CutPrefix(h, "*."); ok && strings.HasSuffix(host, "."+suffix) || h == host {
+	for _, e := range p.entries {
+		if e.name == "" || !e.admits(port) {
+			continue
+		}
+		if suffix, ok := strings.CutPrefix(e.name, "*."); ok && strings.HasSuffix(host, "."+suffix) || e.name == host {
 			return true
 		}
 	}
 	return false
 }
 
-func (p Policy) allowsAddr(a netip.Addr) bool {
-	for _, pfx := range p.prefixes {
-		if pfx.Contains(a) {
+// allowsAddr reports whether a prefix or address entry covers a on port; with single, only an
+// entry for exactly that address counts.
+func (p Policy) allowsAddr(a netip.AddrPort, single bool) bool {
+	for _, e := range p.entries {
+		if e.name == "" && e.prefix.Contains(a.Addr()) && e.admits(a.Port()) && (!single || e.prefix.IsSingleIP()) {
 			return true
 		}
 	}
@@ -131,30 +174,45 @@ func (e *RefusedError) Error() string {
 
 func (e *RefusedError) Is(target error) bool { return target == ErrRefused }
 
-// CheckAddr decides a connection to host (the name or literal asked for) at address a.
-func (p Policy) CheckAddr(host string, a netip.Addr) error {
-	a = plain(a)
-	if p.allowsAddr(a) {
+// CheckAddr decides a connection to host (the name or literal asked for) at a. An address of
+// this host's own interfaces is refused first, whatever range it is in, unless an entry names
+// that single address; then a special address (Special) is refused unless an entry opens it.
+func (p Policy) CheckAddr(host string, a netip.AddrPort) error {
+	a = netip.AddrPortFrom(plain(a.Addr()), a.Port())
+	hosts := p.host
+	if hosts == nil {
+		hosts = thisHost
+	}
+	own, err := hosts.has(a.Addr())
+	switch {
+	case err != nil:
+		return &RefusedError{Host: host, Addr: a.Addr(), Reason: "not checkable against this host's own addresses, which cannot be read"}
+	case own && p.allowsAddr(a, true):
+		return nil
+	case own:
+		return &RefusedError{Host: host, Addr: a.Addr(), Reason: "an address of this host's own network interfaces"}
+	}
+	if p.allowsAddr(a, false) {
 		return nil
 	}
-	reason, special := Special(a)
+	reason, special := Special(a.Addr())
 	if !special {
 		return nil
 	}
-	if p.allowsName(host) && !isLinkLocal(a) {
+	if p.allowsName(host, a.Port()) && !isLinkLocal(a.Addr()) {
 		return nil
 	}
-	return &RefusedError{Host: host, Addr: a, Reason: reason}
+	return &RefusedError{Host: host, Addr: a.Addr(), Reason: reason}
 }
 
 // CheckHost refuses, before any lookup, the names of cloud metadata servers and IP literals that
-// CheckAddr would refuse.
-func (p Policy) CheckHost(host string) error {
+// CheckAddr would refuse, for a connection to port.
+func (p Policy) CheckHost(host string, port uint16) error {
 	host = strings.TrimSuffix(strings.ToLower(strings.Trim(host, "[]")), ".")
 	if a, err := netip.ParseAddr(host); err == nil {
-		return p.CheckAddr(host, a)
+		return p.CheckAddr(host, netip.AddrPortFrom(a, port))
 	}
-	if metadataNames[host] && !p.allowsName(host) {
+	if metadataNames[host] && !p.allowsName(host, port) {
 		return &RefusedError{Host: host, Reason: "a cloud metadata server"}
 	}
 	return nil
@@ -181,63 +239,6 @@ func IsMetadataHost(host string) bool {
 	return metadataNames[host]
 }
 
-// special lists the ranges the dialer refuses, with the words a refusal uses. IPv4-mapped IPv6
-// addresses are unmapped before the lookup; NAT64 and 6to4 addresses are judged by the IPv4
-// address they carry.
-var special = []struct {
-	prefix netip.Prefix
-	reason string
-}{
-	{netip.MustParsePrefix("0.0.0.0/8"), "an unspecified address"},
-	{netip.MustParsePrefix("10.0.0.0/8"), "a private address"},
-	{netip.MustParsePrefix("100.64.0.0/10"), "a carrier-grade NAT address"},
-	{netip.MustParsePrefix("127.0.0.0/8"), "a loopback address"},
-	{netip.MustParsePrefix("169.254.0.0/16"), "a link-local address (where cloud metadata servers answer)"},
-	{netip.MustParsePrefix("172.16.0.0/12"), "a private address"},
-	{netip.MustParsePrefix("192.0.0.0/24"), "an IETF protocol assignment address"},
-	{netip.MustParsePrefix("192.168.0.0/16"), "a private address"},
-	{netip.MustParsePrefix("198.18.0.0/15"), "a benchmarking address"},
-	{netip.MustParsePrefix("224.0.0.0/4"), "a multicast address"},
-	{netip.MustParsePrefix("240.0.0.0/4"), "a reserved or broadcast address"},
-	{netip.MustParsePrefix("::/128"), "an unspecified address"},
-	{netip.MustParsePrefix("::1/128"), "a loopback address"},
-	{netip.MustParsePrefix("::/96"), "an IPv4-compatible address"},
-	{netip.MustParsePrefix("100::/64"), "a discard address"},
-	{netip.MustParsePrefix("fc00::/7"), "a private (unique local) address"},
-	{netip.MustParsePrefix("fe80::/10"), "a link-local address (where cloud metadata servers answer)"},
-	{netip.MustParsePrefix("fec0::/10"), "a site-local address"},
-	{netip.MustParsePrefix("ff00::/8"), "a multicast address"},
-}
-
-var (
-	nat64     = []netip.Prefix{netip.MustParsePrefix("64:ff9b::/96"), netip.MustParsePrefix("64:ff9b:1::/48")}
-	sixToFour = netip.MustParsePrefix("2002::/16")
-)
-
-// Special reports whether a is an address no outbound request of Hangar reaches by default, and
-// what kind it is.
-func Special(a netip.Addr) (string, bool) {
-	a = plain(a)
-	if !a.IsValid() {
-		return "not an IP address", true
-	}
-	for _, s := range special {
-		if s.prefix.Contains(a) {
-			return s.reason, true
-		}
-	}
-	b := a.As16()
-	for _, p := range nat64 {
-		if p.Contains(a) {
-			return Special(netip.AddrFrom4([4]byte(b[12:16])))
-		}
-	}
-	if sixToFour.Contains(a) {
-		return Special(netip.AddrFrom4([4]byte(b[2:6])))
-	}
-	return "", false
-}
-
 // plain is a without its IPv6 zone (the dialer ignores zones for routing purposes, and prefixes
 // never contain a zoned address) and with an IPv4-mapped address as the IPv4 address it is.
 func plain(a netip.Addr) netip.Addr { return a.WithZone("").Unmap() }
@@ -250,11 +251,15 @@ func isLinkLocal(a netip.Addr) bool {
 // it resolves to. The check runs in the dialer's ControlContext, on the very address the socket
 // connects to.
 func (p Policy) DialContext(ctx context.Context, network, addr string) (net.Conn, error) {
-	host, _, err := net.SplitHostPort(addr)
+	host, portStr, err := net.SplitHostPort(addr)
 	if err != nil {
 		return nil, fmt.Errorf("dial %s: %w", addr, err)
 	}
-	if err := p.CheckHost(host); err != nil {
+	port, err := strconv.ParseUint(portStr, 10, 16)
+	if err != nil {
+		return nil, fmt.Errorf("dial %s: port %q is not a number", addr, portStr)
+	}
+	if err := p.CheckHost(host, uint16(port)); err != nil {
 		return nil, err
 	}
 	d := net.Dialer{
@@ -265,7 +270,7 @@ func (p Policy) DialContext(ctx context.Context, network, addr string) (net.Conn
 			if err != nil {
 				return fmt.Errorf("dial %s: %w", address, err)
 			}
-			return p.CheckAddr(host, ap.Addr())
+			return p.CheckAddr(host, ap)
 		},
 	}
 	return d.DialContext(ctx, network, addr)

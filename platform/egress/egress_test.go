@@ -58,7 +58,7 @@ func TestSpecialAddressesAreRefusedByDefault(t *testing.T) {
 	} {
 		t.Run(tc.addr, func(t *testing.T) {
 			a := netip.MustParseAddr(tc.addr)
-			err := egress.Policy{}.CheckAddr("example.com", a)
+			err := egress.Policy{}.CheckAddr("example.com", netip.AddrPortFrom(a, 443))
 			if got := err != nil; got != tc.refused {
 				t.Fatalf("CheckAddr(%s) = %v, want refused=%v", tc.addr, err, tc.refused)
 			}
@@ -95,7 +95,7 @@ func TestAllowEntriesOpenOnlyWhatTheyName(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			err = p.CheckAddr(tc.host, netip.MustParseAddr(tc.addr))
+			err = p.CheckAddr(tc.host, netip.AddrPortFrom(netip.MustParseAddr(tc.addr), 443))
 			if got := err != nil; got != tc.refused {
 				t.Fatalf("CheckAddr(%s, %s) = %v, want refused=%v", tc.host, tc.addr, err, tc.refused)
 			}
@@ -105,20 +105,20 @@ func TestAllowEntriesOpenOnlyWhatTheyName(t *testing.T) {
 
 func TestMetadataNamesAreRefusedBeforeAnyLookup(t *testing.T) {
 	for _, host := range []string{"metadata.google.internal", "METADATA.google.internal.", "metadata", "169.254.169.254", "[fe80::1]"} {
-		if err := (egress.Policy{}).CheckHost(host); !errors.Is(err, egress.ErrRefused) {
+		if err := (egress.Policy{}).CheckHost(host, 80); !errors.Is(err, egress.ErrRefused) {
 			t.Errorf("CheckHost(%q) = %v, want refused", host, err)
 		}
 		if !egress.IsMetadataHost(host) {
 			t.Errorf("IsMetadataHost(%q) = false", host)
 		}
 	}
-	if err := (egress.Policy{}).CheckHost("api.example.com"); err != nil {
+	if err := (egress.Policy{}).CheckHost("api.example.com", 443); err != nil {
 		t.Errorf("CheckHost(api.example.com) = %v", err)
 	}
 }
 
 func TestParseRefusesMalformedEntries(t *testing.T) {
-	for _, e := range []string{"10.0.0.0/33", "user@host", "host:5000", "*.", "not a host"} {
+	for _, e := range []string{"10.0.0.0/33", "user@host", "host:0", "host:99999", "[10.0.0.1]:80", "fe80::1%eth0", "*.", "not a host"} {
 		if _, err := egress.Parse([]string{e}); err == nil {
 			t.Errorf("Parse(%q) accepted it", e)
 		}
@@ -306,7 +306,7 @@ func TestRegistryErrorsNeverRepeatRemoteText(t *testing.T) {
 	}{
 		{"registry diagnostics", transport.CheckError(resp, http.StatusOK), "the registry answered 404 Not Found (MANIFEST_UNKNOWN)"},
 		{"a raw body", transport.CheckError(plain, http.StatusOK), "the registry answered 500 Internal Server Error"},
-		{"a token server's answer", errors.New("no token in bearer response:\nPRIVATE-BODY"), "no token in bearer response:"},
+		{"a token server's answer", errors.New("no token in bearer response:\nPRIVATE-BODY"), "the registry's answer is not an image or artifact Hangar can use"},
 		{"a refused destination", fmt.Errorf("GET: %w", &net.OpError{Op: "dial", Err: refused}), refused.Error()},
 		{"a deadline", fmt.Errorf("x: %w", context.DeadlineExceeded), "the registry did not answer in time"},
 	} {

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/netip"
 	"net/url"
+	"strconv"
 )
 
 // CheckEndpoint reads the URL of an endpoint Hangar calls as a client of an identity or OAuth
@@ -30,10 +31,19 @@ func (p Policy) CheckEndpoint(raw string, loopbackHTTP bool) (*url.URL, error) {
 	if IsMetadataHost(host) {
 		return nil, errors.New("names a cloud metadata server")
 	}
-	if err := p.CheckHost(host); err != nil {
+	if err := p.CheckHost(host, urlPort(u)); err != nil {
 		return nil, err
 	}
 	return u, nil
+}
+
+// urlPort is the port a request to u connects to: its own, or its scheme's; 0 when it has
+// neither, which no port-limited allow entry admits.
+func urlPort(u *url.URL) uint16 {
+	if n, err := strconv.ParseUint(u.Port(), 10, 16); err == nil {
+		return uint16(n)
+	}
+	return map[string]uint16{"http": 80, "https": 443}[u.Scheme]
 }
 
 // EndpointClient is the HTTP client of calls to such endpoints: the guarded dialer, and every

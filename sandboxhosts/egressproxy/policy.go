@@ -10,7 +10,9 @@ import (
 // its harness's egress, its model router's egress_hosts and its repos' hosts. Entries are host
 // names or IP literals with an optional ":port" (AllowHosts) and names whose leftmost labels
 // may each be "*", matching one label each (AllowHostPatterns). Whatever they say, the proxy's
-// dialer never reaches loopback, private, link-local or metadata addresses.
+// dialer never reaches an address that is not global unicast (loopback, private, link-local,
+// documentation, benchmarking...) nor one of the host's own addresses: Rules narrow which public
+// destinations are reached, and never open one of those.
 type Rules struct {
 	// DefaultAllow lets every public destination through that no entry names.
 	DefaultAllow      bool

@@ -1,8 +1,9 @@
 // Package egressproxy is the sandbox host's egress proxy: every TCP connection a sandbox makes
 // (captured in its network namespace by package sandboxnet, or sent to HTTP(S)_PROXY) and every
 // DNS query it asks reaches this proxy, which decides it by the session's Rules, dials the
-// destination through platform/egress's guarded dialer (loopback, private, link-local and
-// metadata addresses are never reached, whatever the rules say), injects secrets the sandbox
+// destination through platform/egress's guarded dialer (no address that is not global unicast,
+// such as loopback, private, link-local, documentation or benchmarking ones, and no address of
+// the host's own interfaces is reached, whatever the rules say), injects secrets the sandbox
 // only holds placeholders of, and reports each connection for the session's audit.
 //
 // Names decide, not addresses: DNS inside the sandbox answers every name with a synthetic
@@ -127,7 +128,9 @@ type Options struct {
 type Proxy struct {
 	opts      Options
 	transport *http.Transport
-	dialer    egress.Policy
+	// dialer is the zero Policy: no operator entry, and no session's Rules, open anything that
+	// is not global unicast or that is this host's own address.
+	dialer egress.Policy
 	// forward sends every proxied request on, to the target in its context (targetKey).
 	forward *httputil.ReverseProxy
 	// upstreamTLS is the client side of an intercepted connection's upstream (ServerName set
@@ -983,7 +986,9 @@ func (sb *Sandbox) connect(w http.ResponseWriter, r *http.Request, host string, 
 		sb.audit(Connection{Host: host, Port: port, Mode: "proxy", Decision: Denied, Rule: rule}, time.Now())
 		return
 	}
-	if err := egressRefused(host); err != nil {
+	// A literal or metadata name the guarded dialer would refuse gets a 403, not a tunnel that
+	// resets.
+	if err := sb.p.dialer.CheckHost(host, uint16(port)); err != nil {
 		refuse(w, err.Error())
 		sb.audit(Connection{Host: host, Port: port, Mode: "proxy", Decision: Denied, Rule: "guarded dialer: " + err.Error()}, time.Now())
 		return
@@ -1004,13 +1009,6 @@ func (sb *Sandbox) connect(w http.ResponseWriter, r *http.Request, host string, 
 	// The sandbox's context, not the request's: net/http cancels a hijacked request's context on
 	// any read error of its reader, which the tunnel's wait for a client's first bytes is.
 	sb.tunnel(sb.ctx(), c, brw.Reader, host, port, "proxy")
-}
-
-// egressRefused refuses a CONNECT to a literal or metadata name the guarded dialer would refuse,
-// with a 403 rather than a tunnel that resets.
-func egressRefused(host string) error {
-	var p egress.Policy
-	return p.CheckHost(host)
 }
 
 // secretValueTimeout bounds the wait for a secret's current value (Secret.Current).

@@ -141,6 +141,10 @@ func WithMaxImageBytes(n int64) Option {
 // ErrTooLarge is an image over the cache's size limit.
 var ErrTooLarge = errors.New("image too large")
 
+// ErrUnrunnable is what an image whose config this host cannot run (another OS, malformed
+// resource labels) matches.
+var ErrUnrunnable = errors.New("image cannot run here")
+
 // Cache pulls images and keeps their unpacked layers under one directory.
 type Cache struct {
 	dir        string
@@ -258,7 +262,7 @@ func (c *Cache) PullTapped(ctx context.Context, ref string, tap func(layer strin
 	}
 	img, err := c.fromRemote(ctx, ref, r, tap)
 	if err != nil {
-		return nil, fmt.Errorf("pull %q: %w%s", ref, egress.RegistryError(err), signInHint(err, r.Context().RegistryStr()))
+		return nil, fmt.Errorf("pull %q: %w%s", ref, egress.RegistryError(err, ErrTooLarge, ErrUnsafeLayer, ErrUnrunnable), signInHint(err, r.Context().RegistryStr()))
 	}
 	return img, nil
 }
@@ -377,11 +381,11 @@ func (c *Cache) image(ref string, rec record) (*Image, error) {
 		return nil, fmt.Errorf("config of %s: %w", rec.Digest, err)
 	}
 	if cfg.OS != "" && cfg.OS != PlatformOS {
-		return nil, fmt.Errorf("image %s is for %s, not %s", rec.Digest, cfg.OS, PlatformOS)
+		return nil, fmt.Errorf("%w: image %s is for %s, not %s", ErrUnrunnable, rec.Digest, cfg.OS, PlatformOS)
 	}
 	res, err := suggestedResources(cfg.Config.Labels)
 	if err != nil {
-		return nil, fmt.Errorf("image %s: %w", rec.Digest, err)
+		return nil, fmt.Errorf("%w: image %s: %w", ErrUnrunnable, rec.Digest, err)
 	}
 	img := &Image{
 		Ref:    ref,
