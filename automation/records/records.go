@@ -218,6 +218,10 @@ func (s *Store) Create(ctx context.Context, r *AutomationRecord, maxActive int) 
 	return nil
 }
 
+// CountActive counts the automations not archived, outside any transaction: a check before
+// work that Create's own count (which holds the limit) would otherwise refuse only afterwards.
+func (s *Store) CountActive(ctx context.Context) (int, error) { return s.countActive(ctx, nil) }
+
 func (s *Store) countActive(ctx context.Context, tx *firestore.Transaction) (int, error) {
 	n, err := store.Count(ctx, s.col().Where("archived", "==", false), tx)
 	if err != nil {

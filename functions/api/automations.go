@@ -164,7 +164,9 @@ func refusedOr(err error) error {
 	switch connect.CodeOf(err) {
 	case connect.CodeInvalidArgument, connect.CodeNotFound, connect.CodeFailedPrecondition,
 		connect.CodePermissionDenied, connect.CodeUnauthenticated, connect.CodeAlreadyExists, connect.CodeUnimplemented:
-		return fmt.Errorf("%w: %v", runner.ErrRefused, err)
+		// Both wrapped: runs see ErrRefused, and a caller answered with the error (DraftAutomation)
+		// gets the refusal's own code rather than a 500.
+		return fmt.Errorf("%w: %w", runner.ErrRefused, err)
 	}
 	return err
 }

@@ -11,17 +11,24 @@ import (
 
 	appv1 "github.com/hangar-dev/hangar/gen/svc/app/v1"
 	"github.com/hangar-dev/hangar/platform/apierr"
+	"github.com/hangar-dev/hangar/platform/ids"
 	"github.com/hangar-dev/hangar/records/credentials"
 	"github.com/hangar-dev/hangar/records/sessiondb"
 )
 
 // brokered is the session a broker token authenticates: it must be the session's, and the
 // session live (the token dies with its sandbox). Every refusal is the same unauthenticated
-// answer, so a caller learns nothing of which sessions exist.
+// answer, so a caller learns nothing of which sessions exist; an id that cannot name a session
+// document is invalid_argument, which says nothing of which sessions exist either.
 func (s *Service) brokered(ctx context.Context, sessionID, token string) (*sessiondb.Record, error) {
 	refused := connect.NewError(connect.CodeUnauthenticated, errors.New("the session id and broker token do not match a live session"))
 	sessionID, token = strings.TrimSpace(sessionID), strings.TrimSpace(token)
-	if sessionID == "" || !strings.HasPrefix(token, credentials.BrokerPrefix) || s.d.Sessions == nil {
+	// The id is checked before it names a document: "a/b/c" would read a document of a
+	// sub-collection, and "../x" or "__x__" are ids Firestore refuses with an internal error.
+	if err := ids.Check("session_id", sessionID); err != nil {
+		return nil, err
+	}
+	if !strings.HasPrefix(token, credentials.BrokerPrefix) || s.d.Sessions == nil {
 		return nil, refused
 	}
 	rec, err := s.d.Sessions.Get(ctx, sessionID)

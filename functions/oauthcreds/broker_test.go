@@ -145,3 +145,34 @@ func TestProxiedSessionsFetchTheirPlaceholderBundleAndCannotSave(t *testing.T) {
 		t.Fatalf("the credential changed: %v", m)
 	}
 }
+
+// The broker's methods take no credential but the token, so the session id they are named is
+// checked before it names a document: a path into a sub-collection (where a record planted with
+// the caller's own token would have been served), a parent path, or a name Firestore reserves is
+// invalid_argument naming session_id, not a read of another document nor a 500.
+func TestSecurityBrokerRefusesSessionIDsThatAreNotDocumentIDs(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	connectAlice(t, h)
+	token := brokeredSession(t, h, "sess_a/planted/x")
+	for name, id := range map[string]string{
+		"a planted sub-collection record": "sess_a/planted/x",
+		"a sub-collection path":           "a/b/c",
+		"a parent path":                   "../x",
+		"dot dot":                         "..",
+		"a reserved name":                 "__x__",
+		"a control character":             "sess_a\x00",
+		"an overlong id":                  strings.Repeat("s", 129),
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, err := h.svc.FetchSessionCredential(h.alice, connect.NewRequest(&appv1.FetchSessionCredentialRequest{SessionId: id, BrokerToken: token}))
+			if got := testenv.ViolatedFields(t, err); len(got) != 1 || got[0] != "session_id" {
+				t.Errorf("fetch: violated fields %v, want [session_id]", got)
+			}
+			_, err = update(h, id, token, 1, `{}`)
+			if got := testenv.ViolatedFields(t, err); len(got) != 1 || got[0] != "session_id" {
+				t.Errorf("update: violated fields %v, want [session_id]", got)
+			}
+		})
+	}
+}
