@@ -202,19 +202,36 @@ func TestShellOverWebSocket(t *testing.T) {
 		if strings.Contains(a.output(), "from-b") || strings.Contains(b.output(), "from-a") {
 			t.Errorf("output crossed between shells:\na: %q\nb: %q", a.output(), b.output())
 		}
-		_, status, err := dialShell(t.Context(), s.shellURL(id, size), s.admin, nil)
-		if status != http.StatusTooManyRequests {
-			t.Fatalf("a third shell: %d %v, want 429 resource_exhausted", status, err)
+		// The shell starts only once the WebSocket is open, so the host's refusal comes as an
+		// "error" message with its code, then a close frame.
+		c := s.openShell(t, id, size)
+		if code := c.waitClosed(t); code != websocket.StatusTryAgainLater {
+			t.Errorf("a third shell closed with %v, want try again later", code)
+		}
+		if m, ok := c.message(sessions.ShellError); !ok || m.Code != "resource_exhausted" || m.Message == "" {
+			t.Fatalf("a third shell's error message %+v, want code resource_exhausted", m)
 		}
 		// The client going away hangs its shell up and frees its place.
 		_ = a.conn.Close(websocket.StatusNormalClosure, "bye")
 		testkit.Eventually(t, 20*time.Second, "a place for a new shell", func() (bool, string) {
-			c, status, err := dialShell(t.Context(), s.shellURL(id, size), s.admin, nil)
+			c, _, err := dialShell(t.Context(), s.shellURL(id, size), s.admin, nil)
 			if err != nil {
 				return false, err.Error()
 			}
-			_ = c.conn.CloseNow()
-			return status == http.StatusSwitchingProtocols, ""
+			defer c.conn.CloseNow()
+			for {
+				if _, ok := c.message(sessions.ShellStarted); ok {
+					return true, ""
+				}
+				if m, ok := c.message(sessions.ShellError); ok {
+					return false, m.Message
+				}
+				select {
+				case err := <-c.done:
+					return false, err.Error()
+				case <-time.After(10 * time.Millisecond):
+				}
+			}
 		})
 	})
 	t.Run("bad query is invalid_argument before any upgrade", func(t *testing.T) {
@@ -255,13 +272,19 @@ func TestSecurityShellRefusesStrangers(t *testing.T) {
 			}
 		})
 	}
-	t.Run("a page of another origin cannot open one with the user's credentials", func(t *testing.T) {
-		sh, status, _ := dialShell(t.Context(), s.shellURL(id, nil), s.admin, http.Header{"Origin": {"https://evil.example"}})
-		if sh != nil {
-			_ = sh.conn.CloseNow()
-		}
-		if status != http.StatusForbidden {
-			t.Errorf("status %d, want 403", status)
+	// A page of another origin using the dashboard's cookie: TestSecurityCrossSiteRequestsCannotRunShellCommands.
+	t.Run("anything but a WebSocket upgrade is 426 before the key is even checked", func(t *testing.T) {
+		for _, key := range []string{"", s.admin} {
+			req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, s.shellURL(id, url.Values{"argv": {"true"}}), nil)
+			req.Header.Set(auth.HeaderName, key)
+			resp, err := httpClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusUpgradeRequired || resp.Header.Get("Upgrade") != "websocket" {
+				t.Errorf("key %t: %d Upgrade %q, want 426 websocket", key != "", resp.StatusCode, resp.Header.Get("Upgrade"))
+			}
 		}
 	})
 }

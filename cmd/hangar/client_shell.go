@@ -120,7 +120,14 @@ func (c *apiClient) shell(cmd *cobra.Command, session string, argv []string, wak
 			continue
 		}
 		var m sessions.ShellMessage
-		if json.Unmarshal(msg, &m) != nil || m.Type != sessions.ShellExit {
+		if json.Unmarshal(msg, &m) != nil {
+			continue
+		}
+		if m.Type == sessions.ShellError && m.Code != "" {
+			// The shell could not start or ended: the server closes the socket after this.
+			return shellError(m)
+		}
+		if m.Type != sessions.ShellExit {
 			continue
 		}
 		_ = conn.Close(websocket.StatusNormalClosure, "")
@@ -138,6 +145,16 @@ func writeControl(ctx context.Context, conn *websocket.Conn, m sessions.ShellMes
 		return err
 	}
 	return conn.Write(ctx, websocket.MessageText, b)
+}
+
+// shellError is the Connect error of a shell's fatal "error" message, so that the CLI reports
+// it and exits as it does for the RPCs.
+func shellError(m sessions.ShellMessage) error {
+	var code connect.Code
+	if code.UnmarshalText([]byte(m.Code)) != nil {
+		return fmt.Errorf("shell: %s: %s", m.Code, m.Message)
+	}
+	return connect.NewError(code, errors.New(m.Message))
 }
 
 // routeError turns a refused plain HTTP route into the Connect error its JSON body describes,

@@ -265,7 +265,7 @@ func New(d Deps) *API {
 // Its routes go with ApiKeyService's function: `hangar login` ends in a new API key. The
 // OAuth callback page of OAuthCredentialService's redirect flows is not among them: that service
 // mounts it as a route of its own, a.routes["GET "+signin.OAuthCallbackPath], and finds the
-// signed-in person with a.authn.AuthenticateRequest(r, false).
+// signed-in person with a.authn.AuthenticateHTTP(r, auth.Callback).
 func (a *API) signIn(d Deps, secretStore *secrets.Store) {
 	sessions := auth.NewWebSessions(d.DB, a.authn)
 	a.authn.AcceptSessions(sessions, signin.PublicOrigins(d.Config.SignIn))
@@ -303,9 +303,10 @@ func (a *API) oauth(d Deps, opts connect.HandlerOption, add func(string, http.Ha
 	})
 	add(appv1connect.NewOAuthCredentialServiceHandler(svc, opts))
 	a.routes["GET "+oauthcreds.CallbackPath] = route{appv1connect.OAuthCredentialServiceName, svc.Callback(func(r *http.Request) (auth.Principal, error) {
-		// A browser comes back signed in by its session cookie; the flow's state binds the code
-		// to the subject that began it, which is what stops a forged callback.
-		return a.authn.AuthenticateRequest(r, false)
+		// A browser comes back signed in by its session cookie, sent on by the provider's site
+		// (auth.Callback: no Origin to check); the flow's state binds the code to the subject
+		// that began it, which is what stops a forged callback.
+		return a.authn.AuthenticateHTTP(r, auth.Callback)
 	})}
 	return svc
 }

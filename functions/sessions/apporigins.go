@@ -253,7 +253,7 @@ func (s *Service) sendToOrigin(w http.ResponseWriter, r *http.Request, caller au
 		return err
 	}
 	q := r.URL.Query()
-	q.Del(apiKeyParam)
+	q.Del(auth.KeyParam)
 	q.Set(AppTokenParam, token)
 	w.Header().Set("Cache-Control", "no-store")
 	w.Header().Set("Referrer-Policy", "no-referrer")

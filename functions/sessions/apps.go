@@ -109,7 +109,7 @@ func (s *Service) newAppProxy() *httputil.ReverseProxy {
 			pr.Out.URL.Scheme, pr.Out.URL.Host = "http", fmt.Sprintf("127.0.0.1:%d", t.port)
 			pr.Out.URL.Path, pr.Out.URL.RawPath = t.path, ""
 			q := pr.In.URL.Query()
-			q.Del(apiKeyParam)
+			q.Del(auth.KeyParam)
 			q.Del(AppTokenParam)
 			pr.Out.URL.RawQuery = q.Encode()
 			// The app sees the host the client asked for, so that its own origin checks (an
@@ -154,7 +154,7 @@ func (s *Service) newAppProxy() *httputil.ReverseProxy {
 func (s *Service) Apps(authn *auth.Authenticator) http.Handler {
 	proxy := s.newAppProxy()
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		ctx, rec, ok := s.routeSession(authn, w, r)
+		ctx, rec, ok := s.routeSession(authn, w, r, appUse(r))
 		if !ok {
 			return
 		}
@@ -178,11 +178,25 @@ func (s *Service) Apps(authn *auth.Authenticator) http.Handler {
 	})
 }
 
+// appUse is what a request through the path route does with its caller's authority: a
+// WebSocket upgrade opens a socket into the app, a GET or HEAD without one is a navigation
+// that reads (the app's page, or the redirect to its origin: what an app does on a GET is its
+// own to make safe, as on any site), and any other method acts in the app.
+func appUse(r *http.Request) auth.Use {
+	switch {
+	case r.Header.Get("Upgrade") != "":
+		return auth.WebSocket
+	case r.Method == http.MethodGet || r.Method == http.MethodHead:
+		return auth.Read
+	}
+	return auth.Act
+}
+
 // keyLinkNavigation reports whether r is a browser following a link that carries an API key
-// (apiKeyParam: a browser cannot set x-api-key on a navigation). Like the dashboard's cookie,
+// (auth.KeyParam: a browser cannot set x-api-key on a navigation). Like the dashboard's cookie,
 // such a browser is sent to the app's origin, with a token bound to that key.
 func keyLinkNavigation(r *http.Request) bool {
-	return r.URL.Query().Get(apiKeyParam) != "" && r.Header.Get(auth.HeaderName) == "" &&
+	return r.URL.Query().Get(auth.KeyParam) != "" && r.Header.Get(auth.HeaderName) == "" &&
 		(r.Method == http.MethodGet || r.Method == http.MethodHead) && r.Header.Get("Sec-Fetch-Mode") == "navigate"
 }
 

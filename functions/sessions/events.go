@@ -127,7 +127,7 @@ func (s *Service) SSE(authn *auth.Authenticator) http.Handler {
 			writeErr(w, r, err)
 			return
 		}
-		ctx, rec, ok := s.routeSession(authn, w, r)
+		ctx, rec, ok := s.routeSession(authn, w, r, auth.Read)
 		if !ok {
 			return
 		}

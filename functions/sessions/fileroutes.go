@@ -39,23 +39,25 @@ const (
 // uploadChunk is the size of the WriteFile frames an upload's body is cut into.
 const uploadChunk = 256 << 10
 
-// Files serves FilesPath.
+// Files serves FilesPath. A download reads; an upload acts, so by the dashboard's cookie it
+// must come from Hangar's own page with the CSRF header (auth.Act).
 func (s *Service) Files(authn *auth.Authenticator) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		ctx, err := authenticate(authn, r, true)
-		if err != nil {
-			writeErr(w, r, err)
-			return
-		}
-		p := "/" + r.PathValue("path")
+		var serve func(context.Context, http.ResponseWriter, *http.Request, string) error
+		var use auth.Use
 		switch r.Method {
 		case http.MethodPut:
-			err = s.upload(ctx, w, r, p)
+			serve, use = s.upload, auth.Act
 		case http.MethodGet, http.MethodHead:
-			err = s.download(ctx, w, r, p)
+			serve, use = s.download, auth.Read
 		default:
 			w.Header().Set("Allow", "GET, HEAD, PUT")
-			err = connect.NewError(connect.CodeUnimplemented, fmt.Errorf("%s is not served here: PUT uploads, GET and HEAD download", r.Method))
+			writeErr(w, r, connect.NewError(connect.CodeUnimplemented, fmt.Errorf("%s is not served here: PUT uploads, GET and HEAD download", r.Method)))
+			return
+		}
+		ctx, err := authenticate(authn, r, use)
+		if err == nil {
+			err = serve(ctx, w, r, "/"+r.PathValue("path"))
 		}
 		if err != nil {
 			writeErr(w, r, err)

@@ -30,7 +30,7 @@ type NetworkUsage struct {
 // route, and reads only the session's log, so it answers for an evicted or lost session too.
 func (s *Service) NetworkUsage(authn *auth.Authenticator) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		ctx, rec, ok := s.routeSession(authn, w, r)
+		ctx, rec, ok := s.routeSession(authn, w, r, auth.Read)
 		if !ok {
 			return
 		}

@@ -6,9 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"net/url"
 	"strconv"
-	"strings"
 
 	"connectrpc.com/connect"
 	"github.com/coder/websocket"
@@ -24,9 +22,12 @@ const ShellPath = "/api/v1/sessions/{id}/shell"
 
 // ShellMessage is a text message of the shell WebSocket, either way: "resize" (rows, cols) and
 // "signal" (signal: INT, TERM, HUP, QUIT, KILL, USR1, USR2, WINCH, TSTP, CONT) from the client;
-// "started" (shell_id), "exit" (exit_status, exit_signal) and "error" (message: a client's
-// text message that was refused; the shell goes on) from the server. Terminal bytes travel
-// as binary messages.
+// "started" (shell_id), "exit" (exit_status, exit_signal) and "error" from the server. An
+// "error" without a code refuses a client's text message and the shell goes on; one with a
+// code (a Connect error code: resource_exhausted when the session has its most shells,
+// invalid_argument for a program the host refuses) says why the shell could not start or
+// ended, and the server closes the socket after it, the same words in the close reason.
+// Terminal bytes travel as binary messages.
 type ShellMessage struct {
 	Type       string `json:"type"`
 	Rows       uint32 `json:"rows,omitempty"`
@@ -36,8 +37,10 @@ type ShellMessage struct {
 	ExitStatus *int32 `json:"exit_status,omitempty"`
 	// ExitSignal is the signal that killed the program, when one did.
 	ExitSignal int32 `json:"exit_signal,omitempty"`
-	// Message says what was wrong with a client's text message ("error").
+	// Message says what was wrong ("error").
 	Message string `json:"message,omitempty"`
+	// Code is the Connect code of an "error" that ends the shell; "" when the shell goes on.
+	Code string `json:"code,omitempty"`
 }
 
 // GetExitStatus is the exit status of an "exit" message (0 when absent).
@@ -60,16 +63,27 @@ const (
 // maxShellMessage bounds one WebSocket message from a shell client: a paste, not a file upload.
 const maxShellMessage = 1 << 20
 
-// Shell serves GET ShellPath: it authenticates like every route, finds the caller's session
-// (another user's is not_found) and its host, starts the shell there, and only then upgrades
-// to a WebSocket, so every refusal is a plain HTTP error with the RPCs' JSON body. Query:
-// rows and cols (the terminal's size), term (TERM), argv (repeated: the program; default the
-// image's login shell) and wake (wake an evicted session first). Closing the socket hangs the
-// shell up; the program's exit closes the socket with 1000 after an "exit" message.
+// Shell serves GET ShellPath. Query: rows and cols (the terminal's size), term (TERM), argv
+// (repeated: the program; default the image's login shell) and wake (wake an evicted session
+// first). Closing the socket hangs the shell up; the program's exit closes the socket with
+// 1000 after an "exit" message.
+//
+// argv is a command, and a browser sends the dashboard's cookie on any navigation to this URL
+// that any site starts. So nothing happens for a request that is not a WebSocket upgrade
+// (426, before it is even authenticated), whose upgrade a page of another origin made
+// (auth.WebSocket: its Origin must be Hangar's own when the cookie signs it in), or before
+// websocket.Accept has answered 101: only the WebSocket API of Hangar's own pages, or a client
+// holding an API key, can send argv and wake to the start. Refusals until the upgrade are
+// plain HTTP errors with the RPCs' JSON body (unauthenticated, not_found, invalid_argument,
+// failed_precondition of a session not running without wake); the host's refusal to start the
+// shell comes after it, as an "error" message with its code and a close frame.
 func (s *Service) Shell(authn *auth.Authenticator) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		ctx, rec, ok := s.routeSession(authn, w, r)
-		if !ok {
+		if err := auth.IsWebSocketUpgrade(r.Method, r.Header); err != nil {
+			w.Header().Set("Connection", "Upgrade")
+			w.Header().Set("Upgrade", "websocket")
+			w.Header().Set("Sec-WebSocket-Version", "13")
+			writeStatus(w, http.StatusUpgradeRequired, err)
 			return
 		}
 		start, wake, err := shellStart(r)
@@ -77,8 +91,8 @@ func (s *Service) Shell(authn *auth.Authenticator) http.Handler {
 			writeErr(w, r, err)
 			return
 		}
-		if err := sameOrigin(r); err != nil {
-			writeErr(w, r, err)
+		ctx, rec, ok := s.routeSession(authn, w, r, auth.WebSocket)
+		if !ok {
 			return
 		}
 		client, err := s.host(ctx, rec, wake)
@@ -86,6 +100,13 @@ func (s *Service) Shell(authn *auth.Authenticator) http.Handler {
 			writeErr(w, r, err)
 			return
 		}
+		// Allow has decided the Origin (a cookie's must be Hangar's own; a key holder's page
+		// may be anywhere), so Accept's own Host comparison is not asked for again.
+		ws, err := websocket.Accept(w, r, &websocket.AcceptOptions{InsecureSkipVerify: true})
+		if err != nil {
+			return // Accept has answered the client
+		}
+		ws.SetReadLimit(maxShellMessage)
 		start.SessionId = rec.ID
 		// The shell lives as long as the socket: its context is the request's, which net/http
 		// cancels when the connection closes.
@@ -95,41 +116,49 @@ func (s *Service) Shell(authn *auth.Authenticator) http.Handler {
 		defer stream.CloseResponse()
 		if err := stream.Send(&hostv1.ShellInput{Frame: &hostv1.ShellInput_Start{Start: start}}); err != nil {
 			_, rerr := stream.Receive()
-			writeErr(w, r, errors.Join(rerr, err))
+			closeShell(ctx, ws, errors.Join(rerr, err))
 			return
 		}
 		first, err := stream.Receive()
 		if err != nil {
-			writeErr(w, r, err)
+			closeShell(ctx, ws, err)
 			return
 		}
 		started := first.GetStarted()
 		if started == nil {
-			writeErr(w, r, fmt.Errorf("host answered the shell's start with %T", first.GetFrame()))
+			closeShell(ctx, ws, fmt.Errorf("host answered the shell's start with %T", first.GetFrame()))
 			return
 		}
-		ws, err := websocket.Accept(w, r, nil)
-		if err != nil {
-			return // Accept has answered the client
-		}
-		ws.SetReadLimit(maxShellMessage)
 		relayShell(ctx, ws, stream, started.GetShellId())
 	})
 }
 
-// sameOrigin refuses a browser's WebSocket from a page of another origin (cross-site WebSocket
-// hijacking: the browser would send the user's credentials along), before anything starts.
-// websocket.Accept checks it again; clients that are not browsers send no Origin.
-func sameOrigin(r *http.Request) error {
-	origin := r.Header.Get("Origin")
-	if origin == "" {
-		return nil
+// writeStatus answers err, a Connect error, with the RPCs' JSON body but HTTP status.
+func writeStatus(w http.ResponseWriter, status int, err error) {
+	ce, _ := errors.AsType[*connect.Error](err)
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(map[string]string{"code": ce.Code().String(), "message": ce.Message()})
+}
+
+// closeShell ends an upgraded shell socket that failed: an "error" message with err's code and
+// message, then a close frame with the same words (truncated to what a close reason holds).
+// An error that is not a Connect error says no more than "internal error".
+func closeShell(ctx context.Context, ws *websocket.Conn, err error) {
+	ce, ok := errors.AsType[*connect.Error](err)
+	if !ok {
+		ce = connect.NewError(connect.CodeInternal, errors.New("internal error"))
 	}
-	u, err := url.Parse(origin)
-	if err != nil || !strings.EqualFold(u.Host, r.Host) {
-		return apierr.PermissionDenied("a WebSocket from origin %q may not open a shell on %s", origin, r.Host)
+	reason := ce.Code().String() + ": " + ce.Message()
+	_ = writeShellMessage(ctx, ws, ShellMessage{Type: ShellError, Code: ce.Code().String(), Message: ce.Message()})
+	status := websocket.StatusInternalError
+	switch ce.Code() {
+	case connect.CodeResourceExhausted, connect.CodeUnavailable:
+		status = websocket.StatusTryAgainLater
+	case connect.CodeInvalidArgument, connect.CodeFailedPrecondition, connect.CodePermissionDenied, connect.CodeNotFound, connect.CodeUnauthenticated:
+		status = websocket.StatusPolicyViolation
 	}
-	return nil
+	_ = ws.Close(status, truncate(reason, 120))
 }
 
 // shellStart reads the start of a shell from the route's query.
@@ -193,11 +222,10 @@ func relayShell(ctx context.Context, ws *websocket.Conn, stream *connect.BidiStr
 	for {
 		out, err := stream.Receive()
 		if err != nil {
-			reason := "the shell ended without an exit"
-			if ce, ok := errors.AsType[*connect.Error](err); ok {
-				reason = ce.Message()
+			if _, ok := errors.AsType[*connect.Error](err); !ok {
+				err = connect.NewError(connect.CodeUnavailable, errors.New("the shell ended without an exit"))
 			}
-			_ = ws.Close(websocket.StatusInternalError, truncate(reason, 120))
+			closeShell(ctx, ws, err)
 			return
 		}
 		switch f := out.GetFrame().(type) {

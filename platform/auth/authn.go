@@ -174,7 +174,7 @@ var SelfAuthenticated = map[string]bool{
 }
 
 // Interceptor authenticates every RPC but SelfAuthenticated, by API key or (when AcceptSessions
-// was called) by a dashboard session cookie with CheckCSRF's checks, and enforces AdminServices.
+// was called) by a dashboard session cookie, every RPC taken as Act, and enforces AdminServices.
 func Interceptor(a *Authenticator) connect.Interceptor { return &interceptor{a: a} }
 
 type interceptor struct{ a *Authenticator }
@@ -183,7 +183,7 @@ func (i *interceptor) check(ctx context.Context, procedure string, peer connect.
 	if SelfAuthenticated[procedure] {
 		return ctx, nil
 	}
-	p, err := i.a.authenticate(ctx, h, i.a.ClientAddress(peer.Addr, h), true, true)
+	p, err := i.a.authenticate(ctx, strings.TrimSpace(h.Get(HeaderName)), "", h, i.a.ClientAddress(peer.Addr, h), Act)
 	if err != nil {
 		return ctx, err
 	}

@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"fmt"
 	"net/http"
-	"net/url"
 	"strings"
 	"time"
 
@@ -154,32 +153,29 @@ func (a *Authenticator) AuthenticateSession(ctx context.Context, token, client s
 	return p, nil
 }
 
-// CheckCSRF refuses a cookie-authenticated request that a page of another origin could have
-// made: its Origin must be one AcceptSessions named, and, when requireHeader, it must carry a
-// header an HTML form cannot send (Connect-Protocol-Version or CSRFHeader). A browser that says
-// the request is cross-site (Sec-Fetch-Site) is refused whatever its Origin.
-func (a *Authenticator) CheckCSRF(h http.Header, requireHeader bool) error {
-	origin := h.Get("Origin")
-	if origin == "" {
-		return apierr.PermissionDenied("a request signed in by cookie must carry an Origin header")
+// AuthenticateHTTP is the principal of a plain HTTP route's request, which the route serves
+// as use: by its API key (HeaderName, else KeyParam), else by its session cookie once Allow
+// has taken the request for use (before the cookie is looked up).
+func (a *Authenticator) AuthenticateHTTP(r *http.Request, use Use) (Principal, error) {
+	key := strings.TrimSpace(r.Header.Get(HeaderName))
+	if key == "" {
+		key = r.URL.Query().Get(KeyParam)
 	}
-	if u, err := url.Parse(origin); err != nil || !a.origins[u.Scheme+"://"+u.Host] || u.Path != "" {
-		return apierr.PermissionDenied("a request signed in by cookie must come from Hangar's own origin, not %q", origin)
-	}
-	if h.Get("Sec-Fetch-Site") == "cross-site" {
-		return apierr.PermissionDenied("a request signed in by cookie must not be cross-site")
-	}
-	if requireHeader && h.Get("Connect-Protocol-Version") == "" && h.Get(CSRFHeader) == "" {
-		return apierr.PermissionDenied("a request signed in by cookie must carry Connect-Protocol-Version or %s", CSRFHeader)
-	}
-	return nil
+	return a.authenticate(r.Context(), key, r.Method, r.Header, a.ClientAddress(r.RemoteAddr, r.Header), use)
 }
 
-// AuthenticateRequest is the principal of a plain HTTP request: by its API key (HeaderName),
-// else by its session cookie. A cookie-authenticated request that is not GET or HEAD must pass
-// CheckCSRF's Origin check; requireHeader also asks for its header (for API calls, not forms).
+// AuthenticateRequest is AuthenticateHTTP by the API key in HeaderName only, for routes whose
+// use follows from their method: a GET or HEAD reads, anything else acts (requireHeader) or
+// is a form of Hangar's own pages.
 func (a *Authenticator) AuthenticateRequest(r *http.Request, requireHeader bool) (Principal, error) {
-	return a.authenticate(r.Context(), r.Header, a.ClientAddress(r.RemoteAddr, r.Header), r.Method != http.MethodGet && r.Method != http.MethodHead, requireHeader)
+	use := Form
+	switch {
+	case r.Method == http.MethodGet || r.Method == http.MethodHead:
+		use = Read
+	case requireHeader:
+		use = Act
+	}
+	return a.authenticate(r.Context(), strings.TrimSpace(r.Header.Get(HeaderName)), r.Method, r.Header, a.ClientAddress(r.RemoteAddr, r.Header), use)
 }
 
 // SessionToken is the session cookie's value in h, "" when there is none.
@@ -193,21 +189,21 @@ func SessionToken(h http.Header) string {
 }
 
 // authenticate is the one rule of who a request is: an API key wins; without one a session
-// cookie counts, after the CSRF check when the request changes something (unsafe).
-func (a *Authenticator) authenticate(ctx context.Context, h http.Header, client string, unsafe, requireHeader bool) (Principal, error) {
-	if key := strings.TrimSpace(h.Get(HeaderName)); key != "" || a.sessions == nil {
-		return a.Authenticate(ctx, key, client)
+// cookie counts, once Allow has taken the request for use.
+func (a *Authenticator) authenticate(ctx context.Context, key, method string, h http.Header, client string, use Use) (Principal, error) {
+	cred, token := NoCredential, ""
+	if key != "" || a.sessions == nil {
+		cred = KeyCredential
+	} else if token = SessionToken(h); token != "" {
+		cred = CookieCredential
 	}
-	token := SessionToken(h)
-	if token == "" {
-		return Principal{}, apierr.Unauthenticated()
+	if err := a.Allow(use, cred, method, h); err != nil {
+		return Principal{}, err
 	}
-	if unsafe {
-		if err := a.CheckCSRF(h, requireHeader); err != nil {
-			return Principal{}, err
-		}
+	if cred == CookieCredential {
+		return a.AuthenticateSession(ctx, token, client)
 	}
-	return a.AuthenticateSession(ctx, token, client)
+	return a.Authenticate(ctx, key, client)
 }
 
 // recalled is the principal remembered under key, while it is fresh.
