@@ -113,6 +113,8 @@ type Options struct {
 	// Audit receives every connection of a session; it must not block for long.
 	Audit func(sessionID string, c Connection)
 	Log   *slog.Logger
+	// Limits bound the connections of the proxy's sandboxes, all of them together and each.
+	Limits Limits
 }
 
 // Proxy serves the sandboxes of one host.
@@ -128,6 +130,7 @@ type Proxy struct {
 	// intercepted terminates intercepted TLS. It is one config for every connection so that
 	// its session tickets resume across them (a config's ticket keys are its own).
 	intercepted *tls.Config
+	limits      *limiter
 }
 
 // New returns a proxy.
@@ -138,7 +141,7 @@ func New(opts Options) *Proxy {
 	if opts.Audit == nil {
 		opts.Audit = func(string, Connection) {}
 	}
-	p := &Proxy{opts: opts}
+	p := &Proxy{opts: opts, limits: newLimiter(opts.Limits)}
 	t := http.DefaultTransport.(*http.Transport).Clone()
 	t.Proxy = nil
 	t.DialContext = p.dial
@@ -256,6 +259,8 @@ type Sandbox struct {
 	closed   bool
 	// idle are the upstreams of ended intercepted connections, for the next ones.
 	idle idleUpstreams
+	// share is the sandbox's part of the host's connections.
+	share *share
 }
 
 // closeWait bounds how long Close waits for the connections it closed to be audited.
@@ -295,21 +300,20 @@ func (p *Proxy) Listen(sess Session, ln *net.TCPListener) (*Sandbox, error) {
 		return nil, errors.New("egress proxy: the session has secrets to inject and the proxy has no CA")
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	sb := &Sandbox{p: p, sess: sess, names: newNames(), context: ctx, cancel: cancel, conns: map[net.Conn]struct{}{}}
+	sb := &Sandbox{p: p, sess: sess, names: newNames(), context: ctx, cancel: cancel, conns: map[net.Conn]struct{}{},
+		share: &share{l: p.limits}}
 	sb.wg.Add(1)
 	go func() {
 		defer sb.wg.Done()
-		// Each connection holds a descriptor and goroutines of the host's: a sandbox gets a
-		// bounded share, and a connection past it is reset.
-		slots := make(chan struct{}, MaxConnections)
 		for {
 			c, err := ln.AcceptTCP()
 			if err != nil {
 				return
 			}
-			select {
-			case slots <- struct{}{}:
-			default:
+			// Each connection holds descriptors and goroutines of the host's: one past the
+			// sandbox's share of them is reset (limits.go).
+			ls, ok := sb.share.admit(ctx, c)
+			if !ok {
 				// Counted, not logged: a loop of them must not flood the session's log.
 				reset(c)
 				sb.Counters.Denied.Add(1)
@@ -318,8 +322,8 @@ func (p *Proxy) Listen(sess Session, ln *net.TCPListener) (*Sandbox, error) {
 			untrack := sb.track(c)
 			sb.handlers.Add(1)
 			go func() {
-				defer func() { untrack(); sb.handlers.Done(); <-slots }()
-				sb.handle(ctx, c)
+				defer func() { untrack(); sb.handlers.Done(); ls.release() }()
+				sb.handle(ls.ctx, c)
 			}()
 		}
 	}()
@@ -436,6 +440,8 @@ func (sb *Sandbox) tunnel(ctx context.Context, c net.Conn, br *bufio.Reader, hos
 	}
 	defer up.Close()
 	defer sb.track(up)()
+	// An expired connection (limits.go) ends its upstream too, which may never close on its own.
+	defer context.AfterFunc(ctx, func() { up.Close() })()
 	ev.BytesOut, ev.BytesIn = splice(c, br, up)
 	sb.audit(ev, start)
 }
@@ -530,7 +536,7 @@ func (sb *Sandbox) intercept(ctx context.Context, c net.Conn, br *bufio.Reader, 
 		sb.audit(ev, start)
 		return
 	}
-	sb.forward(bc, tc, &target{host: host, port: port, scheme: "https", mode: "intercepted"})
+	sb.forward(ctx, bc, tc, &target{host: host, port: port, scheme: "https", mode: "intercepted"})
 }
 
 // peekSNI reads the server name of the TLS ClientHello at the front of br without consuming it.
@@ -810,7 +816,7 @@ func (sb *Sandbox) serveRequest(w http.ResponseWriter, r *http.Request, fixed *t
 	cs.mu.Unlock()
 	// The upstream request lives as long as the sandbox, not as the client's read side: clients
 	// such as busybox wget shut their write side after the request, which would cancel it.
-	sb.p.forward.ServeHTTP(w, r.WithContext(context.WithValue(sb.ctx(), targetKey{}, t)))
+	sb.p.forward.ServeHTTP(w, r.WithContext(context.WithValue(connContext(r.Context(), sb.ctx()), targetKey{}, t)))
 }
 
 // targetKey is the context key of a forwarded request's *target.
@@ -886,9 +892,9 @@ func (sb *Sandbox) connect(w http.ResponseWriter, r *http.Request, host string, 
 	if _, err := io.WriteString(c, "HTTP/1.1 200 Connection established\r\n\r\n"); err != nil {
 		return
 	}
-	// The sandbox's context, not the request's: net/http cancels a hijacked request's context on
-	// any read error of its reader, which the tunnel's wait for a client's first bytes is.
-	sb.tunnel(sb.ctx(), c, brw.Reader, host, port, "proxy")
+	// The connection's context, not the request's: net/http cancels a hijacked request's context
+	// on any read error of its reader, which the tunnel's wait for a client's first bytes is.
+	sb.tunnel(connContext(r.Context(), sb.ctx()), c, brw.Reader, host, port, "proxy")
 }
 
 // egressRefused refuses a CONNECT to a literal or metadata name the guarded dialer would refuse,
@@ -979,9 +985,6 @@ func carries(r *http.Request, url string, s Secret) bool {
 
 // secretValueTimeout bounds the wait for a secret's current value (Secret.Current).
 const secretValueTimeout = 10 * time.Second
-
-// MaxConnections is how many connections one sandbox may have open through the proxy at once.
-const MaxConnections = 1024
 
 // firstBytesWait is how long a captured connection's first bytes are waited for before it is
 // taken for a protocol whose server speaks first.
