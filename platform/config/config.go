@@ -278,6 +278,28 @@ type Host struct {
 	// MemoryOvercommitRatio bounds the memory limits of a host's sandboxes together: at most the
 	// host's RAM times this. 1 never promises more memory than there is.
 	MemoryOvercommitRatio float64 `env:"HANGAR_MEMORY_OVERCOMMIT_RATIO, default=1"`
+	// Egress bounds what sandboxes' connections through the host's egress proxy hold of it.
+	Egress EgressLimits
+}
+
+// EgressLimits bound the connections sandboxes make through their host's egress proxy, each of
+// which holds two of the host's file descriptors until it ends.
+type EgressLimits struct {
+	// IdleTimeout ends a connection that carried no data either way this long; Lifetime ends
+	// one this old whatever it carries, long enough for a streamed model answer. Each is at
+	// most its ceiling.
+	IdleTimeout    time.Duration `env:"HANGAR_EGRESS_IDLE_TIMEOUT, default=5m"`
+	MaxIdleTimeout time.Duration `env:"FIXED_EGRESS_IDLE_TIMEOUT_MAX, default=1h"`
+	Lifetime       time.Duration `env:"HANGAR_EGRESS_CONN_LIFETIME, default=1h"`
+	MaxLifetime    time.Duration `env:"FIXED_EGRESS_CONN_LIFETIME_MAX, default=24h"`
+	// MaxConnections caps the connections of all a host's sandboxes together (0: three
+	// eighths of the host process's file descriptor limit, leaving a quarter of them to the
+	// rest); a host that is full takes connections from the sandboxes holding more than their
+	// share for the others. MaxPerSandbox caps one sandbox's; MinShare is what a sandbox may
+	// hold however many share the host.
+	MaxConnections int `env:"HANGAR_EGRESS_MAX_CONNECTIONS, default=0" min:"0"`
+	MaxPerSandbox  int `env:"HANGAR_EGRESS_MAX_CONNECTIONS_PER_SANDBOX, default=1024"`
+	MinShare       int `env:"HANGAR_EGRESS_MIN_CONNECTION_SHARE, default=64"`
 }
 
 // environment is what the environment holds beyond Config's own fields: the values that need a
@@ -342,6 +364,9 @@ func load(l envconfig.Lookuper) (Config, error) {
 	if c.Host.SandboxDiskBytes > c.Host.MaxSandboxDiskBytes {
 		return c, fmt.Errorf("HANGAR_SANDBOX_DISK_BYTES (%d) is more than HANGAR_MAX_SANDBOX_DISK_BYTES (%d)", c.Host.SandboxDiskBytes, c.Host.MaxSandboxDiskBytes)
 	}
+	if err := c.Host.Egress.check(); err != nil {
+		return c, err
+	}
 	for _, h := range strings.Split(e.AutomationHTTPHosts, ",") {
 		if h = strings.TrimSpace(h); h != "" {
 			c.AutomationHTTPHosts = append(c.AutomationHTTPHosts, h)
@@ -363,6 +388,20 @@ func load(l envconfig.Lookuper) (Config, error) {
 		return c, err
 	}
 	return c, nil
+}
+
+// check refuses egress timeouts that are zero (a connection that never expires) or past their
+// ceilings.
+func (l EgressLimits) check() error {
+	for _, d := range []struct {
+		key        string
+		v, ceiling time.Duration
+	}{{"HANGAR_EGRESS_IDLE_TIMEOUT", l.IdleTimeout, l.MaxIdleTimeout}, {"HANGAR_EGRESS_CONN_LIFETIME", l.Lifetime, l.MaxLifetime}} {
+		if d.v <= 0 || d.v > d.ceiling {
+			return fmt.Errorf("%s=%s: want a duration above 0 and at most %s", d.key, d.v, d.ceiling)
+		}
+	}
+	return nil
 }
 
 // checks are the rules of the variables' values by the fields' types, so that a value the

@@ -34,6 +34,15 @@ func TestFromEnvReadsTheResourceLimits(t *testing.T) {
 		{"negative warm sandboxes", "HANGAR_WARM_SANDBOXES", "-1", nil, nil, "want a whole number of at least 0"},
 		{"negative exec timeout", "HANGAR_EXEC_TIMEOUT_DEFAULT", "-1s", nil, nil, "HANGAR_EXEC_TIMEOUT_DEFAULT"},
 		{"empty heartbeat", "HANGAR_HEARTBEAT_INTERVAL", "", nil, nil, "want a duration such as 10s"},
+		{"egress idle timeout", "HANGAR_EGRESS_IDLE_TIMEOUT", "90s", func(c Config) any { return c.Host.Egress.IdleTimeout }, 90 * time.Second, ""},
+		{"egress idle timeout past its ceiling", "HANGAR_EGRESS_IDLE_TIMEOUT", "2h", nil, nil, "HANGAR_EGRESS_IDLE_TIMEOUT=2h0m0s: want a duration above 0 and at most 1h0m0s"},
+		{"no egress idle timeout", "HANGAR_EGRESS_IDLE_TIMEOUT", "0s", nil, nil, "HANGAR_EGRESS_IDLE_TIMEOUT"},
+		{"egress lifetime", "HANGAR_EGRESS_CONN_LIFETIME", "3h", func(c Config) any { return c.Host.Egress.Lifetime }, 3 * time.Hour, ""},
+		{"egress lifetime past its ceiling", "HANGAR_EGRESS_CONN_LIFETIME", "25h", nil, nil, "at most 24h0m0s"},
+		{"host connections from the descriptor limit", "HANGAR_EGRESS_MAX_CONNECTIONS", "0", func(c Config) any { return c.Host.Egress.MaxConnections }, 0, ""},
+		{"connections per sandbox", "HANGAR_EGRESS_MAX_CONNECTIONS_PER_SANDBOX", "100", func(c Config) any { return c.Host.Egress.MaxPerSandbox }, 100, ""},
+		{"no connections per sandbox", "HANGAR_EGRESS_MAX_CONNECTIONS_PER_SANDBOX", "0", nil, nil, "want a whole number of at least 1"},
+		{"connection share", "HANGAR_EGRESS_MIN_CONNECTION_SHARE", "8", func(c Config) any { return c.Host.Egress.MinShare }, 8, ""},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -99,6 +99,8 @@ type forwarder struct {
 	idleSince time.Time
 	// scrub scrubs the answer to the request being served (nil: its host has no secret).
 	scrub *scrubber
+	// ctx is the connection's: when it ends (limits.go), so does an exchange in progress.
+	ctx context.Context
 }
 
 // upstreamConn is an upstream TLS connection of the forwarder.
@@ -114,9 +116,9 @@ type upstreamConn struct {
 
 // forward serves the HTTP/1.1 requests of client, the sandbox's intercepted TLS connection over
 // raw, bound for t, and audits the connection once they are done.
-func (sb *Sandbox) forward(raw *bufferedConn, client *tls.Conn, t *target) {
+func (sb *Sandbox) forward(ctx context.Context, raw *bufferedConn, client *tls.Conn, t *target) {
 	cs := newConnState(client, client)
-	f := &forwarder{sb: sb, t: t, cs: cs, raw: raw, client: client, lim: &headLimit{r: cs.cc, n: math.MaxInt64}}
+	f := &forwarder{sb: sb, ctx: ctx, t: t, cs: cs, raw: raw, client: client, lim: &headLimit{r: cs.cc, n: math.MaxInt64}}
 	f.br = bufio.NewReaderSize(f.lim, 16<<10)
 	f.bw = bufio.NewWriterSize(cs.cc, 16<<10)
 	for f.serveOne() {
@@ -328,6 +330,9 @@ func (f *forwarder) key() string { return net.JoinHostPort(f.t.host, strconv.Ito
 // read all of it (or, to Expect: 100-continue, answer first), and the sandbox may wait for that.
 func (f *forwarder) exchange(req *http.Request) bool {
 	f.upClean = false
+	// An upstream that never answers is closed when the connection expires.
+	up := f.up
+	defer context.AfterFunc(f.ctx, func() { up.raw.Close() })()
 	if err := writeRequestHead(f.up.bw, req, urlHost(f.t)); err != nil {
 		return false
 	}

@@ -122,6 +122,8 @@ type Options struct {
 	// Audit receives every connection of a session; it must not block for long.
 	Audit func(sessionID string, c Connection)
 	Log   *slog.Logger
+	// Limits bound the connections of the proxy's sandboxes, all of them together and each.
+	Limits Limits
 }
 
 // Proxy serves the sandboxes of one host.
@@ -139,6 +141,7 @@ type Proxy struct {
 	// intercepted terminates intercepted TLS. It is one config for every connection so that
 	// its session tickets resume across them (a config's ticket keys are its own).
 	intercepted *tls.Config
+	limits      *limiter
 }
 
 // New returns a proxy.
@@ -149,7 +152,7 @@ func New(opts Options) *Proxy {
 	if opts.Audit == nil {
 		opts.Audit = func(string, Connection) {}
 	}
-	p := &Proxy{opts: opts}
+	p := &Proxy{opts: opts, limits: newLimiter(opts.Limits)}
 	t := http.DefaultTransport.(*http.Transport).Clone()
 	t.Proxy = nil
 	t.DialContext = p.dial
@@ -270,6 +273,8 @@ type Sandbox struct {
 	idle idleUpstreams
 	// forms are what secrets' values looked like in requests, for answers to be scrubbed of.
 	forms seenForms
+	// share is the sandbox's part of the host's connections.
+	share *share
 }
 
 // closeWait bounds how long Close waits for the connections it closed to be audited.
@@ -309,21 +314,20 @@ func (p *Proxy) Listen(sess Session, ln *net.TCPListener) (*Sandbox, error) {
 		return nil, errors.New("egress proxy: the session has secrets to inject and the proxy has no CA")
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	sb := &Sandbox{p: p, sess: sess, names: newNames(), context: ctx, cancel: cancel, conns: map[net.Conn]struct{}{}}
+	sb := &Sandbox{p: p, sess: sess, names: newNames(), context: ctx, cancel: cancel, conns: map[net.Conn]struct{}{},
+		share: &share{l: p.limits}}
 	sb.wg.Add(1)
 	go func() {
 		defer sb.wg.Done()
-		// Each connection holds a descriptor and goroutines of the host's: a sandbox gets a
-		// bounded share, and a connection past it is reset.
-		slots := make(chan struct{}, MaxConnections)
 		for {
 			c, err := ln.AcceptTCP()
 			if err != nil {
 				return
 			}
-			select {
-			case slots <- struct{}{}:
-			default:
+			// Each connection holds descriptors and goroutines of the host's: one past the
+			// sandbox's share of them is reset (limits.go).
+			ls, ok := sb.share.admit(ctx, c)
+			if !ok {
 				// Counted, not logged: a loop of them must not flood the session's log.
 				reset(c)
 				sb.Counters.Denied.Add(1)
@@ -332,8 +336,8 @@ func (p *Proxy) Listen(sess Session, ln *net.TCPListener) (*Sandbox, error) {
 			untrack := sb.track(c)
 			sb.handlers.Add(1)
 			go func() {
-				defer func() { untrack(); sb.handlers.Done(); <-slots }()
-				sb.handle(ctx, c)
+				defer func() { untrack(); sb.handlers.Done(); ls.release() }()
+				sb.handle(ls.ctx, c)
 			}()
 		}
 	}()
@@ -450,6 +454,8 @@ func (sb *Sandbox) tunnel(ctx context.Context, c net.Conn, br *bufio.Reader, hos
 	}
 	defer up.Close()
 	defer sb.track(up)()
+	// An expired connection (limits.go) ends its upstream too, which may never close on its own.
+	defer context.AfterFunc(ctx, func() { up.Close() })()
 	ev.BytesOut, ev.BytesIn = splice(c, br, up)
 	sb.audit(ev, start)
 }
@@ -544,7 +550,7 @@ func (sb *Sandbox) intercept(ctx context.Context, c net.Conn, br *bufio.Reader, 
 		sb.audit(ev, start)
 		return
 	}
-	sb.forward(bc, tc, &target{host: host, port: port, scheme: "https", mode: "intercepted"})
+	sb.forward(ctx, bc, tc, &target{host: host, port: port, scheme: "https", mode: "intercepted"})
 }
 
 // peekSNI reads the server name of the TLS ClientHello at the front of br without consuming it.
@@ -867,7 +873,7 @@ func (sb *Sandbox) serveRequest(w http.ResponseWriter, r *http.Request, fixed *t
 	ex = &exchange{t: t, inj: inj}
 	// The upstream request lives as long as the sandbox, not as the client's read side: clients
 	// such as busybox wget shut their write side after the request, which would cancel it.
-	sb.p.forward.ServeHTTP(w, r.WithContext(context.WithValue(sb.ctx(), targetKey{}, ex)))
+	sb.p.forward.ServeHTTP(w, r.WithContext(context.WithValue(connContext(r.Context(), sb.ctx()), targetKey{}, ex)))
 	if fixed != nil {
 		cs.record(ex.sent(), inj.scrub.scrubbed())
 		if ex.dialErr != nil {
@@ -1006,16 +1012,13 @@ func (sb *Sandbox) connect(w http.ResponseWriter, r *http.Request, host string, 
 	if _, err := io.WriteString(c, "HTTP/1.1 200 Connection established\r\n\r\n"); err != nil {
 		return
 	}
-	// The sandbox's context, not the request's: net/http cancels a hijacked request's context on
-	// any read error of its reader, which the tunnel's wait for a client's first bytes is.
-	sb.tunnel(sb.ctx(), c, brw.Reader, host, port, "proxy")
+	// The connection's context, not the request's: net/http cancels a hijacked request's context
+	// on any read error of its reader, which the tunnel's wait for a client's first bytes is.
+	sb.tunnel(connContext(r.Context(), sb.ctx()), c, brw.Reader, host, port, "proxy")
 }
 
 // secretValueTimeout bounds the wait for a secret's current value (Secret.Current).
 const secretValueTimeout = 10 * time.Second
-
-// MaxConnections is how many connections one sandbox may have open through the proxy at once.
-const MaxConnections = 1024
 
 // firstBytesWait is how long a captured connection's first bytes are waited for before it is
 // taken for a protocol whose server speaks first.

@@ -71,8 +71,11 @@ func (h *Host) newProxy(dataDir string) error {
 		return fmt.Errorf("host: %w", err)
 	}
 	h.ca = ca
+	e := h.opts.Config.Egress
 	h.proxy = egressproxy.New(egressproxy.Options{
 		CA: ca, Resolve: h.opts.EgressResolve, RootCAs: h.opts.EgressRootCAs, Log: h.log,
+		Limits: egressproxy.Limits{IdleTimeout: e.IdleTimeout, MaxLifetime: e.Lifetime, HostConnections: e.MaxConnections,
+			PerSandbox: e.MaxPerSandbox, MinShare: e.MinShare},
 		Audit: func(session string, c egressproxy.Connection) {
 			if key, ok := strings.CutPrefix(session, warmSessionPrefix); ok {
 				h.log.Info("warm command connection", "warm_key", key, "host", c.Host, "port", c.Port, "decision", c.Decision, "rule", c.Rule)
