@@ -73,11 +73,11 @@ func checkSequence(t *testing.T, what string, got []int64, n int) {
 func TestStreamEventsResumesWithNothingLostOrDoubled(t *testing.T) {
 	s, w, id := eventSession(t)
 	go writeEvents(w)
-	svc := appv1connect.NewSessionServiceClient(httpClient, s.rpcURL(), auth.WithKey(s.admin))
+	svc := appv1connect.NewSessionServiceClient(streamClient, s.rpcURL(), auth.WithKey(s.admin))
 	var got []int64
 	// Three connections, each dropped by the client part-way, each resuming after the last idx.
 	for _, stopAt := range []int{2_500, 6_000, eventCount} {
-		ctx, cancel := context.WithCancel(context.Background())
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 		req := &appv1.StreamEventsRequest{SessionId: id}
 		if len(got) > 0 {
 			req.Since = ptr(got[len(got)-1])
