@@ -17,7 +17,7 @@ import (
 
 // guess is a well-formed key that exists nowhere, with its own key id, made from seed.
 func guess(seed string) string {
-	return "hgr_" + encoded("id"+seed)[:12] + "_" + encoded(seed)[:32]
+	return "hgr_" + encoded("id" + seed)[:12] + "_" + encoded(seed)[:32]
 }
 
 // guessFor is a well-formed key of key id id whose secret, made from seed, is wrong.
