@@ -49,7 +49,9 @@ func (s *Service) render(w http.ResponseWriter, status int, d pageData) {
 	h.Set("Cache-Control", "no-store")
 	h.Set("X-Frame-Options", "DENY")
 	h.Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'")
-	h.Set("Referrer-Policy", "no-referrer")
+	// same-origin, not no-referrer: under no-referrer Chromium sends these pages' form posts
+	// with "Origin: null", which CheckCSRF rightly refuses. Other sites still get no referrer.
+	h.Set("Referrer-Policy", "same-origin")
 	w.WriteHeader(status)
 	if err := pages.Execute(w, d); err != nil {
 		s.d.Log.Warn("render page", "err", err)

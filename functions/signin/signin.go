@@ -226,13 +226,31 @@ func isLoopbackHost(h string) bool {
 }
 
 // safeReturn is where to send the browser after signing in: a path on this server, never an
-// absolute or scheme-relative URL another site could put there.
+// absolute or scheme-relative URL another site could put there. It judges the path as a browser
+// reads a Location: tabs, CR and LF removed, backslashes taken as slashes (so "/\t/evil" and
+// "/\\evil" are "//evil", another host). What passes is returned in that form: a single "/"
+// followed by anything but another slash, free of control characters; anything else is "/".
 func safeReturn(to string) string {
-	if !strings.HasPrefix(to, "/") || strings.HasPrefix(to, "//") || strings.ContainsAny(to, "\\\r\n") {
+	seen := strings.Map(func(r rune) rune {
+		switch r {
+		case '\t', '\r', '\n':
+			return -1
+		case '\\':
+			return '/'
+		}
+		return r
+	}, to)
+	if !strings.HasPrefix(seen, "/") || strings.HasPrefix(seen, "//") || strings.ContainsFunc(seen, isControl) {
 		return "/"
 	}
-	return to
+	if _, err := url.Parse(seen); err != nil {
+		return "/" // a bad escape: not a path Hangar links to
+	}
+	return seen
 }
+
+// isControl reports whether r is a C0 control or DEL, which no path Hangar links to carries.
+func isControl(r rune) bool { return r < 0x20 || r == 0x7f }
 
 // writeAPIError answers err as the RPCs would: a Connect error (JSON body, matching HTTP
 // status), normalized by apierr so that no internal detail leaves.

@@ -17,24 +17,31 @@ import (
 
 // guess is a well-formed key that exists nowhere, with its own key id, made from seed.
 func guess(seed string) string {
-	sum := sha256.Sum256([]byte(seed))
-	s := strings.ToLower(base32.StdEncoding.WithPadding(base32.NoPadding).EncodeToString(sum[:]))
-	return "hgr_" + s[:12] + "_" + s[12:44]
+	return "hgr_" + encoded("id" + seed)[:12] + "_" + encoded(seed)[:32]
 }
 
-// Two instances (two authenticators over one database) share the failure limit of a client
-// address: after its burst of bad keys on one, the other lets at most one more through (whose
-// failure tells it) and then refuses the address too, while another address is untouched. A
-// second later one more failure is allowed on both.
+// guessFor is a well-formed key of key id id whose secret, made from seed, is wrong.
+func guessFor(id, seed string) string { return "hgr_" + id + "_" + encoded(seed)[:32] }
+
+// encoded is seed's SHA-256 in the keys' alphabet (lower-case base32).
+func encoded(seed string) string {
+	sum := sha256.Sum256([]byte(seed))
+	return strings.ToLower(base32.StdEncoding.WithPadding(base32.NoPadding).EncodeToString(sum[:]))
+}
+
+// Two instances (two authenticators over one database) share the failure limit of a key id
+// from a client address: after its burst of wrong secrets on one, the other lets at most one
+// more through (whose failure tells it) and then refuses it too, while the same key id from
+// another address is untouched. A second later one more failure is allowed on both.
 func TestFailureLimitsAreSharedAcrossInstances(t *testing.T) {
 	db, _ := testenv.Firestore(t)
 	clk := clock.NewFake(time.Date(2026, 11, 26, 0, 0, 0, 0, time.UTC))
 	a := auth.NewAuthenticator(db, clk, time.Minute, nil)
 	b := auth.NewAuthenticator(db, clk, time.Minute, nil)
-	const attacker = "203.0.113.9"
+	const attacker, id = "203.0.113.9", "aaaaaaaaaaaa"
 	var failed int
 	for n := 0; ; n++ {
-		_, err := a.Authenticate(t.Context(), guess(fmt.Sprint("a", n)), attacker)
+		_, err := a.Authenticate(t.Context(), guessFor(id, fmt.Sprint("a", n)), attacker)
 		if connect.CodeOf(err) == connect.CodeResourceExhausted {
 			break
 		}
@@ -47,7 +54,7 @@ func TestFailureLimitsAreSharedAcrossInstances(t *testing.T) {
 		t.Fatalf("instance a counted %d failures before refusing, want the burst of 30", failed)
 	}
 	try := func(inst *auth.Authenticator, client string, n int) connect.Code {
-		_, err := inst.Authenticate(t.Context(), guess(fmt.Sprint("b", n)), client)
+		_, err := inst.Authenticate(t.Context(), guessFor(id, fmt.Sprint("b", n)), client)
 		return connect.CodeOf(err)
 	}
 	if got := try(b, attacker, 0); got != connect.CodeUnauthenticated {
