@@ -264,6 +264,7 @@ func TestSecurityUnknownKeysAreCachedAndRateLimited(t *testing.T) {
 	}
 
 	before = authn.Lookups()
+	began := time.Now()
 	limited := 0
 	for range 350 {
 		switch err := profiles(fakeKey()); connect.CodeOf(err) {
@@ -274,8 +275,10 @@ func TestSecurityUnknownKeysAreCachedAndRateLimited(t *testing.T) {
 			t.Fatalf("a bad key: %v", err)
 		}
 	}
-	if n := authn.Lookups() - before; limited == 0 || n > 300 {
-		t.Fatalf("350 new bad keys: %d reads, %d refused as resource_exhausted; want at most the address's burst (300) read", n, limited)
+	// The address's limit refills ten a second while the flood runs, however slow the machine.
+	refilled := int64(10*time.Since(began).Seconds()) + 1
+	if n := authn.Lookups() - before; limited == 0 || n > 300+refilled {
+		t.Fatalf("350 new bad keys: %d reads, %d refused as resource_exhausted; want at most the address's burst (300) and its refill (%d) read", n, limited, refilled)
 	}
 	if err := profiles(s.admin); err != nil {
 		t.Fatalf("a verified key during the flood: %v", err)
