@@ -78,6 +78,11 @@ func RegistryError(err error, own ...error) error {
 		record  tls.RecordHeaderError
 		op      *net.OpError
 	)
+	var signIn *SignInError
+	if errors.As(err, &signIn) {
+		first, _, _ := strings.Cut(signIn.Error(), "\n")
+		return &RegistryFailure{msg: first, err: err}
+	}
 	for _, o := range own {
 		if errors.Is(err, o) {
 			first, _, _ := strings.Cut(err.Error(), "\n")
@@ -147,6 +152,14 @@ func refusedURL(err error) *RefusedError {
 	}
 	return nil
 }
+
+// SignInError is a registry keychain's failure to get credentials (an identity provider's
+// refusal, a credential record it cannot read): its words are Hangar's and the operator's
+// identity provider's, never the registry's, so RegistryError reports it as it is.
+type SignInError struct{ Err error }
+
+func (e *SignInError) Error() string { return e.Err.Error() }
+func (e *SignInError) Unwrap() error { return e.Err }
 
 // RegistryFailure is a registry client's failure described by RegistryError: Error says what
 // happened without remote text; Unwrap gives the original, for logs and errors.Is.

@@ -241,7 +241,7 @@ func (k *Keychain) token(ctx context.Context, c registries.Credentials) (authn.A
 			if as == "" {
 				as = "this process's own identity"
 			}
-			return nil, fmt.Errorf("registry %s (%s as %s): %w", c.Host, c.Kind, as, err)
+			return nil, &egress.SignInError{Err: fmt.Errorf("registry %s (%s as %s): %w", c.Host, c.Kind, as, err)}
 		}
 		k.mu.Lock()
 		put(k.tokens, c.ID, cfg, expiry.Add(-tokenMargin), k.opts.Clock.Now())
