@@ -1,7 +1,7 @@
 // Package hangar is the Cloud Run functions entry point: one HTTP function per built public
-// service and the automation worker (api.Functions), registered with the Functions Framework
+// service and the automation worker (composition.Functions), registered with the Functions Framework
 // for Go under their entry points (TaskService, ProfileService, …, AutomationWorker). `make
-// deploy` deploys each from this module; what they serve is composed by api.OpenFromEnv, the
+// deploy` deploys each from this module; what they serve is composed by composition.OpenFromEnv, the
 // same composition `hangar dev` runs.
 package hangar
 
@@ -12,20 +12,20 @@ import (
 
 	"github.com/GoogleCloudPlatform/functions-framework-go/functions"
 
-	"github.com/hangar-dev/hangar/functions/api"
+	"github.com/hangar-dev/hangar/composition"
 )
 
 // instance is this Cloud Run instance's API, opened from the environment on first use.
-var instance = func() *api.Instance {
+var instance = func() *composition.Instance {
 	log := slog.New(slog.NewJSONHandler(os.Stdout, nil))
-	return api.NewInstance(func(ctx context.Context) (*api.API, error) {
-		a, _, err := api.OpenFromEnv(ctx, api.Options{Log: log, BehindProxy: true})
+	return composition.NewInstance(func(ctx context.Context) (*composition.API, error) {
+		a, _, err := composition.OpenFromEnv(ctx, composition.Options{Log: log, BehindProxy: true})
 		return a, err
 	}, log)
 }()
 
 func init() {
-	for _, fn := range api.Functions() {
+	for _, fn := range composition.Functions() {
 		functions.HTTP(fn.EntryPoint, instance.Handler(fn))
 	}
 }

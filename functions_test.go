@@ -22,7 +22,7 @@ import (
 	"google.golang.org/protobuf/reflect/protoregistry"
 	"google.golang.org/protobuf/types/known/emptypb"
 
-	"github.com/hangar-dev/hangar/functions/api"
+	"github.com/hangar-dev/hangar/composition"
 	"github.com/hangar-dev/hangar/functions/imagesvc"
 	appv1 "github.com/hangar-dev/hangar/gen/svc/app/v1"
 	"github.com/hangar-dev/hangar/gen/svc/app/v1/appv1connect"
@@ -49,17 +49,17 @@ func publicServices() []protoreflect.ServiceDescriptor {
 // so a service added to proto/ without a function fails here rather than in production.
 func TestEveryServiceIsDeployedOrListedAsNotBuilt(t *testing.T) {
 	var deployed []string
-	for _, fn := range api.Functions() {
+	for _, fn := range composition.Functions() {
 		deployed = append(deployed, fn.Service)
 	}
 	for _, sd := range publicServices() {
 		name := string(sd.FullName())
-		in, notBuilt := slices.Contains(deployed, name), slices.Contains(api.NotBuilt, name)
+		in, notBuilt := slices.Contains(deployed, name), slices.Contains(composition.NotBuilt, name)
 		switch {
 		case in && notBuilt:
 			t.Errorf("%s is both deployed and listed as not built", name)
 		case !in && !notBuilt:
-			t.Errorf("%s has no function in api.Functions", name)
+			t.Errorf("%s has no function in composition.Functions", name)
 		}
 	}
 }
@@ -68,12 +68,12 @@ func TestEveryServiceIsDeployedOrListedAsNotBuilt(t *testing.T) {
 // does something this fails, saying to deploy it.
 func TestNotBuiltServicesServeOnlyUnimplemented(t *testing.T) {
 	db, _ := testenv.Firestore(t)
-	a := api.New(api.Deps{DB: db, Config: config.Default()})
+	a := composition.New(composition.Deps{DB: db, Config: config.Default()})
 	srv := httptest.NewServer(a.Handler())
 	t.Cleanup(srv.Close)
 	key := adminKey(t, a)
 	for _, sd := range publicServices() {
-		if !slices.Contains(api.NotBuilt, string(sd.FullName())) {
+		if !slices.Contains(composition.NotBuilt, string(sd.FullName())) {
 			continue
 		}
 		for i := range sd.Methods().Len() {
@@ -82,7 +82,7 @@ func TestNotBuiltServicesServeOnlyUnimplemented(t *testing.T) {
 				continue
 			}
 			t.Run(string(md.FullName()), func(t *testing.T) {
-				req, _ := http.NewRequest(http.MethodPost, srv.URL+api.RPCPrefix+"/"+string(sd.FullName())+"/"+string(md.Name()), strings.NewReader("{}"))
+				req, _ := http.NewRequest(http.MethodPost, srv.URL+composition.RPCPrefix+"/"+string(sd.FullName())+"/"+string(md.Name()), strings.NewReader("{}"))
 				req.Header.Set("Content-Type", "application/json")
 				req.Header.Set(auth.HeaderName, key)
 				resp, err := http.DefaultClient.Do(req)
@@ -92,7 +92,7 @@ func TestNotBuiltServicesServeOnlyUnimplemented(t *testing.T) {
 				defer resp.Body.Close()
 				body, _ := io.ReadAll(resp.Body)
 				if !strings.Contains(string(body), `"unimplemented"`) {
-					t.Fatalf("answers %d %s: it is built now, so move %s from api.NotBuilt to api.Functions", resp.StatusCode, body, sd.FullName())
+					t.Fatalf("answers %d %s: it is built now, so move %s from composition.NotBuilt to composition.Functions", resp.StatusCode, body, sd.FullName())
 				}
 			})
 		}
@@ -102,7 +102,7 @@ func TestNotBuiltServicesServeOnlyUnimplemented(t *testing.T) {
 func TestFunctionServesItsServiceOnBothPathsAndNothingElse(t *testing.T) {
 	testenv.RequireEmulators(t)
 	t.Setenv("HANGAR_PROJECT", testenv.Project(t))
-	fn := instance.Handler(api.Function{EntryPoint: "TaskService", Service: appv1connect.TaskServiceName, Public: true})
+	fn := instance.Handler(composition.Function{EntryPoint: "TaskService", Service: appv1connect.TaskServiceName, Public: true})
 	cases := []struct {
 		path string
 		want int
@@ -168,17 +168,17 @@ func TestProductionParity(t *testing.T) {
 	}
 
 	urls := map[string]string{}
-	for _, fn := range api.Functions() {
+	for _, fn := range composition.Functions() {
 		urls[fn.EntryPoint] = startFunction(t, bin, fn.EntryPoint, env)
 	}
-	key := adminKey(t, api.New(api.Deps{DB: db, Config: config.Default()}))
+	key := adminKey(t, composition.New(composition.Deps{DB: db, Config: config.Default()}))
 	opts := auth.WithKey(key)
 
 	t.Run("every function opens and serves", func(t *testing.T) {
-		for _, fn := range api.Functions() {
+		for _, fn := range composition.Functions() {
 			method, path, want := http.MethodPost, "/"+fn.Service+"/NoSuchMethod", http.StatusNotFound
 			switch {
-			case fn == api.Dashboard:
+			case fn == composition.Dashboard:
 				method, path, want = http.MethodGet, "/tasks", http.StatusOK
 			case fn.Service == "":
 				path, want = "/internal/automations/tick", http.StatusNoContent
@@ -317,7 +317,7 @@ func startFunction(t *testing.T, bin, target string, env []string) string {
 }
 
 // adminKey mints an admin key through a's key store.
-func adminKey(t *testing.T, a *api.API) string {
+func adminKey(t *testing.T, a *composition.API) string {
 	t.Helper()
 	ctx := context.Background()
 	u, err := a.Users().EnsureHuman(ctx, "parity@example.com", "", time.Now())

@@ -13,7 +13,7 @@ import (
 	"connectrpc.com/connect"
 	"github.com/coder/websocket"
 
-	"github.com/hangar-dev/hangar/functions/api"
+	"github.com/hangar-dev/hangar/composition"
 	"github.com/hangar-dev/hangar/functions/sessions"
 	appv1 "github.com/hangar-dev/hangar/gen/svc/app/v1"
 	"github.com/hangar-dev/hangar/internal/appstest"
@@ -50,7 +50,7 @@ func newOriginStack(t *testing.T) *originStack {
 	sb.Config.Apps.Domain = appsDomain
 	s := &sandboxStack{sb: sb}
 	s.hosts = append(s.hosts, sb.StartHost(t, "host-a"))
-	s.stack = serveOn(t, ln, api.New(api.Deps{DB: sb.DB, Config: sb.Config, Bucket: sb.Bucket, Sealer: sb.Sealer, DefaultImage: sb.Image}))
+	s.stack = serveOn(t, ln, composition.New(composition.Deps{DB: sb.DB, Config: sb.Config, Bucket: sb.Bucket, Sealer: sb.Sealer, DefaultImage: sb.Image}))
 	s.svc = s.sessions(s.admin)
 
 	o := &originStack{sandboxStack: s, browser: browserAt(ln.Addr().String())}

@@ -22,7 +22,7 @@ import (
 	"gocloud.dev/blob/memblob"
 	"golang.org/x/sync/errgroup"
 
-	"github.com/hangar-dev/hangar/functions/api"
+	"github.com/hangar-dev/hangar/composition"
 	appv1 "github.com/hangar-dev/hangar/gen/svc/app/v1"
 	"github.com/hangar-dev/hangar/gen/svc/app/v1/appv1connect"
 	"github.com/hangar-dev/hangar/internal/testenv"
@@ -91,7 +91,7 @@ func newAutomationStackWith(t testing.TB, tune func(*config.Config)) *automation
 	if tune != nil {
 		tune(&cfg)
 	}
-	a := api.New(api.Deps{DB: db, Config: cfg, Bucket: b, Sealer: sealer, PubSub: ps})
+	a := composition.New(composition.Deps{DB: db, Config: cfg, Bucket: b, Sealer: sealer, PubSub: ps})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- a.AutomationWorker().Run(ctx, ps, 200*time.Millisecond) }()
@@ -415,7 +415,7 @@ func TestTaskAndPromptBlocksDriveABashAgentThroughAnInstance(t *testing.T) {
 	ps := testenv.PubSub(t)
 	cfg := sb.Config
 	cfg.Limits.Automations.TaskPoll = 200 * time.Millisecond
-	a := api.New(api.Deps{DB: sb.DB, Config: cfg, Bucket: sb.Bucket, Sealer: sb.Sealer, DefaultImage: sb.Image, PubSub: ps})
+	a := composition.New(composition.Deps{DB: sb.DB, Config: cfg, Bucket: sb.Bucket, Sealer: sb.Sealer, DefaultImage: sb.Image, PubSub: ps})
 	runWorkers(t, a, ps, sb.Image)
 	s := serve(t, a)
 	as := &automationStack{stack: s,
@@ -472,7 +472,7 @@ func TestTaskAndPromptBlocksDriveABashAgentThroughAnInstance(t *testing.T) {
 
 // runWorkers runs a's automation and image workers on ps until t ends, and enables images:
 // with Pub/Sub the API serves ImageService, and sessions start from enabled images only.
-func runWorkers(t *testing.T, a *api.API, ps *pubsub.Client, images ...string) {
+func runWorkers(t *testing.T, a *composition.API, ps *pubsub.Client, images ...string) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	var g errgroup.Group

@@ -20,7 +20,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"golang.org/x/sys/unix"
 
-	"github.com/hangar-dev/hangar/functions/api"
+	"github.com/hangar-dev/hangar/composition"
 	"github.com/hangar-dev/hangar/functions/imagesvc"
 	appv1 "github.com/hangar-dev/hangar/gen/svc/app/v1"
 	"github.com/hangar-dev/hangar/internal/testenv"
@@ -288,7 +288,7 @@ func benchEnabledCreateToFirstExec(b *testing.B, tune func(*testenv.Sandboxes)) 
 	// Quiet: the worker's log lines (an image collection that must wait for the enable job)
 	// landed in the middle of `go test`'s result lines, and the driver dropped those runs.
 	quiet := slog.New(slog.DiscardHandler)
-	a := api.New(api.Deps{DB: sb.DB, Config: sb.Config, Bucket: sb.Bucket, Sealer: sb.Sealer, PubSub: ps, DefaultImage: sb.Image, Log: quiet})
+	a := composition.New(composition.Deps{DB: sb.DB, Config: sb.Config, Bucket: sb.Bucket, Sealer: sb.Sealer, PubSub: ps, DefaultImage: sb.Image, Log: quiet})
 	// The worker enables the image, then stops: it is not part of CreateSession (production
 	// runs it in another function), and its sweeps every 100 ms would load this machine's two
 	// cores and the emulator under the timed loop.

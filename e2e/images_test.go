@@ -21,7 +21,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/emptypb"
 
-	"github.com/hangar-dev/hangar/functions/api"
+	"github.com/hangar-dev/hangar/composition"
 	"github.com/hangar-dev/hangar/functions/imagesvc"
 	appv1 "github.com/hangar-dev/hangar/gen/svc/app/v1"
 	"github.com/hangar-dev/hangar/gen/svc/app/v1/appv1connect"
@@ -37,7 +37,7 @@ import (
 // switch off, with enable jobs run by workers the test starts.
 type imageStack struct {
 	*sandboxStack
-	a       *api.API
+	a       *composition.API
 	ps      *pubsub.Client
 	images  appv1connect.ImageServiceClient
 	reg     string
@@ -66,7 +66,7 @@ func newImageStack(t testing.TB, nHosts int, tune ...func(*testenv.Sandboxes)) *
 	for i := range nHosts {
 		is.hosts = append(is.hosts, sb.StartHost(t, "host-"+string(rune('a'+i))))
 	}
-	is.a = api.New(api.Deps{DB: sb.DB, Config: sb.Config, Bucket: sb.Bucket, Sealer: sb.Sealer, PubSub: is.ps})
+	is.a = composition.New(composition.Deps{DB: sb.DB, Config: sb.Config, Bucket: sb.Bucket, Sealer: sb.Sealer, PubSub: is.ps})
 	is.stack = serve(t, is.a)
 	is.svc = is.sessions(is.admin)
 	is.images = appv1connect.NewImageServiceClient(httpClient, is.rpcURL(), auth.WithKey(is.admin))

@@ -10,7 +10,7 @@ import (
 	"connectrpc.com/connect"
 	"google.golang.org/protobuf/types/known/emptypb"
 
-	"github.com/hangar-dev/hangar/functions/api"
+	"github.com/hangar-dev/hangar/composition"
 	appv1 "github.com/hangar-dev/hangar/gen/svc/app/v1"
 	"github.com/hangar-dev/hangar/gen/svc/app/v1/appv1connect"
 	"github.com/hangar-dev/hangar/internal/testenv"
@@ -44,7 +44,7 @@ func TestModelRouterOverTheWire(t *testing.T) {
 	}
 	db, _ := testenv.Firestore(t)
 	_, sealer := testenv.Keyset(t)
-	s := serve(t, api.New(api.Deps{DB: db, Config: cfg, Sealer: sealer}))
+	s := serve(t, composition.New(composition.Deps{DB: db, Config: cfg, Sealer: sealer}))
 	adminKey := s.admin
 	userKey := s.mintKey(t, "alice@example.com", false)
 	client := func(key string) appv1connect.ModelRouterServiceClient {

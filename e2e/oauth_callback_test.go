@@ -10,7 +10,7 @@ import (
 	"connectrpc.com/connect"
 	"gocloud.dev/blob/memblob"
 
-	"github.com/hangar-dev/hangar/functions/api"
+	"github.com/hangar-dev/hangar/composition"
 	"github.com/hangar-dev/hangar/functions/oauthcreds"
 	appv1 "github.com/hangar-dev/hangar/gen/svc/app/v1"
 	"github.com/hangar-dev/hangar/gen/svc/app/v1/appv1connect"
@@ -47,8 +47,8 @@ func TestDashboardCompletesARedirectFlowThroughTheCallbackPageByItsCookie(t *tes
 	cfg.SignIn.PublicURL, cfg.SignIn.DevSignIn, cfg.SignIn.DevAdminEmail = url, true, "admin@hangar.local"
 	cfg.OAuthProviders = p.RegistryJSON("acme", "ACME_CLIENT_ID", "ACME_CLIENT_SECRET")
 	cfg.Egress = egress.MustParse("127.0.0.1")
-	a := api.New(api.Deps{DB: db, Config: cfg, Bucket: memblob.OpenBucket(nil), Sealer: sealer, LoopbackProviders: true})
-	srv := api.NewServer(a.Handler())
+	a := composition.New(composition.Deps{DB: db, Config: cfg, Bucket: memblob.OpenBucket(nil), Sealer: sealer, LoopbackProviders: true})
+	srv := composition.NewServer(a.Handler())
 	go func() { _ = srv.Serve(ln) }()
 	t.Cleanup(func() { _ = srv.Close() })
 
@@ -63,7 +63,7 @@ func TestDashboardCompletesARedirectFlowThroughTheCallbackPageByItsCookie(t *tes
 		t.Fatal(err)
 	}
 
-	oauth := appv1connect.NewOAuthCredentialServiceClient(http.DefaultClient, url+api.RPCPrefix, withCookie(adminCookie, url))
+	oauth := appv1connect.NewOAuthCredentialServiceClient(http.DefaultClient, url+composition.RPCPrefix, withCookie(adminCookie, url))
 	own := &appv1.OAuthSubject{Kind: appv1.OauthSubjectKind_OAUTH_SUBJECT_KIND_USER}
 	begun, err := oauth.BeginRedirectFlow(t.Context(), connect.NewRequest(&appv1.BeginRedirectFlowRequest{
 		Subject: own, Provider: "acme", RedirectUri: url + oauthcreds.CallbackPath,
@@ -92,7 +92,7 @@ func TestDashboardCompletesARedirectFlowThroughTheCallbackPageByItsCookie(t *tes
 	if err != nil || len(list.Msg.GetCredentials()) != 1 || !list.Msg.GetCredentials()[0].GetConnected() {
 		t.Fatalf("the admin's credentials after the callback: %v %v", list, err)
 	}
-	bobs := appv1connect.NewOAuthCredentialServiceClient(http.DefaultClient, url+api.RPCPrefix, withCookie(bobCookie, url))
+	bobs := appv1connect.NewOAuthCredentialServiceClient(http.DefaultClient, url+composition.RPCPrefix, withCookie(bobCookie, url))
 	if l, err := bobs.ListCredentials(t.Context(), connect.NewRequest(&appv1.ListCredentialsRequest{Subject: own})); err != nil || len(l.Msg.GetCredentials()) != 0 {
 		t.Fatalf("bob's credentials: %v %v", l, err)
 	}

@@ -18,7 +18,7 @@ import (
 
 	"connectrpc.com/connect"
 
-	"github.com/hangar-dev/hangar/functions/api"
+	"github.com/hangar-dev/hangar/composition"
 	"github.com/hangar-dev/hangar/functions/oauthcreds"
 	appv1 "github.com/hangar-dev/hangar/gen/svc/app/v1"
 	"github.com/hangar-dev/hangar/gen/svc/app/v1/appv1connect"
@@ -101,7 +101,7 @@ func newOAuthProxyStack(t *testing.T) *oauthProxyStack {
 		}
 		sb.EgressRootCAs = roots
 		sb.CredentialCacheTTL = -1
-	}, func(d *api.Deps) { d.LoopbackProviders = true })
+	}, func(d *composition.Deps) { d.LoopbackProviders = true })
 	// Shared with every user: the refresh sweep acts as the credential's user.
 	orgSecrets := appv1connect.NewOrgSecretServiceClient(httpClient, o.rpcURL(), auth.WithKey(o.admin))
 	for name, value := range map[string]string{"ACME_CLIENT_ID": o.provider.ClientID, "ACME_CLIENT_SECRET": o.provider.ClientSecret} {

@@ -11,7 +11,7 @@ import (
 
 	"connectrpc.com/connect"
 
-	"github.com/hangar-dev/hangar/functions/api"
+	"github.com/hangar-dev/hangar/composition"
 	"github.com/hangar-dev/hangar/functions/reviews"
 	"github.com/hangar-dev/hangar/functions/reviews/fakegithub"
 	appv1 "github.com/hangar-dev/hangar/gen/svc/app/v1"
@@ -111,7 +111,7 @@ func newReviewRig(t *testing.T, tune func(*testenv.Sandboxes), image func(regist
 	cfg.Limits.Reviews.GitHubAPI = gh.URL
 	cfg.Limits.Reviews.Poll = 200 * time.Millisecond
 	cfg.Limits.Reviews.AgentTimeout = 3 * time.Minute
-	a := api.New(api.Deps{DB: sb.DB, Config: cfg, Bucket: sb.Bucket, Sealer: sb.Sealer, DefaultImage: sb.Image, PubSub: ps})
+	a := composition.New(composition.Deps{DB: sb.DB, Config: cfg, Bucket: sb.Bucket, Sealer: sb.Sealer, DefaultImage: sb.Image, PubSub: ps})
 	r := &reviewRig{stack: serve(t, a), gh: gh, git: git}
 	key := auth.WithKey(r.admin)
 	r.reviews = appv1connect.NewReviewServiceClient(httpClient, r.rpcURL(), key)

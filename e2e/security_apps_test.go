@@ -10,7 +10,7 @@ import (
 	"connectrpc.com/connect"
 	"github.com/coder/websocket"
 
-	"github.com/hangar-dev/hangar/functions/api"
+	"github.com/hangar-dev/hangar/composition"
 	"github.com/hangar-dev/hangar/functions/sessions"
 	appv1 "github.com/hangar-dev/hangar/gen/svc/app/v1"
 	"github.com/hangar-dev/hangar/internal/appstest"
@@ -27,7 +27,7 @@ func (o *originStack) anotherInstance(t *testing.T) *http.Client {
 	if err != nil {
 		t.Fatal(err)
 	}
-	serveOn(t, ln, api.New(api.Deps{DB: o.sb.DB, Config: o.sb.Config, Bucket: o.sb.Bucket, Sealer: o.sb.Sealer, DefaultImage: o.sb.Image}))
+	serveOn(t, ln, composition.New(composition.Deps{DB: o.sb.DB, Config: o.sb.Config, Bucket: o.sb.Bucket, Sealer: o.sb.Sealer, DefaultImage: o.sb.Image}))
 	return browserAt(ln.Addr().String())
 }
 

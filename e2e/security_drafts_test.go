@@ -7,7 +7,7 @@ import (
 	"connectrpc.com/connect"
 
 	"github.com/hangar-dev/hangar/automation/records"
-	"github.com/hangar-dev/hangar/functions/api"
+	"github.com/hangar-dev/hangar/composition"
 	appv1 "github.com/hangar-dev/hangar/gen/svc/app/v1"
 	"github.com/hangar-dev/hangar/gen/svc/app/v1/appv1connect"
 	"github.com/hangar-dev/hangar/internal/testenv"
@@ -20,7 +20,7 @@ import (
 // Now the refusal is TaskService's own answer and nothing is stored.
 func TestSecurityARefusedDraftIsItsRefusalAndStoresNoDraft(t *testing.T) {
 	db, _ := testenv.Firestore(t)
-	s := serve(t, api.New(api.Deps{DB: db, Config: config.Default()}))
+	s := serve(t, composition.New(composition.Deps{DB: db, Config: config.Default()}))
 	key := auth.WithKey(s.mintKey(t, "drafter@example.com", false))
 	automations := appv1connect.NewAutomationServiceClient(http.DefaultClient, s.rpcURL(), key)
 	profiles := appv1connect.NewProfileServiceClient(http.DefaultClient, s.rpcURL(), key)

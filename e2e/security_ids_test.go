@@ -15,7 +15,7 @@ import (
 	"connectrpc.com/connect"
 	"google.golang.org/protobuf/types/known/emptypb"
 
-	"github.com/hangar-dev/hangar/functions/api"
+	"github.com/hangar-dev/hangar/composition"
 	appv1 "github.com/hangar-dev/hangar/gen/svc/app/v1"
 	"github.com/hangar-dev/hangar/gen/svc/app/v1/appv1connect"
 	"github.com/hangar-dev/hangar/internal/testenv"
@@ -300,13 +300,13 @@ func fakeKey() string {
 // and a goroutine, for as long as it likes.
 func TestSecuritySlowHeadersAreCutOff(t *testing.T) {
 	db, _ := testenv.Firestore(t)
-	a := api.New(api.Deps{DB: db, Config: config.Default()})
+	a := composition.New(composition.Deps{DB: db, Config: config.Default()})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := api.NewServer(a.Handler())
-	if srv.ReadHeaderTimeout != api.ReadHeaderTimeout || srv.IdleTimeout == 0 || srv.MaxHeaderBytes == 0 {
+	srv := composition.NewServer(a.Handler())
+	if srv.ReadHeaderTimeout != composition.ReadHeaderTimeout || srv.IdleTimeout == 0 || srv.MaxHeaderBytes == 0 {
 		t.Fatalf("server timeouts: header %s, idle %s, max header bytes %d", srv.ReadHeaderTimeout, srv.IdleTimeout, srv.MaxHeaderBytes)
 	}
 	srv.ReadHeaderTimeout = 200 * time.Millisecond // the test's, so it does not wait 10 s

@@ -11,7 +11,7 @@ import (
 
 	"connectrpc.com/connect"
 
-	"github.com/hangar-dev/hangar/functions/api"
+	"github.com/hangar-dev/hangar/composition"
 	appv1 "github.com/hangar-dev/hangar/gen/svc/app/v1"
 	"github.com/hangar-dev/hangar/gen/svc/app/v1/appv1connect"
 	"github.com/hangar-dev/hangar/internal/testenv"
@@ -34,7 +34,7 @@ func newSandboxStack(t testing.TB, nHosts int, tune func(*testenv.Sandboxes)) *s
 }
 
 // newSandboxStackWith is newSandboxStack with tuneAPI adjusting the API's deps too.
-func newSandboxStackWith(t testing.TB, nHosts int, tune func(*testenv.Sandboxes), tuneAPI func(*api.Deps)) *sandboxStack {
+func newSandboxStackWith(t testing.TB, nHosts int, tune func(*testenv.Sandboxes), tuneAPI func(*composition.Deps)) *sandboxStack {
 	t.Helper()
 	db, _ := testenv.Firestore(t)
 	sb := testenv.NewSandboxes(t, db)
@@ -45,11 +45,11 @@ func newSandboxStackWith(t testing.TB, nHosts int, tune func(*testenv.Sandboxes)
 	for i := range nHosts {
 		s.hosts = append(s.hosts, sb.StartHost(t, "host-"+string(rune('a'+i))))
 	}
-	deps := api.Deps{DB: sb.DB, Config: sb.Config, Bucket: sb.Bucket, Sealer: sb.Sealer, DefaultImage: sb.Image}
+	deps := composition.Deps{DB: sb.DB, Config: sb.Config, Bucket: sb.Bucket, Sealer: sb.Sealer, DefaultImage: sb.Image}
 	if tuneAPI != nil {
 		tuneAPI(&deps)
 	}
-	s.stack = serve(t, api.New(deps))
+	s.stack = serve(t, composition.New(deps))
 	s.svc = s.sessions(s.admin)
 	return s
 }

@@ -10,7 +10,7 @@ import (
 	"connectrpc.com/connect"
 	"gocloud.dev/blob/memblob"
 
-	"github.com/hangar-dev/hangar/functions/api"
+	"github.com/hangar-dev/hangar/composition"
 	appv1 "github.com/hangar-dev/hangar/gen/svc/app/v1"
 	"github.com/hangar-dev/hangar/gen/svc/app/v1/appv1connect"
 	"github.com/hangar-dev/hangar/internal/testenv"
@@ -66,7 +66,7 @@ func TestDashboardSessionCookieThroughTheAPI(t *testing.T) {
 	url := "http://" + ln.Addr().String()
 	cfg := config.Default()
 	cfg.SignIn.PublicURL, cfg.SignIn.DevSignIn, cfg.SignIn.DevAdminEmail = url, true, "admin@hangar.local"
-	srv := api.NewServer(api.New(api.Deps{DB: db, Config: cfg, Bucket: memblob.OpenBucket(nil), Sealer: sealer}).Handler())
+	srv := composition.NewServer(composition.New(composition.Deps{DB: db, Config: cfg, Bucket: memblob.OpenBucket(nil), Sealer: sealer}).Handler())
 	go func() { _ = srv.Serve(ln) }()
 	t.Cleanup(func() { _ = srv.Close() })
 
@@ -75,7 +75,7 @@ func TestDashboardSessionCookieThroughTheAPI(t *testing.T) {
 	cookie := devSignIn(t, browser, url).Value
 
 	keys := func(origin string) error {
-		c := appv1connect.NewApiKeyServiceClient(http.DefaultClient, url+api.RPCPrefix, withCookie(cookie, origin))
+		c := appv1connect.NewApiKeyServiceClient(http.DefaultClient, url+composition.RPCPrefix, withCookie(cookie, origin))
 		_, err := c.ListApiKeys(t.Context(), connect.NewRequest(&appv1.ListApiKeysRequest{}))
 		return err
 	}

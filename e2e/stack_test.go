@@ -10,7 +10,7 @@ import (
 	"cloud.google.com/go/firestore"
 	"gocloud.dev/blob/memblob"
 
-	"github.com/hangar-dev/hangar/functions/api"
+	"github.com/hangar-dev/hangar/composition"
 	"github.com/hangar-dev/hangar/internal/testenv"
 	"github.com/hangar-dev/hangar/platform/auth"
 	"github.com/hangar-dev/hangar/platform/config"
@@ -20,14 +20,14 @@ import (
 // stack is the whole API on a real loopback server, over a Firestore project of its own.
 type stack struct {
 	url   string
-	api   *api.API
+	api   *composition.API
 	admin string
 }
 
 func newStack(t testing.TB) *stack {
 	t.Helper()
 	db, _ := testenv.Firestore(t)
-	return serve(t, api.New(api.Deps{DB: db, Config: config.Default()}))
+	return serve(t, composition.New(composition.Deps{DB: db, Config: config.Default()}))
 }
 
 // newSessionsStack is newStack with SessionService configured (a bucket and a sealer) but no
@@ -53,11 +53,11 @@ func serveSessionsWith(t testing.TB, db *firestore.Client, cfg config.Config) *s
 	_, sealer := testenv.Keyset(t)
 	b := memblob.OpenBucket(nil)
 	t.Cleanup(func() { _ = b.Close() })
-	return serve(t, api.New(api.Deps{DB: db, Config: cfg, Bucket: b, Sealer: sealer}))
+	return serve(t, composition.New(composition.Deps{DB: db, Config: cfg, Bucket: b, Sealer: sealer}))
 }
 
 // serve runs a on a real loopback server and mints an admin key.
-func serve(t testing.TB, a *api.API) *stack {
+func serve(t testing.TB, a *composition.API) *stack {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -67,10 +67,10 @@ func serve(t testing.TB, a *api.API) *stack {
 }
 
 // serveOn is serve on ln, for an API whose configuration needs its address first.
-func serveOn(t testing.TB, ln net.Listener, a *api.API) *stack {
+func serveOn(t testing.TB, ln net.Listener, a *composition.API) *stack {
 	t.Helper()
 	// The production server (HTTP/1.1 and cleartext HTTP/2), not httptest's, so gRPC works too.
-	srv := api.NewServer(a.Handler())
+	srv := composition.NewServer(a.Handler())
 	go func() { _ = srv.Serve(ln) }()
 	t.Cleanup(func() { _ = srv.Close() })
 	s := &stack{url: "http://" + ln.Addr().String(), api: a}
@@ -95,7 +95,7 @@ func (s *stack) mintKey(t testing.TB, email string, admin bool) string {
 }
 
 // rpcURL is the base URL generated clients take.
-func (s *stack) rpcURL() string { return s.url + api.RPCPrefix }
+func (s *stack) rpcURL() string { return s.url + composition.RPCPrefix }
 
 var httpClient = &http.Client{Timeout: 30 * time.Second}
 

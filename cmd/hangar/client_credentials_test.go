@@ -10,7 +10,7 @@ import (
 
 	"connectrpc.com/connect"
 
-	"github.com/hangar-dev/hangar/functions/api"
+	"github.com/hangar-dev/hangar/composition"
 	"github.com/hangar-dev/hangar/functions/oauthcreds"
 	appv1 "github.com/hangar-dev/hangar/gen/svc/app/v1"
 	"github.com/hangar-dev/hangar/gen/svc/app/v1/appv1connect"
@@ -47,7 +47,7 @@ func serveOAuth(t *testing.T) *oauthServer {
 	cfg := config.Default()
 	cfg.OAuthProviders = p.RegistryJSON("acme", "ACME_CLIENT_ID", "ACME_CLIENT_SECRET")
 	cfg.Egress = egress.MustParse("127.0.0.1")
-	serveCLI(t, api.Deps{DB: db, Config: cfg, Sealer: sealer, LoopbackProviders: true}, "alice@example.com")
+	serveCLI(t, composition.Deps{DB: db, Config: cfg, Sealer: sealer, LoopbackProviders: true}, "alice@example.com")
 	return &oauthServer{url: envOr("HANGAR_URL", ""), provider: p, sessions: auth.NewWebSessions(db, nil), users: auth.NewUsers(db)}
 }
 
@@ -189,7 +189,7 @@ func TestCredentialsConnectByRedirectCompletesOnlyForTheSignedInOwner(t *testing
 // server; --user is for admins only, and needs --everywhere.
 func TestLogoutEverywhereRevokesTheCallersBrowserSessions(t *testing.T) {
 	db, _ := testenv.Firestore(t)
-	serveCLI(t, api.Deps{DB: db, Config: config.Default()}, "alice@example.com")
+	serveCLI(t, composition.Deps{DB: db, Config: config.Default()}, "alice@example.com")
 	users, sessions := auth.NewUsers(db), auth.NewWebSessions(db, nil)
 	alice, err := users.EnsureHuman(t.Context(), "alice@example.com", "", time.Now())
 	if err != nil {

@@ -8,7 +8,7 @@ import (
 
 	"gocloud.dev/blob/memblob"
 
-	"github.com/hangar-dev/hangar/functions/api"
+	"github.com/hangar-dev/hangar/composition"
 	"github.com/hangar-dev/hangar/internal/testenv"
 	"github.com/hangar-dev/hangar/platform/config"
 	"github.com/hangar-dev/hangar/sandboxhosts/images/imagestest"
@@ -22,7 +22,7 @@ func TestHarnessesPushThenRegister(t *testing.T) {
 	_, sealer := testenv.Keyset(t)
 	cfg := config.Default()
 	cfg.Registries = imagestest.Allow // the test registry is on loopback
-	serveCLI(t, api.Deps{DB: db, Config: cfg, Bucket: memblob.OpenBucket(nil), Sealer: sealer}, "dev@example.com")
+	serveCLI(t, composition.Deps{DB: db, Config: cfg, Bucket: memblob.OpenBucket(nil), Sealer: sealer}, "dev@example.com")
 
 	file := filepath.Join(t.TempDir(), "shell.wasm")
 	if err := os.WriteFile(file, bash.Wasm, 0o644); err != nil {

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hangar-dev/hangar/functions/api"
+	"github.com/hangar-dev/hangar/composition"
 	"github.com/hangar-dev/hangar/internal/testenv"
 	"github.com/hangar-dev/hangar/platform/auth"
 )
@@ -19,7 +19,7 @@ func TestImagesCommandsEnableWarmAndFollowToSessions(t *testing.T) {
 	sb := testenv.NewSandboxes(t, db)
 	sb.StartHost(t, "cli-host")
 	ps := testenv.PubSub(t)
-	a := api.New(api.Deps{DB: db, Config: sb.Config, Bucket: sb.Bucket, Sealer: sb.Sealer, PubSub: ps})
+	a := composition.New(composition.Deps{DB: db, Config: sb.Config, Bucket: sb.Bucket, Sealer: sb.Sealer, PubSub: ps})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- a.ImageWorker().Run(ctx, ps, 100*time.Millisecond) }()
@@ -31,7 +31,7 @@ func TestImagesCommandsEnableWarmAndFollowToSessions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := api.NewServer(a.Handler())
+	srv := composition.NewServer(a.Handler())
 	go func() { _ = srv.Serve(ln) }()
 	t.Cleanup(func() { _ = srv.Close() })
 	u, err := a.Users().EnsureHuman(ctx, "ops@example.com", "", time.Now())

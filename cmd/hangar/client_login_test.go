@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hangar-dev/hangar/functions/api"
+	"github.com/hangar-dev/hangar/composition"
 	"github.com/hangar-dev/hangar/internal/testenv"
 	"github.com/hangar-dev/hangar/internal/testkit"
 	"github.com/hangar-dev/hangar/platform/config"
@@ -52,7 +52,7 @@ func TestLoginWhoamiLogoutAgainstADevServer(t *testing.T) {
 	cfg := config.Default()
 	devSignIn(&cfg, base)
 	cfg.SignIn.DeviceInterval = time.Second
-	srv := api.NewServer(api.New(api.Deps{DB: db, Config: cfg}).Handler())
+	srv := composition.NewServer(composition.New(composition.Deps{DB: db, Config: cfg}).Handler())
 	go func() { _ = srv.Serve(ln) }()
 	t.Cleanup(func() { _ = srv.Close() })
 

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hangar-dev/hangar/functions/api"
+	"github.com/hangar-dev/hangar/composition"
 	"github.com/hangar-dev/hangar/internal/testenv"
 	"github.com/hangar-dev/hangar/internal/testkit"
 )
@@ -21,7 +21,7 @@ func TestSessionsCommandsOnARealHost(t *testing.T) {
 	db, _ := testenv.Firestore(t)
 	sb := testenv.NewSandboxes(t, db)
 	sb.StartHost(t, "cli-host")
-	serveCLI(t, api.Deps{DB: db, Config: sb.Config, Bucket: sb.Bucket, Sealer: sb.Sealer, DefaultImage: sb.Image}, "cli@example.com")
+	serveCLI(t, composition.Deps{DB: db, Config: sb.Config, Bucket: sb.Bucket, Sealer: sb.Sealer, DefaultImage: sb.Image}, "cli@example.com")
 	run := func(args ...string) result { return runHangar(t, "", append([]string{"sessions"}, args...)...) }
 	must := func(args ...string) string {
 		t.Helper()

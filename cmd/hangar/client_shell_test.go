@@ -12,7 +12,7 @@ import (
 	"github.com/creack/pty"
 	"golang.org/x/term"
 
-	"github.com/hangar-dev/hangar/functions/api"
+	"github.com/hangar-dev/hangar/composition"
 	"github.com/hangar-dev/hangar/internal/testenv"
 	"github.com/hangar-dev/hangar/internal/testkit"
 )
@@ -23,7 +23,7 @@ func TestSessionsShell(t *testing.T) {
 	db, _ := testenv.Firestore(t)
 	sb := testenv.NewSandboxes(t, db)
 	sb.StartHost(t, "cli-shell-host")
-	serveCLI(t, api.Deps{DB: db, Config: sb.Config, Bucket: sb.Bucket, Sealer: sb.Sealer, DefaultImage: sb.Image}, "shell@example.com")
+	serveCLI(t, composition.Deps{DB: db, Config: sb.Config, Bucket: sb.Bucket, Sealer: sb.Sealer, DefaultImage: sb.Image}, "shell@example.com")
 	var created struct {
 		SessionID string `json:"session_id"`
 	}

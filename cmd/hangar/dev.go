@@ -17,8 +17,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/hangar-dev/hangar/composition"
 	"github.com/hangar-dev/hangar/emulators"
-	"github.com/hangar-dev/hangar/functions/api"
 	"github.com/hangar-dev/hangar/platform/auth"
 	"github.com/hangar-dev/hangar/platform/config"
 	"github.com/hangar-dev/hangar/platform/egress"
@@ -104,7 +104,7 @@ func runDev(ctx context.Context, addr, dataDir string, saveEvery time.Duration, 
 	defer ln.Close()
 	devSignIn(&cfg, "http://"+browserAddr(ln.Addr().(*net.TCPAddr)))
 	devApps(&cfg, ln.Addr().(*net.TCPAddr))
-	a, res, err := api.Open(ctx, cfg, api.Options{Log: log, HarnessCacheDir: filepath.Join(dataDir, "host", "wasm-cache")})
+	a, res, err := composition.Open(ctx, cfg, composition.Options{Log: log, HarnessCacheDir: filepath.Join(dataDir, "host", "wasm-cache")})
 	if err != nil {
 		return err
 	}
@@ -165,7 +165,7 @@ func runDev(ctx context.Context, addr, dataDir string, saveEvery time.Duration, 
 		hostRun.host.KeepWarm(img.Ref())
 	}
 
-	srv := api.NewServer(a.Handler())
+	srv := composition.NewServer(a.Handler())
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 
@@ -192,7 +192,7 @@ func runDev(ctx context.Context, addr, dataDir string, saveEvery time.Duration, 
 // crash before the last save), the record is made again for the same key, so every shell and
 // script holding it keeps working. A key revoked on purpose stays revoked: dev stops and says
 // to delete the file.
-func ensureAdminKey(ctx context.Context, a *api.API, path string) (key string, created bool, err error) {
+func ensureAdminKey(ctx context.Context, a *composition.API, path string) (key string, created bool, err error) {
 	b, err := os.ReadFile(path)
 	exists := err == nil
 	if err != nil && !errors.Is(err, os.ErrNotExist) {

@@ -14,8 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hangar-dev/hangar/composition"
 	"github.com/hangar-dev/hangar/emulators"
-	"github.com/hangar-dev/hangar/functions/api"
 	"github.com/hangar-dev/hangar/internal/testenv"
 	"github.com/hangar-dev/hangar/platform/config"
 	"github.com/hangar-dev/hangar/sandboxhosts/supervisor/supervisortest"
@@ -204,7 +204,7 @@ func TestSecurityAKilledHangarDevKeepsItsDataAndAdminKeyAndLeavesNoEmulator(t *t
 func TestTheDevAdminKeyIsNeverOverwritten(t *testing.T) {
 	db, _ := testenv.Firestore(t)
 	ctx := t.Context()
-	a := api.New(api.Deps{DB: db, Config: config.Default()})
+	a := composition.New(composition.Deps{DB: db, Config: config.Default()})
 	path := filepath.Join(t.TempDir(), "admin.key")
 	key, created, err := ensureAdminKey(ctx, a, path)
 	if err != nil || !created {

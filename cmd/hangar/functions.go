@@ -5,7 +5,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/hangar-dev/hangar/functions/api"
+	"github.com/hangar-dev/hangar/composition"
 )
 
 func newFunctionsCmd() *cobra.Command {
@@ -17,7 +17,7 @@ func newFunctionsCmd() *cobra.Command {
 it). It is the list functions.go registers; make deploy reads it.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			for _, fn := range api.Functions() {
+			for _, fn := range composition.Functions() {
 				access := "internal"
 				if fn.Public {
 					access = "public"

@@ -15,7 +15,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/hangar-dev/hangar/functions/api"
+	"github.com/hangar-dev/hangar/composition"
 	"github.com/hangar-dev/hangar/platform/config"
 	"github.com/hangar-dev/hangar/sandboxhosts/host"
 )
@@ -45,7 +45,7 @@ SIGINT or SIGTERM checkpoints and evicts every sandbox before it stops.`,
 			log := slog.New(slog.NewJSONHandler(cmd.ErrOrStderr(), nil))
 			// Compiled harness plugins are cached beside the sandboxes, so a restart loads
 			// them in milliseconds.
-			res, err := api.OpenResources(ctx, cfg, api.Options{Log: log, HarnessCacheDir: filepath.Join(p.dataDir, "wasm-cache")})
+			res, err := composition.OpenResources(ctx, cfg, composition.Options{Log: log, HarnessCacheDir: filepath.Join(p.dataDir, "wasm-cache")})
 			if err != nil {
 				return err
 			}
@@ -76,7 +76,7 @@ SIGINT or SIGTERM checkpoints and evicts every sandbox before it stops.`,
 type hostParams struct {
 	addr, advertise, id, dataDir string
 	warm                         []string // images to keep warm sandboxes of from the start
-	res                          *api.Resources
+	res                          *composition.Resources
 	log                          *slog.Logger
 }
 
@@ -122,7 +122,7 @@ func startHost(ctx context.Context, p hostParams) (*runningHost, error) {
 	}
 	mux := http.NewServeMux()
 	mux.Handle(h.Handler())
-	srv := api.NewServer(mux)
+	srv := composition.NewServer(mux)
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))

@@ -14,7 +14,7 @@ import (
 
 	"connectrpc.com/connect"
 
-	"github.com/hangar-dev/hangar/functions/api"
+	"github.com/hangar-dev/hangar/composition"
 	appv1 "github.com/hangar-dev/hangar/gen/svc/app/v1"
 	"github.com/hangar-dev/hangar/gen/svc/app/v1/appv1connect"
 	"github.com/hangar-dev/hangar/internal/testenv"
@@ -112,8 +112,8 @@ func TestKilledHostProcessLeavesSessionsRecoverable(t *testing.T) {
 	t.Cleanup(func() { _ = os.RemoveAll(hostDir) })
 	proc := startHostProcess(t, bin, "proc-host", hostDir, env, f)
 
-	url, key := serveAPI(t, api.Deps{DB: db, Config: sb.Config, Bucket: sb.Bucket, Sealer: sb.Sealer, DefaultImage: sb.Image}, "ops@example.com")
-	svc := appv1connect.NewSessionServiceClient(http.DefaultClient, url+api.RPCPrefix, auth.WithKey(key))
+	url, key := serveAPI(t, composition.Deps{DB: db, Config: sb.Config, Bucket: sb.Bucket, Sealer: sb.Sealer, DefaultImage: sb.Image}, "ops@example.com")
+	svc := appv1connect.NewSessionServiceClient(http.DefaultClient, url+composition.RPCPrefix, auth.WithKey(key))
 
 	created, err := svc.CreateSession(ctx, connect.NewRequest(&appv1.CreateSessionRequest{Secrets: map[string]string{"KEEP": "me"}}))
 	if err != nil {

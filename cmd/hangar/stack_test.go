@@ -6,20 +6,20 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hangar-dev/hangar/functions/api"
+	"github.com/hangar-dev/hangar/composition"
 	"github.com/hangar-dev/hangar/platform/auth"
 )
 
 // serveAPI runs the API over d on a loopback server for t and returns its URL and a personal
 // key of the person with email.
-func serveAPI(t *testing.T, d api.Deps, email string) (url, key string) {
+func serveAPI(t *testing.T, d composition.Deps, email string) (url, key string) {
 	t.Helper()
-	a := api.New(d)
+	a := composition.New(d)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := api.NewServer(a.Handler())
+	srv := composition.NewServer(a.Handler())
 	go func() { _ = srv.Serve(ln) }()
 	t.Cleanup(func() { _ = srv.Close() })
 	ctx := context.Background()
@@ -34,7 +34,7 @@ func serveAPI(t *testing.T, d api.Deps, email string) (url, key string) {
 }
 
 // serveCLI is serveAPI with the client commands of t pointed at it.
-func serveCLI(t *testing.T, d api.Deps, email string) {
+func serveCLI(t *testing.T, d composition.Deps, email string) {
 	t.Helper()
 	url, key := serveAPI(t, d, email)
 	t.Setenv("HANGAR_URL", url)

@@ -25,7 +25,7 @@ import (
 )
 
 // The paths of /api/auth. OAuthCallbackPath is not served here: OAuthCredentialService's
-// redirect flows mount their page there (functions/api).
+// redirect flows mount their page there (composition).
 const (
 	Prefix            = "/api/auth"
 	LoginPath         = Prefix + "/login"

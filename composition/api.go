@@ -1,8 +1,8 @@
-// Package api assembles every service of the public API into HTTP handlers: all of them on one
+// Package composition assembles every service of the public API into HTTP handlers: all of them on one
 // mux for `hangar dev`, or one at a time for a Cloud Run function. It is the only package that
 // knows every service; services never know each other, and what one needs of another it gets
 // here as an interface.
-package api
+package composition
 
 import (
 	"context"
