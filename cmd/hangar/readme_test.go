@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -18,30 +17,19 @@ import (
 	"github.com/hangar-dev/hangar/sandboxhosts/supervisor/supervisortest"
 )
 
-// quickStartScript is the shell blocks of the README's Quick start after its first (which
-// starts the system with make dev and make test), as one script.
+// quickStartScript is the README's shell blocks but the set-up one (make dev and make test,
+// marked not run), as one script.
 func quickStartScript(t *testing.T) string {
 	t.Helper()
-	b, err := os.ReadFile("../../README.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	readme := string(b)
-	start := strings.Index(readme, "\n## Quick start\n")
-	if start < 0 {
-		t.Fatal("README.md has no Quick start section")
-	}
-	section := readme[start+1:]
-	if end := strings.Index(section, "\n## "); end >= 0 {
-		section = section[:end]
-	}
-	blocks := regexp.MustCompile("(?s)```sh\n(.*?)```").FindAllStringSubmatch(section, -1)
-	if len(blocks) < 2 || !strings.Contains(blocks[0][1], "make dev") {
-		t.Fatalf("the Quick start has %d shell blocks; want make dev's first, then the commands to try", len(blocks))
+	blocks := shellBlocks(t, "README.md")
+	if len(blocks) < 2 || !strings.Contains(blocks[0].text, "make dev") || blocks[0].notRun == "" {
+		t.Fatalf("the README has %d shell blocks; want make dev's first, marked not run, then the commands to try", len(blocks))
 	}
 	var script strings.Builder
-	for _, b := range blocks[1:] {
-		script.WriteString(b[1])
+	for _, b := range blocks {
+		if b.notRun == "" {
+			script.WriteString(b.text)
+		}
 	}
 	return script.String()
 }
