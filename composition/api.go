@@ -506,7 +506,7 @@ func (t taskSessions) Start(ctx context.Context, spec tasks.SessionSpec) (string
 			*f.dst = &f.val
 		}
 	}
-	resp, err := t.svc.CreateForTask(ctx, req, spec.Key, sessions.TaskStart{Network: network, Repos: repos, UserTokens: spec.IncludeUserTokens})
+	resp, err := t.svc.CreateForTask(ctx, req, spec.Key, sessions.TaskStart{Network: network, Repos: repos, UserTokens: spec.IncludeUserTokens, ProfileOwner: spec.ProfileOwner})
 	if err != nil {
 		return "", profileImageErr(spec.Image, err)
 	}

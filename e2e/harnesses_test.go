@@ -70,7 +70,7 @@ func TestHarnessCatalogRegistersListsAndDeletes(t *testing.T) {
 		name, req, ref string
 		code           connect.Code
 	}{
-		{"the same name again", "team-shell", ref, connect.CodeAlreadyExists},
+		{"the same name from another artifact", "team-shell", notPlugin, connect.CodeAlreadyExists},
 		{"a built-in's name", "bash", ref, connect.CodeAlreadyExists},
 		{"a bad name", "Team Shell", ref, connect.CodeInvalidArgument},
 		{"a container image", "container", container, connect.CodeInvalidArgument},
@@ -83,12 +83,20 @@ func TestHarnessCatalogRegistersListsAndDeletes(t *testing.T) {
 		})
 	}
 
+	// An admin registering a name again from its own artifact approves the harness's egress
+	// (docs/harnesses.md): it answers the harness, as the first registration did.
+	if again, err := svc.RegisterHarness(ctx, connect.NewRequest(&appv1.RegisterHarnessRequest{Name: "team-shell", OciRef: ref})); err != nil || again.Msg.GetHarness().GetName() != "team-shell" {
+		t.Fatalf("the admin's registration again: %v, %v", again, err)
+	}
+	bobsCatalog := appv1connect.NewHarnessCatalogServiceClient(httpClient, s.rpcURL(), auth.WithKey(s.mintKey(t, "bob@example.com", false)))
+	_, err = bobsCatalog.RegisterHarness(ctx, connect.NewRequest(&appv1.RegisterHarnessRequest{Name: "team-shell", OciRef: ref}))
+	testenv.WantCode(t, err, connect.CodeAlreadyExists)
+
 	_, err = svc.GetHarness(ctx, connect.NewRequest(&appv1.GetHarnessRequest{Name: "nope"}))
 	testenv.WantCode(t, err, connect.CodeNotFound)
 	_, err = svc.DeleteHarness(ctx, connect.NewRequest(&appv1.DeleteHarnessRequest{Name: "bash"}))
 	testenv.WantCode(t, err, connect.CodeFailedPrecondition)
-	bob := appv1connect.NewHarnessCatalogServiceClient(httpClient, s.rpcURL(), auth.WithKey(s.mintKey(t, "bob@example.com", false)))
-	_, err = bob.DeleteHarness(ctx, connect.NewRequest(&appv1.DeleteHarnessRequest{Name: "team-shell"}))
+	_, err = bobsCatalog.DeleteHarness(ctx, connect.NewRequest(&appv1.DeleteHarnessRequest{Name: "team-shell"}))
 	testenv.WantCode(t, err, connect.CodePermissionDenied)
 	for _, want := range []bool{true, false} {
 		del, err := svc.DeleteHarness(ctx, connect.NewRequest(&appv1.DeleteHarnessRequest{Name: "team-shell"}))

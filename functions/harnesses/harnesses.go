@@ -33,16 +33,35 @@ func New(c *harnesscatalog.Catalog) *Service { return &Service{catalog: c} }
 // RegisterHarness fetches a plugin from a registry, checks it by loading it and asking it to
 // describe itself under the plugin limits, and adds it to the harnesscatalog. Any authenticated user may
 // register; owner defaults to the caller.
+//
+// A harness's egress (the hosts its descriptor opens in a session's network) is the admins' to
+// vouch for: an admin's registration approves it; a non-admin's harness that declares egress is
+// registered with its egress pending, which opens only in the registrant's own sessions and in
+// tasks on profiles they own (harnesscatalog.Entry.EgressAppliesFor) until an admin approves it
+// by registering it again under the same name from the same oci_ref.
 func (s *Service) RegisterHarness(ctx context.Context, req *connect.Request[appv1.RegisterHarnessRequest]) (*connect.Response[appv1.RegisterHarnessResponse], error) {
 	m := req.Msg
 	caller, _ := auth.Caller(ctx)
+	name, ref := strings.TrimSpace(m.GetName()), strings.TrimSpace(m.GetOciRef())
 	owner := strings.TrimSpace(m.GetOwner())
 	if owner == "" {
 		owner = caller.UserID
 	}
-	e, err := s.catalog.Register(ctx, strings.TrimSpace(m.GetName()), strings.TrimSpace(m.GetOciRef()), owner, caller.UserID)
+	var e *harnesscatalog.Entry
+	var err error
+	switch cur, getErr := s.catalog.Get(ctx, name); {
+	case caller.Admin && getErr == nil && !cur.BuiltIn:
+		e, err = s.catalog.Approve(ctx, name, ref, caller.UserID)
+		if errors.Is(err, harnesscatalog.ErrExists) {
+			return nil, apierr.AlreadyExists("%v: an admin approves a registered harness's egress by registering it again from that oci_ref", err)
+		}
+	case caller.Admin:
+		e, err = s.catalog.Register(ctx, name, ref, owner, caller.UserID, caller.UserID)
+	default:
+		e, err = s.catalog.Register(ctx, name, ref, owner, caller.UserID, "")
+	}
 	if err != nil {
-		return nil, catalogErr(err, m.GetName())
+		return nil, catalogErr(err, name)
 	}
 	h, err := summary(e)
 	if err != nil {
@@ -116,7 +135,7 @@ func catalogErr(err error, name string) error {
 		return apierr.NotFound("harness", name)
 	case errors.Is(err, harnesscatalog.ErrExists):
 		return apierr.AlreadyExists("%v", err)
-	case errors.Is(err, harnesscatalog.ErrBuiltIn):
+	case errors.Is(err, harnesscatalog.ErrBuiltIn), errors.Is(err, harnesscatalog.ErrChanged):
 		return apierr.FailedPrecondition("%v", err)
 	}
 	var inv *harnesscatalog.InvalidError

@@ -270,14 +270,15 @@ func (s *Service) Launch(ctx context.Context, id string) (*appv1.ProfileSnapshot
 }
 
 // Egress returns the profile's network section and repos, which the sessions of its tasks may
-// reach.
-func (s *Service) Egress(ctx context.Context, id string) (*appv1.ProfileNetwork, []*appv1.ProfileRepo, error) {
+// reach, and its owner (its creator, who alone with the admins may change that network), whose
+// harnesses' egress may open there too.
+func (s *Service) Egress(ctx context.Context, id string) (*appv1.ProfileNetwork, []*appv1.ProfileRepo, string, error) {
 	rec, err := s.read(ctx, nil, id)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, "", err
 	}
 	p := rec.proto()
-	return p.GetNetwork(), p.GetRepos(), nil
+	return p.GetNetwork(), p.GetRepos(), rec.CreatedBy, nil
 }
 
 // mayChange says whether the caller may update or delete rec: profiles are shared for reading,

@@ -79,6 +79,10 @@ type TaskStart struct {
 	// UserTokens is the profile's include_user_tokens: the task creator's own OAuth credential
 	// of the provider the harness takes goes with the session, when they have one connected.
 	UserTokens bool
+	// ProfileOwner is who decides the profile's network: a harness's egress opens in the task's
+	// session only if it is approved or theirs (harnesscatalog.Entry.EgressAppliesFor), never
+	// because the task's creator registered it. "" allows approved egress only.
+	ProfileOwner string
 }
 
 // MergeNetwork adds what extra allows and injects to n (nil n makes a new one).

@@ -69,8 +69,10 @@ type agentChoice struct {
 
 // chooseAgent checks the harness fields of m against the harness's descriptor, reporting bad
 // ones in v. A router the harness speaks no protocol of is failed_precondition, for the
-// caller to answer once the request is otherwise valid.
-func (s *Service) chooseAgent(ctx context.Context, m *appv1.CreateSessionRequest, v *apierr.Violations) (agentChoice, error) {
+// caller to answer once the request is otherwise valid. The harness's egress opens in the
+// session's network only where egressFor, who decides that network, may open it
+// (harnesscatalog.Entry.EgressAppliesFor); elsewhere the session runs without it.
+func (s *Service) chooseAgent(ctx context.Context, m *appv1.CreateSessionRequest, v *apierr.Violations, egressFor string) (agentChoice, error) {
 	c := agentChoice{harness: m.GetHarness()}
 	if c.harness == "" && (m.GetMode() == ModeAgent || m.Prompt != nil) {
 		c.harness = DefaultHarness
@@ -98,8 +100,10 @@ func (s *Service) chooseAgent(ctx context.Context, m *appv1.CreateSessionRequest
 	}
 	d := e.Descriptor
 	c.network = &hostv1.SandboxNetwork{}
-	addEgress(c.network, d.Egress)
-	addEgress(c.network, d.NativeEgress)
+	if e.EgressAppliesFor(egressFor) {
+		addEgress(c.network, d.Egress)
+		addEgress(c.network, d.NativeEgress)
+	}
 	if d.Auth != nil {
 		c.oauth = d.Auth.UserOAuth
 	}
@@ -359,15 +363,17 @@ var (
 // CreateSession places a new sandbox on a host and starts it. With requested_session_id a retry
 // returns the session the first call made; the requested id is the caller's alone (ids.go).
 func (s *Service) CreateSession(ctx context.Context, req *connect.Request[appv1.CreateSessionRequest]) (*connect.Response[appv1.CreateSessionResponse], error) {
+	// A session of the caller's own has the network they decide: their own harnesses' egress
+	// opens in it.
+	caller, _ := auth.Caller(ctx)
 	requested := req.Msg.GetRequestedSessionId()
 	if requested == "" {
-		return s.create(ctx, req.Msg, ids.New("sess"), "", nil, TaskStart{})
+		return s.create(ctx, req.Msg, ids.New("sess"), "", nil, TaskStart{}, caller.UserID)
 	}
-	caller, _ := auth.Caller(ctx)
 	id := s.derivedID(caller.UserID, spaceRequested, requested)
 	// A session created before requested ids were scoped has the id it requested as its record
 	// id: its owner's retry finds it too.
-	return s.create(ctx, req.Msg, id, requested, []string{id, requested}, TaskStart{})
+	return s.create(ctx, req.Msg, id, requested, []string{id, requested}, TaskStart{}, caller.UserID)
 }
 
 // CreateForTask creates the session a task runs in, for the caller; m's requested_session_id is
@@ -379,16 +385,18 @@ func (s *Service) CreateSession(ctx context.Context, req *connect.Request[appv1.
 func (s *Service) CreateForTask(ctx context.Context, m *appv1.CreateSessionRequest, key string, start TaskStart) (*connect.Response[appv1.CreateSessionResponse], error) {
 	caller, _ := auth.Caller(ctx)
 	if key == "" {
-		return s.create(ctx, m, ids.New("sess"), "", nil, start)
+		return s.create(ctx, m, ids.New("sess"), "", nil, start, start.ProfileOwner)
 	}
 	id := s.derivedID(caller.UserID, spaceTask, key)
-	return s.create(ctx, m, id, "", []string{id}, start)
+	return s.create(ctx, m, id, "", []string{id}, start, start.ProfileOwner)
 }
 
 // create is CreateSession of a session whose record id is id, requested by its owner as
-// requested ("" when not), whose egress adds extra's to what its harness needs. A retry answers
-// the caller's session at the first of prior (record ids) that exists, without placing a sandbox.
-func (s *Service) create(ctx context.Context, m *appv1.CreateSessionRequest, id, requested string, prior []string, extra TaskStart) (*connect.Response[appv1.CreateSessionResponse], error) {
+// requested ("" when not), whose egress adds extra's to what its harness needs, the harness's
+// own opening as egressFor (the user deciding the session's network: the profile's owner for a
+// task's session, the caller for their own) allows. A retry answers the caller's session at
+// the first of prior (record ids) that exists, without placing a sandbox.
+func (s *Service) create(ctx context.Context, m *appv1.CreateSessionRequest, id, requested string, prior []string, extra TaskStart, egressFor string) (*connect.Response[appv1.CreateSessionResponse], error) {
 	caller, _ := auth.Caller(ctx)
 	var v apierr.Violations
 	image := strings.TrimSpace(cmp.Or(m.GetImageUri(), s.d.DefaultImage))
@@ -422,7 +430,7 @@ func (s *Service) create(ctx context.Context, m *appv1.CreateSessionRequest, id,
 		v.Add("prompt", "is empty")
 	}
 	apps := sessionApps(m.GetApps(), &v)
-	agent, agentErr := s.chooseAgent(ctx, m, &v)
+	agent, agentErr := s.chooseAgent(ctx, m, &v, egressFor)
 	if agent.harness != "" {
 		mode = ModeAgent
 	}

@@ -35,8 +35,8 @@ const (
 // fakeProfiles answers Launch the way ProfileService does.
 type fakeProfiles map[string]*appv1.ProfileSnapshot
 
-func (f fakeProfiles) Egress(context.Context, string) (*appv1.ProfileNetwork, []*appv1.ProfileRepo, error) {
-	return nil, nil, nil
+func (f fakeProfiles) Egress(context.Context, string) (*appv1.ProfileNetwork, []*appv1.ProfileRepo, string, error) {
+	return nil, nil, "", nil
 }
 
 func (f fakeProfiles) Launch(_ context.Context, id string) (*appv1.ProfileSnapshot, map[string]string, []*appv1.ProfileSecret, error) {

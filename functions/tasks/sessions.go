@@ -41,6 +41,10 @@ type SessionSpec struct {
 	// secret's access policy checked then, whatever it was when the profile was saved.
 	SecretRefs map[string]string
 	ProfileID  string
+	// ProfileOwner is the profile's owner, who decides its network: a harness's egress opens in
+	// the session only if an admin approved it or the profile's owner registered it, never
+	// because the task's creator did (sessions.TaskStart.ProfileOwner).
+	ProfileOwner string
 	// Network is the profile's egress: its network section and its repos' hosts.
 	Network Network
 	// Repos are the profile's repos, cloned into the session at its start.

@@ -60,8 +60,9 @@ type Profiles interface {
 	// Launch returns the profile's snapshot, env vars and secrets, apierr NotFound for an
 	// unknown profile and FailedPrecondition for an archived one.
 	Launch(ctx context.Context, id string) (*appv1.ProfileSnapshot, map[string]string, []*appv1.ProfileSecret, error)
-	// Egress returns the profile's network section and repos, which its sessions may reach.
-	Egress(ctx context.Context, id string) (*appv1.ProfileNetwork, []*appv1.ProfileRepo, error)
+	// Egress returns the profile's network section and repos, which its sessions may reach, and
+	// its owner, who decides that network (SessionSpec.ProfileOwner).
+	Egress(ctx context.Context, id string) (*appv1.ProfileNetwork, []*appv1.ProfileRepo, string, error)
 }
 
 // Service implements TaskService. A task is its creator's: other non-admins get not_found for
@@ -131,14 +132,14 @@ func (s *Service) CreateTaskWith(ctx context.Context, req *connect.Request[appv1
 			prompt = ""
 		}
 		refs, proxied := secretRefs(profileSecrets)
-		network, repos, err := s.profiles.Egress(ctx, in.ProfileID)
+		network, repos, profileOwner, err := s.profiles.Egress(ctx, in.ProfileID)
 		if err != nil {
 			return nil, err
 		}
 		sid, err := s.sessions.Start(ctx, SessionSpec{
 			Key: sessionKey, Image: profile.GetImageId(), Harness: base.Harness, HarnessMode: in.HarnessMode, Prompt: prompt,
 			Model: base.Model, Effort: base.Effort, ModelRouter: base.ModelRouter, Env: profileEnv, SecretRefs: refs,
-			ProfileID: in.ProfileID, Network: networkOf(network, repos, checkouts), Repos: repos, Checkouts: checkouts, ProxySecrets: proxied,
+			ProfileID: in.ProfileID, ProfileOwner: profileOwner, Network: networkOf(network, repos, checkouts), Repos: repos, Checkouts: checkouts, ProxySecrets: proxied,
 			Apps: profile.GetApps(), IncludeUserTokens: profile.GetIncludeUserTokens(),
 		})
 		if err != nil {

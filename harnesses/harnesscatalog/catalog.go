@@ -43,6 +43,8 @@ var (
 	// ErrInvalid is a registration whose name, reference or module is not acceptable; it comes
 	// as an *InvalidError saying which and why.
 	ErrInvalid = errors.New("invalid harness")
+	// ErrChanged is an approval of a harness whose artifact is no longer what was registered.
+	ErrChanged = errors.New("harness artifact changed since it was registered")
 )
 
 // InvalidError is a registration refused for one of its fields ("name" or "oci_ref").
@@ -66,6 +68,20 @@ type Entry struct {
 	ModuleSHA string // sha256 of the module, its key in the blob store
 	CreatedBy string
 	CreatedAt time.Time
+	// EgressApprovedBy is the admin who registered the harness or approved its egress; "" while
+	// a harness a non-admin registered waits for one. See EgressAppliesFor.
+	EgressApprovedBy string
+}
+
+// EgressAppliesFor says whether the harness's egress may open in a session whose network user
+// decides: the session's owner for a session of its own, the profile's owner for a task's. A
+// registered harness's egress reaches every session that picks it, including sessions holding
+// other people's profile secrets and credentials, so it opens there only once an admin vouched
+// for it (built in, registered or approved by an admin); until then only where its registrant
+// decides the network anyway (their own sessions and tasks on profiles they own), since a
+// profile of their own could open those hosts too. user "" matches no registrant.
+func (e *Entry) EgressAppliesFor(user string) bool {
+	return e.BuiltIn || e.EgressApprovedBy != "" || (user != "" && e.CreatedBy == user)
 }
 
 // record is Entry as Firestore keeps it.
@@ -78,6 +94,9 @@ type record struct {
 	ModuleSHA      string    `firestore:"module_sha256"`
 	CreatedBy      string    `firestore:"created_by"`
 	CreatedAt      time.Time `firestore:"created_at"`
+	// EgressApprovedBy is absent on records from before approvals: their egress stays their
+	// registrant's until an admin approves it.
+	EgressApprovedBy string `firestore:"egress_approved_by"`
 }
 
 // Catalog is the harness catalog over its stores.
@@ -164,8 +183,9 @@ func (c *Catalog) Plugin(ctx context.Context, name string) (*harness.Plugin, err
 
 // Register fetches the plugin at ociRef, loads it (which runs its describe under the host's
 // limits) and records it under name. The descriptor's name becomes name: the catalog, not the
-// plugin, decides what a harness is called.
-func (c *Catalog) Register(ctx context.Context, name, ociRef, owner, createdBy string) (*Entry, error) {
+// plugin, decides what a harness is called. approvedBy is the admin registering it ("" for
+// anyone else), whose registration approves the harness's egress.
+func (c *Catalog) Register(ctx context.Context, name, ociRef, owner, createdBy, approvedBy string) (*Entry, error) {
 	if !validName.MatchString(name) {
 		return nil, &InvalidError{"name", fmt.Sprintf("%q must be 1 to 40 of a-z, 0-9 and '-', starting with a letter", name)}
 	}
@@ -192,7 +212,7 @@ func (c *Catalog) Register(ctx context.Context, name, ociRef, owner, createdBy s
 	}
 	r := record{
 		Name: name, DescriptorJSON: string(js), Owner: owner, OCIRef: ociRef, Digest: m.Digest,
-		ModuleSHA: hex.EncodeToString(sum[:]), CreatedBy: createdBy, CreatedAt: c.now(),
+		ModuleSHA: hex.EncodeToString(sum[:]), CreatedBy: createdBy, CreatedAt: c.now(), EgressApprovedBy: approvedBy,
 	}
 	// The module goes first: a record never names bytes that are not there. Modules are keyed
 	// by content, so a lost race or a retry writes the same object.
@@ -203,6 +223,53 @@ func (c *Catalog) Register(ctx context.Context, name, ociRef, owner, createdBy s
 		return nil, fmt.Errorf("%w: %q is registered already", ErrExists, name)
 	} else if err != nil {
 		return nil, fmt.Errorf("record harness %s: %w", name, err)
+	}
+	return r.entry()
+}
+
+// Approve records that the admin by approves the egress of the registered harness called name,
+// fetched from ociRef. What is approved is what was registered: ociRef must be the harness's
+// own (ErrExists otherwise, as a registration of a taken name is) and still point at the
+// artifact registered (ErrChanged otherwise: a tag moved since, so the harness must be
+// registered again to be reviewed as it now is).
+func (c *Catalog) Approve(ctx context.Context, name, ociRef, by string) (*Entry, error) {
+	if _, ok := c.builtins[name]; ok {
+		return nil, fmt.Errorf("%w: %q is a built-in harness", ErrExists, name)
+	}
+	r, err := c.read(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	if r.OCIRef != ociRef {
+		return nil, fmt.Errorf("%w: %q is registered already, from %s", ErrExists, name, r.OCIRef)
+	}
+	m, err := oci.Fetch(ctx, ociRef, c.registries, c.keychain)
+	if err != nil {
+		return nil, &InvalidError{"oci_ref", err.Error()}
+	}
+	if m.Digest != r.Digest {
+		return nil, fmt.Errorf("%w: %s now points at %s, harness %s was registered from %s: delete it and register it again", ErrChanged, ociRef, m.Digest, name, r.Digest)
+	}
+	if r.EgressApprovedBy == "" {
+		// The digest is the precondition: a harness deleted and registered again from another
+		// artifact in between is not approved.
+		err := c.db.RunTransaction(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
+			cur, err := store.Read[record](ctx, tx, c.db.Collection(Collection).Doc(name))
+			if errors.Is(err, store.ErrNotFound) {
+				return fmt.Errorf("%w: %q", ErrNotFound, name)
+			}
+			if err != nil {
+				return err
+			}
+			if cur.Digest != r.Digest {
+				return fmt.Errorf("%w: harness %s was registered again while it was approved", ErrChanged, name)
+			}
+			return tx.Update(c.db.Collection(Collection).Doc(name), []firestore.Update{{Path: "egress_approved_by", Value: by}})
+		})
+		if err != nil {
+			return nil, fmt.Errorf("approve harness %s: %w", name, err)
+		}
+		r.EgressApprovedBy = by
 	}
 	return r.entry()
 }
@@ -292,7 +359,7 @@ func (r record) entry() (*Entry, error) {
 	}
 	return &Entry{
 		Name: r.Name, Descriptor: d, Owner: r.Owner, OCIRef: r.OCIRef, Digest: r.Digest,
-		ModuleSHA: r.ModuleSHA, CreatedBy: r.CreatedBy, CreatedAt: r.CreatedAt,
+		ModuleSHA: r.ModuleSHA, CreatedBy: r.CreatedBy, CreatedAt: r.CreatedAt, EgressApprovedBy: r.EgressApprovedBy,
 	}, nil
 }
 
