@@ -180,7 +180,12 @@ var (
 	sharedJSErr  error
 )
 
-func sharedJS(cacheDir string) func() (*jsbox.Box, error) {
+// sharedJS gives the shared sandbox. Its pool holds the evaluations EvalCode and TestRender may
+// run at once (evals) and the default pool's instances more, so that a caller given an
+// evaluation slot finds an instance rather than waiting behind others' scripts, and runs' code
+// blocks find one too. Instances are made on demand and kept warm, so the pool grows only as far
+// as evaluations ever ran at once.
+func sharedJS(cacheDir string, evals int) func() (*jsbox.Box, error) {
 	return func() (*jsbox.Box, error) {
 		sharedJSOnce.Do(func() {
 			if cacheDir == "" {
@@ -188,7 +193,7 @@ func sharedJS(cacheDir string) func() (*jsbox.Box, error) {
 					cacheDir = filepath.Join(dir, "hangar", "jsbox")
 				}
 			}
-			sharedJSBox, sharedJSErr = jsbox.New(context.Background(), jsbox.Options{CacheDir: cacheDir})
+			sharedJSBox, sharedJSErr = jsbox.New(context.Background(), jsbox.Options{CacheDir: cacheDir, PoolSize: evals + jsbox.DefaultPoolSize})
 		})
 		return sharedJSBox, sharedJSErr
 	}
@@ -206,7 +211,7 @@ func (a *API) automations(d Deps, opts connect.HandlerOption, add func(string, h
 		add(appv1connect.NewAutomationRunServiceHandler(appv1connect.UnimplementedAutomationRunServiceHandler{}, opts))
 		return
 	}
-	js := sharedJS(d.JSCacheDir)
+	js := sharedJS(d.JSCacheDir, d.Config.Limits.Automations.Evals)
 	validator := automations.Validator(env)
 	// Code blocks are compiled when saved, in the sandbox, so a syntax error is a BlockError with
 	// its line rather than a failed run later. Without a sandbox they are checked when they run.

@@ -17,6 +17,7 @@ import (
 	appv1 "github.com/hangar-dev/hangar/gen/svc/app/v1"
 	"github.com/hangar-dev/hangar/internal/testenv"
 	"github.com/hangar-dev/hangar/sandboxhosts/container/containertest"
+	"github.com/hangar-dev/hangar/sandboxhosts/supervisor/supervisortest"
 )
 
 // sandboxOf returns the id of the session's sandbox.
@@ -217,7 +218,20 @@ func TestSecuritySandboxPID1AndTheKernelAreOutOfReach(t *testing.T) {
 			}
 		})
 	}
-	if mounts := s.sh(t, id, "cat /proc/self/mountinfo"); strings.Contains(mounts, "upperdir=/") || strings.Contains(mounts, "lowerdir=/") {
+	mounts := s.sh(t, id, "cat /proc/self/mountinfo")
+	if strings.Contains(mounts, "upperdir=/") || strings.Contains(mounts, "lowerdir=/") {
 		t.Errorf("the overlay's host paths show in the sandbox's mount table:\n%s", mounts)
+	}
+	// Nor does any bind mount: the supervisor is bound from the host's shared tmpfs, the run
+	// dir, resolver and trust bundle from the sandbox's own disk (issue 23, item 12).
+	sup := supervisortest.Binary(t)
+	for _, hostPath := range []string{s.hosts[0].DataDir, sup, filepath.Dir(sup)} {
+		if strings.Contains(mounts, hostPath) {
+			t.Errorf("the sandbox's mount table names the host path %s:\n%s", hostPath, mounts)
+		}
+	}
+	roots := s.sh(t, id, `awk '{print $5, $4}' /proc/self/mountinfo | grep -E '^(/\.hangar/[^ ]*|/etc/resolv\.conf|/etc/ssl/certs/ca-certificates\.crt) '`)
+	if want := "/.hangar/bin/supervisor /hangar-supervisor\n/.hangar/run /run\n/etc/resolv.conf /net/resolv.conf\n/etc/ssl/certs/ca-certificates.crt /net/ca-certificates.crt\n"; roots != want {
+		t.Errorf("the bind mounts' roots inside =\n%swant\n%s", roots, want)
 	}
 }

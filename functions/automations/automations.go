@@ -30,6 +30,7 @@ import (
 	"github.com/hangar-dev/hangar/platform/clock"
 	"github.com/hangar-dev/hangar/platform/config"
 	"github.com/hangar-dev/hangar/platform/ids"
+	"github.com/hangar-dev/hangar/platform/ratelimit"
 )
 
 // RunStats is what ListAutomations shows of an automation's runs; the run side provides it.
@@ -62,13 +63,16 @@ type Service struct {
 	appv1connect.UnimplementedAutomationServiceHandler
 	d     Deps
 	store *records.Store
+	// evals bounds the evaluations EvalCode and TestRender run at once, per caller and in all.
+	evals *ratelimit.Slots
 }
 
 var _ appv1connect.AutomationServiceHandler = (*Service)(nil)
 
 // New returns the service over d.
 func New(d Deps) *Service {
-	return &Service{d: d, store: records.NewStore(d.DB, d.Clock.Now)}
+	lim := d.Limits.Automations
+	return &Service{d: d, store: records.NewStore(d.DB, d.Clock.Now), evals: ratelimit.NewSlots(lim.EvalsPerUser, lim.Evals)}
 }
 
 // Store is the automation records the service keeps, for the run side.

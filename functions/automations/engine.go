@@ -63,6 +63,11 @@ func (s *Service) EvalCode(ctx context.Context, req *connect.Request[appv1.EvalC
 	if len(m.GetSource()) > jsbox.MaxSourceBytes {
 		return nil, apierr.InvalidArgument("source", fmt.Sprintf("is over %d bytes", jsbox.MaxSourceBytes))
 	}
+	release, err := s.evalSlot(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
 	switch m.GetMode() {
 	case "", "js":
 		box, err := e.JS()
@@ -111,6 +116,18 @@ func (s *Service) EvalCode(ctx context.Context, req *connect.Request[appv1.EvalC
 		return connect.NewResponse(out), nil
 	}
 	return nil, apierr.InvalidArgument("mode", "must be \"js\" or \"cel\"")
+}
+
+// evalSlot takes one of the caller's evaluation slots, or answers resource_exhausted at once:
+// a script may spin a CPU until its deadline, and waiting behind another caller's would make
+// one caller's endless loops everyone's delay.
+func (s *Service) evalSlot(ctx context.Context) (release func(), err error) {
+	release, ok := s.evals.Take(callerID(ctx))
+	if !ok {
+		return nil, apierr.ResourceExhausted("too many evaluations at once: each caller may run %d at a time and this server %d; try again when yours have finished (each stops at its deadline)",
+			s.evals.PerName, s.evals.Total)
+	}
+	return release, nil
 }
 
 // sample is the event a TestRender, DryRun or RunNow uses: a recorded sample or a payload.
@@ -207,6 +224,12 @@ func (s *Service) renderCode(ctx context.Context, e *Engine) render.CodeRunner {
 		return nil
 	}
 	return func(source string, scope render.Scope) (any, error) {
+		// A slot per block, taken only when code runs: the blocks run one after another.
+		release, err := s.evalSlot(ctx)
+		if err != nil {
+			return nil, err
+		}
+		defer release()
 		sc := runner.Scope{Event: scope.Event, Inputs: scope.Inputs, Instance: scope.Instance, Steps: scope.Steps}
 		res, err := box.Eval(ctx, source, sc.JSON(scope.Now))
 		if err != nil {

@@ -233,6 +233,12 @@ type AutomationLimits struct {
 	RunLease time.Duration `env:"FIXED_AUTOMATION_RUN_LEASE, default=2m"`
 	// TaskPoll is how often a task or prompt block that waits checks on what it waits for.
 	TaskPoll time.Duration `env:"FIXED_AUTOMATION_TASK_POLL, default=10s"`
+	// EvalsPerUser and Evals bound the scripts and expressions that EvalCode (and TestRender's
+	// code blocks) evaluate at once on one instance, for one caller and in all: each may spin
+	// a CPU until its deadline, so a caller past a bound is refused (resource_exhausted) rather
+	// than queued, and one caller's endless loops do not hold everyone else's evaluations.
+	EvalsPerUser int `env:"HANGAR_MAX_EVALS_PER_USER, default=2"`
+	Evals        int `env:"HANGAR_MAX_EVALS, default=4"`
 }
 
 // TimeoutBounds is a timeout's default and ceiling, read from <prefix>DEFAULT and <prefix>MAX; its

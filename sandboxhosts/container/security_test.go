@@ -221,15 +221,39 @@ func TestSupervisorAsInitIsOutOfReachThroughProc(t *testing.T) {
 	}
 }
 
+// TestMountTableShowsNoHostPathOfTheOverlay: the overlay shows relative links, and a file bound
+// from SharedFiles (as the host binds the supervisor) shows its name on a tmpfs, not the host
+// path it was copied from or the one it is bound from.
 func TestMountTableShowsNoHostPathOfTheOverlay(t *testing.T) {
 	d := newTestDriver(t, "")
 	spec := sleepSpec(t, testImage(t))
+	hostDir := t.TempDir()
+	tool := filepath.Join(hostDir, "tool")
+	if err := os.WriteFile(tool, []byte("the shared tool\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	shared, err := MountSharedFiles(filepath.Join(hostDir, "shared"), map[string]string{"tool": tool})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := shared.Unmount(); err != nil {
+			t.Error(err)
+		}
+	})
+	if err := os.WriteFile(shared.Path("tool"), []byte("changed"), 0o644); err == nil {
+		t.Error("the shared files are writable from the host")
+	}
+	spec.Mounts = []Mount{{Source: shared.Path("tool"), Destination: "/opt/tool", ReadOnly: true}}
 	sb := create(t, d, spec)
 	mounts := sh(t, sb, "cat /proc/self/mountinfo")
-	for _, hostPath := range append([]string{spec.Dir}, spec.LowerDirs...) {
+	for _, hostPath := range append([]string{spec.Dir, hostDir}, spec.LowerDirs...) {
 		if strings.Contains(mounts, hostPath) {
 			t.Errorf("the sandbox's mount table names host path %s:\n%s", hostPath, mounts)
 		}
+	}
+	if got := sh(t, sb, "awk '$5 == \"/opt/tool\" {print $4, $(NF-1)}' /proc/self/mountinfo; cat /opt/tool"); got != "/tool hangar\nthe shared tool" {
+		t.Errorf("the shared file's mount and content inside = %q, want its name on the %q tmpfs and its content", got, "hangar")
 	}
 	if root := sh(t, sb, "awk '$5 == \"/\" {print $NF}' /proc/self/mountinfo"); !strings.Contains(root, "lowerdir=layers/0,upperdir=layers/upper,workdir=layers/work") {
 		t.Errorf("overlay options inside = %q, want the relative links", root)

@@ -34,7 +34,9 @@ import (
 // sandbox's disk bind-mounted read-write, for secret files.
 const (
 	supervisorPath = "/.hangar/bin/supervisor"
-	runMount       = "/.hangar/run"
+	// sharedSupervisor names the supervisor's copy in the host's shared files.
+	sharedSupervisor = "hangar-supervisor"
+	runMount         = "/.hangar/run"
 )
 
 // readyTimeout bounds how long a new sandbox's supervisor may take to answer.
@@ -379,7 +381,7 @@ func (h *Host) boot(ctx context.Context, img *images.Image, manifest *snapshots.
 		Cwd:       img.Config.WorkingDir,
 		Hostname:  id,
 		Mounts: append([]container.Mount{
-			{Source: h.opts.Supervisor, Destination: supervisorPath, ReadOnly: true},
+			{Source: h.shared.Path(sharedSupervisor), Destination: supervisorPath, ReadOnly: true},
 			{Source: runDir, Destination: runMount},
 		}, netMounts...),
 		NetNS:      ns.Path,

@@ -110,6 +110,9 @@ type Host struct {
 	boxDir      string
 	// sockDir holds the supervisors' sockets; no sandbox sees it (see listenSupervisor).
 	sockDir string
+	// shared holds the copy of the supervisor every sandbox binds, on a tmpfs of its own so that
+	// no sandbox's mount table shows a path of the data dir.
+	shared *container.SharedFiles
 
 	pool *pool
 	// proxy is every sandbox's only way out; ca is its interception authority.
@@ -203,6 +206,9 @@ func New(ctx context.Context, opts Options) (*Host, error) {
 		MemoryCapacityBytes: h.memory.capacity,
 	}); err != nil {
 		return nil, fmt.Errorf("host: register: %w", err)
+	}
+	if h.shared, err = container.MountSharedFiles(filepath.Join(dataDir, "shared"), map[string]string{sharedSupervisor: opts.Supervisor}); err != nil {
+		return nil, fmt.Errorf("host: %w", err)
 	}
 	h.pool = newPool(h, opts.Config.WarmSandboxes, opts.WarmImages)
 	return h, nil
@@ -377,6 +383,9 @@ func (h *Host) Shutdown(ctx context.Context) error {
 		})
 	}
 	wg.Wait()
+	if err := h.shared.Unmount(); err != nil {
+		h.log.Error("shared files", "err", err)
+	}
 	return h.fleet.SetState(ctx, h.id, fleet.Stopped)
 }
 
@@ -391,6 +400,7 @@ func (h *Host) Discard(ctx context.Context) error {
 		errs = append(errs, h.teardown(ctx, b))
 		b.mu.Unlock()
 	}
+	errs = append(errs, h.shared.Unmount())
 	return errors.Join(errs...)
 }
 

@@ -95,7 +95,9 @@ func (h *Host) newProxy(dataDir string) error {
 // prepareNetwork makes a new sandbox's network namespace in dir, with its resolver and trust
 // bundle, and returns the mounts that put them in place.
 func (h *Host) prepareNetwork(dir string, lowerDirs []string) (*sandboxnet.Namespace, []container.Mount, error) {
-	netDir := filepath.Join(dir, "net")
+	// On the sandbox's disk, like its run dir, so that the bind mounts' root fields in its mount
+	// table read /net/..., not the host's path of the sandbox dir.
+	netDir := filepath.Join(container.DiskDir(dir), "net")
 	if err := os.Mkdir(netDir, 0o755); err != nil {
 		return nil, nil, fmt.Errorf("sandbox network: %w", err)
 	}
