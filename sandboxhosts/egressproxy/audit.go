@@ -150,12 +150,8 @@ func (sb *Sandbox) auditConnection(cs *connState, fixed *target) {
 	injected, scrubbed := slices.Sorted(maps.Keys(cs.injected)), slices.Sorted(maps.Keys(cs.scrubbed))
 	host, dialErr := cmp.Or(cs.host, fixed.host), cs.dialErr
 	cs.mu.Unlock()
-	ok, rule := sb.sess.Rules.decide(host, fixed.port)
-	ev := Connection{Host: host, Port: fixed.port, Mode: fixed.mode, Rule: rule, Decision: Allowed,
-		BytesOut: cs.cc.out.Load(), BytesIn: cs.cc.in.Load(), Injected: injected, Scrubbed: scrubbed}
-	if !ok {
-		ev.Decision = Denied
-	}
+	ev := sb.decide(host, fixed.port).event(fixed.mode)
+	ev.BytesOut, ev.BytesIn, ev.Injected, ev.Scrubbed = cs.cc.out.Load(), cs.cc.in.Load(), injected, scrubbed
 	unreached(&ev, dialErr)
 	sb.audit(ev, cs.start)
 }
@@ -170,6 +166,16 @@ func unreached(ev *Connection, err error) {
 	if errors.Is(err, egress.ErrRefused) {
 		ev.Decision, ev.Rule = Denied, "guarded dialer: "+err.Error()
 	}
+}
+
+// event is the audit event of a connection or request decided by d, in mode; its bytes, secrets
+// and error are the caller's to add.
+func (d decision) event(mode string) Connection {
+	ev := Connection{Host: d.host, Port: d.port, Mode: mode, Rule: d.rule, Decision: Allowed}
+	if !d.allowed {
+		ev.Decision = Denied
+	}
+	return ev
 }
 
 // event is the audit event of a refused request bound for t.

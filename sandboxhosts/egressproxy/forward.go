@@ -19,7 +19,6 @@ import (
 	"syscall"
 	"time"
 
-	"golang.org/x/net/http/httpguts"
 	"golang.org/x/sys/unix"
 
 	"github.com/hangar-dev/hangar/platform/egress"
@@ -29,8 +28,8 @@ import (
 // net/http's server, ReverseProxy and Transport, whose goroutine hand-offs (a reader per
 // request, the Transport's write and read loops) cost more than the second TLS leg itself.
 // One goroutine serves a connection, one request at a time: it reads the request's head with
-// net/http's parser and makes net/http's server checks, decides and injects it as every request
-// is (serveRequest's rules), and writes it, framed again from what was parsed, to one upstream
+// net/http's parser and makes net/http's server checks, decides and prepares it as every request
+// is (decide.go), and writes it, framed again from what was parsed, to one upstream
 // TLS connection pinned to this client connection and dialled on its first forwarded request.
 // The answer's head is parsed, so that the forwarder knows where it ends, and its body is
 // copied through. A request the sandbox pipelines behind another waits in the buffer until the
@@ -165,10 +164,10 @@ func (f *forwarder) serveOne() bool {
 	}
 	start := time.Now()
 	t := f.t
-	if ok, rule := f.sb.sess.Rules.decide(t.host, t.port); !ok {
-		return f.refuse(req, fmt.Sprintf("%s:%d refused (%s)", t.host, t.port, rule))
+	if d := f.sb.decide(t.host, t.port); !d.allowed {
+		return f.refuse(req, d.refusal())
 	}
-	inj, ref := f.sb.inject(req, t)
+	inj, ref := f.sb.prepare(req, t)
 	if ref != nil {
 		f.sb.audit(ref.event(t), start)
 		return f.refuse(req, ref.msg)
@@ -193,40 +192,6 @@ func (f *forwarder) serveOne() bool {
 	f.scrub = inj.scrub
 	defer func() { f.cs.record(nil, inj.scrub.scrubbed()) }()
 	return f.exchange(req)
-}
-
-// checkRequest makes the checks net/http's server makes of a request's head beyond parsing it,
-// and refuses what an intercepted connection does not forward; it returns the status to answer
-// with, or 0.
-func checkRequest(req *http.Request) (int, string) {
-	if req.ProtoMajor != 1 {
-		return http.StatusHTTPVersionNotSupported, "unsupported protocol version"
-	}
-	if req.Method == http.MethodConnect {
-		return http.StatusMethodNotAllowed, "CONNECT inside an intercepted connection is not forwarded"
-	}
-	// http.ReadRequest has refused a second Host header and moved the one into req.Host (or
-	// taken an absolute target's).
-	if req.ProtoAtLeast(1, 1) && req.Host == "" {
-		return http.StatusBadRequest, "missing required Host header"
-	}
-	if req.Host != "" && !httpguts.ValidHostHeader(req.Host) {
-		return http.StatusBadRequest, "malformed Host header"
-	}
-	for k, vv := range req.Header {
-		if !httpguts.ValidHeaderFieldName(k) {
-			return http.StatusBadRequest, "invalid header name"
-		}
-		for _, v := range vv {
-			if !httpguts.ValidHeaderFieldValue(v) {
-				return http.StatusBadRequest, "invalid header value"
-			}
-		}
-	}
-	if e := req.Header["Expect"]; len(e) > 0 && !(len(e) == 1 && strings.EqualFold(e[0], "100-continue")) {
-		return http.StatusExpectationFailed, "unsupported Expect header"
-	}
-	return 0, ""
 }
 
 // refuse answers a request with a 403 that says why; a connection whose refused request has a

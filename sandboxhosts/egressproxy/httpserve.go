@@ -80,26 +80,41 @@ func refuse(w http.ResponseWriter, msg string) {
 	fmt.Fprintf(w, "hangar egress proxy: %s\n", msg)
 }
 
-// serveRequest decides, injects and forwards one request.
+// serveRequest decides, prepares and forwards one request, as the forwarder does (decide.go).
 func (sb *Sandbox) serveRequest(w http.ResponseWriter, r *http.Request, fixed *target) {
 	cs := r.Context().Value(stateKey{}).(*connState)
 	start := time.Now()
-	// ex is the request's exchange once it is forwarded; audited says a refusal's own event
-	// was reported.
-	var ex *exchange
-	audited := false
 	t := fixed
 	if t == nil {
 		var err error
 		if t, err = requestTarget(r); err != nil {
-			http.Error(w, "hangar egress proxy: "+err.Error(), http.StatusBadRequest)
+			malformed(w, http.StatusBadRequest, err.Error())
 			return
 		}
-		host, port := t.host, t.port
 		if r.Method == http.MethodConnect {
-			sb.connect(w, r, host, port)
+			sb.connect(w, r, t.host, t.port)
 			return
 		}
+	} else if t.scheme == "http" {
+		// A captured plain HTTP request says where it goes in its Host header (http.ReadRequest
+		// put an absolute target's host there); the connection's port stays.
+		if h, _, err := net.SplitHostPort(r.Host); err == nil {
+			t = &target{host: h, port: t.port, scheme: t.scheme, mode: t.mode}
+		} else if r.Host != "" {
+			t = &target{host: r.Host, port: t.port, scheme: t.scheme, mode: t.mode}
+		}
+	}
+	if code, msg := checkRequest(r); code != 0 {
+		malformed(w, code, msg)
+		return
+	}
+	d := sb.decide(t.host, t.port)
+	t = &target{host: d.host, port: t.port, scheme: t.scheme, mode: t.mode}
+	// ex is the request's exchange once it is forwarded; audited says a refusal's own event
+	// was reported.
+	var ex *exchange
+	audited := false
+	if fixed == nil {
 		// An explicit proxy connection may carry requests for many hosts: each is an event.
 		defer func() {
 			// The answer is on the wire before its bytes are counted.
@@ -111,36 +126,24 @@ func (sb *Sandbox) serveRequest(w http.ResponseWriter, r *http.Request, fixed *t
 			if audited {
 				return
 			}
-			ok, rule := sb.sess.Rules.decide(host, port)
-			ev := Connection{Host: host, Port: port, Mode: "proxy", Rule: rule, Decision: Allowed, BytesOut: bytesOut, BytesIn: bytesIn}
-			if !ok {
-				ev.Decision = Denied
-			}
+			ev := d.event("proxy")
+			ev.BytesOut, ev.BytesIn = bytesOut, bytesIn
 			if ex != nil {
 				ev.Injected, ev.Scrubbed = ex.sent(), ex.inj.scrub.scrubbed()
 				unreached(&ev, ex.dialErr)
 			}
 			sb.audit(ev, start)
 		}()
-	}
-	if t.scheme == "http" && fixed != nil {
-		// A captured plain HTTP request says where it goes in its Host header.
-		if h, _, err := net.SplitHostPort(r.Host); err == nil {
-			t = &target{host: strings.ToLower(h), port: t.port, scheme: t.scheme, mode: t.mode}
-		} else if r.Host != "" {
-			t = &target{host: strings.ToLower(r.Host), port: t.port, scheme: t.scheme, mode: t.mode}
-		}
-	}
-	if fixed != nil {
+	} else {
 		cs.mu.Lock()
 		cs.host = t.host
 		cs.mu.Unlock()
 	}
-	if ok, rule := sb.sess.Rules.decide(t.host, t.port); !ok {
-		refuse(w, fmt.Sprintf("%s:%d refused (%s)", t.host, t.port, rule))
+	if !d.allowed {
+		refuse(w, d.refusal())
 		return
 	}
-	inj, ref := sb.inject(r, t)
+	inj, ref := sb.prepare(r, t)
 	if ref != nil {
 		sb.audit(ref.event(t), start)
 		audited = true
@@ -157,6 +160,13 @@ func (sb *Sandbox) serveRequest(w http.ResponseWriter, r *http.Request, fixed *t
 			cs.failed(ex.dialErr)
 		}
 	}
+}
+
+// malformed answers a request the proxy does not read on with code, as the forwarder does, and
+// ends the connection.
+func malformed(w http.ResponseWriter, code int, msg string) {
+	w.Header().Set("Connection", "close")
+	http.Error(w, "hangar egress proxy: "+msg, code)
 }
 
 // exchange is one request forwarded by the ReverseProxy: where it goes, what was injected into
@@ -243,18 +253,15 @@ func dialFailed(err error) bool {
 
 // connect answers an explicit proxy's CONNECT: 403 naming the rule, or a tunnel.
 func (sb *Sandbox) connect(w http.ResponseWriter, r *http.Request, host string, port int) {
-	if ok, rule := sb.sess.Rules.decide(host, port); !ok {
-		refuse(w, fmt.Sprintf("CONNECT %s:%d refused (%s)", host, port, rule))
-		sb.audit(Connection{Host: host, Port: port, Mode: "proxy", Decision: Denied, Rule: rule}, time.Now())
+	// A literal or metadata name the guarded dialer would refuse gets a 403 too (decide), not a
+	// tunnel that resets.
+	d := sb.decide(host, port)
+	if !d.allowed {
+		refuse(w, "CONNECT "+d.refusal())
+		sb.audit(d.event("proxy"), time.Now())
 		return
 	}
-	// A literal or metadata name the guarded dialer would refuse gets a 403, not a tunnel that
-	// resets.
-	if err := sb.p.dialer.CheckHost(host, uint16(port)); err != nil {
-		refuse(w, err.Error())
-		sb.audit(Connection{Host: host, Port: port, Mode: "proxy", Decision: Denied, Rule: "guarded dialer: " + err.Error()}, time.Now())
-		return
-	}
+	host = d.host
 	hj, ok := w.(http.Hijacker)
 	if !ok {
 		http.Error(w, "hangar egress proxy: cannot tunnel", http.StatusInternalServerError)

@@ -33,12 +33,8 @@ func (sb *Sandbox) intercept(ctx context.Context, c net.Conn, br *bufio.Reader, 
 	bc := &bufferedConn{Conn: c, r: br, host: host}
 	tc := tls.Server(bc, sb.p.intercepted)
 	if err := tc.HandshakeContext(ctx); err != nil {
-		ok, rule := sb.sess.Rules.decide(host, port)
-		ev := Connection{Host: host, Port: port, Mode: "intercepted", Rule: rule, Decision: Allowed,
-			Error: "TLS handshake with the sandbox's client: " + err.Error()}
-		if !ok {
-			ev.Decision = Denied
-		}
+		ev := sb.decide(host, port).event("intercepted")
+		ev.Error = "TLS handshake with the sandbox's client: " + err.Error()
 		sb.audit(ev, start)
 		return
 	}

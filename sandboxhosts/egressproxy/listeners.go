@@ -109,8 +109,9 @@ func (sb *Sandbox) tunnel(ctx context.Context, c net.Conn, br *bufio.Reader, hos
 		if sni != "" {
 			host = sni
 		}
-		if sb.intercepts(host, port) {
-			sb.intercept(ctx, c, br, host, port)
+		// The leaf is made for the host's normal form, the one its secrets were matched by.
+		if h, err := normalizeHost(host); err == nil && sb.intercepts(h, port) {
+			sb.intercept(ctx, c, br, h, port)
 			return
 		}
 	case looksLikeHTTP(br):
@@ -118,16 +119,15 @@ func (sb *Sandbox) tunnel(ctx context.Context, c net.Conn, br *bufio.Reader, hos
 		sb.serveHTTP(ctx, c, br, fixed)
 		return
 	}
-	ok, rule := sb.sess.Rules.decide(host, port)
-	ev := Connection{Host: host, Port: port, Mode: mode, Rule: rule, Decision: Allowed}
-	if !ok {
+	d := sb.decide(host, port)
+	ev := d.event(mode)
+	if !d.allowed {
 		// Not HTTP: a reset is the readable refusal.
-		ev.Decision = Denied
 		reset(c)
 		sb.audit(ev, start)
 		return
 	}
-	up, err := sb.p.dial(ctx, "tcp", net.JoinHostPort(host, strconv.Itoa(port)))
+	up, err := sb.p.dial(ctx, "tcp", net.JoinHostPort(d.host, strconv.Itoa(port)))
 	if err != nil {
 		ev.Decision, ev.Error = Denied, err.Error()
 		if errors.Is(err, egress.ErrRefused) {
