@@ -162,21 +162,57 @@ func requestTarget(r *http.Request) (*target, error) {
 		}
 		hostport, scheme = r.URL.Host, r.URL.Scheme
 	}
-	host, p, err := net.SplitHostPort(hostport)
+	host, port, err := splitAuthority(hostport, map[string]int{"http": 80, "https": 443}[scheme])
 	if err != nil {
-		host, p = hostport, map[string]string{"http": "80", "https": "443"}[scheme]
+		return nil, fmt.Errorf("bad target %q: %v", hostport, err)
 	}
-	port, err := strconv.Atoi(p)
-	if err != nil || port < 1 || port > 65535 || host == "" {
-		return nil, fmt.Errorf("bad target %q", hostport)
+	return &target{host: host, port: port, scheme: scheme, mode: "proxy"}, nil
+}
+
+// splitAuthority splits a request's authority (a CONNECT's target, an absolute URL's host, a
+// Host header) into its host and port, defaultPort when it names none. An IPv6 literal is in
+// brackets, which the host keeps (normalizeHost takes them off), as RFC 3986 has it:
+// unbracketed, "::1:80" could be ::1 on port 80 or the address ::1:80.
+func splitAuthority(hostport string, defaultPort int) (string, int, error) {
+	host, port := hostport, ""
+	if strings.HasPrefix(hostport, "[") {
+		end := strings.IndexByte(hostport, ']')
+		if end < 0 {
+			return "", 0, errors.New(`"[" without "]"`)
+		}
+		host, port = hostport[:end+1], hostport[end+1:]
+		if port != "" && port[0] != ':' {
+			return "", 0, errors.New(`text after "]" that is not a :port`)
+		}
+		port = strings.TrimPrefix(port, ":")
+	} else {
+		switch strings.Count(hostport, ":") {
+		case 0:
+		case 1:
+			host, port, _ = strings.Cut(hostport, ":")
+		default:
+			return "", 0, errors.New("an IPv6 literal in an authority goes in brackets")
+		}
 	}
-	return &target{host: strings.ToLower(strings.Trim(host, "[]")), port: port, scheme: scheme, mode: "proxy"}, nil
+	if host == "" {
+		return "", 0, errors.New("no host")
+	}
+	if port == "" {
+		return host, defaultPort, nil
+	}
+	n, err := strconv.Atoi(port)
+	if err != nil || len(port) > 5 || strings.Trim(port, "0123456789") != "" || n < 1 || n > 65535 {
+		return "", 0, fmt.Errorf("port %q is not a number from 1 to 65535", port)
+	}
+	return host, n, nil
 }
 
 // checkRequest makes the checks net/http's server makes of a request's head beyond parsing it,
 // and refuses what an intercepted connection does not forward; it returns the status to answer
 // with, or 0.
-func checkRequest(req *http.Request) (int, string) {
+// hosts are the Host header's values as the request sent them (net/http's server has checked
+// its own requests' already, and passes req.Host).
+func checkRequest(req *http.Request, hosts []string) (int, string) {
 	if req.ProtoMajor != 1 {
 		return http.StatusHTTPVersionNotSupported, "unsupported protocol version"
 	}
@@ -185,11 +221,21 @@ func checkRequest(req *http.Request) (int, string) {
 	}
 	// http.ReadRequest has refused a second Host header and moved the one into req.Host (or
 	// taken an absolute target's).
-	if req.ProtoAtLeast(1, 1) && req.Host == "" {
+	if req.ProtoAtLeast(1, 1) && len(hosts) == 0 {
 		return http.StatusBadRequest, "missing required Host header"
 	}
-	if req.Host != "" && !httpguts.ValidHostHeader(req.Host) {
-		return http.StatusBadRequest, "malformed Host header"
+	for _, h := range append(hosts, req.Host) {
+		if h != "" && !httpguts.ValidHostHeader(h) {
+			return http.StatusBadRequest, "malformed Host header"
+		}
+	}
+	if len(hosts) > 1 {
+		return http.StatusBadRequest, "too many Host headers"
+	}
+	// The target is sent on as RequestURI has it: an origin-form path, or "*"; an opaque one
+	// ("GET http:x HTTP/1.1") would go as "x", which no server reads.
+	if uri := req.URL.RequestURI(); !strings.HasPrefix(uri, "/") && uri != "*" {
+		return http.StatusBadRequest, "the request's target is neither a path nor an absolute URL with one"
 	}
 	for k, vv := range req.Header {
 		if !httpguts.ValidHeaderFieldName(k) {

@@ -13,6 +13,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httputil"
+	"net/textproto"
 	"strconv"
 	"strings"
 	"sync"
@@ -56,11 +57,15 @@ const (
 // copyBuffers lends the buffers bodies are copied through.
 var copyBuffers = sync.Pool{New: func() any { b := make([]byte, copyBufferSize); return &b }}
 
-// headLimit is the client's reader, limited to maxHeadBytes while a head is read.
+// headLimit is the client's reader, limited to maxHeadBytes while a head is read, and keeping
+// what it reads while rec is set.
 type headLimit struct {
 	r   io.Reader
 	n   int64
 	hit bool
+	// rec, while set, is what was read since recording began, after what was buffered then.
+	rec  []byte
+	keep bool
 }
 
 func (l *headLimit) Read(p []byte) (int, error) {
@@ -73,7 +78,64 @@ func (l *headLimit) Read(p []byte) (int, error) {
 	}
 	n, err := l.r.Read(p)
 	l.n -= int64(n)
+	if l.keep {
+		l.rec = append(l.rec, p[:n]...)
+	}
 	return n, err
+}
+
+// readHead reads the next request's head from br, which reads through lim, and makes the
+// checks net/http's server makes of it (checkRequest): the request, or the status to refuse it
+// with (and why), or -1 when the client went before a head began. http.ReadRequest drops the
+// Host header of an absolute-form request ("GET http://h/ HTTP/1.1") for the URL's host, so
+// such a head is kept as it is read and its Host header read from it, for the checks net/http's
+// server makes of it (there must be one, and a valid one).
+func readHead(br *bufio.Reader, lim *headLimit) (*http.Request, int, string) {
+	buffered, _ := br.Peek(br.Buffered())
+	sp := bytes.IndexByte(buffered, ' ')
+	originForm := sp >= 0 && sp+1 < len(buffered) && (buffered[sp+1] == '/' || buffered[sp+1] == '*')
+	if !originForm {
+		lim.rec, lim.keep = append(lim.rec[:0], buffered...), true
+	}
+	lim.n = maxHeadBytes
+	req, err := http.ReadRequest(br)
+	lim.n, lim.keep = math.MaxInt64, false
+	switch {
+	case err == nil:
+	case lim.hit:
+		return nil, http.StatusRequestHeaderFieldsTooLarge, "request head too large"
+	case errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF):
+		return nil, -1, ""
+	case fmt.Sprintf("%T", err) == "*http.unsupportedTEError":
+		// net/http's server's status for it (RFC 9112, section 6.1).
+		return nil, http.StatusNotImplemented, "unsupported transfer encoding"
+	default:
+		return nil, http.StatusBadRequest, err.Error()
+	}
+	hosts := []string{req.Host}
+	if req.Host == "" {
+		hosts = nil
+	}
+	if !originForm {
+		hosts = hostHeaders(lim.rec[:len(lim.rec)-br.Buffered()])
+	}
+	if cap(lim.rec) > 64<<10 {
+		lim.rec = nil // a large head's buffer is not kept for the connection's life
+	}
+	if code, msg := checkRequest(req, hosts); code != 0 {
+		return req, code, msg
+	}
+	return req, 0, ""
+}
+
+// hostHeaders are the Host header values of a request head http.ReadRequest has read.
+func hostHeaders(head []byte) []string {
+	tp := textproto.NewReader(bufio.NewReader(bytes.NewReader(head)))
+	if _, err := tp.ReadLine(); err != nil {
+		return nil
+	}
+	h, _ := tp.ReadMIMEHeader()
+	return h["Host"]
 }
 
 // forwarder serves the requests of one intercepted connection.
@@ -144,22 +206,14 @@ func (f *forwarder) serveOne() bool {
 	if wait {
 		_ = f.client.SetReadDeadline(time.Now().Add(headTimeout))
 	}
-	f.lim.n = maxHeadBytes
-	req, err := http.ReadRequest(f.br)
-	f.lim.n = math.MaxInt64
+	req, code, msg := readHead(f.br, f.lim)
 	if wait {
 		_ = f.client.SetReadDeadline(time.Time{})
 	}
-	if err != nil {
-		if f.lim.hit {
-			f.answer(nil, http.StatusRequestHeaderFieldsTooLarge, "request head too large", false)
-		} else if !errors.Is(err, io.EOF) && !errors.Is(err, io.ErrUnexpectedEOF) {
-			f.answer(nil, http.StatusBadRequest, err.Error(), false)
+	if code != 0 {
+		if code > 0 {
+			f.answer(req, code, msg, false)
 		}
-		return false
-	}
-	if code, msg := checkRequest(req); code != 0 {
-		f.answer(req, code, msg, false)
 		return false
 	}
 	start := time.Now()

@@ -98,13 +98,16 @@ func (sb *Sandbox) serveRequest(w http.ResponseWriter, r *http.Request, fixed *t
 	} else if t.scheme == "http" {
 		// A captured plain HTTP request says where it goes in its Host header (http.ReadRequest
 		// put an absolute target's host there); the connection's port stays.
-		if h, _, err := net.SplitHostPort(r.Host); err == nil {
+		if r.Host != "" {
+			h, _, err := splitAuthority(r.Host, t.port)
+			if err != nil {
+				malformed(w, http.StatusBadRequest, fmt.Sprintf("bad target %q: %v", r.Host, err))
+				return
+			}
 			t = &target{host: h, port: t.port, scheme: t.scheme, mode: t.mode}
-		} else if r.Host != "" {
-			t = &target{host: r.Host, port: t.port, scheme: t.scheme, mode: t.mode}
 		}
 	}
-	if code, msg := checkRequest(r); code != 0 {
+	if code, msg := checkRequest(r, []string{r.Host}); code != 0 {
 		malformed(w, code, msg)
 		return
 	}

@@ -190,10 +190,13 @@ func isTimeout(err error) bool {
 	return errors.As(err, &timeout) && timeout.Timeout()
 }
 
-// looksLikeHTTP reports whether the bytes received so far start an HTTP/1 request line.
+// looksLikeHTTP reports whether the bytes received so far start an HTTP/1 request line. A
+// CONNECT is read too, so that it is refused as inside an intercepted connection, rather than
+// spliced to a host that may be a proxy itself: a captured request through one is decided by
+// the host it names, a GET's by its absolute URL's, a tunnel's by its CONNECT's.
 func looksLikeHTTP(br *bufio.Reader) bool {
 	b, _ := br.Peek(min(br.Buffered(), 8))
-	for _, m := range []string{"GET ", "POST ", "PUT ", "HEAD ", "DELETE ", "PATCH ", "OPTIONS "} {
+	for _, m := range []string{"GET ", "POST ", "PUT ", "HEAD ", "DELETE ", "PATCH ", "OPTIONS ", "TRACE ", "CONNECT "} {
 		if strings.HasPrefix(string(b), m) {
 			return true
 		}
