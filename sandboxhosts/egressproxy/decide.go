@@ -91,7 +91,15 @@ func normalizeHost(host string) (string, error) {
 	if bracketed {
 		return "", errors.New("brackets hold an IPv6 literal only")
 	}
-	h = strings.TrimSuffix(strings.ToLower(h), ".")
+	// ASCII only, lowered byte by byte: strings.ToLower would make a name of the Kelvin sign
+	// (U+212A) one of "k", which is no name the sandbox's resolver would have asked for.
+	lower := []byte(strings.TrimSuffix(h, "."))
+	for i, c := range lower {
+		if c >= 'A' && c <= 'Z' {
+			lower[i] = c + 'a' - 'A'
+		}
+	}
+	h = string(lower)
 	if h == "" || len(h) > maxHostLen {
 		return "", fmt.Errorf("a host name has 1 to %d characters", maxHostLen)
 	}
