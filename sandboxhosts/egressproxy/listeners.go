@@ -191,9 +191,9 @@ func isTimeout(err error) bool {
 }
 
 // looksLikeHTTP reports whether the bytes received so far start an HTTP/1 request line. A
-// CONNECT is read too, so that it is refused as inside an intercepted connection, rather than
-// spliced to a host that may be a proxy itself: a captured request through one is decided by
-// the host it names, a GET's by its absolute URL's, a tunnel's by its CONNECT's.
+// CONNECT is read as HTTP too, and refused (405) as inside an intercepted connection: spliced,
+// it would open a tunnel, through an allowed host that is a proxy itself, to a host no rule was
+// asked about (a captured GET with an absolute URL is decided by the URL's host).
 func looksLikeHTTP(br *bufio.Reader) bool {
 	b, _ := br.Peek(min(br.Buffered(), 8))
 	for _, m := range []string{"GET ", "POST ", "PUT ", "HEAD ", "DELETE ", "PATCH ", "OPTIONS ", "TRACE ", "CONNECT "} {
