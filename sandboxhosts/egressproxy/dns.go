@@ -83,3 +83,6 @@ func (sb *Sandbox) serveDNS(pc net.PacketConn, ln net.Listener) {
 		}
 	}()
 }
+
+// SyntheticPrefix is where the sandbox's DNS hands out addresses: each stands for one name.
+var SyntheticPrefix = netip.MustParsePrefix("198.18.0.0/15")

@@ -13,13 +13,13 @@ import (
 	"net"
 	"net/http"
 	"net/http/httputil"
+	"net/textproto"
 	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
 
-	"golang.org/x/net/http/httpguts"
 	"golang.org/x/sys/unix"
 
 	"github.com/hangar-dev/hangar/platform/egress"
@@ -29,8 +29,8 @@ import (
 // net/http's server, ReverseProxy and Transport, whose goroutine hand-offs (a reader per
 // request, the Transport's write and read loops) cost more than the second TLS leg itself.
 // One goroutine serves a connection, one request at a time: it reads the request's head with
-// net/http's parser and makes net/http's server checks, decides and injects it as every request
-// is (serveRequest's rules), and writes it, framed again from what was parsed, to one upstream
+// net/http's parser and makes net/http's server checks, decides and prepares it as every request
+// is (decide.go), and writes it, framed again from what was parsed, to one upstream
 // TLS connection pinned to this client connection and dialled on its first forwarded request.
 // The answer's head is parsed, so that the forwarder knows where it ends, and its body is
 // copied through. A request the sandbox pipelines behind another waits in the buffer until the
@@ -57,11 +57,15 @@ const (
 // copyBuffers lends the buffers bodies are copied through.
 var copyBuffers = sync.Pool{New: func() any { b := make([]byte, copyBufferSize); return &b }}
 
-// headLimit is the client's reader, limited to maxHeadBytes while a head is read.
+// headLimit is the client's reader, limited to maxHeadBytes while a head is read, and keeping
+// what it reads while rec is set.
 type headLimit struct {
 	r   io.Reader
 	n   int64
 	hit bool
+	// rec, while set, is what was read since recording began, after what was buffered then.
+	rec  []byte
+	keep bool
 }
 
 func (l *headLimit) Read(p []byte) (int, error) {
@@ -74,7 +78,64 @@ func (l *headLimit) Read(p []byte) (int, error) {
 	}
 	n, err := l.r.Read(p)
 	l.n -= int64(n)
+	if l.keep {
+		l.rec = append(l.rec, p[:n]...)
+	}
 	return n, err
+}
+
+// readHead reads the next request's head from br, which reads through lim, and makes the
+// checks net/http's server makes of it (checkRequest): the request, or the status to refuse it
+// with (and why), or -1 when the client went before a head began. http.ReadRequest drops the
+// Host header of an absolute-form request ("GET http://h/ HTTP/1.1") for the URL's host, so
+// such a head is kept as it is read and its Host header read from it, for the checks net/http's
+// server makes of it (there must be one, and a valid one).
+func readHead(br *bufio.Reader, lim *headLimit) (*http.Request, int, string) {
+	buffered, _ := br.Peek(br.Buffered())
+	sp := bytes.IndexByte(buffered, ' ')
+	originForm := sp >= 0 && sp+1 < len(buffered) && (buffered[sp+1] == '/' || buffered[sp+1] == '*')
+	if !originForm {
+		lim.rec, lim.keep = append(lim.rec[:0], buffered...), true
+	}
+	lim.n = maxHeadBytes
+	req, err := http.ReadRequest(br)
+	lim.n, lim.keep = math.MaxInt64, false
+	switch {
+	case err == nil:
+	case lim.hit:
+		return nil, http.StatusRequestHeaderFieldsTooLarge, "request head too large"
+	case errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF):
+		return nil, -1, ""
+	case fmt.Sprintf("%T", err) == "*http.unsupportedTEError":
+		// net/http's server's status for it (RFC 9112, section 6.1).
+		return nil, http.StatusNotImplemented, "unsupported transfer encoding"
+	default:
+		return nil, http.StatusBadRequest, err.Error()
+	}
+	hosts := []string{req.Host}
+	if req.Host == "" {
+		hosts = nil
+	}
+	if !originForm {
+		hosts = hostHeaders(lim.rec[:len(lim.rec)-br.Buffered()])
+	}
+	if cap(lim.rec) > 64<<10 {
+		lim.rec = nil // a large head's buffer is not kept for the connection's life
+	}
+	if code, msg := checkRequest(req, hosts); code != 0 {
+		return req, code, msg
+	}
+	return req, 0, ""
+}
+
+// hostHeaders are the Host header values of a request head http.ReadRequest has read.
+func hostHeaders(head []byte) []string {
+	tp := textproto.NewReader(bufio.NewReader(bytes.NewReader(head)))
+	if _, err := tp.ReadLine(); err != nil {
+		return nil
+	}
+	h, _ := tp.ReadMIMEHeader()
+	return h["Host"]
 }
 
 // forwarder serves the requests of one intercepted connection.
@@ -145,30 +206,22 @@ func (f *forwarder) serveOne() bool {
 	if wait {
 		_ = f.client.SetReadDeadline(time.Now().Add(headTimeout))
 	}
-	f.lim.n = maxHeadBytes
-	req, err := http.ReadRequest(f.br)
-	f.lim.n = math.MaxInt64
+	req, code, msg := readHead(f.br, f.lim)
 	if wait {
 		_ = f.client.SetReadDeadline(time.Time{})
 	}
-	if err != nil {
-		if f.lim.hit {
-			f.answer(nil, http.StatusRequestHeaderFieldsTooLarge, "request head too large", false)
-		} else if !errors.Is(err, io.EOF) && !errors.Is(err, io.ErrUnexpectedEOF) {
-			f.answer(nil, http.StatusBadRequest, err.Error(), false)
+	if code != 0 {
+		if code > 0 {
+			f.answer(req, code, msg, false)
 		}
-		return false
-	}
-	if code, msg := checkRequest(req); code != 0 {
-		f.answer(req, code, msg, false)
 		return false
 	}
 	start := time.Now()
 	t := f.t
-	if ok, rule := f.sb.sess.Rules.decide(t.host, t.port); !ok {
-		return f.refuse(req, fmt.Sprintf("%s:%d refused (%s)", t.host, t.port, rule))
+	if d := f.sb.decide(t.host, t.port); !d.allowed {
+		return f.refuse(req, d.refusal())
 	}
-	inj, ref := f.sb.inject(req, t)
+	inj, ref := f.sb.prepare(req, t)
 	if ref != nil {
 		f.sb.audit(ref.event(t), start)
 		return f.refuse(req, ref.msg)
@@ -193,40 +246,6 @@ func (f *forwarder) serveOne() bool {
 	f.scrub = inj.scrub
 	defer func() { f.cs.record(nil, inj.scrub.scrubbed()) }()
 	return f.exchange(req)
-}
-
-// checkRequest makes the checks net/http's server makes of a request's head beyond parsing it,
-// and refuses what an intercepted connection does not forward; it returns the status to answer
-// with, or 0.
-func checkRequest(req *http.Request) (int, string) {
-	if req.ProtoMajor != 1 {
-		return http.StatusHTTPVersionNotSupported, "unsupported protocol version"
-	}
-	if req.Method == http.MethodConnect {
-		return http.StatusMethodNotAllowed, "CONNECT inside an intercepted connection is not forwarded"
-	}
-	// http.ReadRequest has refused a second Host header and moved the one into req.Host (or
-	// taken an absolute target's).
-	if req.ProtoAtLeast(1, 1) && req.Host == "" {
-		return http.StatusBadRequest, "missing required Host header"
-	}
-	if req.Host != "" && !httpguts.ValidHostHeader(req.Host) {
-		return http.StatusBadRequest, "malformed Host header"
-	}
-	for k, vv := range req.Header {
-		if !httpguts.ValidHeaderFieldName(k) {
-			return http.StatusBadRequest, "invalid header name"
-		}
-		for _, v := range vv {
-			if !httpguts.ValidHeaderFieldValue(v) {
-				return http.StatusBadRequest, "invalid header value"
-			}
-		}
-	}
-	if e := req.Header["Expect"]; len(e) > 0 && !(len(e) == 1 && strings.EqualFold(e[0], "100-continue")) {
-		return http.StatusExpectationFailed, "unsupported Expect header"
-	}
-	return 0, ""
 }
 
 // refuse answers a request with a 403 that says why; a connection whose refused request has a

@@ -335,8 +335,8 @@ func TestInterceptedConnectionsRefuseMalformedRequests(t *testing.T) {
 		want      int
 	}{
 		{"two different Content-Lengths", "POST / HTTP/1.1\r\nHost: api.example.com\r\nContent-Length: 4\r\nContent-Length: 5\r\n\r\nbody", 400},
-		{"two Transfer-Encodings", "POST / HTTP/1.1\r\nHost: api.example.com\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: identity\r\n\r\n0\r\n\r\n", 400},
-		{"a Transfer-Encoding other than chunked", "POST / HTTP/1.1\r\nHost: api.example.com\r\nTransfer-Encoding: chunked, identity\r\n\r\n0\r\n\r\n", 400},
+		{"two Transfer-Encodings", "POST / HTTP/1.1\r\nHost: api.example.com\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: identity\r\n\r\n0\r\n\r\n", 501},
+		{"a Transfer-Encoding other than chunked", "POST / HTTP/1.1\r\nHost: api.example.com\r\nTransfer-Encoding: chunked, identity\r\n\r\n0\r\n\r\n", 501},
 		{"a header value with a bare CR", "GET / HTTP/1.1\r\nHost: api.example.com\r\nX-A: a\rInjected: 1\r\n\r\n", 400},
 		{"a header value with a NUL", "GET / HTTP/1.1\r\nHost: api.example.com\r\nX-A: a\x00b\r\n\r\n", 400},
 		{"a header name with a space", "GET / HTTP/1.1\r\nHost: api.example.com\r\nX A: 1\r\n\r\n", 400},

@@ -3,10 +3,12 @@ package egressproxy
 import (
 	"context"
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
 	"strings"
+	"time"
 )
 
 // A secret's value goes only where its credential is read: one of its Slots, of a request over
@@ -328,3 +330,18 @@ func fill(r *http.Request, s Secret, value string) []form {
 	}
 	return forms
 }
+
+// value is the secret's value now.
+func (s Secret) value(ctx context.Context) (string, error) {
+	if s.Current == nil {
+		return s.Value, nil
+	}
+	v, err := s.Current(ctx)
+	if err == nil && v == "" {
+		err = errors.New("it has no value now")
+	}
+	return v, err
+}
+
+// secretValueTimeout bounds the wait for a secret's current value (Secret.Current).
+const secretValueTimeout = 10 * time.Second
