@@ -99,6 +99,14 @@ func newLimiter(l Limits) *limiter {
 	return &limiter{lim: l.withDefaults(), holding: map[*share]struct{}{}}
 }
 
+// Connections is how many connections the proxy's sandboxes hold now, all together: what the
+// host-wide cap counts.
+func (p *Proxy) Connections() int {
+	p.limits.mu.Lock()
+	defer p.limits.mu.Unlock()
+	return p.limits.total
+}
+
 // share is one sandbox's part of the limiter: its leases, oldest first (under limiter.mu).
 type share struct {
 	l      *limiter

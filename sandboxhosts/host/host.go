@@ -411,6 +411,10 @@ func (h *Host) Sandboxes() int {
 	return len(h.boxes)
 }
 
+// EgressConnections counts the connections this host's sandboxes hold through its egress
+// proxy now (egressproxy.Proxy.Connections).
+func (h *Host) EgressConnections() int { return h.proxy.Connections() }
+
 func (h *Host) all() []*box {
 	h.mu.Lock()
 	defer h.mu.Unlock()
