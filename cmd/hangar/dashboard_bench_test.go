@@ -148,22 +148,33 @@ func median(xs []float64) float64 {
 }
 
 // browserTools stops tb (testkit.Missing) unless everything a browser test needs is here: the
-// emulators, runc and the plugins for hangar dev, Chromium, the dashboard's npm packages and
-// build, and the Node.js command that drives the browser (node or npm). It returns the web
-// directory and that command's path.
+// emulators, runc and the plugins for hangar dev, the dashboard's build, and what browserDriver
+// needs. It returns the web directory and the path of command (node or npm).
 func browserTools(tb testing.TB, command string) (web, path string) {
 	tb.Helper()
 	testenv.RequireEmulators(tb)
 	testenv.RequireSandboxes(tb)
 	testenv.RequirePlugins(tb)
+	web, path = browserDriver(tb, command)
+	if _, err := os.Stat(filepath.Join(web, "dist", "index.html")); err != nil {
+		testkit.Missing(tb, "the browser tests need the built dashboard (make web builds it into the binary)")
+	}
+	return web, path
+}
+
+// browserDriver stops tb (testkit.Missing) unless Chromium, the dashboard's npm packages
+// (playwright-core among them) and the Node.js command that drives the browser (node or npm)
+// are here: what a browser test of Hangar's server-rendered pages needs, which runs no sandbox.
+// It returns the web directory and that command's path.
+func browserDriver(tb testing.TB, command string) (web, path string) {
+	tb.Helper()
 	web, err := filepath.Abs("../../web")
 	if err != nil {
 		tb.Fatal(err)
 	}
 	for what, path := range map[string]string{
-		"Chromium (make system-deps-browser installs it)":          "/usr/bin/chromium",
-		"the dashboard's npm packages (make web installs them)":    filepath.Join(web, "node_modules", ".package-lock.json"),
-		"the built dashboard (make web builds it into the binary)": filepath.Join(web, "dist", "index.html"),
+		"Chromium (make system-deps-browser installs it)":       "/usr/bin/chromium",
+		"the dashboard's npm packages (make web installs them)": filepath.Join(web, "node_modules", ".package-lock.json"),
 	} {
 		if _, err := os.Stat(path); err != nil {
 			testkit.Missing(tb, "the browser tests need "+what)
