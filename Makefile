@@ -58,13 +58,17 @@ bin/hangar: plugins web
 # automation dispatcher and runner, and the whole stack): make test runs them under the race
 # detector, and every other package without it, since -race costs several times the time.
 RACE_PKGS := ./sandboxhosts/host ./records/eventlog ./sandboxhosts/supervisor ./automation/dispatch ./automation/runner ./e2e
+# RACE_TESTS are tests of other packages that are there for the race detector: chunkers cutting
+# at once share the chunker library's tables.
+RACE_TESTS := -run TestConcurrentChunkersCutAsOneDoesAlone ./sandboxhosts/snapshots
 
 ## test: every check and test (fuzz targets run their seed corpora), RACE_PKGS under -race, with one Firestore + Pub/Sub emulator pair for the whole run
 test: check system-deps-browser plugins web web-test agent-clis agent-image
 	go run ./cmd/hangar emulators -- bash -c 'set -eu; \
 		race=$$(go list $(RACE_PKGS)); \
 		go test $(GO_TEST_FLAGS) $$(go list ./... | grep -vxF "$$race"); \
-		go test -race $(GO_TEST_FLAGS) $(RACE_PKGS)'
+		go test -race $(GO_TEST_FLAGS) $(RACE_PKGS); \
+		go test -race $(GO_TEST_FLAGS) $(RACE_TESTS)'
 
 ## fuzz: every Go fuzz target (func FuzzXxx in a _test.go) for FUZZTIME each, one after another; failures are listed at the end
 FUZZTIME ?= 1m
