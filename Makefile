@@ -62,11 +62,18 @@ RACE_PKGS := ./sandboxhosts/host ./records/eventlog ./sandboxhosts/supervisor ./
 # at once share the chunker library's tables.
 RACE_TESTS := -run TestConcurrentChunkersCutAsOneDoesAlone ./sandboxhosts/snapshots
 
+# WAZERO_TEST_PKGS are the packages of the patched wazero copy (third_party/wazero/HANGAR.md) whose
+# own upstream tests make test runs with Hangar's, after checking that the copy is upstream plus
+# its patches and putting upstream's test binaries in place (git keeps no binary).
+WAZERO_TEST_PKGS := github.com/tetratelabs/wazero github.com/tetratelabs/wazero/internal/engine/wazevo \
+	github.com/tetratelabs/wazero/internal/engine/wazevo/frontend github.com/tetratelabs/wazero/internal/engine/wazevo/wazevoapi
+
 ## test: every check and test (fuzz targets run their seed corpora), RACE_PKGS under -race, with one Firestore + Pub/Sub emulator pair for the whole run
 test: check system-deps-browser plugins web web-test agent-clis agent-image
+	third_party/wazero/hangar/regenerate.sh --check --fixtures
 	go run ./cmd/hangar emulators -- bash -c 'set -eu; \
 		race=$$(go list $(RACE_PKGS)); \
-		go test $(GO_TEST_FLAGS) $$(go list ./... | grep -vxF "$$race"); \
+		go test $(GO_TEST_FLAGS) $$(go list ./... | grep -vxF "$$race") $(WAZERO_TEST_PKGS); \
 		go test -race $(GO_TEST_FLAGS) $(RACE_PKGS); \
 		go test -race $(GO_TEST_FLAGS) $(RACE_TESTS)'
 
