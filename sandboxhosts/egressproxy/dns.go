@@ -1,12 +1,16 @@
 package egressproxy
 
 import (
+	"context"
+	"io"
 	"net"
 	"net/netip"
 	"strings"
 	"sync"
 
-	"github.com/miekg/dns"
+	"codeberg.org/miekg/dns"
+	"codeberg.org/miekg/dns/dnsutil"
+	"codeberg.org/miekg/dns/rdata"
 )
 
 // names hands out one synthetic address per name and maps it back, so that a captured
@@ -53,35 +57,38 @@ func (n *names) name(a netip.Addr) (string, bool) {
 // decides the connection, by name), "localhost" with loopback, and every other type with no
 // records, so that clients fall back to IPv4.
 func (sb *Sandbox) serveDNS(pc net.PacketConn, ln net.Listener) {
-	h := dns.HandlerFunc(func(w dns.ResponseWriter, q *dns.Msg) {
-		m := new(dns.Msg)
-		m.SetReply(q)
+	h := dns.HandlerFunc(func(_ context.Context, w dns.ResponseWriter, q *dns.Msg) {
+		m := dnsutil.SetReply(new(dns.Msg), q)
 		m.Authoritative = true
 		for _, question := range q.Question {
-			name := strings.TrimSuffix(strings.ToLower(question.Name), ".")
-			if question.Qtype != dns.TypeA || name == "" {
+			name := strings.TrimSuffix(strings.ToLower(question.Header().Name), ".")
+			if dns.RRToType(question) != dns.TypeA || name == "" {
 				continue
 			}
-			ip := net.IPv4(127, 0, 0, 1)
+			ip := netip.AddrFrom4([4]byte{127, 0, 0, 1})
 			if name != "localhost" {
-				ip = sb.names.addr(name).AsSlice()
+				ip = sb.names.addr(name)
 			}
-			m.Answer = append(m.Answer, &dns.A{Hdr: dns.RR_Header{Name: question.Name, Rrtype: dns.TypeA, Class: dns.ClassINET, Ttl: 60}, A: ip})
+			m.Answer = append(m.Answer, &dns.A{Hdr: dns.Header{Name: question.Header().Name, Class: dns.ClassINET, TTL: 60}, A: rdata.A{Addr: ip}})
 		}
-		_ = w.WriteMsg(m)
+		if m.Pack() == nil {
+			_, _ = io.Copy(w, m)
+		}
 	})
-	servers := []*dns.Server{{PacketConn: pc, Handler: h}, {Listener: ln, Handler: h}}
+	servers := []*dns.Server{{Net: "udp", PacketConn: pc, Handler: h}, {Net: "tcp", Listener: ln, Handler: h}}
 	for _, s := range servers {
-		go func() { _ = s.ActivateAndServe() }()
+		// Shutdown before the server has started would call its nil cancel func: wait for it.
+		started := make(chan struct{})
+		s.NotifyStartedFunc = func(context.Context) { close(started) }
+		go func() { _ = s.ListenAndServe() }()
+		sb.wg.Add(1)
+		go func() {
+			defer sb.wg.Done()
+			<-sb.ctx().Done()
+			<-started
+			s.Shutdown(context.Background())
+		}()
 	}
-	sb.wg.Add(1)
-	go func() {
-		defer sb.wg.Done()
-		<-sb.ctx().Done()
-		for _, s := range servers {
-			_ = s.Shutdown()
-		}
-	}()
 }
 
 // SyntheticPrefix is where the sandbox's DNS hands out addresses: each stands for one name.

@@ -21,7 +21,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/miekg/dns"
+	"codeberg.org/miekg/dns"
 	"golang.org/x/sys/unix"
 
 	"github.com/hangar-dev/hangar/internal/testkit"
@@ -259,15 +259,14 @@ func TestProxyDNSAnswersSyntheticAddresses(t *testing.T) {
 	f := newFixture(t, Rules{})
 	var answer string
 	f.inSandbox(t, func() {
-		m := new(dns.Msg)
-		m.SetQuestion("api.example.com.", dns.TypeA)
-		r, err := dns.Exchange(m, "127.0.0.1:53")
+		m := dns.NewMsg("api.example.com.", dns.TypeA)
+		r, err := dns.Exchange(context.Background(), m, "udp", "127.0.0.1:53")
 		if err != nil {
 			t.Error(err)
 			return
 		}
 		if len(r.Answer) == 1 {
-			answer = r.Answer[0].(*dns.A).A.String()
+			answer = r.Answer[0].(*dns.A).Addr.String()
 		}
 	})
 	if !strings.HasPrefix(answer, "198.18.") {

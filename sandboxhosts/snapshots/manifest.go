@@ -53,7 +53,7 @@ type Manifest struct {
 }
 
 // Chunking records the FastCDC sizes the files were cut with; chunks of a later snapshot taken
-// with other sizes still restore, they just dedupe less.
+// with other sizes (or another chunker: see chunkAlgorithm) still restore, they just dedupe less.
 type Chunking struct {
 	Min int `json:"min"`
 	Avg int `json:"avg"`

@@ -17,7 +17,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/jotfs/fastcdc-go"
 	"gocloud.dev/blob"
 	"golang.org/x/sync/errgroup"
 	"golang.org/x/sys/unix"
@@ -42,10 +41,6 @@ type Meta struct {
 // redirects, origins), user attributes, and file capabilities, which a copied-up binary such as
 // ping needs to keep working.
 var xattrPrefixes = []string{"trusted.overlay.", "user.", "security.capability"}
-
-// chunkerTable guards fastcdc-go v0.2.0's package-level gear table, which NewChunker rewrites
-// (XOR with the seed) on every call: chunkers may run concurrently, creation must not.
-var chunkerTable sync.RWMutex
 
 // Snapshot records upperDir — which must not change meanwhile — as a new manifest of
 // meta.SessionID and stores it. With base (the session's previous manifest) it is incremental:
@@ -417,40 +412,10 @@ func (r *snapshotRun) chunkReader(ctx context.Context, rd io.Reader, size int64)
 		}
 		return chunks, total, nil
 	}
-	chunkerTable.Lock()
-	ch, err := fastcdc.NewChunker(unlockedReader{rd}, fastcdc.Options{
-		MinSize: opts.MinChunkSize, AverageSize: opts.AvgChunkSize, MaxSize: opts.MaxChunkSize,
-		BufSize: int(min(int64(2*opts.MaxChunkSize), max(size, int64(opts.MaxChunkSize))+1)),
-	})
-	chunkerTable.Unlock()
-	if err != nil {
-		return nil, total, fmt.Errorf("chunk: %w", err)
+	if err := cut(rd, size, opts, emit); err != nil {
+		return nil, total, err
 	}
-	for {
-		chunkerTable.RLock()
-		c, err := ch.Next()
-		chunkerTable.RUnlock()
-		if err == io.EOF {
-			return chunks, total, nil
-		}
-		if err != nil {
-			return nil, total, fmt.Errorf("read: %w", err)
-		}
-		if err := emit(c.Data); err != nil {
-			return nil, total, err
-		}
-	}
-}
-
-// unlockedReader is a chunker's reader: it gives up the chunker's hold of chunkerTable while it
-// reads, since a read may block (on a writer, for a Prechunk) and a waiting NewChunker would
-// otherwise stop every other chunker behind it.
-type unlockedReader struct{ r io.Reader }
-
-func (u unlockedReader) Read(p []byte) (int, error) {
-	chunkerTable.RUnlock()
-	defer chunkerTable.RLock()
-	return u.r.Read(p)
+	return chunks, total, nil
 }
 
 // ensure gets chunk h into the bucket unless it is known to be there or already being sent by

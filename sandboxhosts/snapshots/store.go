@@ -52,7 +52,7 @@ import (
 // Options tunes a Store. Zero fields take the defaults shown.
 type Options struct {
 	MinChunkSize int // 256 KiB; files smaller than this are one chunk
-	AvgChunkSize int // 1 MiB
+	AvgChunkSize int // 1 MiB; a power of two
 	MaxChunkSize int // 4 MiB
 	// Transfers bounds parallel chunk uploads and downloads (8).
 	Transfers int
@@ -83,6 +83,11 @@ func (o Options) withDefaults() Options {
 func (o Options) validate() error {
 	if o.MinChunkSize < 64 || o.MinChunkSize >= o.AvgChunkSize || o.AvgChunkSize >= o.MaxChunkSize {
 		return fmt.Errorf("chunk sizes must satisfy 64 <= min < avg < max, got %d/%d/%d", o.MinChunkSize, o.AvgChunkSize, o.MaxChunkSize)
+	}
+	// FastCDC's cut masks have as many bits as the average size's log2: another average would be
+	// cut as the power of two below it.
+	if o.AvgChunkSize&(o.AvgChunkSize-1) != 0 {
+		return fmt.Errorf("the average chunk size must be a power of two, got %d", o.AvgChunkSize)
 	}
 	return nil
 }

@@ -339,7 +339,7 @@ func (b *hostModuleBuilder) Compile(ctx context.Context) (CompiledModule, error)
 	if err != nil {
 		return nil, err
 	}
-	c.typeIDs = typeIDs
+	c.typeIDs, c.typeIDsStore = typeIDs, b.r.store
 
 	return c, nil
 }

@@ -367,6 +367,10 @@ type compiledModule struct {
 	// closeWithModule prevents leaking compiled code when a module is compiled implicitly.
 	closeWithModule bool
 	typeIDs         []wasm.FunctionTypeID
+	// typeIDsStore is the store that numbered typeIDs: a store numbers types in the order it
+	// first sees them, so the IDs mean nothing to another runtime's (Hangar's backport of the
+	// fix for wazero #2511).
+	typeIDsStore *wasm.Store
 }
 
 // Name implements CompiledModule.Name

@@ -252,7 +252,7 @@ func (r *runtime) CompileModule(ctx context.Context, binary []byte) (CompiledMod
 	if err != nil {
 		return nil, err
 	}
-	c.typeIDs = typeIDs
+	c.typeIDs, c.typeIDsStore = typeIDs, r.store
 
 	listeners, err := buildFunctionListeners(ctx, internal)
 	if err != nil {
@@ -333,8 +333,18 @@ func (r *runtime) InstantiateModule(
 		name = code.module.NameSection.ModuleName
 	}
 
+	// A module compiled by another runtime (one sharing this one's compilation cache) carries
+	// that runtime's type IDs: its imports are matched against this store's modules, so they
+	// take this store's IDs (Hangar's backport of the fix for wazero #2511).
+	typeIDs := code.typeIDs
+	if code.typeIDsStore != r.store {
+		if typeIDs, err = r.store.GetFunctionTypeIDs(code.module.TypeSection); err != nil {
+			return nil, err
+		}
+	}
+
 	// Instantiate the module.
-	mod, err = r.store.Instantiate(ctx, code.module, name, sysCtx, code.typeIDs)
+	mod, err = r.store.Instantiate(ctx, code.module, name, sysCtx, typeIDs)
 	if err != nil {
 		// If there was an error, don't leak the compiled module.
 		if code.closeWithModule {

@@ -1,0 +1,17 @@
+package main
+
+func main() {
+	a()
+}
+
+func a() {
+	b()
+}
+
+func b() {
+	c()
+}
+
+func c() {
+	panic("NOOOOOOOOOOOOOOO")
+}
