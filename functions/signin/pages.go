@@ -65,7 +65,7 @@ func (s *Service) page(w http.ResponseWriter, status int, title, message string)
 
 // signedIn is the browser's session principal, or a redirect to sign in that returns here.
 func (s *Service) signedIn(w http.ResponseWriter, r *http.Request) (auth.Principal, bool) {
-	token := auth.SessionToken(r.Header)
+	token := s.d.Authn.SessionToken(r.Header)
 	if token != "" {
 		p, err := s.d.Authn.AuthenticateSession(r.Context(), token, s.d.Authn.ClientAddress(r.RemoteAddr, r.Header))
 		if err == nil {
@@ -99,7 +99,7 @@ func (s *Service) devicePage(w http.ResponseWriter, r *http.Request) {
 	default:
 		s.render(w, http.StatusOK, pageData{
 			Title: "Approve this login?", Grant: g, Code: displayCode(g.UserCode), Admin: p.Admin,
-			CSRF: csrfToken(auth.SessionToken(r.Header)),
+			CSRF: csrfToken(s.d.Authn.SessionToken(r.Header)),
 		})
 	}
 }
@@ -115,7 +115,7 @@ func (s *Service) deviceDecide(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	r.Body = http.MaxBytesReader(w, r.Body, maxFormBytes)
-	if err := r.ParseForm(); err != nil || !formTokenOK(r) {
+	if err := r.ParseForm(); err != nil || !s.formTokenOK(r) {
 		s.page(w, http.StatusForbidden, "Refused", "This form must be sent from Hangar's own page.")
 		return
 	}
@@ -196,7 +196,7 @@ func (s *Service) devAllowed(r *http.Request) bool {
 // Hangar served to that browser knows.
 func csrfToken(sessionToken string) string { return hashOf("csrf\x00" + sessionToken) }
 
-func formTokenOK(r *http.Request) bool {
-	want := csrfToken(auth.SessionToken(r.Header))
+func (s *Service) formTokenOK(r *http.Request) bool {
+	want := csrfToken(s.d.Authn.SessionToken(r.Header))
 	return subtle.ConstantTimeCompare([]byte(r.PostForm.Get("csrf")), []byte(want)) == 1
 }

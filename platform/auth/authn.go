@@ -65,6 +65,7 @@ type Authenticator struct {
 	// keys authenticate.
 	sessions *WebSessions
 	origins  map[string]bool
+	cookie   string
 }
 
 type cached struct {
@@ -80,6 +81,11 @@ const lastUsedEvery = time.Minute
 
 // NewAuthenticator returns an authenticator over db's keys.
 func NewAuthenticator(db *firestore.Client, c clock.Clock, ttl time.Duration, log *slog.Logger) *Authenticator {
+	if log == nil {
+		// touch logs a failed last_used_at write off the request path, where a nil logger
+		// would panic the process.
+		log = slog.Default()
+	}
 	return &Authenticator{db: db, clock: c, ttl: ttl, log: log, cache: make(map[string]cached), failures: newFailures(db, c.Now, log)}
 }
 
