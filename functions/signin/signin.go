@@ -148,7 +148,7 @@ type Whoami struct {
 
 // whoami answers who the caller (by API key or session cookie) is, and through which key.
 func (s *Service) whoami(w http.ResponseWriter, r *http.Request) {
-	p, err := s.d.Authn.AuthenticateHTTP(r, auth.Read)
+	p, err := s.caller(r, auth.Read)
 	if err != nil {
 		s.writeAPIError(w, r, err)
 		return
@@ -174,7 +174,7 @@ func (s *Service) whoami(w http.ResponseWriter, r *http.Request) {
 // logout revokes what signed the request in: the session cookie (and clears it), or the API key
 // presented, which is how `hangar logout` revokes its own key without an admin.
 func (s *Service) logout(w http.ResponseWriter, r *http.Request) {
-	p, err := s.d.Authn.AuthenticateHTTP(r, auth.Act)
+	p, err := s.caller(r, auth.Act)
 	if err != nil {
 		s.writeAPIError(w, r, err)
 		return
@@ -193,6 +193,13 @@ func (s *Service) logout(w http.ResponseWriter, r *http.Request) {
 	}
 	s.d.Log.Info("signed out", "user", p.UserID, "kind", p.Kind, "key", p.KeyID)
 	writeJSON(w, http.StatusOK, map[string]any{"signed_out": true, "key_id": p.KeyID})
+}
+
+// caller is who a request to /api/auth's API routes is (auth.Authenticator.Identify): an API
+// key in x-api-key (`hangar whoami`, `hangar logout`) or the dashboard's cookie, never a key in
+// the URL, where these routes have no need of one.
+func (s *Service) caller(r *http.Request, use auth.Use) (auth.Principal, error) {
+	return s.d.Authn.Identify(r, auth.Route{Use: use, Accepts: auth.HeaderKey | auth.SignInCookie})
 }
 
 // clearSessionCookie has the browser drop its session cookie.

@@ -29,6 +29,8 @@ type Principal struct {
 	// WebSession is the record id of the dashboard session that signed the caller in (Kind
 	// KindWebSession), which Recheck finds again; it signs nobody in by itself.
 	WebSession string
+	// Via is the credential that signed the caller in on this request (Identify).
+	Via Credentials
 }
 
 type principalKey struct{}
@@ -179,19 +181,29 @@ var SelfAuthenticated = map[string]bool{
 	"/svc.app.v1.OAuthCredentialService/UpdateSessionCredential": true,
 }
 
-// Interceptor authenticates every RPC but SelfAuthenticated, by API key or (when AcceptSessions
-// was called) by a dashboard session cookie, every RPC taken as Act, and enforces AdminServices.
+// Interceptor authenticates every RPC by Identify, taken as Act: by API key in HeaderName or
+// (when AcceptSessions was called) by the dashboard's cookie, but for the methods that
+// authenticate themselves (SelfAuthenticated), and enforces AdminServices.
 func Interceptor(a *Authenticator) connect.Interceptor { return &interceptor{a: a} }
 
 type interceptor struct{ a *Authenticator }
 
-func (i *interceptor) check(ctx context.Context, procedure string, peer connect.Peer, h http.Header) (context.Context, error) {
+// rpcRoute is what an RPC of procedure declares.
+func rpcRoute(procedure string) Route {
 	if SelfAuthenticated[procedure] {
-		return ctx, nil
+		return Route{Use: Act, Accepts: BrokerToken}
 	}
-	p, err := i.a.authenticate(ctx, strings.TrimSpace(h.Get(HeaderName)), "", h, i.a.ClientAddress(peer.Addr, h), Act)
+	return Route{Use: Act, Accepts: HeaderKey | SignInCookie}
+}
+
+func (i *interceptor) check(ctx context.Context, procedure string, peer connect.Peer, h http.Header) (context.Context, error) {
+	p, err := i.a.Identify(rpcRequest(ctx, peer.Addr, h), rpcRoute(procedure))
 	if err != nil {
 		return ctx, err
+	}
+	if p.Kind == KindBrokered {
+		// Nobody is signed in: the method checks the broker token in its request.
+		return ctx, nil
 	}
 	if AdminServices[serviceOf(procedure)] && !p.Admin {
 		return ctx, apierr.PermissionDenied("%s is for admins only", serviceOf(procedure))

@@ -183,17 +183,6 @@ func (a *Authenticator) AuthenticateSession(ctx context.Context, token, client s
 	return p, nil
 }
 
-// AuthenticateHTTP is the principal of a plain HTTP route's request, which the route serves
-// as use: by its API key (HeaderName, else KeyParam), else by its session cookie once Allow
-// has taken the request for use (before the cookie is looked up).
-func (a *Authenticator) AuthenticateHTTP(r *http.Request, use Use) (Principal, error) {
-	key := strings.TrimSpace(r.Header.Get(HeaderName))
-	if key == "" {
-		key = r.URL.Query().Get(KeyParam)
-	}
-	return a.authenticate(r.Context(), key, r.Method, r.Header, a.ClientAddress(r.RemoteAddr, r.Header), use)
-}
-
 // SessionToken is the session cookie's value in h, "" when there is none.
 func (a *Authenticator) SessionToken(h http.Header) string {
 	r := http.Request{Header: h}
@@ -202,24 +191,6 @@ func (a *Authenticator) SessionToken(h http.Header) string {
 		return ""
 	}
 	return c.Value
-}
-
-// authenticate is the one rule of who a request is: an API key wins; without one a session
-// cookie counts, once Allow has taken the request for use.
-func (a *Authenticator) authenticate(ctx context.Context, key, method string, h http.Header, client string, use Use) (Principal, error) {
-	cred, token := NoCredential, ""
-	if key != "" || a.sessions == nil {
-		cred = KeyCredential
-	} else if token = a.SessionToken(h); token != "" {
-		cred = CookieCredential
-	}
-	if err := a.Allow(use, cred, method, h); err != nil {
-		return Principal{}, err
-	}
-	if cred == CookieCredential {
-		return a.AuthenticateSession(ctx, token, client)
-	}
-	return a.Authenticate(ctx, key, client)
 }
 
 // recalled is the principal remembered under key, while it is fresh.
