@@ -166,21 +166,6 @@ func (a *Authenticator) forget(hash string) {
 	a.mu.Unlock()
 }
 
-// AdminServices are the services only admin keys may call.
-var AdminServices = map[string]bool{
-	"svc.app.v1.FleetService":     true,
-	"svc.app.v1.ApiKeyService":    true,
-	"svc.app.v1.OrgSecretService": true,
-}
-
-// SelfAuthenticated are the procedures that authenticate their callers themselves, with
-// something other than an API key: a session's broker token (OAuthCredentialService's broker
-// methods, called from inside a sandbox).
-var SelfAuthenticated = map[string]bool{
-	"/svc.app.v1.OAuthCredentialService/FetchSessionCredential":  true,
-	"/svc.app.v1.OAuthCredentialService/UpdateSessionCredential": true,
-}
-
 // Interceptor authenticates every RPC by Identify, taken as Act: by API key in HeaderName or
 // (when AcceptSessions was called) by the dashboard's cookie, but for the methods that
 // authenticate themselves (SelfAuthenticated), and enforces AdminServices.
