@@ -224,23 +224,6 @@ func (o appOrigins) setCookie(w http.ResponseWriter, p auth.Principal, recordID,
 	return nil
 }
 
-// fromOwnPages refuses a request the app's cookie signs in that another origin's page made:
-// a sibling app is same-site, so the browser sends the cookie with its requests, WebSocket
-// handshakes included. Navigations from elsewhere (a link, the dashboard's redirect) may come.
-func (o appOrigins) fromOwnPages(r *http.Request, own string) error {
-	if origin := r.Header.Get("Origin"); origin != "" && origin != own {
-		return apierr.PermissionDenied("a request signed in by the app's cookie must come from the app's own origin %s, not %q", own, origin)
-	}
-	switch r.Header.Get("Sec-Fetch-Site") {
-	case "", "same-origin", "none":
-		return nil
-	}
-	if r.Header.Get("Sec-Fetch-Mode") == "navigate" && (r.Method == http.MethodGet || r.Method == http.MethodHead) {
-		return nil
-	}
-	return apierr.PermissionDenied("a request signed in by the app's cookie must come from the app's own pages")
-}
-
 // sendToOrigin answers a browser that opened an app under the API's path route: 303 to the
 // same path at the app's origin with a fresh app token. Only a navigation (GET, HEAD) is sent;
 // anything else a page of the API's origin would make with the dashboard's cookie is refused.
@@ -316,56 +299,75 @@ func (s *Service) AppOrigin(authn *auth.Authenticator) http.Handler {
 	})
 }
 
-// appCaller signs in a request at an app's origin. An app token is used once: in a navigation
-// it is traded for the app's cookie and the browser sent back to the URL without it (done: the
-// answer is written). A request with neither token, key nor live cookie is unauthenticated,
-// except a browser's navigation, which is sent to the app's path route on the API's origin,
-// where the dashboard's cookie sends it back with a token.
+// appCaller signs in a request at an app's origin by auth.Authenticator.Identify, which takes
+// an app token, an API key in x-api-key or the app's cookie there (never the dashboard's
+// cookie, nor a key in the URL). An app token is used once: in a navigation it is traded for
+// the app's cookie and the browser sent back to the URL without it (done: the answer is
+// written). A request with neither token, key nor live cookie is unauthenticated, except a
+// browser's navigation, which is sent to the app's path route on the API's origin, where the
+// dashboard's cookie sends it back with a token.
 func (s *Service) appCaller(w http.ResponseWriter, r *http.Request, authn *auth.Authenticator, recordID, app string) (p auth.Principal, done bool, err error) {
-	q := r.URL.Query()
 	navigation := (r.Method == http.MethodGet || r.Method == http.MethodHead) && r.Header.Get("Upgrade") == ""
-	if token := q.Get(AppTokenParam); token != "" {
-		if p, err = s.tradeToken(r.Context(), authn, token, recordID, app); err != nil || !navigation {
-			return p, false, err
-		}
+	p, err = authn.Identify(r, auth.Route{Use: appUse(r), Accepts: auth.AppToken | auth.HeaderKey | auth.AppCookie,
+		App: appCredentials{s: s, authn: authn, recordID: recordID, app: app}})
+	switch {
+	case err == nil && p.Via == auth.AppToken && navigation:
 		if err := s.apps.setCookie(w, p, recordID, app); err != nil {
 			return p, false, err
 		}
+		q := r.URL.Query()
 		q.Del(AppTokenParam)
 		u := url.URL{Path: r.URL.Path, RawPath: r.URL.RawPath, RawQuery: q.Encode()}
 		w.Header().Set("Cache-Control", "no-store")
 		w.Header().Set("Referrer-Policy", "no-referrer")
 		http.Redirect(w, r, u.String(), http.StatusSeeOther)
 		return p, true, nil
-	}
-	if key := r.Header.Get(auth.HeaderName); key != "" {
-		p, err = authn.Authenticate(r.Context(), key, authn.ClientAddress(r.RemoteAddr, r.Header))
-		return p, false, err
-	}
-	err = apierr.Unauthenticated()
-	for _, c := range r.CookiesNamed(s.apps.cookieName()) {
-		g, oerr := s.apps.open(c.Value, recordID, app, grantCookie)
-		if oerr != nil {
-			continue
-		}
-		// A cookie whose dashboard session or key has ended signs nobody in: a navigation
-		// goes to sign in again as if it had none.
-		if p, err = s.recheck(r.Context(), authn, g, recordID, app); err == nil {
-			break
-		}
-		if connect.CodeOf(err) != connect.CodeUnauthenticated {
-			return p, false, err
-		}
-	}
-	if err == nil {
-		return p, false, s.apps.fromOwnPages(r, s.apps.origin(recordID, app))
-	}
-	if navigation && r.Header.Get("Sec-Fetch-Mode") == "navigate" && s.d.PublicURL != "" {
+	case connect.CodeOf(err) == connect.CodeUnauthenticated && (p.Via == 0 || p.Via == auth.AppCookie) &&
+		navigation && r.Header.Get("Sec-Fetch-Mode") == "navigate" && s.d.PublicURL != "":
+		// No token or key, and no live cookie (a cookie whose dashboard session or key has
+		// ended signs nobody in): a navigation goes to sign in again as if it had none.
 		http.Redirect(w, r, s.dashboardAppURL(recordID, app)+strings.TrimPrefix(r.URL.RequestURI(), "/"), http.StatusSeeOther)
 		return p, true, nil
 	}
 	return p, false, err
 }
+
+// appCredentials verifies the app token and cookie of session recordID's app for
+// auth.Authenticator.Identify.
+type appCredentials struct {
+	s             *Service
+	authn         *auth.Authenticator
+	recordID, app string
+}
+
+// Token signs in the caller of the request's app token (AppTokenParam), using it up.
+func (c appCredentials) Token(r *http.Request) (auth.Principal, bool, error) {
+	token := r.URL.Query().Get(AppTokenParam)
+	if token == "" {
+		return auth.Principal{}, false, nil
+	}
+	p, err := c.s.tradeToken(r.Context(), c.authn, token, c.recordID, c.app)
+	return p, true, err
+}
+
+// Cookie signs in the caller of the first of the request's app cookies that opens here and
+// whose sign-in is live; found with unauthenticated when those that open have all ended.
+func (c appCredentials) Cookie(r *http.Request) (p auth.Principal, found bool, err error) {
+	for _, ck := range r.CookiesNamed(c.s.apps.cookieName()) {
+		g, oerr := c.s.apps.open(ck.Value, c.recordID, c.app, grantCookie)
+		if oerr != nil {
+			continue
+		}
+		found = true
+		if p, err = c.s.recheck(r.Context(), c.authn, g, c.recordID, c.app); err == nil || connect.CodeOf(err) != connect.CodeUnauthenticated {
+			return p, true, err
+		}
+	}
+	return auth.Principal{}, found, err
+}
+
+// Origin is the app's own origin.
+func (c appCredentials) Origin() string { return c.s.apps.origin(c.recordID, c.app) }
 
 // tradeToken signs in the caller of an app token, using it up: a token opens once, whoever
 // presents it again (the first browser, or whoever read it from a URL) is refused.

@@ -165,7 +165,7 @@ func (s *Service) Apps(authn *auth.Authenticator) http.Handler {
 			return
 		}
 		rest := "/" + r.PathValue("rest")
-		if caller, _ := auth.Caller(ctx); s.apps.origin(rec.ID, name) != "" && (caller.Kind == auth.KindWebSession || keyLinkNavigation(r)) {
+		if caller, _ := auth.Caller(ctx); s.apps.origin(rec.ID, name) != "" && (caller.Via == auth.SignInCookie || keyLinkNavigation(r, caller)) {
 			if err := s.sendToOrigin(w, r, caller, rec.ID, name, rest); err != nil {
 				writeErr(w, r, err)
 			}
@@ -192,11 +192,12 @@ func appUse(r *http.Request) auth.Use {
 	return auth.Act
 }
 
-// keyLinkNavigation reports whether r is a browser following a link that carries an API key
-// (auth.KeyParam: a browser cannot set x-api-key on a navigation). Like the dashboard's cookie,
-// such a browser is sent to the app's origin, with a token bound to that key.
-func keyLinkNavigation(r *http.Request) bool {
-	return r.URL.Query().Get(auth.KeyParam) != "" && r.Header.Get(auth.HeaderName) == "" &&
+// keyLinkNavigation reports whether r is a browser following a link that carries an API key:
+// the caller signed in by auth.QueryKey (a browser cannot set x-api-key on a navigation). Like
+// the dashboard's cookie, such a browser is sent to the app's origin, with a token bound to
+// that key.
+func keyLinkNavigation(r *http.Request, caller auth.Principal) bool {
+	return caller.Via == auth.QueryKey &&
 		(r.Method == http.MethodGet || r.Method == http.MethodHead) && r.Header.Get("Sec-Fetch-Mode") == "navigate"
 }
 

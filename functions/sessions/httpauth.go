@@ -8,13 +8,14 @@ import (
 	"github.com/hangar-dev/hangar/records/sessiondb"
 )
 
-// authenticate finds who a plain HTTP route's request is, as the RPCs' interceptor does (an API
-// key in the header or the api_key parameter, else the dashboard's session cookie), for a
-// route that serves it as use: auth.Authenticator.Allow decides what a cookie-signed request
-// must show for that use (docs/security.md, "Cross-site requests"). It returns the request's
-// context carrying the caller.
+// authenticate is who a plain HTTP route's request is, by auth.Authenticator.Identify, the one
+// decision the RPCs' interceptor makes too: the routes of the API's origin accept
+// auth.APICredentials (an API key in the header or the api_key parameter, else the dashboard's
+// cookie) and declare their use, whose rule says what a cookie-signed request must show
+// (docs/security.md, "Cross-site requests"). It returns the request's context carrying the
+// caller.
 func authenticate(authn *auth.Authenticator, r *http.Request, use auth.Use) (context.Context, error) {
-	p, err := authn.AuthenticateHTTP(r, use)
+	p, err := authn.Identify(r, auth.Route{Use: use, Accepts: auth.APICredentials})
 	if err != nil {
 		return nil, err
 	}

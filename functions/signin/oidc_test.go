@@ -80,17 +80,20 @@ func mustUserID(t *testing.T, e *env, email string) string {
 	return u.ID
 }
 
+// The cookie is Secure but on loopback http, and named with the __Host- prefix under https,
+// where the browser then refuses one of that name that any other host set.
 func TestSessionCookieIsSecureExceptOnLoopbackHTTP(t *testing.T) {
 	for _, tc := range []struct {
 		publicURL string
 		secure    bool
+		name      string
 	}{
-		{"https://hangar.example.com", true},
-		{"http://hangar.example.com", true},
-		{"https://127.0.0.1:8443", true},
-		{"http://127.0.0.1:8080", false},
-		{"http://localhost:8080", false},
-		{"http://[::1]:8080", false},
+		{"https://hangar.example.com", true, auth.SecureSessionCookie},
+		{"http://hangar.example.com", true, auth.SessionCookie},
+		{"https://127.0.0.1:8443", true, auth.SecureSessionCookie},
+		{"http://127.0.0.1:8080", false, auth.SessionCookie},
+		{"http://localhost:8080", false, auth.SessionCookie},
+		{"http://[::1]:8080", false, auth.SessionCookie},
 	} {
 		t.Run(tc.publicURL, func(t *testing.T) {
 			e := newEnv(t, func(c *config.SignIn) { c.PublicURL = tc.publicURL })
@@ -101,6 +104,16 @@ func TestSessionCookieIsSecureExceptOnLoopbackHTTP(t *testing.T) {
 			c := w.Result().Cookies()[0]
 			if c.Secure != tc.secure || !c.HttpOnly || c.SameSite != http.SameSiteLaxMode {
 				t.Errorf("Secure=%v HttpOnly=%v SameSite=%v", c.Secure, c.HttpOnly, c.SameSite)
+			}
+			if c.Name != tc.name || c.Path != "/" || c.Domain != "" {
+				t.Errorf("cookie %q Path=%q Domain=%q, want %q on / without a Domain", c.Name, c.Path, c.Domain, tc.name)
+			}
+			// The authenticator reads the cookie by the name it was set under, and no other.
+			if got := e.d.Authn.SessionToken(http.Header{"Cookie": {c.Name + "=" + c.Value}}); got != c.Value {
+				t.Errorf("the authenticator reads %q from its own cookie", got)
+			}
+			if other := map[string]string{auth.SessionCookie: auth.SecureSessionCookie, auth.SecureSessionCookie: auth.SessionCookie}[c.Name]; e.d.Authn.SessionToken(http.Header{"Cookie": {other + "=" + c.Value}}) != "" {
+				t.Errorf("the authenticator takes the cookie under the name %q too", other)
 			}
 		})
 	}

@@ -63,14 +63,12 @@ func (s *Service) page(w http.ResponseWriter, status int, title, message string)
 	s.render(w, status, pageData{Title: title, Message: message})
 }
 
-// signedIn is the browser's session principal, or a redirect to sign in that returns here.
-func (s *Service) signedIn(w http.ResponseWriter, r *http.Request) (auth.Principal, bool) {
-	token := auth.SessionToken(r.Header)
-	if token != "" {
-		p, err := s.d.Authn.AuthenticateSession(r.Context(), token, s.d.Authn.ClientAddress(r.RemoteAddr, r.Header))
-		if err == nil {
-			return p, true
-		}
+// signedIn is the browser's session principal for a page or form served as use, or a
+// redirect to sign in that returns here. Its pages are signed in by the dashboard's cookie
+// only; another site may link to them (the device grant's verification URL).
+func (s *Service) signedIn(w http.ResponseWriter, r *http.Request, use auth.Use) (auth.Principal, bool) {
+	if p, err := s.d.Authn.Identify(r, auth.Route{Use: use, Accepts: auth.SignInCookie}); err == nil {
+		return p, true
 	}
 	http.Redirect(w, r, LoginPath+"?return_to="+url.QueryEscape(r.URL.RequestURI()), http.StatusSeeOther)
 	return auth.Principal{}, false
@@ -78,7 +76,7 @@ func (s *Service) signedIn(w http.ResponseWriter, r *http.Request) (auth.Princip
 
 // devicePage is GET /api/auth/device[?user_code=…]: enter a code, then approve or deny it.
 func (s *Service) devicePage(w http.ResponseWriter, r *http.Request) {
-	p, ok := s.signedIn(w, r)
+	p, ok := s.signedIn(w, r, auth.Read)
 	if !ok {
 		return
 	}
@@ -99,7 +97,7 @@ func (s *Service) devicePage(w http.ResponseWriter, r *http.Request) {
 	default:
 		s.render(w, http.StatusOK, pageData{
 			Title: "Approve this login?", Grant: g, Code: displayCode(g.UserCode), Admin: p.Admin,
-			CSRF: csrfToken(auth.SessionToken(r.Header)),
+			CSRF: csrfToken(s.d.Authn.SessionToken(r.Header)),
 		})
 	}
 }
@@ -110,12 +108,12 @@ func (s *Service) deviceDecide(w http.ResponseWriter, r *http.Request) {
 		s.page(w, http.StatusForbidden, "Refused", "This form must be sent from Hangar's own page.")
 		return
 	}
-	p, ok := s.signedIn(w, r)
+	p, ok := s.signedIn(w, r, auth.Form)
 	if !ok {
 		return
 	}
 	r.Body = http.MaxBytesReader(w, r.Body, maxFormBytes)
-	if err := r.ParseForm(); err != nil || !formTokenOK(r) {
+	if err := r.ParseForm(); err != nil || !s.formTokenOK(r) {
 		s.page(w, http.StatusForbidden, "Refused", "This form must be sent from Hangar's own page.")
 		return
 	}
@@ -196,7 +194,7 @@ func (s *Service) devAllowed(r *http.Request) bool {
 // Hangar served to that browser knows.
 func csrfToken(sessionToken string) string { return hashOf("csrf\x00" + sessionToken) }
 
-func formTokenOK(r *http.Request) bool {
-	want := csrfToken(auth.SessionToken(r.Header))
+func (s *Service) formTokenOK(r *http.Request) bool {
+	want := csrfToken(s.d.Authn.SessionToken(r.Header))
 	return subtle.ConstantTimeCompare([]byte(r.PostForm.Get("csrf")), []byte(want)) == 1
 }

@@ -129,7 +129,7 @@ func (s *Service) startSession(w http.ResponseWriter, r *http.Request, userID st
 		return err
 	}
 	http.SetCookie(w, &http.Cookie{
-		Name: auth.SessionCookie, Value: token, Path: "/", HttpOnly: true, Secure: s.secure,
+		Name: s.d.Authn.SessionCookie(), Value: token, Path: "/", HttpOnly: true, Secure: s.secure,
 		SameSite: http.SameSiteLaxMode, MaxAge: int(s.d.Config.SessionTTL / time.Second),
 	})
 	return nil
@@ -148,7 +148,7 @@ type Whoami struct {
 
 // whoami answers who the caller (by API key or session cookie) is, and through which key.
 func (s *Service) whoami(w http.ResponseWriter, r *http.Request) {
-	p, err := s.d.Authn.AuthenticateRequest(r, true)
+	p, err := s.caller(r, auth.Read)
 	if err != nil {
 		s.writeAPIError(w, r, err)
 		return
@@ -174,14 +174,14 @@ func (s *Service) whoami(w http.ResponseWriter, r *http.Request) {
 // logout revokes what signed the request in: the session cookie (and clears it), or the API key
 // presented, which is how `hangar logout` revokes its own key without an admin.
 func (s *Service) logout(w http.ResponseWriter, r *http.Request) {
-	p, err := s.d.Authn.AuthenticateRequest(r, true)
+	p, err := s.caller(r, auth.Act)
 	if err != nil {
 		s.writeAPIError(w, r, err)
 		return
 	}
 	now := s.d.Clock.Now()
 	if p.Kind == auth.KindWebSession {
-		err = s.d.Sessions.Revoke(r.Context(), auth.SessionToken(r.Header), now)
+		err = s.d.Sessions.Revoke(r.Context(), s.d.Authn.SessionToken(r.Header), now)
 		s.clearSessionCookie(w)
 	} else {
 		_, err = s.d.Keys.Revoke(r.Context(), p.KeyID, now)
@@ -195,9 +195,16 @@ func (s *Service) logout(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]any{"signed_out": true, "key_id": p.KeyID})
 }
 
+// caller is who a request to /api/auth's API routes is (auth.Authenticator.Identify): an API
+// key in x-api-key (`hangar whoami`, `hangar logout`) or the dashboard's cookie, never a key in
+// the URL, where these routes have no need of one.
+func (s *Service) caller(r *http.Request, use auth.Use) (auth.Principal, error) {
+	return s.d.Authn.Identify(r, auth.Route{Use: use, Accepts: auth.HeaderKey | auth.SignInCookie})
+}
+
 // clearSessionCookie has the browser drop its session cookie.
 func (s *Service) clearSessionCookie(w http.ResponseWriter) {
-	http.SetCookie(w, &http.Cookie{Name: auth.SessionCookie, Value: "", Path: "/", HttpOnly: true, Secure: s.secure, SameSite: http.SameSiteLaxMode, MaxAge: -1})
+	http.SetCookie(w, &http.Cookie{Name: s.d.Authn.SessionCookie(), Value: "", Path: "/", HttpOnly: true, Secure: s.secure, SameSite: http.SameSiteLaxMode, MaxAge: -1})
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

@@ -54,7 +54,7 @@ func (s *Service) Sweep(ctx context.Context) error {
 // revokeSessions signs a person out everywhere: it revokes every live dashboard session of the
 // caller, or, for an admin, of user_id. API keys are not touched (ApiKeyService revokes them).
 func (s *Service) revokeSessions(w http.ResponseWriter, r *http.Request) {
-	p, err := s.d.Authn.AuthenticateRequest(r, true)
+	p, err := s.caller(r, auth.Act)
 	if err != nil {
 		s.writeAPIError(w, r, err)
 		return

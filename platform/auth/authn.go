@@ -29,6 +29,8 @@ type Principal struct {
 	// WebSession is the record id of the dashboard session that signed the caller in (Kind
 	// KindWebSession), which Recheck finds again; it signs nobody in by itself.
 	WebSession string
+	// Via is the credential that signed the caller in on this request (Identify).
+	Via Credentials
 }
 
 type principalKey struct{}
@@ -65,6 +67,7 @@ type Authenticator struct {
 	// keys authenticate.
 	sessions *WebSessions
 	origins  map[string]bool
+	cookie   string
 }
 
 type cached struct {
@@ -80,6 +83,11 @@ const lastUsedEvery = time.Minute
 
 // NewAuthenticator returns an authenticator over db's keys.
 func NewAuthenticator(db *firestore.Client, c clock.Clock, ttl time.Duration, log *slog.Logger) *Authenticator {
+	if log == nil {
+		// touch logs a failed last_used_at write off the request path, where a nil logger
+		// would panic the process.
+		log = slog.Default()
+	}
 	return &Authenticator{db: db, clock: c, ttl: ttl, log: log, cache: make(map[string]cached), failures: newFailures(db, c.Now, log)}
 }
 
@@ -158,34 +166,29 @@ func (a *Authenticator) forget(hash string) {
 	a.mu.Unlock()
 }
 
-// AdminServices are the services only admin keys may call.
-var AdminServices = map[string]bool{
-	"svc.app.v1.FleetService":     true,
-	"svc.app.v1.ApiKeyService":    true,
-	"svc.app.v1.OrgSecretService": true,
-}
-
-// SelfAuthenticated are the procedures that authenticate their callers themselves, with
-// something other than an API key: a session's broker token (OAuthCredentialService's broker
-// methods, called from inside a sandbox).
-var SelfAuthenticated = map[string]bool{
-	"/svc.app.v1.OAuthCredentialService/FetchSessionCredential":  true,
-	"/svc.app.v1.OAuthCredentialService/UpdateSessionCredential": true,
-}
-
-// Interceptor authenticates every RPC but SelfAuthenticated, by API key or (when AcceptSessions
-// was called) by a dashboard session cookie, every RPC taken as Act, and enforces AdminServices.
+// Interceptor authenticates every RPC by Identify, taken as Act: by API key in HeaderName or
+// (when AcceptSessions was called) by the dashboard's cookie, but for the methods that
+// authenticate themselves (SelfAuthenticated), and enforces AdminServices.
 func Interceptor(a *Authenticator) connect.Interceptor { return &interceptor{a: a} }
 
 type interceptor struct{ a *Authenticator }
 
-func (i *interceptor) check(ctx context.Context, procedure string, peer connect.Peer, h http.Header) (context.Context, error) {
+// rpcRoute is what an RPC of procedure declares.
+func rpcRoute(procedure string) Route {
 	if SelfAuthenticated[procedure] {
-		return ctx, nil
+		return Route{Use: Act, Accepts: BrokerToken}
 	}
-	p, err := i.a.authenticate(ctx, strings.TrimSpace(h.Get(HeaderName)), "", h, i.a.ClientAddress(peer.Addr, h), Act)
+	return Route{Use: Act, Accepts: HeaderKey | SignInCookie}
+}
+
+func (i *interceptor) check(ctx context.Context, procedure string, peer connect.Peer, h http.Header) (context.Context, error) {
+	p, err := i.a.Identify(rpcRequest(ctx, peer.Addr, h), rpcRoute(procedure))
 	if err != nil {
 		return ctx, err
+	}
+	if p.Kind == KindBrokered {
+		// Nobody is signed in: the method checks the broker token in its request.
+		return ctx, nil
 	}
 	if AdminServices[serviceOf(procedure)] && !p.Admin {
 		return ctx, apierr.PermissionDenied("%s is for admins only", serviceOf(procedure))

@@ -18,9 +18,14 @@ import (
 // value is a random token; its record is kept under the token's SHA-256, so the database never
 // holds a value that signs anyone in.
 const (
-	// SessionCookie is the dashboard session cookie's name.
+	// SessionCookie is the dashboard session cookie's name on a plain http origin (`hangar
+	// dev`); SecureSessionCookie is its name when Hangar's origins are https.
 	SessionCookie = "hangar_session"
-	// KindWebSession is the Principal.Kind of a caller signed in by SessionCookie.
+	// SecureSessionCookie carries the __Host- prefix, which a browser takes only from a Secure
+	// cookie of Path=/ without Domain, set by the host itself: no sibling host (an app's origin,
+	// another subdomain) can set or shadow a cookie of that name for Hangar's host.
+	SecureSessionCookie = "__Host-" + SessionCookie
+	// KindWebSession is the Principal.Kind of a caller signed in by the session cookie.
 	KindWebSession = "web_session"
 	// CSRFHeader is the header a cookie-authenticated RPC must carry besides a matching Origin,
 	// unless it carries Connect-Protocol-Version (Connect clients send it on every call). An
@@ -108,13 +113,38 @@ func (s *WebSessions) lookupByID(ctx context.Context, id string, now time.Time) 
 }
 
 // AcceptSessions makes the authenticator take dashboard session cookies on calls without an API
-// key, from pages served at one of origins (scheme://host[:port]) only.
+// key, from pages served at one of origins (scheme://host[:port]) only. The cookie is
+// SecureSessionCookie when every origin is https, else SessionCookie (SessionCookieName).
 func (a *Authenticator) AcceptSessions(s *WebSessions, origins []string) {
 	a.sessions = s
 	a.origins = make(map[string]bool, len(origins))
+	a.cookie = SessionCookieName(origins)
 	for _, o := range origins {
 		a.origins[strings.TrimRight(o, "/")] = true
 	}
+}
+
+// SessionCookieName is the session cookie's name for Hangar's origins: SecureSessionCookie
+// when there are some and all are https, SessionCookie otherwise (plain http in `hangar dev`,
+// where a browser refuses a __Host- cookie).
+func SessionCookieName(origins []string) string {
+	if len(origins) == 0 {
+		return SessionCookie
+	}
+	for _, o := range origins {
+		if !strings.HasPrefix(o, "https://") {
+			return SessionCookie
+		}
+	}
+	return SecureSessionCookie
+}
+
+// SessionCookie is the name of the session cookie the authenticator takes, which sign-in sets.
+func (a *Authenticator) SessionCookie() string {
+	if a.cookie == "" {
+		return SessionCookie
+	}
+	return a.cookie
 }
 
 // AuthenticateSession returns the principal of a session cookie value presented from client, or
@@ -153,57 +183,14 @@ func (a *Authenticator) AuthenticateSession(ctx context.Context, token, client s
 	return p, nil
 }
 
-// AuthenticateHTTP is the principal of a plain HTTP route's request, which the route serves
-// as use: by its API key (HeaderName, else KeyParam), else by its session cookie once Allow
-// has taken the request for use (before the cookie is looked up).
-func (a *Authenticator) AuthenticateHTTP(r *http.Request, use Use) (Principal, error) {
-	key := strings.TrimSpace(r.Header.Get(HeaderName))
-	if key == "" {
-		key = r.URL.Query().Get(KeyParam)
-	}
-	return a.authenticate(r.Context(), key, r.Method, r.Header, a.ClientAddress(r.RemoteAddr, r.Header), use)
-}
-
-// AuthenticateRequest is AuthenticateHTTP by the API key in HeaderName only, for routes whose
-// use follows from their method: a GET or HEAD reads, anything else acts (requireHeader) or
-// is a form of Hangar's own pages.
-func (a *Authenticator) AuthenticateRequest(r *http.Request, requireHeader bool) (Principal, error) {
-	use := Form
-	switch {
-	case r.Method == http.MethodGet || r.Method == http.MethodHead:
-		use = Read
-	case requireHeader:
-		use = Act
-	}
-	return a.authenticate(r.Context(), strings.TrimSpace(r.Header.Get(HeaderName)), r.Method, r.Header, a.ClientAddress(r.RemoteAddr, r.Header), use)
-}
-
 // SessionToken is the session cookie's value in h, "" when there is none.
-func SessionToken(h http.Header) string {
+func (a *Authenticator) SessionToken(h http.Header) string {
 	r := http.Request{Header: h}
-	c, err := r.Cookie(SessionCookie)
+	c, err := r.Cookie(a.SessionCookie())
 	if err != nil {
 		return ""
 	}
 	return c.Value
-}
-
-// authenticate is the one rule of who a request is: an API key wins; without one a session
-// cookie counts, once Allow has taken the request for use.
-func (a *Authenticator) authenticate(ctx context.Context, key, method string, h http.Header, client string, use Use) (Principal, error) {
-	cred, token := NoCredential, ""
-	if key != "" || a.sessions == nil {
-		cred = KeyCredential
-	} else if token = SessionToken(h); token != "" {
-		cred = CookieCredential
-	}
-	if err := a.Allow(use, cred, method, h); err != nil {
-		return Principal{}, err
-	}
-	if cred == CookieCredential {
-		return a.AuthenticateSession(ctx, token, client)
-	}
-	return a.Authenticate(ctx, key, client)
 }
 
 // recalled is the principal remembered under key, while it is fresh.

@@ -7,6 +7,7 @@
 package appv1
 
 import (
+	_ "github.com/hangar-dev/hangar/gen/hangar/options/v1"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
 	reflect "reflect"
@@ -461,7 +462,7 @@ var File_svc_app_v1_api_key_proto protoreflect.FileDescriptor
 const file_svc_app_v1_api_key_proto_rawDesc = "" +
 	"\n" +
 	"\x18svc/app/v1/api_key.proto\x12\n" +
-	"svc.app.v1\x1a\x15svc/app/v1/task.proto\"\x80\x03\n" +
+	"svc.app.v1\x1a\x1fhangar/options/v1/options.proto\x1a\x15svc/app/v1/task.proto\"\x80\x03\n" +
 	"\x06ApiKey\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x12\n" +
@@ -500,11 +501,11 @@ const file_svc_app_v1_api_key_proto_rawDesc = "" +
 	"\x13RevokeApiKeyRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\"C\n" +
 	"\x14RevokeApiKeyResponse\x12+\n" +
-	"\aapi_key\x18\x01 \x01(\v2\x12.svc.app.v1.ApiKeyR\x06apiKey2\x85\x02\n" +
+	"\aapi_key\x18\x01 \x01(\v2\x12.svc.app.v1.ApiKeyR\x06apiKey2\x8b\x02\n" +
 	"\rApiKeyService\x12Q\n" +
 	"\fCreateApiKey\x12\x1f.svc.app.v1.CreateApiKeyRequest\x1a .svc.app.v1.CreateApiKeyResponse\x12N\n" +
 	"\vListApiKeys\x12\x1e.svc.app.v1.ListApiKeysRequest\x1a\x1f.svc.app.v1.ListApiKeysResponse\x12Q\n" +
-	"\fRevokeApiKey\x12\x1f.svc.app.v1.RevokeApiKeyRequest\x1a .svc.app.v1.RevokeApiKeyResponseB3Z1github.com/hangar-dev/hangar/gen/svc/app/v1;appv1b\x06proto3"
+	"\fRevokeApiKey\x12\x1f.svc.app.v1.RevokeApiKeyRequest\x1a .svc.app.v1.RevokeApiKeyResponse\x1a\x04\xc8\xf3\x18\x01B3Z1github.com/hangar-dev/hangar/gen/svc/app/v1;appv1b\x06proto3"
 
 var (
 	file_svc_app_v1_api_key_proto_rawDescOnce sync.Once

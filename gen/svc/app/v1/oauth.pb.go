@@ -7,6 +7,7 @@
 package appv1
 
 import (
+	_ "github.com/hangar-dev/hangar/gen/hangar/options/v1"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
 	reflect "reflect"
@@ -1889,7 +1890,7 @@ var File_svc_app_v1_oauth_proto protoreflect.FileDescriptor
 const file_svc_app_v1_oauth_proto_rawDesc = "" +
 	"\n" +
 	"\x16svc/app/v1/oauth.proto\x12\n" +
-	"svc.app.v1\"P\n" +
+	"svc.app.v1\x1a\x1fhangar/options/v1/options.proto\"P\n" +
 	"\fOAuthSubject\x120\n" +
 	"\x04kind\x18\x01 \x01(\x0e2\x1c.svc.app.v1.OauthSubjectKindR\x04kind\x12\x0e\n" +
 	"\x02id\x18\x02 \x01(\tR\x02id\"\xb9\x02\n" +
@@ -2048,7 +2049,7 @@ const file_svc_app_v1_oauth_proto_rawDesc = "" +
 	"\x17OAUTH_SUBJECT_KIND_USER\x10\x01\x12 \n" +
 	"\x1cOAUTH_SUBJECT_KIND_CONNECTOR\x10\x02\x12\x1a\n" +
 	"\x16OAUTH_SUBJECT_KIND_MCP\x10\x03\x12%\n" +
-	"!OAUTH_SUBJECT_KIND_USER_CONNECTOR\x10\x042\x89\b\n" +
+	"!OAUTH_SUBJECT_KIND_USER_CONNECTOR\x10\x042\x95\b\n" +
 	"\x16OAuthCredentialService\x12H\n" +
 	"\tBeginFlow\x12\x1c.svc.app.v1.BeginFlowRequest\x1a\x1d.svc.app.v1.BeginFlowResponse\x12B\n" +
 	"\aGetFlow\x12\x1a.svc.app.v1.GetFlowRequest\x1a\x1b.svc.app.v1.GetFlowResponse\x12K\n" +
@@ -2060,9 +2061,9 @@ const file_svc_app_v1_oauth_proto_rawDesc = "" +
 	"\rPutCredential\x12 .svc.app.v1.PutCredentialRequest\x1a!.svc.app.v1.PutCredentialResponse\x12c\n" +
 	"\x12LookupRedirectFlow\x12%.svc.app.v1.LookupRedirectFlowRequest\x1a&.svc.app.v1.LookupRedirectFlowResponse\x12`\n" +
 	"\x11BeginRedirectFlow\x12$.svc.app.v1.BeginRedirectFlowRequest\x1a%.svc.app.v1.BeginRedirectFlowResponse\x12i\n" +
-	"\x14CompleteRedirectFlow\x12'.svc.app.v1.CompleteRedirectFlowRequest\x1a(.svc.app.v1.CompleteRedirectFlowResponse\x12o\n" +
-	"\x16FetchSessionCredential\x12).svc.app.v1.FetchSessionCredentialRequest\x1a*.svc.app.v1.FetchSessionCredentialResponse\x12r\n" +
-	"\x17UpdateSessionCredential\x12*.svc.app.v1.UpdateSessionCredentialRequest\x1a+.svc.app.v1.UpdateSessionCredentialResponseB3Z1github.com/hangar-dev/hangar/gen/svc/app/v1;appv1b\x06proto3"
+	"\x14CompleteRedirectFlow\x12'.svc.app.v1.CompleteRedirectFlowRequest\x1a(.svc.app.v1.CompleteRedirectFlowResponse\x12u\n" +
+	"\x16FetchSessionCredential\x12).svc.app.v1.FetchSessionCredentialRequest\x1a*.svc.app.v1.FetchSessionCredentialResponse\"\x04\xd0\xf3\x18\x01\x12x\n" +
+	"\x17UpdateSessionCredential\x12*.svc.app.v1.UpdateSessionCredentialRequest\x1a+.svc.app.v1.UpdateSessionCredentialResponse\"\x04\xd0\xf3\x18\x01B3Z1github.com/hangar-dev/hangar/gen/svc/app/v1;appv1b\x06proto3"
 
 var (
 	file_svc_app_v1_oauth_proto_rawDescOnce sync.Once

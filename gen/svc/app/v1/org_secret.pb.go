@@ -7,6 +7,7 @@
 package appv1
 
 import (
+	_ "github.com/hangar-dev/hangar/gen/hangar/options/v1"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
 	reflect "reflect"
@@ -665,7 +666,7 @@ var File_svc_app_v1_org_secret_proto protoreflect.FileDescriptor
 const file_svc_app_v1_org_secret_proto_rawDesc = "" +
 	"\n" +
 	"\x1bsvc/app/v1/org_secret.proto\x12\n" +
-	"svc.app.v1\"\xb6\x01\n" +
+	"svc.app.v1\x1a\x1fhangar/options/v1/options.proto\"\xb6\x01\n" +
 	"\x0fOrgSecretAccess\x12?\n" +
 	"\n" +
 	"visibility\x18\x01 \x01(\x0e2\x1f.svc.app.v1.OrgSecretVisibilityR\n" +
@@ -716,12 +717,12 @@ const file_svc_app_v1_org_secret_proto_rawDesc = "" +
 	"!ORG_SECRET_VISIBILITY_UNSPECIFIED\x10\x00\x12%\n" +
 	"!ORG_SECRET_VISIBILITY_ADMINS_ONLY\x10\x01\x12#\n" +
 	"\x1fORG_SECRET_VISIBILITY_ALL_USERS\x10\x02\x12\"\n" +
-	"\x1eORG_SECRET_VISIBILITY_SELECTED\x10\x032\xff\x02\n" +
+	"\x1eORG_SECRET_VISIBILITY_SELECTED\x10\x032\x85\x03\n" +
 	"\x10OrgSecretService\x12Q\n" +
 	"\fPutOrgSecret\x12\x1f.svc.app.v1.PutOrgSecretRequest\x1a .svc.app.v1.PutOrgSecretResponse\x12W\n" +
 	"\x0eListOrgSecrets\x12!.svc.app.v1.ListOrgSecretsRequest\x1a\".svc.app.v1.ListOrgSecretsResponse\x12Z\n" +
 	"\x0fDeleteOrgSecret\x12\".svc.app.v1.DeleteOrgSecretRequest\x1a#.svc.app.v1.DeleteOrgSecretResponse\x12c\n" +
-	"\x12SetOrgSecretAccess\x12%.svc.app.v1.SetOrgSecretAccessRequest\x1a&.svc.app.v1.SetOrgSecretAccessResponseB3Z1github.com/hangar-dev/hangar/gen/svc/app/v1;appv1b\x06proto3"
+	"\x12SetOrgSecretAccess\x12%.svc.app.v1.SetOrgSecretAccessRequest\x1a&.svc.app.v1.SetOrgSecretAccessResponse\x1a\x04\xc8\xf3\x18\x01B3Z1github.com/hangar-dev/hangar/gen/svc/app/v1;appv1b\x06proto3"
 
 var (
 	file_svc_app_v1_org_secret_proto_rawDescOnce sync.Once

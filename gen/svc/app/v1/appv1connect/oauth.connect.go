@@ -79,7 +79,9 @@ type OAuthCredentialServiceClient interface {
 	LookupRedirectFlow(context.Context, *connect.Request[v1.LookupRedirectFlowRequest]) (*connect.Response[v1.LookupRedirectFlowResponse], error)
 	BeginRedirectFlow(context.Context, *connect.Request[v1.BeginRedirectFlowRequest]) (*connect.Response[v1.BeginRedirectFlowResponse], error)
 	CompleteRedirectFlow(context.Context, *connect.Request[v1.CompleteRedirectFlowRequest]) (*connect.Response[v1.CompleteRedirectFlowResponse], error)
+	// Called from inside a sandbox with the session's broker token, which the method checks.
 	FetchSessionCredential(context.Context, *connect.Request[v1.FetchSessionCredentialRequest]) (*connect.Response[v1.FetchSessionCredentialResponse], error)
+	// Called from inside a sandbox with the session's broker token, which the method checks.
 	UpdateSessionCredential(context.Context, *connect.Request[v1.UpdateSessionCredentialRequest]) (*connect.Response[v1.UpdateSessionCredentialResponse], error)
 }
 
@@ -245,7 +247,9 @@ type OAuthCredentialServiceHandler interface {
 	LookupRedirectFlow(context.Context, *connect.Request[v1.LookupRedirectFlowRequest]) (*connect.Response[v1.LookupRedirectFlowResponse], error)
 	BeginRedirectFlow(context.Context, *connect.Request[v1.BeginRedirectFlowRequest]) (*connect.Response[v1.BeginRedirectFlowResponse], error)
 	CompleteRedirectFlow(context.Context, *connect.Request[v1.CompleteRedirectFlowRequest]) (*connect.Response[v1.CompleteRedirectFlowResponse], error)
+	// Called from inside a sandbox with the session's broker token, which the method checks.
 	FetchSessionCredential(context.Context, *connect.Request[v1.FetchSessionCredentialRequest]) (*connect.Response[v1.FetchSessionCredentialResponse], error)
+	// Called from inside a sandbox with the session's broker token, which the method checks.
 	UpdateSessionCredential(context.Context, *connect.Request[v1.UpdateSessionCredentialRequest]) (*connect.Response[v1.UpdateSessionCredentialResponse], error)
 }
 
