@@ -17,7 +17,7 @@ import (
 	appv1 "github.com/hangar-dev/hangar/gen/svc/app/v1"
 )
 
-// Sessions is what tasks need of SessionService; the api package wires the real one in.
+// Sessions is what tasks need of SessionService; the composition wires the real one in.
 type Sessions interface {
 	// Start creates an agent session for a task and sends it prompt ("" sends none).
 	Start(ctx context.Context, spec SessionSpec) (string, error)
