@@ -24,10 +24,10 @@ import (
 	"github.com/hangar-dev/hangar/functions/tasks"
 	appv1 "github.com/hangar-dev/hangar/gen/svc/app/v1"
 	"github.com/hangar-dev/hangar/gen/svc/app/v1/appv1connect"
+	"github.com/hangar-dev/hangar/platform/apierr"
 	"github.com/hangar-dev/hangar/platform/auth"
 	"github.com/hangar-dev/hangar/platform/opt"
 	"github.com/hangar-dev/hangar/records/secrets"
-	"github.com/hangar-dev/hangar/records/sessiondb"
 )
 
 // automationEffects lets automation runs act through the services in process, as the
@@ -79,7 +79,7 @@ func (e automationEffects) StartTask(ctx context.Context, actor, requestID strin
 	if err != nil {
 		return runner.TaskState{}, refusedOr(err)
 	}
-	return taskState(resp.Msg.GetTask()), nil
+	return runner.TaskState(tasks.ProgressOf(resp.Msg.GetTask())), nil
 }
 
 func (e automationEffects) TaskState(ctx context.Context, actor, taskID string) (runner.TaskState, error) {
@@ -90,26 +90,8 @@ func (e automationEffects) TaskState(ctx context.Context, actor, taskID string) 
 	if err != nil {
 		return runner.TaskState{}, err
 	}
-	resp, err := e.tasks.GetTask(ctx, connect.NewRequest(&appv1.GetTaskRequest{TaskId: taskID}))
-	if err != nil {
-		return runner.TaskState{}, refusedOr(err)
-	}
-	return taskState(resp.Msg.GetTask()), nil
-}
-
-func taskState(t *appv1.Task) runner.TaskState {
-	st := runner.TaskState{TaskID: t.GetId(), Status: t.GetStatus()}
-	if ss := t.GetSessions(); len(ss) > 0 {
-		st.SessionID = ss[0].GetSessionId()
-	}
-	switch t.GetStatus() {
-	// A task whose agent finished its turn waits for the user: for a run, that task is done.
-	case tasks.StateCompleted, tasks.StateWaiting:
-		st.Done = true
-	case tasks.StateFailed, tasks.StateCancelled:
-		st.Done, st.Failed = true, true
-	}
-	return st
+	p, err := e.tasks.Progress(ctx, taskID)
+	return runner.TaskState(p), refusedOr(err)
 }
 
 func (e automationEffects) SendPrompt(ctx context.Context, actor, sessionID, promptID, text string) error {
@@ -132,15 +114,8 @@ func (e automationEffects) PromptDone(ctx context.Context, actor, sessionID, pro
 	if err != nil {
 		return false, "", err
 	}
-	p, err := e.sessions.Prompt(ctx, sessionID, promptID)
-	if err != nil {
-		return false, "", refusedOr(err)
-	}
-	switch p.Status {
-	case sessiondb.PromptQueued, sessiondb.PromptRunning:
-		return false, string(p.Status), nil
-	}
-	return true, string(p.Status), nil
+	done, status, err := e.sessions.PromptDone(ctx, sessionID, promptID)
+	return done, status, refusedOr(err)
 }
 
 func (e automationEffects) Secret(ctx context.Context, actor, name string) (string, error) {
@@ -155,17 +130,11 @@ func (e automationEffects) Secret(ctx context.Context, actor, name string) (stri
 	return v, refusedOr(err)
 }
 
-// refusedOr marks the API's refusals (bad input, missing records, states that forbid the
-// call, permissions) as runner.ErrRefused so the step fails at once; other errors are retried.
+// refusedOr marks the API's refusals (apierr.Refusal) as runner.ErrRefused so the step fails at
+// once; other errors are retried. Both are wrapped: runs see ErrRefused, and a caller answered
+// with the error (DraftAutomation) gets the refusal's own code rather than a 500.
 func refusedOr(err error) error {
-	if err == nil {
-		return nil
-	}
-	switch connect.CodeOf(err) {
-	case connect.CodeInvalidArgument, connect.CodeNotFound, connect.CodeFailedPrecondition,
-		connect.CodePermissionDenied, connect.CodeUnauthenticated, connect.CodeAlreadyExists, connect.CodeUnimplemented:
-		// Both wrapped: runs see ErrRefused, and a caller answered with the error (DraftAutomation)
-		// gets the refusal's own code rather than a 500.
+	if apierr.Refusal(err) {
 		return fmt.Errorf("%w: %w", runner.ErrRefused, err)
 	}
 	return err

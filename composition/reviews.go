@@ -46,7 +46,7 @@ func (a reviewAgents) Start(ctx context.Context, actor, requestID string, spec r
 	if err != nil {
 		return reviews.AgentRun{}, reviewRefused(err)
 	}
-	st := taskState(resp.Msg.GetTask())
+	st := tasks.ProgressOf(resp.Msg.GetTask())
 	return reviews.AgentRun{TaskID: st.TaskID, SessionID: st.SessionID}, nil
 }
 
@@ -58,11 +58,10 @@ func (a reviewAgents) Poll(ctx context.Context, actor, taskID string) (reviews.A
 	if err != nil {
 		return reviews.AgentRun{}, err
 	}
-	resp, err := a.tasks.GetTask(ctx, connect.NewRequest(&appv1.GetTaskRequest{TaskId: taskID}))
+	st, err := a.tasks.Progress(ctx, taskID)
 	if err != nil {
 		return reviews.AgentRun{}, reviewRefused(err)
 	}
-	st := taskState(resp.Msg.GetTask())
 	run := reviews.AgentRun{TaskID: st.TaskID, SessionID: st.SessionID, Done: st.Done, Failed: st.Failed}
 	if !run.Done || run.SessionID == "" {
 		return run, nil
