@@ -3,7 +3,6 @@ package composition
 import (
 	"cmp"
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"os"
@@ -177,19 +176,7 @@ func (a *API) automations(d Deps, opts connect.HandlerOption, add func(string, h
 	}
 	js := sharedJS(d.JSCacheDir)
 	validator := automations.Validator(env)
-	// Code blocks are compiled when saved, in the sandbox, so a syntax error is a BlockError with
-	// its line rather than a failed run later. Without a sandbox they are checked when they run.
-	validator.Script = func(source string) (int, string, bool) {
-		box, err := js()
-		if err != nil {
-			return 0, "", true
-		}
-		se, err := box.Check(context.Background(), source)
-		if err != nil || se == nil {
-			return 0, "", true
-		}
-		return se.Line, se.Name + ": " + se.Message, false
-	}
+	validator.Script = automations.ScriptChecker(js)
 	lim := d.Config.Limits.Automations
 	runStore := runs.NewStore(d.DB, d.Clock.Now)
 	engine := &automations.Engine{Env: env, JS: js, Runs: runStore}
@@ -198,21 +185,8 @@ func (a *API) automations(d Deps, opts connect.HandlerOption, add func(string, h
 		RunStats: runStore, Engine: engine, Drafts: effects, Access: access,
 	})
 	if d.PubSub != nil {
-		code := func(ctx context.Context, source string, vars map[string]json.RawMessage) (json.RawMessage, error, error) {
-			box, err := js()
-			if err != nil {
-				// No sandbox here (a binary built without the guest): the block fails, as
-				// retrying on this worker cannot help.
-				return nil, fmt.Errorf("JavaScript is not available here: %w", err), nil
-			}
-			res, err := box.Eval(ctx, source, vars)
-			if err != nil || res.Err != nil {
-				return nil, scriptErr(res.Err), err
-			}
-			return res.Value, nil, nil
-		}
 		host, _ := os.Hostname()
-		rn := runner.New(runStore, env, code, effects, automationworker.Queue{PubSub: d.PubSub}, d.Clock.Now, d.Log, runner.Options{
+		rn := runner.New(runStore, env, automations.CodeRunner(js), effects, automationworker.Queue{PubSub: d.PubSub}, d.Clock.Now, d.Log, runner.Options{
 			Worker: fmt.Sprintf("%s/%d", host, os.Getpid()), Lease: lim.RunLease, TaskPoll: lim.TaskPoll,
 			Allow: runner.HostPolicy{Hosts: d.Config.AutomationHTTPHosts}, Egress: d.Config.Egress,
 		})
@@ -222,14 +196,6 @@ func (a *API) automations(d Deps, opts connect.HandlerOption, add func(string, h
 	}
 	add(appv1connect.NewAutomationServiceHandler(svc, opts))
 	add(appv1connect.NewAutomationRunServiceHandler(automationruns.New(svc.Store(), runStore, engine.Runner, lim), opts))
-}
-
-// scriptErr keeps a nil *jsbox.ScriptError a nil error.
-func scriptErr(e *jsbox.ScriptError) error {
-	if e == nil {
-		return nil
-	}
-	return e
 }
 
 // AutomationWorker is the worker that starts and executes automation runs: `hangar dev` runs
