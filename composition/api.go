@@ -29,7 +29,6 @@ import (
 	"github.com/hangar-dev/hangar/functions/signin"
 	"github.com/hangar-dev/hangar/functions/tasks"
 	"github.com/hangar-dev/hangar/functions/webhooks"
-	hostv1 "github.com/hangar-dev/hangar/gen/host/v1"
 	appv1 "github.com/hangar-dev/hangar/gen/svc/app/v1"
 	"github.com/hangar-dev/hangar/gen/svc/app/v1/appv1connect"
 	"github.com/hangar-dev/hangar/harnesses/harnesscatalog"
@@ -201,7 +200,7 @@ func New(d Deps) *API {
 		// Session streams carry file bytes and command output, which gzip turns into CPU time
 		// rather than savings (ReadFile ran at 44 MiB/s compressed): answers go uncompressed.
 		add(appv1connect.NewSessionServiceHandler(sessionSvc, opts, connect.WithCompression("gzip", nil, nil)))
-		taskRuns, repos = taskSessions{sessionSvc}, imageRepos(hosts, imageResolver)
+		taskRuns, repos = taskSessions{sessionSvc}, sessionSvc.FindImageRepos
 		a.routes["GET "+sessions.EventsPath] = route{appv1connect.SessionServiceName, sessionSvc.SSE(authn)}
 		a.routes["GET "+sessions.ShellPath] = route{appv1connect.SessionServiceName, sessionSvc.Shell(authn)}
 		a.routes[sessions.FilesPath] = route{appv1connect.SessionServiceName, sessionSvc.Files(authn)}
@@ -399,42 +398,6 @@ func (r *refuse) WrapStreamingClient(next connect.StreamingClientFunc) connect.S
 
 func (r *refuse) WrapStreamingHandler(connect.StreamingHandlerFunc) connect.StreamingHandlerFunc {
 	return func(context.Context, connect.StreamingHandlerConn) error { return r.err }
-}
-
-// imageRepos has a sandbox host look inside an image for git repositories (the enabled image,
-// when images are enabled here). An image that cannot be pulled is the profile's problem, not
-// the request's.
-func imageRepos(hosts *hostclient.Pool, enabled sessions.ImageResolver) profiles.RepoFinder {
-	return func(ctx context.Context, image string) ([]*hostv1.Repo, error) {
-		if enabled != nil { // a profile's image_id names an enabled image
-			ref, _, _, err := enabled.ResolveImage(ctx, image)
-			if err != nil {
-				return nil, err
-			}
-			image = ref
-		}
-		_, client, err := hosts.Pick(ctx)
-		if errors.Is(err, fleet.ErrNoHost) {
-			return nil, connect.NewError(connect.CodeUnavailable, errors.New("no sandbox host is up to look inside the image; retry later"))
-		}
-		if err != nil {
-			return nil, err
-		}
-		resp, err := client.FindRepos(ctx, connect.NewRequest(&hostv1.FindReposRequest{ImageUri: image}))
-		if err != nil {
-			return nil, profileImageErr(image, err)
-		}
-		return resp.Msg.GetRepos(), nil
-	}
-}
-
-// profileImageErr reports a refusal of the image_uri the API sent for a profile as what it is to
-// the caller, who never sent an image_uri: the profile's image_id cannot be used.
-func profileImageErr(image string, err error) error {
-	if why, ok := apierr.Violation(err, "image_uri"); ok {
-		return apierr.FailedPrecondition("the profile's image_id %q cannot be used: %s", image, why)
-	}
-	return err
 }
 
 // taskSessions lets tasks run in sessions, calling SessionService in process with the caller's
