@@ -7,12 +7,8 @@ package composition
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"net/http"
-	"net/url"
-	"path"
-	"slices"
 	"sort"
 	"strings"
 
@@ -33,7 +29,6 @@ import (
 	"github.com/hangar-dev/hangar/functions/signin"
 	"github.com/hangar-dev/hangar/functions/tasks"
 	"github.com/hangar-dev/hangar/functions/webhooks"
-	hostv1 "github.com/hangar-dev/hangar/gen/host/v1"
 	appv1 "github.com/hangar-dev/hangar/gen/svc/app/v1"
 	"github.com/hangar-dev/hangar/gen/svc/app/v1/appv1connect"
 	"github.com/hangar-dev/hangar/harnesses/harnesscatalog"
@@ -205,7 +200,7 @@ func New(d Deps) *API {
 		// Session streams carry file bytes and command output, which gzip turns into CPU time
 		// rather than savings (ReadFile ran at 44 MiB/s compressed): answers go uncompressed.
 		add(appv1connect.NewSessionServiceHandler(sessionSvc, opts, connect.WithCompression("gzip", nil, nil)))
-		taskRuns, repos = taskSessions{sessionSvc, secretStore}, imageRepos(hosts, imageResolver)
+		taskRuns, repos = taskSessions{sessionSvc}, sessionSvc.FindImageRepos
 		a.routes["GET "+sessions.EventsPath] = route{appv1connect.SessionServiceName, sessionSvc.SSE(authn)}
 		a.routes["GET "+sessions.ShellPath] = route{appv1connect.SessionServiceName, sessionSvc.Shell(authn)}
 		a.routes[sessions.FilesPath] = route{appv1connect.SessionServiceName, sessionSvc.Files(authn)}
@@ -405,143 +400,23 @@ func (r *refuse) WrapStreamingHandler(connect.StreamingHandlerFunc) connect.Stre
 	return func(context.Context, connect.StreamingHandlerConn) error { return r.err }
 }
 
-// imageRepos has a sandbox host look inside an image for git repositories (the enabled image,
-// when images are enabled here). An image that cannot be pulled is the profile's problem, not
-// the request's.
-func imageRepos(hosts *hostclient.Pool, enabled sessions.ImageResolver) profiles.RepoFinder {
-	return func(ctx context.Context, image string) ([]*hostv1.Repo, error) {
-		if enabled != nil { // a profile's image_id names an enabled image
-			ref, _, _, err := enabled.ResolveImage(ctx, image)
-			if err != nil {
-				return nil, err
-			}
-			image = ref
-		}
-		_, client, err := hosts.Pick(ctx)
-		if errors.Is(err, fleet.ErrNoHost) {
-			return nil, connect.NewError(connect.CodeUnavailable, errors.New("no sandbox host is up to look inside the image; retry later"))
-		}
-		if err != nil {
-			return nil, err
-		}
-		resp, err := client.FindRepos(ctx, connect.NewRequest(&hostv1.FindReposRequest{ImageUri: image}))
-		if err != nil {
-			return nil, profileImageErr(image, err)
-		}
-		return resp.Msg.GetRepos(), nil
-	}
-}
-
-// profileImageErr reports a refusal of the image_uri the API sent for a profile as what it is to
-// the caller, who never sent an image_uri: the profile's image_id cannot be used.
-func profileImageErr(image string, err error) error {
-	if why, ok := apierr.Violation(err, "image_uri"); ok {
-		return apierr.FailedPrecondition("the profile's image_id %q cannot be used: %s", image, why)
-	}
-	return err
-}
-
 // taskSessions lets tasks run in sessions, calling SessionService in process with the caller's
-// identity, so a task's session is its creator's. The profile's secrets are read from the org
-// secret store into the session's secrets, sealed there like any CreateSession's, once each
-// secret's access policy allows the creator (or the profile) to use it.
-type taskSessions struct {
-	svc     *sessions.Service
-	secrets *secrets.Store
-}
+// identity, so a task's session is its creator's (sessions.Service.StartForTask reads the
+// profile's secrets, mints their placeholders and has the host clone the repos).
+type taskSessions struct{ svc *sessions.Service }
 
 func (t taskSessions) Start(ctx context.Context, spec tasks.SessionSpec) (string, error) {
-	caller, _ := auth.Caller(ctx)
-	secretEnv, err := t.secrets.Resolve(ctx, secrets.SubjectOf(caller, spec.ProfileID), spec.SecretRefs)
-	if err != nil {
-		return "", err
+	checkouts := make([]sessions.Checkout, len(spec.Checkouts))
+	for i, c := range spec.Checkouts {
+		checkouts[i] = sessions.Checkout(c)
 	}
-	network := &hostv1.SandboxNetwork{
-		DefaultAllow: spec.Network.DefaultAllow, AllowHosts: spec.Network.AllowHosts, AllowHostPatterns: spec.Network.AllowHostPatterns,
-	}
-	// A proxy-mode secret's value goes to the egress proxy; the session sees a placeholder.
-	for _, ps := range spec.ProxySecrets {
-		value, err := t.secrets.Use(ctx, secrets.SubjectOf(caller, spec.ProfileID), ps.GetRef())
-		if err != nil {
-			return "", fmt.Errorf("secret for %s: %w", ps.GetEnvVar(), err)
-		}
-		placeholder := sessions.NewPlaceholder()
-		if secretEnv == nil {
-			secretEnv = map[string]string{}
-		}
-		secretEnv[ps.GetEnvVar()] = placeholder
-		network.Secrets = append(network.Secrets, &hostv1.ProxySecret{
-			Name: ps.GetRef(), Placeholder: placeholder, Value: value,
-			AllowHosts: ps.GetAllowHosts(), AllowHostPatterns: ps.GetAllowHostPatterns(), Slots: sessions.APIKeySlots(),
-		})
-	}
-	repos := checkouts(spec.Repos, spec.Checkouts)
-	// A checkout's credential, like a proxy-mode secret, reaches only the proxy; the clone
-	// keeps its placeholder, so the agent's fetch and push are injected too.
-	for _, c := range spec.Checkouts {
-		if c.Credential == "" {
-			continue
-		}
-		u, err := url.Parse(c.URL)
-		if err != nil {
-			return "", fmt.Errorf("checkout %s: %w", c.Path, err)
-		}
-		network.Secrets = append(network.Secrets, &hostv1.ProxySecret{
-			Name: checkoutSecret(c), Placeholder: sessions.NewPlaceholder(), Value: c.Credential,
-			AllowHosts: []string{strings.ToLower(u.Hostname())}, Slots: sessions.GitSlots(),
-		})
-	}
-	req := &appv1.CreateSessionRequest{ImageUri: spec.Image, Mode: sessions.ModeAgent, HarnessEnv: spec.Env, Secrets: secretEnv}
-	for _, a := range spec.Apps {
-		req.Apps = append(req.Apps, &appv1.AppEndpoint{Hostname: a.GetName(), Port: a.GetPort()})
-	}
-	for _, f := range []struct {
-		dst **string
-		val string
-	}{
-		{&req.Harness, spec.Harness}, {&req.HarnessMode, spec.HarnessMode}, {&req.Prompt, spec.Prompt},
-		{&req.Model, spec.Model}, {&req.Effort, spec.Effort}, {&req.ModelRouter, spec.ModelRouter},
-	} {
-		if f.val != "" {
-			*f.dst = &f.val
-		}
-	}
-	resp, err := t.svc.CreateForTask(ctx, req, spec.Key, sessions.TaskStart{Network: network, Repos: repos, UserTokens: spec.IncludeUserTokens, ProfileOwner: spec.ProfileOwner})
-	if err != nil {
-		return "", profileImageErr(spec.Image, err)
-	}
-	return resp.Msg.GetSessionId(), nil
-}
-
-// checkouts are a profile's repos as the host clones them (over https, at an https remote_url,
-// else from the remote's host, owner and name: a scp-like remote_url's; at the remote_url's
-// "#ref" when it names one, profiles.SplitRef), then the task's own checkouts, last; a profile
-// repo at a path a task checkout also uses gives way to it.
-func checkouts(repos []*appv1.ProfileRepo, extra []tasks.Checkout) []*hostv1.RepoCheckout {
-	var out []*hostv1.RepoCheckout
-	for _, r := range repos {
-		if slices.ContainsFunc(extra, func(c tasks.Checkout) bool { return path.Clean(c.Path) == path.Clean(r.GetPath()) }) {
-			continue
-		}
-		u, ref := profiles.SplitRef(r.GetRemoteUrl())
-		if rm := r.GetRemote(); !strings.HasPrefix(u, "https://") && rm.GetHost() != "" && rm.GetOwner() != "" && rm.GetName() != "" {
-			u = "https://" + rm.GetHost() + "/" + rm.GetOwner() + "/" + strings.TrimSuffix(rm.GetName(), ".git") + ".git"
-		}
-		out = append(out, &hostv1.RepoCheckout{Path: r.GetPath(), Url: u, Ref: ref})
-	}
-	for _, c := range extra {
-		rc := &hostv1.RepoCheckout{Path: c.Path, Url: c.URL, Ref: c.Branch, Commit: c.Commit}
-		if c.Credential != "" {
-			rc.Secret = checkoutSecret(c)
-		}
-		out = append(out, rc)
-	}
-	return out
-}
-
-// checkoutSecret names the proxy secret of a task checkout's credential.
-func checkoutSecret(c tasks.Checkout) string {
-	return "credential of the checkout at " + path.Clean(c.Path)
+	return t.svc.StartForTask(ctx, sessions.TaskSession{
+		Key: spec.Key, Image: spec.Image, Harness: spec.Harness, HarnessMode: spec.HarnessMode, Prompt: spec.Prompt,
+		Model: spec.Model, Effort: spec.Effort, ModelRouter: spec.ModelRouter, Env: spec.Env, SecretRefs: spec.SecretRefs,
+		ProfileID: spec.ProfileID, Network: sessions.TaskNetwork(spec.Network), Repos: spec.Repos, Checkouts: checkouts,
+		ProxySecrets: spec.ProxySecrets, Apps: spec.Apps, IncludeUserTokens: spec.IncludeUserTokens,
+		ProfileOwner: spec.ProfileOwner,
+	})
 }
 
 func (t taskSessions) States(ctx context.Context, ids []string) (map[string]tasks.SessionState, error) {

@@ -3,7 +3,6 @@ package composition
 import (
 	"cmp"
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"os"
@@ -24,10 +23,10 @@ import (
 	"github.com/hangar-dev/hangar/functions/tasks"
 	appv1 "github.com/hangar-dev/hangar/gen/svc/app/v1"
 	"github.com/hangar-dev/hangar/gen/svc/app/v1/appv1connect"
+	"github.com/hangar-dev/hangar/platform/apierr"
 	"github.com/hangar-dev/hangar/platform/auth"
 	"github.com/hangar-dev/hangar/platform/opt"
 	"github.com/hangar-dev/hangar/records/secrets"
-	"github.com/hangar-dev/hangar/records/sessiondb"
 )
 
 // automationEffects lets automation runs act through the services in process, as the
@@ -79,7 +78,7 @@ func (e automationEffects) StartTask(ctx context.Context, actor, requestID strin
 	if err != nil {
 		return runner.TaskState{}, refusedOr(err)
 	}
-	return taskState(resp.Msg.GetTask()), nil
+	return runner.TaskState(tasks.ProgressOf(resp.Msg.GetTask())), nil
 }
 
 func (e automationEffects) TaskState(ctx context.Context, actor, taskID string) (runner.TaskState, error) {
@@ -90,26 +89,8 @@ func (e automationEffects) TaskState(ctx context.Context, actor, taskID string) 
 	if err != nil {
 		return runner.TaskState{}, err
 	}
-	resp, err := e.tasks.GetTask(ctx, connect.NewRequest(&appv1.GetTaskRequest{TaskId: taskID}))
-	if err != nil {
-		return runner.TaskState{}, refusedOr(err)
-	}
-	return taskState(resp.Msg.GetTask()), nil
-}
-
-func taskState(t *appv1.Task) runner.TaskState {
-	st := runner.TaskState{TaskID: t.GetId(), Status: t.GetStatus()}
-	if ss := t.GetSessions(); len(ss) > 0 {
-		st.SessionID = ss[0].GetSessionId()
-	}
-	switch t.GetStatus() {
-	// A task whose agent finished its turn waits for the user: for a run, that task is done.
-	case tasks.StateCompleted, tasks.StateWaiting:
-		st.Done = true
-	case tasks.StateFailed, tasks.StateCancelled:
-		st.Done, st.Failed = true, true
-	}
-	return st
+	p, err := e.tasks.Progress(ctx, taskID)
+	return runner.TaskState(p), refusedOr(err)
 }
 
 func (e automationEffects) SendPrompt(ctx context.Context, actor, sessionID, promptID, text string) error {
@@ -132,15 +113,8 @@ func (e automationEffects) PromptDone(ctx context.Context, actor, sessionID, pro
 	if err != nil {
 		return false, "", err
 	}
-	p, err := e.sessions.Prompt(ctx, sessionID, promptID)
-	if err != nil {
-		return false, "", refusedOr(err)
-	}
-	switch p.Status {
-	case sessiondb.PromptQueued, sessiondb.PromptRunning:
-		return false, string(p.Status), nil
-	}
-	return true, string(p.Status), nil
+	done, status, err := e.sessions.PromptDone(ctx, sessionID, promptID)
+	return done, status, refusedOr(err)
 }
 
 func (e automationEffects) Secret(ctx context.Context, actor, name string) (string, error) {
@@ -155,17 +129,11 @@ func (e automationEffects) Secret(ctx context.Context, actor, name string) (stri
 	return v, refusedOr(err)
 }
 
-// refusedOr marks the API's refusals (bad input, missing records, states that forbid the
-// call, permissions) as runner.ErrRefused so the step fails at once; other errors are retried.
+// refusedOr marks the API's refusals (apierr.Refusal) as runner.ErrRefused so the step fails at
+// once; other errors are retried. Both are wrapped: runs see ErrRefused, and a caller answered
+// with the error (DraftAutomation) gets the refusal's own code rather than a 500.
 func refusedOr(err error) error {
-	if err == nil {
-		return nil
-	}
-	switch connect.CodeOf(err) {
-	case connect.CodeInvalidArgument, connect.CodeNotFound, connect.CodeFailedPrecondition,
-		connect.CodePermissionDenied, connect.CodeUnauthenticated, connect.CodeAlreadyExists, connect.CodeUnimplemented:
-		// Both wrapped: runs see ErrRefused, and a caller answered with the error (DraftAutomation)
-		// gets the refusal's own code rather than a 500.
+	if apierr.Refusal(err) {
 		return fmt.Errorf("%w: %w", runner.ErrRefused, err)
 	}
 	return err
@@ -213,19 +181,7 @@ func (a *API) automations(d Deps, opts connect.HandlerOption, add func(string, h
 	}
 	js := sharedJS(d.JSCacheDir, d.Config.Limits.Automations.Evals)
 	validator := automations.Validator(env)
-	// Code blocks are compiled when saved, in the sandbox, so a syntax error is a BlockError with
-	// its line rather than a failed run later. Without a sandbox they are checked when they run.
-	validator.Script = func(source string) (int, string, bool) {
-		box, err := js()
-		if err != nil {
-			return 0, "", true
-		}
-		se, err := box.Check(context.Background(), source)
-		if err != nil || se == nil {
-			return 0, "", true
-		}
-		return se.Line, se.Name + ": " + se.Message, false
-	}
+	validator.Script = automations.ScriptChecker(js)
 	lim := d.Config.Limits.Automations
 	runStore := runs.NewStore(d.DB, d.Clock.Now)
 	engine := &automations.Engine{Env: env, JS: js, Runs: runStore}
@@ -234,21 +190,8 @@ func (a *API) automations(d Deps, opts connect.HandlerOption, add func(string, h
 		RunStats: runStore, Engine: engine, Drafts: effects, Access: access,
 	})
 	if d.PubSub != nil {
-		code := func(ctx context.Context, source string, vars map[string]json.RawMessage) (json.RawMessage, error, error) {
-			box, err := js()
-			if err != nil {
-				// No sandbox here (a binary built without the guest): the block fails, as
-				// retrying on this worker cannot help.
-				return nil, fmt.Errorf("JavaScript is not available here: %w", err), nil
-			}
-			res, err := box.Eval(ctx, source, vars)
-			if err != nil || res.Err != nil {
-				return nil, scriptErr(res.Err), err
-			}
-			return res.Value, nil, nil
-		}
 		host, _ := os.Hostname()
-		rn := runner.New(runStore, env, code, effects, automationworker.Queue{PubSub: d.PubSub}, d.Clock.Now, d.Log, runner.Options{
+		rn := runner.New(runStore, env, automations.CodeRunner(js), effects, automationworker.Queue{PubSub: d.PubSub}, d.Clock.Now, d.Log, runner.Options{
 			Worker: fmt.Sprintf("%s/%d", host, os.Getpid()), Lease: lim.RunLease, TaskPoll: lim.TaskPoll,
 			Allow: runner.HostPolicy{Hosts: d.Config.AutomationHTTPHosts}, Egress: d.Config.Egress,
 		})
@@ -258,14 +201,6 @@ func (a *API) automations(d Deps, opts connect.HandlerOption, add func(string, h
 	}
 	add(appv1connect.NewAutomationServiceHandler(svc, opts))
 	add(appv1connect.NewAutomationRunServiceHandler(automationruns.New(svc.Store(), runStore, engine.Runner, lim), opts))
-}
-
-// scriptErr keeps a nil *jsbox.ScriptError a nil error.
-func scriptErr(e *jsbox.ScriptError) error {
-	if e == nil {
-		return nil
-	}
-	return e
 }
 
 // AutomationWorker is the worker that starts and executes automation runs: `hangar dev` runs

@@ -2,12 +2,9 @@ package composition
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"os"
-	"slices"
-	"strings"
 	"time"
 
 	"connectrpc.com/connect"
@@ -16,13 +13,14 @@ import (
 	"github.com/hangar-dev/hangar/functions/reviews"
 	"github.com/hangar-dev/hangar/functions/tasks"
 	appv1 "github.com/hangar-dev/hangar/gen/svc/app/v1"
+	"github.com/hangar-dev/hangar/platform/apierr"
 	"github.com/hangar-dev/hangar/platform/opt"
 	"github.com/hangar-dev/hangar/records/secrets"
 )
 
 // reviewAgents runs a review's agents as tasks of type review, in process, acting as the pass's
-// actor (as automation runs act as their owner), and reads a finished agent's answer from its
-// session's log.
+// actor (as automation runs act as their owner); a finished agent's answer is its session's
+// (sessions.Service.AgentAnswer).
 type reviewAgents struct{ automationEffects }
 
 var _ reviews.Agents = reviewAgents{}
@@ -46,7 +44,7 @@ func (a reviewAgents) Start(ctx context.Context, actor, requestID string, spec r
 	if err != nil {
 		return reviews.AgentRun{}, reviewRefused(err)
 	}
-	st := taskState(resp.Msg.GetTask())
+	st := tasks.ProgressOf(resp.Msg.GetTask())
 	return reviews.AgentRun{TaskID: st.TaskID, SessionID: st.SessionID}, nil
 }
 
@@ -58,33 +56,18 @@ func (a reviewAgents) Poll(ctx context.Context, actor, taskID string) (reviews.A
 	if err != nil {
 		return reviews.AgentRun{}, err
 	}
-	resp, err := a.tasks.GetTask(ctx, connect.NewRequest(&appv1.GetTaskRequest{TaskId: taskID}))
+	st, err := a.tasks.Progress(ctx, taskID)
 	if err != nil {
 		return reviews.AgentRun{}, reviewRefused(err)
 	}
-	st := taskState(resp.Msg.GetTask())
 	run := reviews.AgentRun{TaskID: st.TaskID, SessionID: st.SessionID, Done: st.Done, Failed: st.Failed}
 	if !run.Done || run.SessionID == "" {
 		return run, nil
 	}
-	// The task is done once its turn ended; its last messages are its answer.
-	kind, limit, tail := "assistant.message", int64(1000), true
-	log, err := a.sessions.GetLog(ctx, connect.NewRequest(&appv1.GetLogRequest{SessionId: run.SessionID, Kind: &kind, Limit: &limit, Tail: &tail}))
-	if err != nil {
+	// The task is done once its turn ended; what its agent said is its answer.
+	if run.Output, err = a.sessions.AgentAnswer(ctx, run.SessionID); err != nil {
 		return run, reviewRefused(err)
 	}
-	entries := log.Msg.GetEvents()
-	slices.SortFunc(entries, func(x, y *appv1.ConversationEntry) int { return int(x.GetIdx() - y.GetIdx()) })
-	var out strings.Builder
-	for _, e := range entries {
-		var m struct {
-			Text string `json:"text"`
-		}
-		if json.Unmarshal([]byte(e.GetPayloadJson()), &m) == nil && m.Text != "" {
-			out.WriteString(m.Text + "\n")
-		}
-	}
-	run.Output = out.String()
 	return run, nil
 }
 
@@ -96,21 +79,12 @@ func (a reviewAgents) Stop(ctx context.Context, actor, taskID string) error {
 	if err != nil {
 		return err
 	}
-	resp, err := a.tasks.GetTask(ctx, connect.NewRequest(&appv1.GetTaskRequest{TaskId: taskID}))
-	if err != nil {
-		return reviewRefused(err)
-	}
-	for _, s := range resp.Msg.GetTask().GetSessions() {
-		if _, err := a.sessions.DeleteSession(ctx, connect.NewRequest(&appv1.DeleteSessionRequest{SessionId: s.GetSessionId()})); err != nil && connect.CodeOf(err) != connect.CodeNotFound {
-			return err
-		}
-	}
-	return nil
+	return reviewRefused(a.tasks.StopSessions(ctx, taskID))
 }
 
 // reviewRefused marks the API's refusals as reviews.ErrRefused, so the pass fails at once.
 func reviewRefused(err error) error {
-	if r := refusedOr(err); r != err {
+	if apierr.Refusal(err) {
 		return fmt.Errorf("%w: %v", reviews.ErrRefused, err)
 	}
 	return err

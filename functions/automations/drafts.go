@@ -21,7 +21,7 @@ import (
 )
 
 // Drafter starts the agent that writes a draft automation: a task of type "draft" from a
-// profile; the api package wires TaskService in.
+// profile; the composition wires TaskService in.
 type Drafter interface {
 	StartTask(ctx context.Context, actor, requestID string, spec runner.TaskSpec) (runner.TaskState, error)
 }

@@ -31,7 +31,7 @@ import (
 )
 
 // Agents run a review's finder, verifier and fix agents as tasks of type review, acting as a
-// user. The api package wires the task and session services in.
+// user. The composition wires the task and session services in.
 type Agents interface {
 	// Start starts a task; requestID is stable across attempts, so a retried step finds the
 	// task it started instead of starting another.

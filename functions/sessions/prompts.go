@@ -71,9 +71,23 @@ func (s *Service) CompleteToolCall(ctx context.Context, req *connect.Request[app
 	return fromHost(ctx, rec, resp, err)
 }
 
-// Prompt reads one prompt of a session the caller may see, for another service (an automation's
-// prompt block waits on its turn); a missing prompt is apierr NotFound.
-func (s *Service) Prompt(ctx context.Context, sessionID, promptID string) (*sessiondb.Prompt, error) {
+// PromptDone reports whether the turn of a prompt of a session the caller may see has ended,
+// and its status, for another service (an automation's prompt block waits on its turn); a
+// missing prompt is apierr NotFound.
+func (s *Service) PromptDone(ctx context.Context, sessionID, promptID string) (done bool, status string, err error) {
+	p, err := s.prompt(ctx, sessionID, promptID)
+	if err != nil {
+		return false, "", err
+	}
+	switch p.Status {
+	case sessiondb.PromptQueued, sessiondb.PromptRunning:
+		return false, string(p.Status), nil
+	}
+	return true, string(p.Status), nil
+}
+
+// prompt reads one prompt of a session the caller may see; a missing prompt is apierr NotFound.
+func (s *Service) prompt(ctx context.Context, sessionID, promptID string) (*sessiondb.Prompt, error) {
 	if err := ids.Check("prompt_id", promptID); err != nil {
 		return nil, err
 	}

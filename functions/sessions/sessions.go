@@ -376,13 +376,13 @@ func (s *Service) CreateSession(ctx context.Context, req *connect.Request[appv1.
 	return s.create(ctx, req.Msg, id, requested, []string{id, requested}, TaskStart{}, caller.UserID)
 }
 
-// CreateForTask creates the session a task runs in, for the caller; m's requested_session_id is
+// createForTask creates the session a task runs in, for the caller; m's requested_session_id is
 // not used. With a key (the task's id) the session's id derives from the caller and key, so a
 // retried start finds the session the first made; the answer's session_id is the record id
 // either way. start holds the task's profile's egress (its network section, its repos' hosts and
 // its proxy-mode secrets), added to what the harness and router need, and its repos, cloned at
 // start.
-func (s *Service) CreateForTask(ctx context.Context, m *appv1.CreateSessionRequest, key string, start TaskStart) (*connect.Response[appv1.CreateSessionResponse], error) {
+func (s *Service) createForTask(ctx context.Context, m *appv1.CreateSessionRequest, key string, start TaskStart) (*connect.Response[appv1.CreateSessionResponse], error) {
 	caller, _ := auth.Caller(ctx)
 	if key == "" {
 		return s.create(ctx, m, ids.New("sess"), "", nil, start, start.ProfileOwner)

@@ -4,7 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-
+	"fmt"
 	"net/url"
 	"slices"
 	"strings"
@@ -17,7 +17,7 @@ import (
 	appv1 "github.com/hangar-dev/hangar/gen/svc/app/v1"
 )
 
-// Sessions is what tasks need of SessionService; the api package wires the real one in.
+// Sessions is what tasks need of SessionService; the composition wires the real one in.
 type Sessions interface {
 	// Start creates an agent session for a task and sends it prompt ("" sends none).
 	Start(ctx context.Context, spec SessionSpec) (string, error)
@@ -211,4 +211,23 @@ func (s *Service) moveStatus(ctx context.Context, id, from, to string) error {
 		}
 		return tx.Update(s.doc(id), []firestore.Update{{Path: "status", Value: to}, {Path: "updated_at", Value: s.clock.Now()}})
 	})
+}
+
+// StopSessions deletes the sessions of the caller's task taskID, which stops its agent (a
+// review's agent that ran out of time must not keep working); sessions already gone are no
+// error. The task stays, following its sessions' end.
+func (s *Service) StopSessions(ctx context.Context, taskID string) error {
+	if s.sessions == nil {
+		return nil
+	}
+	rec, err := s.load(ctx, nil, "task", taskID)
+	if err != nil {
+		return err
+	}
+	for _, id := range rec.SessionIDs {
+		if err := s.sessions.Delete(ctx, id); err != nil {
+			return fmt.Errorf("stop session %s of task %s: %w", id, taskID, err)
+		}
+	}
+	return nil
 }

@@ -55,7 +55,7 @@ const (
 	deleteChunk = 200
 )
 
-// Profiles is what tasks need of ProfileService; the api package wires the real one in.
+// Profiles is what tasks need of ProfileService; the composition wires the real one in.
 type Profiles interface {
 	// Launch returns the profile's snapshot, env vars and secrets, apierr NotFound for an
 	// unknown profile and FailedPrecondition for an archived one.

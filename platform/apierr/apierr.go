@@ -181,3 +181,19 @@ func (i *interceptor) recoverInto(ctx context.Context, procedure string, err *er
 		*err = connect.NewError(connect.CodeInternal, errors.New("internal error"))
 	}
 }
+
+// Refusal reports whether err is the API refusing the call for a reason that trying again
+// cannot fix: bad input, missing records, states that forbid the call, permissions, clashes,
+// methods not built. In-process callers that retry (automation runs, review passes) fail at
+// once on these and retry the rest.
+func Refusal(err error) bool {
+	if err == nil {
+		return false
+	}
+	switch connect.CodeOf(err) {
+	case connect.CodeInvalidArgument, connect.CodeNotFound, connect.CodeFailedPrecondition,
+		connect.CodePermissionDenied, connect.CodeUnauthenticated, connect.CodeAlreadyExists, connect.CodeUnimplemented:
+		return true
+	}
+	return false
+}

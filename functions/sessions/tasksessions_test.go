@@ -1,9 +1,8 @@
-package composition
+package sessions
 
 import (
 	"testing"
 
-	"github.com/hangar-dev/hangar/functions/tasks"
 	appv1 "github.com/hangar-dev/hangar/gen/svc/app/v1"
 )
 
@@ -14,7 +13,7 @@ func TestATaskCheckoutReplacesTheProfileRepoAtItsPath(t *testing.T) {
 	got := checkouts([]*appv1.ProfileRepo{
 		{Path: "/work/widgets/", RemoteUrl: "https://git.example.com/acme/widgets.git"},
 		{Path: "/work/tools", Remote: &appv1.ProfileRepoRemote{Host: "git.example.com", Owner: "acme", Name: "tools"}},
-	}, []tasks.Checkout{
+	}, []Checkout{
 		{Path: "/work/widgets", URL: "https://git.example.com/acme/widgets.git", Branch: "cache", Commit: "0123abcd", Credential: "ghs_x"},
 		{Path: "/work/docs", URL: "https://git.example.com/acme/docs.git"},
 	})
