@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"cloud.google.com/go/firestore"
+
 	"github.com/hangar-dev/hangar/composition"
 	"github.com/hangar-dev/hangar/internal/testenv"
 	"github.com/hangar-dev/hangar/internal/testkit"
@@ -36,14 +38,10 @@ func TestMain(m *testing.M) {
 var shownCode = regexp.MustCompile(`enter the code\n\n +([A-Z]{4}-[A-Z]{4})\n`)
 var csrfInput = regexp.MustCompile(`name="csrf" value="([0-9a-f]+)"`)
 
-// A real server composed as `hangar dev` composes it: the browser signs the local admin in
-// through the dev route, `hangar login` gets a code approved on the device page and stores the
-// key, client commands use it, whoami names it, and logout revokes it.
-func TestLoginWhoamiLogoutAgainstADevServer(t *testing.T) {
-	db, _ := testenv.Firestore(t)
-	t.Setenv("XDG_CONFIG_HOME", t.TempDir())
-	t.Setenv("HANGAR_URL", "")
-	t.Setenv("HANGAR_API_KEY", "")
+// serveDevSignIn serves the API on a free loopback port until t ends, signing in as `hangar
+// dev` does (the dev route, device codes polled every second), and returns its URL.
+func serveDevSignIn(t *testing.T, db *firestore.Client) string {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -55,6 +53,18 @@ func TestLoginWhoamiLogoutAgainstADevServer(t *testing.T) {
 	srv := composition.NewServer(composition.New(composition.Deps{DB: db, Config: cfg}).Handler())
 	go func() { _ = srv.Serve(ln) }()
 	t.Cleanup(func() { _ = srv.Close() })
+	return base
+}
+
+// A real server composed as `hangar dev` composes it: the browser signs the local admin in
+// through the dev route, `hangar login` gets a code approved on the device page and stores the
+// key, client commands use it, whoami names it, and logout revokes it.
+func TestLoginWhoamiLogoutAgainstADevServer(t *testing.T) {
+	db, _ := testenv.Firestore(t)
+	t.Setenv("XDG_CONFIG_HOME", t.TempDir())
+	t.Setenv("HANGAR_URL", "")
+	t.Setenv("HANGAR_API_KEY", "")
+	base := serveDevSignIn(t, db)
 
 	if r := runHangar(t, "", "whoami", "--url", base); r.code != exitUnauthenticated || !strings.Contains(r.msg(), "hangar login") {
 		t.Fatalf("whoami before login: exit %d %q", r.code, r.msg())

@@ -38,17 +38,7 @@ var shownLogin = regexp.MustCompile(`Open (\S+) and enter the code\n\n +([A-Z]{4
 func TestSecurityDeviceLoginCompletesFromARealBrowser(t *testing.T) {
 	web, npm := browserDriver(t, "npm")
 	db, _ := testenv.Firestore(t)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	base := "http://" + ln.Addr().String()
-	cfg := config.Default()
-	devSignIn(&cfg, base)
-	cfg.SignIn.DeviceInterval = time.Second
-	srv := composition.NewServer(composition.New(composition.Deps{DB: db, Config: cfg}).Handler())
-	go func() { _ = srv.Serve(ln) }()
-	t.Cleanup(func() { _ = srv.Close() })
+	base := serveDevSignIn(t, db)
 
 	bin := filepath.Join(t.TempDir(), "hangar")
 	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
