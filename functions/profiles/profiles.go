@@ -24,6 +24,7 @@ import (
 	"github.com/hangar-dev/hangar/platform/auth"
 	"github.com/hangar-dev/hangar/platform/clock"
 	"github.com/hangar-dev/hangar/platform/config"
+	"github.com/hangar-dev/hangar/platform/gitremote"
 	"github.com/hangar-dev/hangar/platform/ids"
 	"github.com/hangar-dev/hangar/platform/store"
 	"github.com/hangar-dev/hangar/records/secrets"
@@ -221,7 +222,7 @@ func (s *Service) DiscoverProfileRepos(ctx context.Context, req *connect.Request
 		}
 		d := &appv1.DiscoveredRepo{Path: r.GetPath()}
 		for _, rm := range r.GetRemotes() {
-			parsed, _ := ParseRemote(rm.GetUrl())
+			parsed, _ := gitremote.ParseRemote(rm.GetUrl())
 			d.Remotes = append(d.Remotes, &appv1.DiscoveredRemote{Name: rm.GetName(), Url: rm.GetUrl(), Parsed: parsed})
 		}
 		out = append(out, d)

@@ -18,6 +18,7 @@ import (
 	"github.com/hangar-dev/hangar/platform/apierr"
 	"github.com/hangar-dev/hangar/platform/config"
 	"github.com/hangar-dev/hangar/platform/egress"
+	"github.com/hangar-dev/hangar/platform/gitremote"
 )
 
 // Bounds on a profile's text fields, in characters, and on the whole stored profile.
@@ -390,13 +391,13 @@ func (c checker) remote(field, raw string) (string, *remoteRecord) {
 			return s, nil
 		}
 	}
-	if _, ref, hasRef := strings.Cut(s, "#"); hasRef {
-		if why := checkRef(ref); why != "" {
+	if _, ref, hasRef := gitremote.SplitRef(s); hasRef {
+		if why := gitremote.CheckRef(ref); why != "" {
 			c.Add(field, why)
 			return s, nil
 		}
 	}
-	rem, err := ParseRemote(s)
+	rem, err := gitremote.ParseRemote(s)
 	if err != nil {
 		c.Add(field, err.Error())
 		return s, nil

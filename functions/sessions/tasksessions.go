@@ -12,6 +12,7 @@ import (
 	appv1 "github.com/hangar-dev/hangar/gen/svc/app/v1"
 	"github.com/hangar-dev/hangar/platform/apierr"
 	"github.com/hangar-dev/hangar/platform/auth"
+	"github.com/hangar-dev/hangar/platform/gitremote"
 	"github.com/hangar-dev/hangar/records/secrets"
 )
 
@@ -148,9 +149,7 @@ func profileImageErr(image string, err error) error {
 	return err
 }
 
-// checkouts are a profile's repos as the host clones them (over https, at an https remote_url,
-// else from the remote's host, owner and name: a scp-like remote_url's; at the remote_url's
-// "#ref" when it names one), then the task's own checkouts, last; a profile repo at a path a
+// checkouts are a profile's repos as the host clones them (gitremote.CloneURL), then the task's own checkouts, last; a profile repo at a path a
 // task checkout also uses gives way to it.
 func checkouts(repos []*appv1.ProfileRepo, extra []Checkout) []*hostv1.RepoCheckout {
 	var out []*hostv1.RepoCheckout
@@ -158,12 +157,7 @@ func checkouts(repos []*appv1.ProfileRepo, extra []Checkout) []*hostv1.RepoCheck
 		if slices.ContainsFunc(extra, func(c Checkout) bool { return path.Clean(c.Path) == path.Clean(r.GetPath()) }) {
 			continue
 		}
-		// A remote_url's "#" starts the branch or tag to check out (ProfileService's
-		// SplitRef); no remote git accepts holds one of its own.
-		u, ref, _ := strings.Cut(r.GetRemoteUrl(), "#")
-		if rm := r.GetRemote(); !strings.HasPrefix(u, "https://") && rm.GetHost() != "" && rm.GetOwner() != "" && rm.GetName() != "" {
-			u = "https://" + rm.GetHost() + "/" + rm.GetOwner() + "/" + strings.TrimSuffix(rm.GetName(), ".git") + ".git"
-		}
+		u, ref := gitremote.CloneURL(r.GetRemoteUrl(), r.GetRemote())
 		out = append(out, &hostv1.RepoCheckout{Path: r.GetPath(), Url: u, Ref: ref})
 	}
 	for _, c := range extra {

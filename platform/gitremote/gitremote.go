@@ -1,4 +1,8 @@
-package profiles
+// Package gitremote reads the git remotes profiles name: a remote URL in any network form git
+// accepts, split into host, owner and name, and the branch or tag after its "#". Profiles check
+// them with it when they are written, and sessions clone them with it, so both read a remote
+// the same way.
+package gitremote
 
 import (
 	"errors"
@@ -20,7 +24,7 @@ var errLocalRemote = errors.New("is a local path, not a network remote: use http
 // groups (GitLab's group/sub/project) keep their whole path as owner. Local paths and file://
 // URLs name no host, so they are errors. A "#ref" (see SplitRef) is not part of the remote.
 func ParseRemote(raw string) (*appv1.ProfileRepoRemote, error) {
-	s, _ := SplitRef(strings.TrimSpace(raw))
+	s, _, _ := SplitRef(strings.TrimSpace(raw))
 	if s == "" {
 		return nil, errors.New("is empty")
 	}
@@ -94,9 +98,9 @@ func splitRepoPath(p string) (owner, name string, err error) {
 // SplitRef splits a remote_url into the remote and the ref a session checks out: the branch or
 // tag after a "#", as Docker build contexts and npm's git URLs name one, or "" for the remote's
 // default branch. No remote git accepts holds a "#" of its own.
-func SplitRef(remoteURL string) (remote, ref string) {
-	remote, ref, _ = strings.Cut(remoteURL, "#")
-	return remote, ref
+// hasRef says whether it held a "#" at all, as an empty ref after one is a mistake to name.
+func SplitRef(remoteURL string) (remote, ref string, hasRef bool) {
+	return strings.Cut(remoteURL, "#")
 }
 
 // refRe is a branch or tag name as `git clone --branch` takes it, within git's
@@ -104,8 +108,8 @@ func SplitRef(remoteURL string) (remote, ref string) {
 // '\\' or control characters.
 var refRe = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9._/+@-]*$`)
 
-// checkRef says what is wrong with ref as a branch or tag to check out ("" when nothing is).
-func checkRef(ref string) string {
+// CheckRef says what is wrong with ref as a branch or tag to check out ("" when nothing is).
+func CheckRef(ref string) string {
 	switch {
 	case ref == "":
 		return "names no ref after '#': name a branch or tag, or drop the '#'"
@@ -117,4 +121,15 @@ func checkRef(ref string) string {
 		return fmt.Sprintf("has ref %q, which is not a branch or tag name git accepts", ref)
 	}
 	return ""
+}
+
+// CloneURL is the URL and ref a session clones a profile repo at: its remote_url's remote (the
+// part before any "#ref") when that is https, else https from its parsed remote's host, owner
+// and name (a scp-like or ssh remote_url's), as sessions reach git over the egress proxy.
+func CloneURL(remoteURL string, r *appv1.ProfileRepoRemote) (cloneURL, ref string) {
+	u, ref, _ := SplitRef(remoteURL)
+	if !strings.HasPrefix(u, "https://") && r.GetHost() != "" && r.GetOwner() != "" && r.GetName() != "" {
+		u = "https://" + r.GetHost() + "/" + r.GetOwner() + "/" + strings.TrimSuffix(r.GetName(), ".git") + ".git"
+	}
+	return u, ref
 }

@@ -1,4 +1,4 @@
-package profiles
+package gitremote
 
 import (
 	"strings"
@@ -94,7 +94,7 @@ func TestSplitRefNamesTheBranchOrTagAfterTheHash(t *testing.T) {
 		{"https://github.com/o/r.git#release/1.2", "https://github.com/o/r.git", "release/1.2"},
 		{"git@github.com:o/r.git#v1.0.0", "git@github.com:o/r.git", "v1.0.0"},
 	} {
-		if remote, ref := SplitRef(tc.raw); remote != tc.remote || ref != tc.ref {
+		if remote, ref, _ := SplitRef(tc.raw); remote != tc.remote || ref != tc.ref {
 			t.Errorf("SplitRef(%q) = %q, %q; want %q, %q", tc.raw, remote, ref, tc.remote, tc.ref)
 		}
 	}
