@@ -42,7 +42,7 @@ func NormalizeHostPattern(s string) (string, error) {
 	if _, err := netip.ParseAddr(host); err == nil {
 		return "", errors.New("is an IP address: patterns match hostnames; put addresses in allow_hosts")
 	}
-	host = strings.ToLower(host)
+	host = lowerASCII(host)
 	if err := checkHostname(host, true); err != nil {
 		return "", err
 	}
@@ -57,8 +57,69 @@ func CanonicalHost(host string) (string, error) {
 		}
 		return ip.String(), nil
 	}
-	host = strings.ToLower(host)
+	host = lowerASCII(host)
 	return host, checkHostname(host, false)
+}
+
+// lowerASCII lowers A-Z only: strings.ToLower would make a name of the Kelvin sign (U+212A)
+// one of "k", a name nobody wrote and no resolver would have been asked for.
+func lowerASCII(s string) string {
+	b := []byte(s)
+	for i, c := range b {
+		if c >= 'A' && c <= 'Z' {
+			b[i] = c + 'a' - 'A'
+		}
+	}
+	return string(b)
+}
+
+// DestinationHost is the host a connection or request names (a CONNECT's target, a URL's or
+// Host header's host, a TLS server name) in its one normal form: lower case, no trailing dot,
+// an IP literal as netip prints it and without brackets; or why it is neither a host name nor
+// an IP literal. A name is labels of letters, digits, '-' and '_' (not at a
+// label's ends for '-'), at most 63 characters each and 253 in all; one whose last label is all
+// digits reads as an IP address in a form other than netip's (0x7f.1, 2130706433, 01.2.3.4),
+// which resolvers disagree on, and is refused. Brackets hold an IPv6 literal only.
+func DestinationHost(host string) (string, error) {
+	h := host
+	bracketed := strings.HasPrefix(h, "[") && strings.HasSuffix(h, "]") && len(h) >= 2
+	if bracketed {
+		h = h[1 : len(h)-1]
+	}
+	if a, err := netip.ParseAddr(h); err == nil {
+		switch {
+		case a.Zone() != "":
+			return "", errors.New("an IPv6 zone means nothing outside one machine")
+		case bracketed && !a.Is6():
+			return "", errors.New("brackets hold an IPv6 literal only")
+		}
+		return a.String(), nil
+	}
+	if bracketed {
+		return "", errors.New("brackets hold an IPv6 literal only")
+	}
+	h = lowerASCII(strings.TrimSuffix(h, "."))
+	if h == "" || len(h) > maxHostnameLen {
+		return "", fmt.Errorf("a host name has 1 to %d characters", maxHostnameLen)
+	}
+	labels := strings.Split(h, ".")
+	for _, l := range labels {
+		if l == "" || len(l) > 63 {
+			return "", errors.New("a host name's labels have 1 to 63 characters")
+		}
+		if l[0] == '-' || l[len(l)-1] == '-' {
+			return "", errors.New("a host name's label neither starts nor ends with '-'")
+		}
+		for i := 0; i < len(l); i++ {
+			if c := l[i]; !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
+				return "", errors.New("a host name has letters, digits, '-' and '_' only")
+			}
+		}
+	}
+	if strings.Trim(labels[len(labels)-1], "0123456789") == "" {
+		return "", errors.New("its last label is all digits: an IP address in a form other than a literal's")
+	}
+	return h, nil
 }
 
 // splitHostPort separates an optional :port. A bare IPv6 literal has colons of its own, so it

@@ -36,6 +36,7 @@ func TestHostEntriesAreCanonicalisedOrRefusedWithTheReason(t *testing.T) {
 		{"underscore", "under_score.example.com", "", "other than a-z", false},
 		{"space", "exa mple.com", "", "other than a-z", false},
 		{"non-ASCII", "bücher.example", "", "other than a-z", false},
+		{"Kelvin sign is not a k", "\u212Aexample.com", "", "other than a-z", false},
 		{"label too long", strings.Repeat("a", 64) + ".com", "", "longer than 63", false},
 		{"name too long", strings.Repeat("a.", 126) + "com", "", "longer than 253", false},
 		{"port zero", "example.com:0", "", "port", false},

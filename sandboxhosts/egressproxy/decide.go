@@ -5,9 +5,10 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"net/netip"
 	"strconv"
 	"strings"
+
+	"github.com/hangar-dev/hangar/platform/egress"
 
 	"golang.org/x/net/http/httpguts"
 )
@@ -37,7 +38,7 @@ type decision struct {
 // every path rather than a reset on one and a 502 on another.
 func (sb *Sandbox) decide(host string, port int) decision {
 	d := decision{host: host, port: port}
-	h, err := normalizeHost(host)
+	h, err := egress.DestinationHost(host)
 	if err != nil {
 		d.rule = fmt.Sprintf("bad host %q: %v", host, err)
 		return d
@@ -63,64 +64,6 @@ func (sb *Sandbox) decide(host string, port int) decision {
 // refusal is the sentence a refused destination is answered with.
 func (d decision) refusal() string {
 	return fmt.Sprintf("%s refused (%s)", net.JoinHostPort(d.host, strconv.Itoa(d.port)), d.rule)
-}
-
-// maxHostLen is DNS's limit on a name in its text form.
-const maxHostLen = 253
-
-// normalizeHost returns host in its one normal form (see decision.host), or why it is neither a
-// host name nor an IP literal. A name is labels of letters, digits, '-' and '_' (not at a
-// label's ends for '-'), at most 63 characters each and 253 in all; one whose last label is all
-// digits reads as an IP address in a form other than netip's (0x7f.1, 2130706433, 01.2.3.4),
-// which resolvers disagree on, and is refused. Brackets hold an IPv6 literal only.
-func normalizeHost(host string) (string, error) {
-	h := host
-	bracketed := strings.HasPrefix(h, "[") && strings.HasSuffix(h, "]") && len(h) >= 2
-	if bracketed {
-		h = h[1 : len(h)-1]
-	}
-	if a, err := netip.ParseAddr(h); err == nil {
-		switch {
-		case a.Zone() != "":
-			return "", errors.New("an IPv6 zone means nothing outside one machine")
-		case bracketed && !a.Is6():
-			return "", errors.New("brackets hold an IPv6 literal only")
-		}
-		return a.String(), nil
-	}
-	if bracketed {
-		return "", errors.New("brackets hold an IPv6 literal only")
-	}
-	// ASCII only, lowered byte by byte: strings.ToLower would make a name of the Kelvin sign
-	// (U+212A) one of "k", which is no name the sandbox's resolver would have asked for.
-	lower := []byte(strings.TrimSuffix(h, "."))
-	for i, c := range lower {
-		if c >= 'A' && c <= 'Z' {
-			lower[i] = c + 'a' - 'A'
-		}
-	}
-	h = string(lower)
-	if h == "" || len(h) > maxHostLen {
-		return "", fmt.Errorf("a host name has 1 to %d characters", maxHostLen)
-	}
-	labels := strings.Split(h, ".")
-	for _, l := range labels {
-		if l == "" || len(l) > 63 {
-			return "", errors.New("a host name's labels have 1 to 63 characters")
-		}
-		if l[0] == '-' || l[len(l)-1] == '-' {
-			return "", errors.New("a host name's label neither starts nor ends with '-'")
-		}
-		for i := 0; i < len(l); i++ {
-			if c := l[i]; !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
-				return "", errors.New("a host name has letters, digits, '-' and '_' only")
-			}
-		}
-	}
-	if strings.Trim(labels[len(labels)-1], "0123456789") == "" {
-		return "", errors.New("its last label is all digits: an IP address in a form other than a literal's")
-	}
-	return h, nil
 }
 
 // badTarget reports whether a request line's target holds what would break it (a space, a
@@ -179,7 +122,7 @@ func requestTarget(r *http.Request) (*target, error) {
 
 // splitAuthority splits a request's authority (a CONNECT's target, an absolute URL's host, a
 // Host header) into its host and port, defaultPort when it names none. An IPv6 literal is in
-// brackets, which the host keeps (normalizeHost takes them off), as RFC 3986 has it:
+// brackets, which the host keeps (egress.DestinationHost takes them off), as RFC 3986 has it:
 // unbracketed, "::1:80" could be ::1 on port 80 or the address ::1:80.
 func splitAuthority(hostport string, defaultPort int) (string, int, error) {
 	host, port := hostport, ""

@@ -10,6 +10,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/hangar-dev/hangar/platform/egress"
 )
 
 // Seed corpora are in testdata/fuzz/<target>; `go test` runs them, `make fuzz` looks further.
@@ -106,14 +108,14 @@ func FuzzDecisionOnHostileHostNames(f *testing.F) {
 	sb := &Sandbox{p: New(Options{}), sess: Session{Rules: decisionRules}}
 	f.Fuzz(func(t *testing.T, host string, port int) {
 		d := sb.decide(host, port)
-		h, err := normalizeHost(host)
+		h, err := egress.DestinationHost(host)
 		if err != nil {
 			if d.allowed || !strings.HasPrefix(d.rule, "bad host ") {
 				t.Fatalf("%q is no host, yet decided %+v", host, d)
 			}
 			return
 		}
-		if again, err := normalizeHost(h); err != nil || again != h {
+		if again, err := egress.DestinationHost(h); err != nil || again != h {
 			t.Fatalf("%q's normal form %q normalizes to %q, %v", host, h, again, err)
 		}
 		if strings.Trim(h, "abcdefghijklmnopqrstuvwxyz0123456789.-_:") != "" {

@@ -110,7 +110,7 @@ func (sb *Sandbox) tunnel(ctx context.Context, c net.Conn, br *bufio.Reader, hos
 			host = sni
 		}
 		// The leaf is made for the host's normal form, the one its secrets were matched by.
-		if h, err := normalizeHost(host); err == nil && sb.intercepts(h, port) {
+		if h, err := egress.DestinationHost(host); err == nil && sb.intercepts(h, port) {
 			sb.intercept(ctx, c, br, h, port)
 			return
 		}

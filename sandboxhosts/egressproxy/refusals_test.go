@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hangar-dev/hangar/platform/egress"
+
 	"github.com/hangar-dev/hangar/internal/testkit"
 )
 
@@ -35,7 +37,7 @@ const capturedAddr = "93.184.216.34"
 // it has none) reported after the first n events.
 func (f *fixture) newEvent(t *testing.T, n int, mode, host string) Connection {
 	t.Helper()
-	if h, err := normalizeHost(host); err == nil {
+	if h, err := egress.DestinationHost(host); err == nil {
 		host = h
 	}
 	var got Connection
@@ -143,7 +145,7 @@ func TestSecurityEveryRefusalHoldsOnBothEntryPaths(t *testing.T) {
 		{"captured tls", "transparent", func(t *testing.T, host string, port int, wantEvent bool) attempt {
 			n := f.eventCount()
 			addr, sni := authority(capturedAddr, port), host
-			if a, err := normalizeHost(host); err == nil && net.ParseIP(a) != nil {
+			if a, err := egress.DestinationHost(host); err == nil && net.ParseIP(a) != nil {
 				addr, sni = authority(a, port), ""
 			}
 			c, _ := f.dialSandbox(t, addr)
@@ -153,7 +155,7 @@ func TestSecurityEveryRefusalHoldsOnBothEntryPaths(t *testing.T) {
 			}
 			return attempt{0, f.newEvent(t, n, "transparent", host).Rule}
 		}, func(host string) bool {
-			a, err := normalizeHost(host)
+			a, err := egress.DestinationHost(host)
 			return err != nil || net.ParseIP(a) == nil || net.ParseIP(a).To4() != nil && !strings.Contains(a, ":")
 		}},
 	}
