@@ -42,10 +42,3 @@ func (s *Slots) Take(name string) (release func(), ok bool) {
 		})
 	}, true
 }
-
-// Held is how many slots name holds and how many are held in all.
-func (s *Slots) Held(name string) (byName, total int) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.held[name], s.total
-}
