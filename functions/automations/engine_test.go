@@ -81,9 +81,13 @@ func TestSecurityOneCallersEndlessLoopsDoNotHoldAnotherCallersEvalCode(t *testin
 		}
 	}
 
-	out, err := eval(as(t, bob), "return input.n + 1", `{"n": 41}`)
+	// Bob's call is bounded only so that a regression fails here instead of hanging the run:
+	// waiting behind alice's loops, it would spin for their hour.
+	bobCtx, stopBob := context.WithTimeout(as(t, bob), 2*time.Minute)
+	defer stopBob()
+	out, err := eval(bobCtx, "return input.n + 1", `{"n": 41}`)
 	if err != nil {
-		t.Fatalf("bob's EvalCode while alice's loops spin: %v", err)
+		t.Fatalf("bob's EvalCode while alice's loops spin: %v (waiting behind them?)", err)
 	}
 	if out.GetValueJson() != "42" {
 		t.Fatalf("bob's EvalCode = %v, want the value 42", out)
