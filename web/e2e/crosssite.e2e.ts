@@ -9,7 +9,8 @@ import { createClient } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-web";
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
-import { chromium, type Browser, type Page } from "playwright-core";
+import { type Browser, type Page } from "playwright-core";
+import { launchChromium } from "./chromium.mjs";
 
 import { SessionService } from "../src/gen/svc/app/v1/session_pb";
 
@@ -64,10 +65,7 @@ beforeAll(async () => {
   });
   await new Promise<void>((resolve) => attacker.listen(0, "127.0.0.1", resolve));
   attackerPort = (attacker.address() as AddressInfo).port;
-  browser = await chromium.launch({
-    executablePath: process.env.CHROMIUM ?? "/usr/bin/chromium",
-    args: ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync"],
-  });
+  browser = await launchChromium();
   page = await browser.newPage();
   await page.goto(url + "/");
   await page.getByRole("button", { name: "Sign in as the local admin" }).click();

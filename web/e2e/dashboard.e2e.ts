@@ -7,7 +7,8 @@ import { createClient } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-web";
 import { writeFileSync } from "node:fs";
 import { gzipSync } from "node:zlib";
-import { chromium, type Browser, type Page } from "playwright-core";
+import { type Browser, type Page } from "playwright-core";
+import { launchChromium } from "./chromium.mjs";
 
 import { SessionService } from "../src/gen/svc/app/v1/session_pb";
 import { TaskService } from "../src/gen/svc/app/v1/task_pb";
@@ -29,11 +30,7 @@ let page: Page;
 
 beforeAll(async () => {
   if (!url || !key || !image || !shots) throw new Error("run me through cmd/hangar's TestDashboardInBrowser");
-  browser = await chromium.launch({
-    executablePath: process.env.CHROMIUM ?? "/usr/bin/chromium",
-    // This machine's network is closed: no background calls home, no sandbox (root in CI).
-    args: ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync"],
-  });
+  browser = await launchChromium();
   page = await browser.newPage({ viewport: { width: 1280, height: 800 } });
 });
 

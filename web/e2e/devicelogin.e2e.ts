@@ -6,7 +6,8 @@
 // page, signs in by its button, enters the code and approves it: clicks on Hangar's own forms,
 // whose posts must carry Hangar's origin (under the pages' former Referrer-Policy no-referrer,
 // Chromium sent "Origin: null" and the CSRF check refused them).
-import { chromium, type Browser, type Page, type Request } from "playwright-core";
+import { type Browser, type Page, type Request } from "playwright-core";
+import { launchChromium } from "./chromium.mjs";
 
 const url = process.env.HANGAR_URL ?? "";
 const deviceURL = process.env.HANGAR_DEVICE_URL ?? "";
@@ -19,10 +20,7 @@ let browser: Browser;
 
 beforeAll(async () => {
   if (!url || !deviceURL || !code) throw new Error("run me through cmd/hangar's TestSecurityDeviceLoginCompletesFromARealBrowser");
-  browser = await chromium.launch({
-    executablePath: process.env.CHROMIUM ?? "/usr/bin/chromium",
-    args: ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync"],
-  });
+  browser = await launchChromium();
 });
 
 afterAll(async () => {

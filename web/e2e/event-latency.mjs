@@ -10,7 +10,7 @@
 // The benchmark appends the event and times its StreamEvents client itself; both clocks are
 // the machine's wall clock, so the two times are comparable.
 import { createInterface } from "node:readline";
-import { chromium } from "playwright-core";
+import { launchChromium } from "./chromium.mjs";
 
 const url = process.env.HANGAR_URL ?? "";
 const key = process.env.HANGAR_API_KEY ?? "";
@@ -20,10 +20,7 @@ if (!url || !key || !session) {
   process.exit(2);
 }
 
-const browser = await chromium.launch({
-  executablePath: process.env.CHROMIUM ?? "/usr/bin/chromium",
-  args: ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync"],
-});
+const browser = await launchChromium();
 const context = await browser.newContext({ viewport: { width: 1280, height: 800 } });
 await context.addInitScript((k) => sessionStorage.setItem("hangar.apiKey", k), key);
 await context.addInitScript(() => {

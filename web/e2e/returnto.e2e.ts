@@ -6,7 +6,8 @@
 // follows the provider's redirect and the callback's, and must end on Hangar's origin: on "/"
 // for a return_to a browser reads as another host, on its path for a good one. A request to any
 // host but loopback is answered here (and counted), so a failing case never leaves the machine.
-import { chromium, type Browser, type Request } from "playwright-core";
+import { type Browser, type Request } from "playwright-core";
+import { launchChromium } from "./chromium.mjs";
 
 const url = process.env.HANGAR_URL ?? "";
 const idp = process.env.HANGAR_IDP_URL ?? "";
@@ -33,10 +34,7 @@ let browser: Browser;
 
 beforeAll(async () => {
   if (!url || !idp || !email) throw new Error("run me through cmd/hangar's TestSecuritySignInReturnsTheBrowserOnlyToHangar");
-  browser = await chromium.launch({
-    executablePath: process.env.CHROMIUM ?? "/usr/bin/chromium",
-    args: ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync"],
-  });
+  browser = await launchChromium();
 });
 
 afterAll(async () => {
