@@ -9,7 +9,7 @@ PROTOC_GEN_GO_VERSION := v1.36.12
 PROTOC_GEN_CONNECT_GO_VERSION := v1.21.1
 STATICCHECK_VERSION := v0.8.2
 GOIMPORTS_VERSION := v0.52.0
-GO_TEST_FLAGS ?= -count=1 -timeout=20m
+GO_TEST_FLAGS ?= -count=1 -timeout=50m
 REGION ?= europe-west1
 # DEPLOY_FLAGS are more gcloud functions deploy flags: the functions' settings and secrets.
 DEPLOY_FLAGS ?=
