@@ -9,13 +9,16 @@ PROTOC_GEN_GO_VERSION := v1.36.12
 PROTOC_GEN_CONNECT_GO_VERSION := v1.21.1
 STATICCHECK_VERSION := v0.8.2
 GOIMPORTS_VERSION := v0.52.0
+GOVULNCHECK_VERSION := v1.9.0
+# VULNDB_VERSION pins the Go vulnerability database vulncheck reads: move it to take newer reports.
+VULNDB_VERSION := v0.0.0-20261105234957-e22db6528018
 GO_TEST_FLAGS ?= -count=1 -timeout=50m
 REGION ?= europe-west1
 # DEPLOY_FLAGS are more gcloud functions deploy flags: the functions' settings and secrets.
 DEPLOY_FLAGS ?=
 PROJECT ?= $(shell gcloud config get-value project 2>/dev/null)
 
-.PHONY: check-tracked dev test security fuzz fresh-machine check system-deps plugins web web-test generate check-gen lint vet fmt-check tidy-check bench deploy tools clean agent-clis agent-image
+.PHONY: vulncheck check-tracked dev test security fuzz fresh-machine check system-deps plugins web web-test generate check-gen lint vet fmt-check tidy-check bench deploy tools clean agent-clis agent-image
 
 ## dev: run the whole system locally (emulators, every function, one server on 127.0.0.1:8080);
 ## the sandbox host needs runc and busybox-static, so it installs them first like `make test`
@@ -105,14 +108,25 @@ system-deps:
 system-deps-browser:
 	@scripts/system-deps --browser
 
-## check: the house rules — gen/ in sync with proto/, buf lint, staticcheck, import grouping, gofmt, go vet, go.mod tidy, no build output tracked
-check: check-gen lint fmt-check vet tidy-check check-tracked
+## check: the house rules — gen/ in sync with proto/, buf lint, staticcheck, import grouping, gofmt, go vet, go.mod tidy, no build output tracked, no known vulnerability reached
+check: check-gen lint fmt-check vet tidy-check check-tracked vulncheck
 
 ## check-tracked: fail on a tracked executable binary, or a tracked file over 1 MiB outside third_party/ and testdata/
 check-tracked:
 	@scripts/check-tracked
 
 tools: $(TOOLS)/buf $(TOOLS)/protoc-gen-go $(TOOLS)/protoc-gen-connect-go $(TOOLS)/staticcheck $(TOOLS)/goimports
+
+## vulncheck: govulncheck over the module against the pinned vulnerability database (scripts/vulncheck)
+VULNDB := $(CURDIR)/.tools/vulndb/$(VULNDB_VERSION)
+vulncheck: $(TOOLS)/govulncheck $(VULNDB)/index/db.json
+	@scripts/vulncheck $(TOOLS) $(VULNDB)
+$(TOOLS)/govulncheck:
+	GOBIN=$(TOOLS) go install golang.org/x/vuln/cmd/govulncheck@$(GOVULNCHECK_VERSION)
+$(VULNDB)/index/db.json:
+	GOBIN=$(TOOLS) go install golang.org/x/vulndb/cmd/indexdb@$(VULNDB_VERSION)
+	rm -rf $(VULNDB) && mkdir -p $(dir $(VULNDB))
+	$(TOOLS)/indexdb -vulns "$$(go mod download -json golang.org/x/vulndb@$(VULNDB_VERSION) | sed -n 's/^\t"Dir": "\(.*\)",$$/\1/p')/data/osv" -out $(VULNDB)
 
 $(TOOLS)/buf:
 	GOBIN=$(TOOLS) go install github.com/bufbuild/buf/cmd/buf@$(BUF_VERSION)

@@ -26,7 +26,7 @@ require (
 	github.com/google/go-containerregistry v0.22.1
 	github.com/google/go-github/v88 v88.0.0
 	github.com/google/nftables v0.3.0
-	github.com/klauspost/compress v1.19.2
+	github.com/klauspost/compress v1.20.2
 	github.com/oklog/ulid/v2 v2.1.2
 	github.com/opencontainers/runtime-spec v1.1.0
 	github.com/sethvargo/go-envconfig v1.4.3
