@@ -18,7 +18,7 @@ REGION ?= europe-west1
 DEPLOY_FLAGS ?=
 PROJECT ?= $(shell gcloud config get-value project 2>/dev/null)
 
-.PHONY: vulncheck check-tracked dev test security fuzz fresh-machine check system-deps plugins web web-test generate check-gen lint vet fmt-check tidy-check bench deploy tools clean agent-clis agent-image
+.PHONY: vulncheck breaking release-contract check-tracked dev test security fuzz fresh-machine check system-deps plugins web web-test generate check-gen lint vet fmt-check tidy-check bench deploy tools clean agent-clis agent-image
 
 ## dev: run the whole system locally (emulators, every function, one server on 127.0.0.1:8080);
 ## the sandbox host needs runc and busybox-static, so it installs them first like `make test`
@@ -108,14 +108,22 @@ system-deps:
 system-deps-browser:
 	@scripts/system-deps --browser
 
-## check: the house rules — gen/ in sync with proto/, buf lint, staticcheck, import grouping, gofmt, go vet, go.mod tidy, no build output tracked, no known vulnerability reached
-check: check-gen lint fmt-check vet tidy-check check-tracked vulncheck
+## check: the house rules — gen/ in sync with proto/, buf lint, staticcheck, import grouping, gofmt, go vet, go.mod tidy, no build output tracked, no known vulnerability reached, no breaking change to the released contract
+check: check-gen lint breaking fmt-check vet tidy-check check-tracked vulncheck
 
 ## check-tracked: fail on a tracked executable binary, or a tracked file over 1 MiB outside third_party/ and testdata/
 check-tracked:
 	@scripts/check-tracked
 
 tools: $(TOOLS)/buf $(TOOLS)/protoc-gen-go $(TOOLS)/protoc-gen-connect-go $(TOOLS)/staticcheck $(TOOLS)/goimports
+
+## breaking: buf breaking (FILE rules) against the last released contract, proto/released/contract.json
+breaking: tools
+	$(TOOLS)/buf breaking --against proto/released/contract.json
+
+## release-contract: record proto/ as the released contract that `make breaking` holds later changes to
+release-contract: tools
+	$(TOOLS)/buf build --exclude-source-info -o proto/released/contract.json
 
 ## vulncheck: govulncheck over the module against the pinned vulnerability database (scripts/vulncheck)
 VULNDB := $(CURDIR)/.tools/vulndb/$(VULNDB_VERSION)
