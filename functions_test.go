@@ -30,6 +30,7 @@ import (
 	"github.com/hangar-dev/hangar/platform/auth"
 	"github.com/hangar-dev/hangar/platform/bucket"
 	"github.com/hangar-dev/hangar/platform/config"
+	"github.com/hangar-dev/hangar/platform/httpapi"
 	"github.com/hangar-dev/hangar/platform/pubsub"
 )
 
@@ -82,9 +83,9 @@ func TestNotBuiltServicesServeOnlyUnimplemented(t *testing.T) {
 				continue
 			}
 			t.Run(string(md.FullName()), func(t *testing.T) {
-				req, _ := http.NewRequest(http.MethodPost, srv.URL+composition.RPCPrefix+"/"+string(sd.FullName())+"/"+string(md.Name()), strings.NewReader("{}"))
+				req, _ := http.NewRequest(http.MethodPost, srv.URL+httpapi.RPCPrefix+"/"+string(sd.FullName())+"/"+string(md.Name()), strings.NewReader("{}"))
 				req.Header.Set("Content-Type", "application/json")
-				req.Header.Set(auth.HeaderName, key)
+				req.Header.Set(httpapi.APIKeyHeader, key)
 				resp, err := http.DefaultClient.Do(req)
 				if err != nil {
 					t.Fatal(err)

@@ -1,7 +1,7 @@
-// Package composition assembles every service of the public API into HTTP handlers: all of them on one
-// mux for `hangar dev`, or one at a time for a Cloud Run function. It is the only package that
-// knows every service; services never know each other, and what one needs of another it gets
-// here as an interface.
+// Package composition assembles every service of the public API into HTTP handlers: all of them on
+// one mux for `hangar dev`, or one at a time for a Cloud Run function. It is the only package that
+// knows every service; services never know each other, and what one needs of another it gets here
+// as an interface.
 package composition
 
 import (
@@ -37,6 +37,7 @@ import (
 	"github.com/hangar-dev/hangar/platform/clock"
 	"github.com/hangar-dev/hangar/platform/codec"
 	"github.com/hangar-dev/hangar/platform/config"
+	"github.com/hangar-dev/hangar/platform/httpapi"
 	"github.com/hangar-dev/hangar/platform/pubsub"
 	"github.com/hangar-dev/hangar/platform/seal"
 	"github.com/hangar-dev/hangar/records/credentials"
@@ -46,9 +47,6 @@ import (
 	"github.com/hangar-dev/hangar/sandboxhosts/hostclient"
 	"github.com/hangar-dev/hangar/web"
 )
-
-// RPCPrefix is where the API is served: POST /rpc/svc.app.v1.<Service>/<Method>.
-const RPCPrefix = "/rpc"
 
 // Deps are what the services run on.
 type Deps struct {
@@ -201,11 +199,11 @@ func New(d Deps) *API {
 		// rather than savings (ReadFile ran at 44 MiB/s compressed): answers go uncompressed.
 		add(appv1connect.NewSessionServiceHandler(sessionSvc, opts, connect.WithCompression("gzip", nil, nil)))
 		taskRuns, repos = taskSessions{sessionSvc}, sessionSvc.FindImageRepos
-		a.routes["GET "+sessions.EventsPath] = route{appv1connect.SessionServiceName, sessionSvc.SSE(authn)}
-		a.routes["GET "+sessions.ShellPath] = route{appv1connect.SessionServiceName, sessionSvc.Shell(authn)}
-		a.routes[sessions.FilesPath] = route{appv1connect.SessionServiceName, sessionSvc.Files(authn)}
-		a.routes[sessions.AppsPath] = route{appv1connect.SessionServiceName, sessionSvc.Apps(authn)}
-		a.routes["GET "+sessions.NetworkUsagePath] = route{appv1connect.SessionServiceName, sessionSvc.NetworkUsage(authn)}
+		a.routes["GET "+httpapi.EventsPath] = route{appv1connect.SessionServiceName, sessionSvc.SSE(authn)}
+		a.routes["GET "+httpapi.ShellPath] = route{appv1connect.SessionServiceName, sessionSvc.Shell(authn)}
+		a.routes[httpapi.FilesPath] = route{appv1connect.SessionServiceName, sessionSvc.Files(authn)}
+		a.routes[httpapi.AppsPath] = route{appv1connect.SessionServiceName, sessionSvc.Apps(authn)}
+		a.routes["GET "+httpapi.NetworkUsagePath] = route{appv1connect.SessionServiceName, sessionSvc.NetworkUsage(authn)}
 		a.appHosts = hostRoute{appv1connect.SessionServiceName, sessionSvc.IsAppHost, sessionSvc.AppOrigin(authn)}
 	} else {
 		add(appv1connect.NewSessionServiceHandler(appv1connect.UnimplementedSessionServiceHandler{}, opts,
@@ -248,7 +246,7 @@ func New(d Deps) *API {
 	}
 	if hooks != nil {
 		add(appv1connect.NewWebhookRegistrationServiceHandler(hooks, opts))
-		a.routes["POST "+webhooks.InboundPath] = route{appv1connect.WebhookRegistrationServiceName, hooks.Inbound()}
+		a.routes["POST "+httpapi.InboundWebhookPath] = route{appv1connect.WebhookRegistrationServiceName, hooks.Inbound()}
 	} else {
 		add(appv1connect.NewWebhookRegistrationServiceHandler(appv1connect.UnimplementedWebhookRegistrationServiceHandler{}, opts,
 			connect.WithInterceptors(unavailable("webhooks are not served here: set HANGAR_SEAL_KEYSET and give the API Pub/Sub"))))
@@ -259,7 +257,7 @@ func New(d Deps) *API {
 // signIn serves /api/auth (functions/signin) and lets the interceptor take its session cookies.
 // Its routes go with ApiKeyService's function: `hangar login` ends in a new API key. The
 // OAuth callback page of OAuthCredentialService's redirect flows is not among them: that service
-// mounts it as a route of its own, a.routes["GET "+signin.OAuthCallbackPath], and finds the
+// mounts it as a route of its own, a.routes["GET "+httpapi.OAuthCallbackPath], and finds the
 // signed-in person with a.authn.AuthenticateHTTP(r, auth.Callback).
 func (a *API) signIn(d Deps, secretStore *secrets.Store) {
 	sessions := auth.NewWebSessions(d.DB, a.authn)
@@ -297,7 +295,7 @@ func (a *API) oauth(d Deps, opts connect.HandlerOption, add func(string, http.Ha
 		Egress: d.Config.Egress, LoopbackHTTP: d.LoopbackProviders, Clock: d.Clock, Log: d.Log,
 	})
 	add(appv1connect.NewOAuthCredentialServiceHandler(svc, opts))
-	a.routes["GET "+oauthcreds.CallbackPath] = route{appv1connect.OAuthCredentialServiceName, svc.Callback(func(r *http.Request) (auth.Principal, error) {
+	a.routes["GET "+httpapi.OAuthCallbackPath] = route{appv1connect.OAuthCredentialServiceName, svc.Callback(func(r *http.Request) (auth.Principal, error) {
 		// A browser comes back signed in by its session cookie, sent on by the provider's site
 		// (auth.Callback: no Origin to check); the flow's state binds the code to the subject
 		// that began it, which is what stops a forged callback.
@@ -336,8 +334,8 @@ func (a *API) ServiceNames() []string {
 	return names
 }
 
-// Handler serves every service under RPCPrefix, GET /healthz, and the dashboard at every other
-// path.
+// Handler serves every service under httpapi.RPCPrefix, GET /healthz, and the dashboard at every
+// other path.
 func (a *API) Handler() http.Handler {
 	mux := http.NewServeMux()
 	for name, h := range a.services {
@@ -352,8 +350,8 @@ func (a *API) Handler() http.Handler {
 }
 
 // ServiceHandler serves one service, for its own Cloud Run function. It answers both under
-// RPCPrefix (behind the load balancer that routes /rpc/svc.app.v1.<Service>/* to it) and at the
-// bare path (the function's own URL), and serves the service's plain HTTP routes.
+// httpapi.RPCPrefix (behind the load balancer that routes /rpc/svc.app.v1.<Service>/* to it) and at
+// the bare path (the function's own URL), and serves the service's plain HTTP routes.
 func (a *API) ServiceHandler(name string) (http.Handler, bool) {
 	h, ok := a.services[name]
 	if !ok {
@@ -377,7 +375,7 @@ type route struct {
 }
 
 func mount(mux *http.ServeMux, name string, h http.Handler) {
-	mux.Handle(RPCPrefix+"/"+name+"/", http.StripPrefix(RPCPrefix, h))
+	mux.Handle(httpapi.RPCPrefix+"/"+name+"/", http.StripPrefix(httpapi.RPCPrefix, h))
 }
 
 // unavailable answers every call of a service that cannot run with why.

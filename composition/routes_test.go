@@ -6,11 +6,11 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/hangar-dev/hangar/functions/oauthcreds"
 	"github.com/hangar-dev/hangar/functions/webhooks"
 	"github.com/hangar-dev/hangar/gen/svc/app/v1/appv1connect"
 	"github.com/hangar-dev/hangar/internal/testenv"
 	"github.com/hangar-dev/hangar/platform/config"
+	"github.com/hangar-dev/hangar/platform/httpapi"
 )
 
 // A plain HTTP route is served by the one server and by its own service's function only.
@@ -78,7 +78,7 @@ func TestSignInRoutesAreServedByApiKeyServicesFunction(t *testing.T) {
 	if rec.Code != http.StatusSeeOther || len(cookies) != 1 {
 		t.Fatalf("dev sign-in: %d %v", rec.Code, cookies)
 	}
-	call := httptest.NewRequest(http.MethodPost, RPCPrefix+appv1connect.ApiKeyServiceListApiKeysProcedure, strings.NewReader("{}"))
+	call := httptest.NewRequest(http.MethodPost, httpapi.RPCPrefix+appv1connect.ApiKeyServiceListApiKeysProcedure, strings.NewReader("{}"))
 	call.Header.Set("Content-Type", "application/json")
 	call.Header.Set("Connect-Protocol-Version", "1")
 	call.Header.Set("Origin", cfg.SignIn.PublicURL)
@@ -100,7 +100,7 @@ func TestOAuthCallbackIsServedByItsServicesFunction(t *testing.T) {
 	for name, h := range map[string]http.Handler{"the one server": a.Handler(), "OAuthCredentialService's function": oauthFn} {
 		t.Run(name, func(t *testing.T) {
 			rec := httptest.NewRecorder()
-			h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, oauthcreds.CallbackPath+"?state=oaf_x&code=c", nil))
+			h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, httpapi.OAuthCallbackPath+"?state=oaf_x&code=c", nil))
 			if rec.Code != http.StatusUnauthorized || !strings.Contains(rec.Body.String(), "Sign in to Hangar") {
 				t.Errorf("%d %q", rec.Code, rec.Body)
 			}

@@ -20,6 +20,7 @@ import (
 	"github.com/hangar-dev/hangar/internal/testenv"
 	"github.com/hangar-dev/hangar/internal/testkit"
 	"github.com/hangar-dev/hangar/platform/auth"
+	"github.com/hangar-dev/hangar/platform/httpapi"
 	"github.com/hangar-dev/hangar/sandboxhosts/images/imagestest"
 )
 
@@ -164,7 +165,7 @@ func TestAppsGetOriginsOfTheirOwn(t *testing.T) {
 	}
 	web, other := got.Msg.GetSession().GetApps()[0], got.Msg.GetSession().GetApps()[1]
 	testkit.Eventually(t, 30*time.Second, "the app answering at its origin", func() (bool, string) {
-		p := o.get(t, http.MethodGet, web.GetOrigin()+"/", map[string]string{auth.HeaderName: o.admin})
+		p := o.get(t, http.MethodGet, web.GetOrigin()+"/", map[string]string{httpapi.APIKeyHeader: o.admin})
 		return p.status == http.StatusOK, p.body
 	})
 
@@ -221,14 +222,14 @@ func TestAppsGetOriginsOfTheirOwn(t *testing.T) {
 		}
 		// A browser's navigation is sent to sign in through the dashboard instead.
 		p := o.get(t, http.MethodGet, web.GetOrigin()+"/a?b=1", map[string]string{"Sec-Fetch-Mode": "navigate", "Sec-Fetch-Site": "none"})
-		if want := o.url + strings.TrimSuffix(sessions.AppURLPath(id, "web"), "/") + "/a?b=1"; p.status != http.StatusSeeOther || p.header.Get("Location") != want {
+		if want := o.url + strings.TrimSuffix(httpapi.AppURLPath(id, "web"), "/") + "/a?b=1"; p.status != http.StatusSeeOther || p.header.Get("Location") != want {
 			t.Errorf("a navigation without the cookie: %d to %q, want 303 to %s", p.status, p.header.Get("Location"), want)
 		}
 		bob := o.mintKey(t, "bob@example.com", false)
-		if p := o.get(t, http.MethodGet, web.GetOrigin()+"/", map[string]string{auth.HeaderName: bob}); p.status != http.StatusNotFound {
+		if p := o.get(t, http.MethodGet, web.GetOrigin()+"/", map[string]string{httpapi.APIKeyHeader: bob}); p.status != http.StatusNotFound {
 			t.Errorf("another user's key: %d, want 404", p.status)
 		}
-		if p := o.get(t, http.MethodGet, o.url+web.GetUrlPath(), map[string]string{auth.HeaderName: bob}); p.status != http.StatusNotFound {
+		if p := o.get(t, http.MethodGet, o.url+web.GetUrlPath(), map[string]string{httpapi.APIKeyHeader: bob}); p.status != http.StatusNotFound {
 			t.Errorf("another user's key on the path route: %d, want 404", p.status)
 		}
 	})

@@ -20,6 +20,7 @@ import (
 	"github.com/hangar-dev/hangar/internal/testenv"
 	"github.com/hangar-dev/hangar/internal/testkit"
 	"github.com/hangar-dev/hangar/platform/auth"
+	"github.com/hangar-dev/hangar/platform/httpapi"
 	"github.com/hangar-dev/hangar/sandboxhosts/images/imagestest"
 )
 
@@ -36,7 +37,7 @@ func appsSession(t *testing.T, s *sandboxStack) string {
 }
 
 func (s *stack) appURL(session, app, rest string) string {
-	return s.url + sessions.AppURLPath(session, app) + rest
+	return s.url + httpapi.AppURLPath(session, app) + rest
 }
 
 func TestAppsThroughTheReverseProxy(t *testing.T) {
@@ -51,7 +52,7 @@ func TestAppsThroughTheReverseProxy(t *testing.T) {
 
 	t.Run("the request reaches the app's port with its path and query, without Hangar's credentials", func(t *testing.T) {
 		resp, body := fileRequest(t, http.MethodGet, s.appURL(id, "web", "deep/path?x=1&api_key="+url.QueryEscape(s.admin)), "", nil,
-			map[string]string{"Cookie": "hangar_session=secret-cookie; theme=dark", auth.HeaderName: s.admin})
+			map[string]string{"Cookie": "hangar_session=secret-cookie; theme=dark", httpapi.APIKeyHeader: s.admin})
 		got := string(body)
 		if resp.StatusCode != http.StatusOK || !strings.Contains(got, "fakeapp saw GET /deep/path?x=1 ") {
 			t.Fatalf("%d %q", resp.StatusCode, got)
@@ -59,7 +60,7 @@ func TestAppsThroughTheReverseProxy(t *testing.T) {
 		if strings.Contains(got, s.admin) || strings.Contains(got, "secret-cookie") || !strings.Contains(got, `cookie="theme=dark"`) {
 			t.Errorf("the app saw Hangar's credentials: %q", got)
 		}
-		if !strings.Contains(got, `prefix="`+strings.TrimSuffix(sessions.AppURLPath(id, "web"), "/")+`"`) {
+		if !strings.Contains(got, `prefix="`+strings.TrimSuffix(httpapi.AppURLPath(id, "web"), "/")+`"`) {
 			t.Errorf("no X-Forwarded-Prefix: %q", got)
 		}
 		// The app's page may not act as the API's origin in a browser.
@@ -80,7 +81,7 @@ func TestAppsThroughTheReverseProxy(t *testing.T) {
 		}
 	})
 	t.Run("a WebSocket upgrade goes through both ways", func(t *testing.T) {
-		ws, _, err := websocket.Dial(t.Context(), s.appURL(id, "web", "ws"), &websocket.DialOptions{HTTPHeader: http.Header{auth.HeaderName: {s.admin}}})
+		ws, _, err := websocket.Dial(t.Context(), s.appURL(id, "web", "ws"), &websocket.DialOptions{HTTPHeader: http.Header{httpapi.APIKeyHeader: {s.admin}}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -112,7 +113,7 @@ func TestAppsThroughTheReverseProxy(t *testing.T) {
 			t.Fatal(err)
 		}
 		apps := got.Msg.GetSession().GetApps()
-		if len(apps) != 2 || apps[0].GetHostname() != "web" || apps[0].GetPort() != 8080 || apps[0].GetUrlPath() != sessions.AppURLPath(id, "web") {
+		if len(apps) != 2 || apps[0].GetHostname() != "web" || apps[0].GetPort() != 8080 || apps[0].GetUrlPath() != httpapi.AppURLPath(id, "web") {
 			t.Errorf("apps = %v", apps)
 		}
 	})
@@ -121,7 +122,7 @@ func TestAppsThroughTheReverseProxy(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if ide.Msg.GetPort() != sessions.IDEPort || ide.Msg.GetEndpoint().GetUrlPath() != sessions.AppURLPath(id, sessions.IDEApp) {
+		if ide.Msg.GetPort() != sessions.IDEPort || ide.Msg.GetEndpoint().GetUrlPath() != httpapi.AppURLPath(id, sessions.IDEApp) {
 			t.Errorf("EnsureIde = %v", ide.Msg)
 		}
 		resp, body := fileRequest(t, http.MethodGet, s.url+ide.Msg.GetEndpoint().GetUrlPath(), s.admin, nil, nil)
@@ -201,7 +202,7 @@ func TestSecurityAppsRefuseStrangers(t *testing.T) {
 			if resp.StatusCode != tc.want || strings.Contains(string(body), "fakeapp") {
 				t.Errorf("%d %q, want %d", resp.StatusCode, body, tc.want)
 			}
-			_, _, err := websocket.Dial(t.Context(), s.appURL(id, "web", "ws"), &websocket.DialOptions{HTTPHeader: http.Header{auth.HeaderName: {tc.key}}})
+			_, _, err := websocket.Dial(t.Context(), s.appURL(id, "web", "ws"), &websocket.DialOptions{HTTPHeader: http.Header{httpapi.APIKeyHeader: {tc.key}}})
 			if err == nil {
 				t.Error("the WebSocket upgrade went through")
 			}

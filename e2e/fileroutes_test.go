@@ -10,12 +10,12 @@ import (
 	"testing"
 
 	"github.com/hangar-dev/hangar/functions/sessions"
-	"github.com/hangar-dev/hangar/platform/auth"
+	"github.com/hangar-dev/hangar/platform/httpapi"
 )
 
 // fileURL is the file route of path in session.
 func (s *stack) fileURL(session, path string) string {
-	return s.url + strings.NewReplacer("{id}", url.PathEscape(session), "/{path...}", path).Replace(sessions.FilesPath)
+	return s.url + strings.NewReplacer("{id}", url.PathEscape(session), "/{path...}", path).Replace(httpapi.FilesPath)
 }
 
 // fileRequest sends a file route request with key and headers and returns the response and its
@@ -31,7 +31,7 @@ func fileRequest(t *testing.T, method, rawURL, key string, body []byte, headers 
 		t.Fatal(err)
 	}
 	if key != "" {
-		req.Header.Set(auth.HeaderName, key)
+		req.Header.Set(httpapi.APIKeyHeader, key)
 	}
 	for k, v := range headers {
 		req.Header.Set(k, v)

@@ -11,7 +11,6 @@ import (
 	"gocloud.dev/blob/memblob"
 
 	"github.com/hangar-dev/hangar/composition"
-	"github.com/hangar-dev/hangar/functions/oauthcreds"
 	appv1 "github.com/hangar-dev/hangar/gen/svc/app/v1"
 	"github.com/hangar-dev/hangar/gen/svc/app/v1/appv1connect"
 	"github.com/hangar-dev/hangar/internal/oauthtest"
@@ -20,6 +19,7 @@ import (
 	"github.com/hangar-dev/hangar/platform/auth"
 	"github.com/hangar-dev/hangar/platform/config"
 	"github.com/hangar-dev/hangar/platform/egress"
+	"github.com/hangar-dev/hangar/platform/httpapi"
 	"github.com/hangar-dev/hangar/records/secrets"
 )
 
@@ -63,16 +63,16 @@ func TestDashboardCompletesARedirectFlowThroughTheCallbackPageByItsCookie(t *tes
 		t.Fatal(err)
 	}
 
-	oauth := appv1connect.NewOAuthCredentialServiceClient(http.DefaultClient, url+composition.RPCPrefix, withCookie(adminCookie, url))
+	oauth := appv1connect.NewOAuthCredentialServiceClient(http.DefaultClient, url+httpapi.RPCPrefix, withCookie(adminCookie, url))
 	own := &appv1.OAuthSubject{Kind: appv1.OauthSubjectKind_OAUTH_SUBJECT_KIND_USER}
 	begun, err := oauth.BeginRedirectFlow(t.Context(), connect.NewRequest(&appv1.BeginRedirectFlowRequest{
-		Subject: own, Provider: "acme", RedirectUri: url + oauthcreds.CallbackPath,
+		Subject: own, Provider: "acme", RedirectUri: url + httpapi.OAuthCallbackPath,
 	}))
 	if err != nil {
 		t.Fatalf("begin the redirect flow with the cookie: %v", err)
 	}
 	code, state := p.Authorize(begun.Msg.GetAuthorizeUrl())
-	callback := url + oauthcreds.CallbackPath + "?code=" + code + "&state=" + state
+	callback := url + httpapi.OAuthCallbackPath + "?code=" + code + "&state=" + state
 	visit := func(cookie string) (int, string) {
 		return testkit.GetWithCookie(t, callback, auth.SessionCookie, cookie)
 	}
@@ -92,7 +92,7 @@ func TestDashboardCompletesARedirectFlowThroughTheCallbackPageByItsCookie(t *tes
 	if err != nil || len(list.Msg.GetCredentials()) != 1 || !list.Msg.GetCredentials()[0].GetConnected() {
 		t.Fatalf("the admin's credentials after the callback: %v %v", list, err)
 	}
-	bobs := appv1connect.NewOAuthCredentialServiceClient(http.DefaultClient, url+composition.RPCPrefix, withCookie(bobCookie, url))
+	bobs := appv1connect.NewOAuthCredentialServiceClient(http.DefaultClient, url+httpapi.RPCPrefix, withCookie(bobCookie, url))
 	if l, err := bobs.ListCredentials(t.Context(), connect.NewRequest(&appv1.ListCredentialsRequest{Subject: own})); err != nil || len(l.Msg.GetCredentials()) != 0 {
 		t.Fatalf("bob's credentials: %v %v", l, err)
 	}

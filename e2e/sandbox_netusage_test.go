@@ -12,31 +12,30 @@ import (
 
 	"connectrpc.com/connect"
 
-	"github.com/hangar-dev/hangar/functions/sessions"
 	appv1 "github.com/hangar-dev/hangar/gen/svc/app/v1"
 	"github.com/hangar-dev/hangar/internal/testkit"
-	"github.com/hangar-dev/hangar/platform/auth"
+	"github.com/hangar-dev/hangar/platform/httpapi"
 	"github.com/hangar-dev/hangar/records/eventlog"
 	"github.com/hangar-dev/hangar/sandboxhosts/egressproxy"
 )
 
 // networkUsage reads the session's network-usage route with key, and answers the status and
 // the body.
-func (s *sandboxStack) networkUsage(t *testing.T, session, key string) (int, sessions.NetworkUsage) {
+func (s *sandboxStack) networkUsage(t *testing.T, session, key string) (int, httpapi.NetworkUsage) {
 	t.Helper()
-	req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, s.url+strings.Replace(sessions.NetworkUsagePath, "{id}", url.PathEscape(session), 1), nil)
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, s.url+strings.Replace(httpapi.NetworkUsagePath, "{id}", url.PathEscape(session), 1), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if key != "" {
-		req.Header.Set(auth.HeaderName, key)
+		req.Header.Set(httpapi.APIKeyHeader, key)
 	}
 	resp, err := httpClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	var u sessions.NetworkUsage
+	var u httpapi.NetworkUsage
 	b, _ := io.ReadAll(resp.Body)
 	if resp.StatusCode == http.StatusOK {
 		if err := json.Unmarshal(b, &u); err != nil {
@@ -47,15 +46,15 @@ func (s *sandboxStack) networkUsage(t *testing.T, session, key string) (int, ses
 }
 
 // connectionTotals adds up the session's net.connection events, as its usage must.
-func (s *sandboxStack) connectionTotals(t *testing.T, session string) egressproxy.Usage {
+func (s *sandboxStack) connectionTotals(t *testing.T, session string) httpapi.NetworkTotals {
 	t.Helper()
-	var sum egressproxy.Usage
+	var sum httpapi.NetworkTotals
 	for _, e := range s.listEvents(t, session, "net.connection") {
 		var c egressproxy.Connection
 		if err := json.Unmarshal([]byte(e.GetPayloadJson()), &c); err != nil {
 			t.Fatal(err)
 		}
-		sum = sum.Plus(egressproxy.Usage{BytesOut: c.BytesOut, BytesIn: c.BytesIn})
+		sum = sum.Plus(httpapi.NetworkTotals{BytesOut: c.BytesOut, BytesIn: c.BytesIn})
 		if c.Decision == egressproxy.Denied {
 			sum.ConnectionsDenied++
 		} else {
@@ -67,14 +66,14 @@ func (s *sandboxStack) connectionTotals(t *testing.T, session string) egressprox
 
 // waitUsage waits until the session's usage reports allowed and denied connections, and holds
 // exactly what its net.connection events add up to.
-func (s *sandboxStack) waitUsage(t *testing.T, session string, allowed, denied int64) sessions.NetworkUsage {
+func (s *sandboxStack) waitUsage(t *testing.T, session string, allowed, denied int64) httpapi.NetworkUsage {
 	t.Helper()
-	var u sessions.NetworkUsage
+	var u httpapi.NetworkUsage
 	testkit.Eventually(t, 20*time.Second, fmt.Sprintf("%d allowed and %d denied connections reported", allowed, denied), func() (bool, string) {
 		status, got := s.networkUsage(t, session, s.admin)
 		u = got
 		sum := s.connectionTotals(t, session)
-		return status == http.StatusOK && got.ConnectionsAllowed == allowed && got.ConnectionsDenied == denied && got.Usage == sum,
+		return status == http.StatusOK && got.ConnectionsAllowed == allowed && got.ConnectionsDenied == denied && got.NetworkTotals == sum,
 			fmt.Sprintf("status %d, usage %+v, the events add up to %+v", status, got, sum)
 	})
 	return u
@@ -86,7 +85,7 @@ func TestNetworkUsageCountsRealTrafficAcrossEvictionAndAHostCrash(t *testing.T) 
 	ctx := t.Context()
 	id := s.create(t, &appv1.CreateSessionRequest{Harness: ptr("claude-code"), ModelRouter: ptr("lab")})
 
-	if status, u := s.networkUsage(t, id, s.admin); status != http.StatusOK || u.Usage != (egressproxy.Usage{}) || u.AsOf != "" || u.SessionID != id {
+	if status, u := s.networkUsage(t, id, s.admin); status != http.StatusOK || u.NetworkTotals != (httpapi.NetworkTotals{}) || u.AsOf != "" || u.SessionID != id {
 		t.Fatalf("a session without traffic: %d %+v, want zeros", status, u)
 	}
 	// One allowed request to the router (a body comes back) and one refused, per round.
@@ -115,8 +114,8 @@ func TestNetworkUsageCountsRealTrafficAcrossEvictionAndAHostCrash(t *testing.T) 
 		if _, err := s.svc.EvictLocal(ctx, connect.NewRequest(&appv1.EvictLocalRequest{SessionId: id})); err != nil {
 			t.Fatal(err)
 		}
-		if status, u := s.networkUsage(t, id, s.admin); status != http.StatusOK || u.Usage != first.Usage {
-			t.Fatalf("an evicted session's usage: %d %+v, want %+v", status, u, first.Usage)
+		if status, u := s.networkUsage(t, id, s.admin); status != http.StatusOK || u.NetworkTotals != first.NetworkTotals {
+			t.Fatalf("an evicted session's usage: %d %+v, want %+v", status, u, first.NetworkTotals)
 		}
 		if _, err := s.svc.Resume(ctx, connect.NewRequest(&appv1.ResumeRequest{SessionId: id})); err != nil {
 			t.Fatal(err)

@@ -16,6 +16,7 @@ import (
 	"github.com/hangar-dev/hangar/internal/appstest"
 	"github.com/hangar-dev/hangar/internal/testkit"
 	"github.com/hangar-dev/hangar/platform/auth"
+	"github.com/hangar-dev/hangar/platform/httpapi"
 	"github.com/hangar-dev/hangar/sandboxhosts/images/imagestest"
 )
 
@@ -81,7 +82,7 @@ func TestSecurityAppGrantsAreUsedOnceAndEndWithTheirSignIn(t *testing.T) {
 	}
 	web := got.Msg.GetSession().GetApps()[0]
 	testkit.Eventually(t, 30*time.Second, "the app answering at its origin", func() (bool, string) {
-		p := o.get(t, http.MethodGet, web.GetOrigin()+"/", map[string]string{auth.HeaderName: o.admin})
+		p := o.get(t, http.MethodGet, web.GetOrigin()+"/", map[string]string{httpapi.APIKeyHeader: o.admin})
 		return p.status == http.StatusOK, p.body
 	})
 	withCookie := func(c *http.Cookie) map[string]string { return map[string]string{"Cookie": "hangar_app=" + c.Value} }
@@ -181,7 +182,7 @@ func TestSecurityAppGrantsAreUsedOnceAndEndWithTheirSignIn(t *testing.T) {
 			}
 			cookie, _ := o.tradeToken(t, o.browser, to, web)
 			opens(t, o.browser, cookie)
-			if p := o.get(t, http.MethodPost, o.url+"/api/auth/logout", map[string]string{auth.HeaderName: key}); p.status != http.StatusOK {
+			if p := o.get(t, http.MethodPost, o.url+"/api/auth/logout", map[string]string{httpapi.APIKeyHeader: key}); p.status != http.StatusOK {
 				t.Fatalf("revoke the key: %d %q", p.status, p.body)
 			}
 			return o.get(t, http.MethodGet, web.GetOrigin()+"/", withCookie(cookie))
@@ -202,7 +203,7 @@ func TestSecurityAppGrantsAreUsedOnceAndEndWithTheirSignIn(t *testing.T) {
 		h := withCookie(cookie)
 		h["Sec-Fetch-Mode"], h["Sec-Fetch-Site"] = "navigate", "none"
 		p := o.get(t, http.MethodGet, web.GetOrigin()+"/x", h)
-		if want := o.url + sessions.AppURLPath(id, "web") + "x"; p.status != http.StatusSeeOther || p.header.Get("Location") != want {
+		if want := o.url + httpapi.AppURLPath(id, "web") + "x"; p.status != http.StatusSeeOther || p.header.Get("Location") != want {
 			t.Fatalf("%d to %q, want 303 to %s", p.status, p.header.Get("Location"), want)
 		}
 	})

@@ -9,9 +9,9 @@ import (
 
 	"connectrpc.com/connect"
 
-	"github.com/hangar-dev/hangar/functions/webhooks"
 	appv1 "github.com/hangar-dev/hangar/gen/svc/app/v1"
 	"github.com/hangar-dev/hangar/internal/testkit"
+	"github.com/hangar-dev/hangar/platform/httpapi"
 )
 
 // genericDelivery posts body to a generic registration with header set (name, value pairs).
@@ -78,13 +78,13 @@ func TestSecurityACapturedGenericDeliveryReplayedWithNewIdempotencyKeysStartsNoN
 	as := newAutomationStack(t)
 	path, secret, id := as.registration(t, "webhook", "webhook.<id>")
 	body := `{"build":"green"}`
-	captured := webhooks.Sign([]byte(secret), time.Now(), []byte(body))
-	if code := as.genericDelivery(t, path, body, webhooks.SignatureHeader, captured, "Idempotency-Key", "first"); code != http.StatusAccepted {
+	captured := httpapi.Sign([]byte(secret), time.Now(), []byte(body))
+	if code := as.genericDelivery(t, path, body, httpapi.SignatureHeader, captured, "Idempotency-Key", "first"); code != http.StatusAccepted {
 		t.Fatalf("the sender's delivery answered %d", code)
 	}
 	// The attacker replays the captured request with fresh unsigned ids.
 	for _, fresh := range []string{"replay-1", "replay-2"} {
-		if code := as.genericDelivery(t, path, body, webhooks.SignatureHeader, captured, "Idempotency-Key", fresh, "X-Delivery-Id", fresh); code != http.StatusAccepted {
+		if code := as.genericDelivery(t, path, body, httpapi.SignatureHeader, captured, "Idempotency-Key", fresh, "X-Delivery-Id", fresh); code != http.StatusAccepted {
 			t.Fatalf("replay %s answered %d, want 202 (accepted, then dropped as a duplicate)", fresh, code)
 		}
 	}
@@ -101,8 +101,8 @@ func TestSecurityAGenericDeliveryWithAnOldOrBodyOnlySignatureIsRefused(t *testin
 		name   string
 		header []string
 	}{
-		{"captured ten minutes ago", []string{webhooks.SignatureHeader, webhooks.Sign([]byte(secret), time.Now().Add(-10*time.Minute), []byte(body))}},
-		{"signed the old body-only way", []string{webhooks.GitHubSignatureHeader, sign(secret, body)}},
+		{"captured ten minutes ago", []string{httpapi.SignatureHeader, httpapi.Sign([]byte(secret), time.Now().Add(-10*time.Minute), []byte(body))}},
+		{"signed the old body-only way", []string{httpapi.GitHubSignatureHeader, sign(secret, body)}},
 	} {
 		if code := as.genericDelivery(t, path, body, tc.header...); code != http.StatusUnauthorized {
 			t.Errorf("%s: answered %d, want 401", tc.name, code)

@@ -13,10 +13,9 @@ import (
 
 	"github.com/coder/websocket"
 
-	"github.com/hangar-dev/hangar/functions/sessions"
 	"github.com/hangar-dev/hangar/internal/testenv"
 	"github.com/hangar-dev/hangar/internal/testkit"
-	"github.com/hangar-dev/hangar/platform/auth"
+	"github.com/hangar-dev/hangar/platform/httpapi"
 	"github.com/hangar-dev/hangar/records/eventlog"
 )
 
@@ -25,13 +24,13 @@ type wsShell struct {
 	conn *websocket.Conn
 	mu   sync.Mutex
 	out  bytes.Buffer
-	msgs []sessions.ShellMessage
+	msgs []httpapi.ShellMessage
 	done chan error
 }
 
 // shellURL is the shell route of session with query.
 func (s *stack) shellURL(session string, query url.Values) string {
-	return s.url + strings.Replace(sessions.ShellPath, "{id}", url.PathEscape(session), 1) + "?" + query.Encode()
+	return s.url + strings.Replace(httpapi.ShellPath, "{id}", url.PathEscape(session), 1) + "?" + query.Encode()
 }
 
 // dialShell opens a shell; a refusal is returned with its HTTP status.
@@ -40,7 +39,7 @@ func dialShell(ctx context.Context, rawURL, key string, h http.Header) (*wsShell
 		h = http.Header{}
 	}
 	if key != "" {
-		h.Set(auth.HeaderName, key)
+		h.Set(httpapi.APIKeyHeader, key)
 	}
 	conn, resp, err := websocket.Dial(ctx, rawURL, &websocket.DialOptions{HTTPHeader: h})
 	if err != nil {
@@ -62,7 +61,7 @@ func dialShell(ctx context.Context, rawURL, key string, h http.Header) (*wsShell
 			if typ == websocket.MessageBinary {
 				sh.out.Write(b)
 			} else {
-				var m sessions.ShellMessage
+				var m httpapi.ShellMessage
 				_ = json.Unmarshal(b, &m)
 				sh.msgs = append(sh.msgs, m)
 			}
@@ -88,7 +87,7 @@ func (sh *wsShell) output() string {
 	return sh.out.String()
 }
 
-func (sh *wsShell) message(typ string) (sessions.ShellMessage, bool) {
+func (sh *wsShell) message(typ string) (httpapi.ShellMessage, bool) {
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	for _, m := range sh.msgs {
@@ -96,7 +95,7 @@ func (sh *wsShell) message(typ string) (sessions.ShellMessage, bool) {
 			return m, true
 		}
 	}
-	return sessions.ShellMessage{}, false
+	return httpapi.ShellMessage{}, false
 }
 
 func (sh *wsShell) waitFor(t *testing.T, want string) {
@@ -119,7 +118,7 @@ func (sh *wsShell) typeLine(t *testing.T, line string) {
 	sh.send(t, websocket.MessageBinary, []byte(line+"\n"))
 }
 
-func (sh *wsShell) control(t *testing.T, m sessions.ShellMessage) {
+func (sh *wsShell) control(t *testing.T, m httpapi.ShellMessage) {
 	t.Helper()
 	b, _ := json.Marshal(m)
 	sh.send(t, websocket.MessageText, b)
@@ -146,7 +145,7 @@ func TestShellOverWebSocket(t *testing.T) {
 		sh := s.openShell(t, id, size)
 		sh.typeLine(t, "echo round-$((6*7))-trip")
 		sh.waitFor(t, "round-42-trip")
-		if m, ok := sh.message(sessions.ShellStarted); !ok || m.ShellID == "" {
+		if m, ok := sh.message(httpapi.ShellStarted); !ok || m.ShellID == "" {
 			t.Errorf("no started message with a shell id: %+v", m)
 		}
 	})
@@ -154,7 +153,7 @@ func TestShellOverWebSocket(t *testing.T) {
 		sh := s.openShell(t, id, size)
 		sh.typeLine(t, "stty size")
 		sh.waitFor(t, "30 100")
-		sh.control(t, sessions.ShellMessage{Type: sessions.ShellResize, Rows: 50, Cols: 132})
+		sh.control(t, httpapi.ShellMessage{Type: httpapi.ShellResize, Rows: 50, Cols: 132})
 		sh.typeLine(t, "stty size")
 		sh.waitFor(t, "50 132")
 	})
@@ -167,16 +166,16 @@ func TestShellOverWebSocket(t *testing.T) {
 		sh.waitFor(t, "after-ctrl-c-130")
 		sh.typeLine(t, "sleep 1000")
 		time.Sleep(200 * time.Millisecond)
-		sh.control(t, sessions.ShellMessage{Type: sessions.ShellSignal, Signal: "INT"})
+		sh.control(t, httpapi.ShellMessage{Type: httpapi.ShellSignal, Signal: "INT"})
 		sh.typeLine(t, "echo after-signal-$?")
 		sh.waitFor(t, "after-signal-130")
 	})
 	t.Run("a bad control message is answered and the shell goes on", func(t *testing.T) {
 		sh := s.openShell(t, id, size)
-		sh.control(t, sessions.ShellMessage{Type: sessions.ShellSignal, Signal: "SEGV"})
+		sh.control(t, httpapi.ShellMessage{Type: httpapi.ShellSignal, Signal: "SEGV"})
 		sh.send(t, websocket.MessageText, []byte("not json"))
 		testkit.Eventually(t, 20*time.Second, "an error message", func() (bool, string) {
-			m, ok := sh.message(sessions.ShellError)
+			m, ok := sh.message(httpapi.ShellError)
 			return ok && strings.Contains(m.Message, "SEGV"), m.Message
 		})
 		sh.typeLine(t, "echo still-$((1+1))")
@@ -188,7 +187,7 @@ func TestShellOverWebSocket(t *testing.T) {
 		if code := sh.waitClosed(t); code != websocket.StatusNormalClosure {
 			t.Errorf("closed with %v, want normal closure", code)
 		}
-		m, ok := sh.message(sessions.ShellExit)
+		m, ok := sh.message(httpapi.ShellExit)
 		if !ok || m.ExitStatus == nil || *m.ExitStatus != 5 {
 			t.Errorf("exit message %+v, want exit_status 5", m)
 		}
@@ -208,7 +207,7 @@ func TestShellOverWebSocket(t *testing.T) {
 		if code := c.waitClosed(t); code != websocket.StatusTryAgainLater {
 			t.Errorf("a third shell closed with %v, want try again later", code)
 		}
-		if m, ok := c.message(sessions.ShellError); !ok || m.Code != "resource_exhausted" || m.Message == "" {
+		if m, ok := c.message(httpapi.ShellError); !ok || m.Code != "resource_exhausted" || m.Message == "" {
 			t.Fatalf("a third shell's error message %+v, want code resource_exhausted", m)
 		}
 		// The client going away hangs its shell up and frees its place.
@@ -220,10 +219,10 @@ func TestShellOverWebSocket(t *testing.T) {
 			}
 			defer c.conn.CloseNow()
 			for {
-				if _, ok := c.message(sessions.ShellStarted); ok {
+				if _, ok := c.message(httpapi.ShellStarted); ok {
 					return true, ""
 				}
-				if m, ok := c.message(sessions.ShellError); ok {
+				if m, ok := c.message(httpapi.ShellError); ok {
 					return false, m.Message
 				}
 				select {
@@ -272,11 +271,12 @@ func TestSecurityShellRefusesStrangers(t *testing.T) {
 			}
 		})
 	}
-	// A page of another origin using the dashboard's cookie: TestSecurityCrossSiteRequestsCannotRunShellCommands.
+	// A page of another origin using the dashboard's cookie:
+	// TestSecurityCrossSiteRequestsCannotRunShellCommands.
 	t.Run("anything but a WebSocket upgrade is 426 before the key is even checked", func(t *testing.T) {
 		for _, key := range []string{"", s.admin} {
 			req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, s.shellURL(id, url.Values{"argv": {"true"}}), nil)
-			req.Header.Set(auth.HeaderName, key)
+			req.Header.Set(httpapi.APIKeyHeader, key)
 			resp, err := httpClient.Do(req)
 			if err != nil {
 				t.Fatal(err)

@@ -17,6 +17,7 @@ import (
 	"github.com/hangar-dev/hangar/internal/testkit"
 	"github.com/hangar-dev/hangar/platform/auth"
 	"github.com/hangar-dev/hangar/platform/config"
+	"github.com/hangar-dev/hangar/platform/httpapi"
 )
 
 // withCookie makes a Connect client call as the dashboard does: the session cookie, and the
@@ -75,7 +76,7 @@ func TestDashboardSessionCookieThroughTheAPI(t *testing.T) {
 	cookie := devSignIn(t, browser, url).Value
 
 	keys := func(origin string) error {
-		c := appv1connect.NewApiKeyServiceClient(http.DefaultClient, url+composition.RPCPrefix, withCookie(cookie, origin))
+		c := appv1connect.NewApiKeyServiceClient(http.DefaultClient, url+httpapi.RPCPrefix, withCookie(cookie, origin))
 		_, err := c.ListApiKeys(t.Context(), connect.NewRequest(&appv1.ListApiKeysRequest{}))
 		return err
 	}

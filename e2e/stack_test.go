@@ -14,6 +14,7 @@ import (
 	"github.com/hangar-dev/hangar/internal/testenv"
 	"github.com/hangar-dev/hangar/platform/auth"
 	"github.com/hangar-dev/hangar/platform/config"
+	"github.com/hangar-dev/hangar/platform/httpapi"
 	"github.com/hangar-dev/hangar/sandboxhosts/images/imagestest"
 )
 
@@ -95,7 +96,7 @@ func (s *stack) mintKey(t testing.TB, email string, admin bool) string {
 }
 
 // rpcURL is the base URL generated clients take.
-func (s *stack) rpcURL() string { return s.url + composition.RPCPrefix }
+func (s *stack) rpcURL() string { return s.url + httpapi.RPCPrefix }
 
 var httpClient = &http.Client{Timeout: 30 * time.Second}
 

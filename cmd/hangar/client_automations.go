@@ -9,8 +9,8 @@ import (
 	"connectrpc.com/connect"
 	"github.com/spf13/cobra"
 
-	"github.com/hangar-dev/hangar/functions/automations"
 	appv1 "github.com/hangar-dev/hangar/gen/svc/app/v1"
+	"github.com/hangar-dev/hangar/platform/httpapi"
 )
 
 func newAutomationsCmd() *cobra.Command {
@@ -253,13 +253,13 @@ func newAutomationsDraftSaveCmd(f *clientFlags) *cobra.Command {
 			if session == "" {
 				return usageError("automation %s has no draft session", id)
 			}
-			stream, err := c.sessions.ReadFile(c.ctx, connect.NewRequest(&appv1.ReadFileRequest{SessionId: session, Path: automations.DraftPath}))
+			stream, err := c.sessions.ReadFile(c.ctx, connect.NewRequest(&appv1.ReadFileRequest{SessionId: session, Path: httpapi.AutomationDraftFile}))
 			if err != nil {
 				return err
 			}
 			defer stream.Close()
 			var def bytes.Buffer
-			if _, err := receiveFile(stream, &def, sessionPath{session: session, path: automations.DraftPath}); err != nil {
+			if _, err := receiveFile(stream, &def, sessionPath{session: session, path: httpapi.AutomationDraftFile}); err != nil {
 				return err
 			}
 			req := &appv1.SaveVersionRequest{AutomationId: id, DefinitionJson: def.String()}

@@ -13,8 +13,8 @@ import (
 	"connectrpc.com/connect"
 	"github.com/spf13/cobra"
 
-	"github.com/hangar-dev/hangar/functions/oauthcreds"
 	appv1 "github.com/hangar-dev/hangar/gen/svc/app/v1"
+	"github.com/hangar-dev/hangar/platform/httpapi"
 )
 
 // `hangar credentials` connects the caller's own OAuth credentials (OAuthCredentialService): a
@@ -81,7 +81,7 @@ func beginConnect(c *apiClient, provider string, redirect, browser bool) (*appv1
 	var open string
 	if redirect {
 		resp, err := call(c, c.oauth.BeginRedirectFlow, &appv1.BeginRedirectFlowRequest{
-			Subject: ownSubject, Provider: provider, RedirectUri: c.server + oauthcreds.CallbackPath,
+			Subject: ownSubject, Provider: provider, RedirectUri: c.server + httpapi.OAuthCallbackPath,
 		})
 		if err != nil {
 			return nil, err

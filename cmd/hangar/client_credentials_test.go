@@ -11,7 +11,6 @@ import (
 	"connectrpc.com/connect"
 
 	"github.com/hangar-dev/hangar/composition"
-	"github.com/hangar-dev/hangar/functions/oauthcreds"
 	appv1 "github.com/hangar-dev/hangar/gen/svc/app/v1"
 	"github.com/hangar-dev/hangar/gen/svc/app/v1/appv1connect"
 	"github.com/hangar-dev/hangar/internal/oauthtest"
@@ -20,6 +19,7 @@ import (
 	"github.com/hangar-dev/hangar/platform/auth"
 	"github.com/hangar-dev/hangar/platform/config"
 	"github.com/hangar-dev/hangar/platform/egress"
+	"github.com/hangar-dev/hangar/platform/httpapi"
 	"github.com/hangar-dev/hangar/records/secrets"
 )
 
@@ -147,7 +147,7 @@ func TestCredentialsConnectByRedirectCompletesOnlyForTheSignedInOwner(t *testing
 	out, done := startHangar("credentials", "connect", "acme", "--redirect", "--no-browser", "--poll-interval", "100ms")
 	m := waitOutput(t, out, regexp.MustCompile(`approve:\n\n +(\S+)\n`))
 	code, state := s.provider.Authorize(m[1])
-	callback := s.url + oauthcreds.CallbackPath + "?code=" + code + "&state=" + state
+	callback := s.url + httpapi.OAuthCallbackPath + "?code=" + code + "&state=" + state
 
 	cookie := func(email string) string {
 		u, err := s.users.EnsureHuman(context.Background(), email, "", time.Now())

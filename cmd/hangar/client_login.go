@@ -20,8 +20,7 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/oauth2"
 
-	"github.com/hangar-dev/hangar/functions/signin"
-	"github.com/hangar-dev/hangar/platform/auth"
+	"github.com/hangar-dev/hangar/platform/httpapi"
 )
 
 // `hangar login` signs this machine in by RFC 8628's device authorization grant against Hangar
@@ -142,8 +141,8 @@ neither --api-key nor HANGAR_API_KEY is given; hangar logout revokes it.`,
 
 func runLogin(ctx context.Context, url string, browser bool, out io.Writer) error {
 	conf := &oauth2.Config{
-		ClientID: signin.CLIClientID,
-		Endpoint: oauth2.Endpoint{DeviceAuthURL: url + signin.DeviceCodePath, TokenURL: url + signin.DeviceTokenPath, AuthStyle: oauth2.AuthStyleInParams},
+		ClientID: httpapi.CLIClientID,
+		Endpoint: oauth2.Endpoint{DeviceAuthURL: url + httpapi.DeviceCodePath, TokenURL: url + httpapi.DeviceTokenPath, AuthStyle: oauth2.AuthStyleInParams},
 	}
 	machine, _ := os.Hostname()
 	da, err := conf.DeviceAuth(ctx, oauth2.SetAuthURLParam("machine", machine))
@@ -237,7 +236,7 @@ revoke ends those).`,
 			}
 			ctx, cancel := context.WithTimeout(cmd.Context(), 30*time.Second)
 			defer cancel()
-			err = authRequest(ctx, http.MethodPost, l.URL+signin.LogoutPath, l.APIKey, nil)
+			err = authRequest(ctx, http.MethodPost, l.URL+httpapi.LogoutPath, l.APIKey, nil)
 			// A key revoked already (by an admin, or another logout) is as good as revoked now.
 			if err != nil && connect.CodeOf(err) != connect.CodeUnauthenticated {
 				return cliError(err, l.URL)
@@ -269,11 +268,11 @@ func logoutEverywhere(cmd *cobra.Command, url, apiKey, user string) error {
 	}
 	ctx, cancel := context.WithTimeout(cmd.Context(), 30*time.Second)
 	defer cancel()
-	target := server + signin.RevokeSessionsPath
+	target := server + httpapi.RevokeSessionsPath
 	if user != "" {
 		target += "?user_id=" + neturl.QueryEscape(user)
 	}
-	var out signin.RevokedSessions
+	var out httpapi.RevokedSessions
 	if err := authRequest(ctx, http.MethodPost, target, key, &out); err != nil {
 		return cliError(err, server)
 	}
@@ -282,7 +281,7 @@ func logoutEverywhere(cmd *cobra.Command, url, apiKey, user string) error {
 }
 
 // whoami is GET /api/auth/whoami's answer.
-type whoami signin.Whoami
+type whoami httpapi.Whoami
 
 func (w whoami) who() string {
 	if w.Email != "" {
@@ -293,7 +292,7 @@ func (w whoami) who() string {
 
 func fetchWhoami(ctx context.Context, url, key string) (whoami, error) {
 	var w whoami
-	err := authRequest(ctx, http.MethodGet, url+signin.WhoamiPath, key, &w)
+	err := authRequest(ctx, http.MethodGet, url+httpapi.WhoamiPath, key, &w)
 	return w, err
 }
 
@@ -345,7 +344,7 @@ func authRequest(ctx context.Context, method, url, key string, out any) error {
 	if err != nil {
 		return err
 	}
-	req.Header.Set(auth.HeaderName, key)
+	req.Header.Set(httpapi.APIKeyHeader, key)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return err

@@ -9,8 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/hangar-dev/hangar/functions/sessions"
-	"github.com/hangar-dev/hangar/platform/auth"
+	"github.com/hangar-dev/hangar/platform/httpapi"
 )
 
 func newSessionsNetUsageCmd(f *clientFlags) *cobra.Command {
@@ -20,11 +19,11 @@ func newSessionsNetUsageCmd(f *clientFlags) *cobra.Command {
 
 // netUsage prints the session's network-usage route: as JSON with --json, else a line each.
 func (c *apiClient) netUsage(id string) error {
-	req, err := http.NewRequestWithContext(c.ctx, http.MethodGet, c.url+strings.Replace(sessions.NetworkUsagePath, "{id}", url.PathEscape(id), 1), nil)
+	req, err := http.NewRequestWithContext(c.ctx, http.MethodGet, c.url+strings.Replace(httpapi.NetworkUsagePath, "{id}", url.PathEscape(id), 1), nil)
 	if err != nil {
 		return err
 	}
-	req.Header.Set(auth.HeaderName, c.key)
+	req.Header.Set(httpapi.APIKeyHeader, c.key)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return fmt.Errorf("network usage of %s: %w", id, err)
@@ -33,7 +32,7 @@ func (c *apiClient) netUsage(id string) error {
 	if resp.StatusCode != http.StatusOK {
 		return routeError(resp, fmt.Errorf("network usage of %s: %s", id, resp.Status))
 	}
-	var u sessions.NetworkUsage
+	var u httpapi.NetworkUsage
 	if err := json.NewDecoder(resp.Body).Decode(&u); err != nil {
 		return fmt.Errorf("network usage of %s: %w", id, err)
 	}

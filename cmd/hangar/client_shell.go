@@ -19,8 +19,7 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
-	"github.com/hangar-dev/hangar/functions/sessions"
-	"github.com/hangar-dev/hangar/platform/auth"
+	"github.com/hangar-dev/hangar/platform/httpapi"
 )
 
 func newSessionsShellCmd(f *clientFlags) *cobra.Command {
@@ -54,10 +53,10 @@ func (c *apiClient) shell(cmd *cobra.Command, session string, argv []string, wak
 			q.Set("cols", strconv.Itoa(cols))
 		}
 	}
-	target := c.url + strings.Replace(sessions.ShellPath, "{id}", url.PathEscape(session), 1) + "?" + q.Encode()
+	target := c.url + strings.Replace(httpapi.ShellPath, "{id}", url.PathEscape(session), 1) + "?" + q.Encode()
 	ctx, cancel := context.WithCancel(c.ctx)
 	defer cancel()
-	conn, resp, err := websocket.Dial(ctx, target, &websocket.DialOptions{HTTPHeader: http.Header{auth.HeaderName: {c.key}}})
+	conn, resp, err := websocket.Dial(ctx, target, &websocket.DialOptions{HTTPHeader: http.Header{httpapi.APIKeyHeader: {c.key}}})
 	if err != nil {
 		return routeError(resp, err)
 	}
@@ -80,7 +79,7 @@ func (c *apiClient) shell(cmd *cobra.Command, session string, argv []string, wak
 					return
 				case <-winch:
 					if cols, rows, err := term.GetSize(int(inFile.Fd())); err == nil {
-						_ = writeControl(ctx, conn, sessions.ShellMessage{Type: sessions.ShellResize, Rows: uint32(rows), Cols: uint32(cols)})
+						_ = writeControl(ctx, conn, httpapi.ShellMessage{Type: httpapi.ShellResize, Rows: uint32(rows), Cols: uint32(cols)})
 					}
 				}
 			}
@@ -119,15 +118,15 @@ func (c *apiClient) shell(cmd *cobra.Command, session string, argv []string, wak
 			}
 			continue
 		}
-		var m sessions.ShellMessage
+		var m httpapi.ShellMessage
 		if json.Unmarshal(msg, &m) != nil {
 			continue
 		}
-		if m.Type == sessions.ShellError && m.Code != "" {
+		if m.Type == httpapi.ShellError && m.Code != "" {
 			// The shell could not start or ended: the server closes the socket after this.
 			return shellError(m)
 		}
-		if m.Type != sessions.ShellExit {
+		if m.Type != httpapi.ShellExit {
 			continue
 		}
 		_ = conn.Close(websocket.StatusNormalClosure, "")
@@ -139,7 +138,7 @@ func (c *apiClient) shell(cmd *cobra.Command, session string, argv []string, wak
 	}
 }
 
-func writeControl(ctx context.Context, conn *websocket.Conn, m sessions.ShellMessage) error {
+func writeControl(ctx context.Context, conn *websocket.Conn, m httpapi.ShellMessage) error {
 	b, err := json.Marshal(m)
 	if err != nil {
 		return err
@@ -149,7 +148,7 @@ func writeControl(ctx context.Context, conn *websocket.Conn, m sessions.ShellMes
 
 // shellError is the Connect error of a shell's fatal "error" message, so that the CLI reports
 // it and exits as it does for the RPCs.
-func shellError(m sessions.ShellMessage) error {
+func shellError(m httpapi.ShellMessage) error {
 	var code connect.Code
 	if code.UnmarshalText([]byte(m.Code)) != nil {
 		return fmt.Errorf("shell: %s: %s", m.Code, m.Message)

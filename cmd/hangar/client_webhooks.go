@@ -9,8 +9,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/hangar-dev/hangar/functions/webhooks"
 	appv1 "github.com/hangar-dev/hangar/gen/svc/app/v1"
+	"github.com/hangar-dev/hangar/platform/httpapi"
 )
 
 func newWebhooksCmd() *cobra.Command {
@@ -24,7 +24,7 @@ func newWebhooksSignCmd(*clientFlags) *cobra.Command {
 	var secretFile string
 	cmd := &cobra.Command{
 		Use:   "sign --secret-file FILE BODY_FILE",
-		Short: "Print the " + webhooks.SignatureHeader + " header of a generic delivery of BODY_FILE (- for standard input), signed now",
+		Short: "Print the " + httpapi.SignatureHeader + " header of a generic delivery of BODY_FILE (- for standard input), signed now",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			secret, err := webhookSecret(cmd, secretFile)
@@ -35,7 +35,7 @@ func newWebhooksSignCmd(*clientFlags) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "%s: %s\n", webhooks.SignatureHeader, webhooks.Sign([]byte(*secret), time.Now(), body))
+			fmt.Fprintf(cmd.OutOrStdout(), "%s: %s\n", httpapi.SignatureHeader, httpapi.Sign([]byte(*secret), time.Now(), body))
 			return nil
 		},
 	}

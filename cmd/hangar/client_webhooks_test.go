@@ -8,9 +8,9 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
-	"github.com/hangar-dev/hangar/functions/webhooks"
 	appv1 "github.com/hangar-dev/hangar/gen/svc/app/v1"
 	"github.com/hangar-dev/hangar/gen/svc/app/v1/appv1connect"
+	"github.com/hangar-dev/hangar/platform/httpapi"
 )
 
 const hookSecret = "0123456789abcdef0123456789abcdef"
@@ -107,13 +107,13 @@ func TestWebhooksSignMakesTheHeaderTheServerChecks(t *testing.T) {
 	if out.err != nil {
 		t.Fatalf("exit %d: %v", out.code, out.err)
 	}
-	value, ok := strings.CutPrefix(strings.TrimSuffix(out.out, "\n"), webhooks.SignatureHeader+": t=")
+	value, ok := strings.CutPrefix(strings.TrimSuffix(out.out, "\n"), httpapi.SignatureHeader+": t=")
 	ts, _, _ := strings.Cut(value, ",")
 	unix, err := strconv.ParseInt(ts, 10, 64)
 	if !ok || err != nil {
-		t.Fatalf("output %q is not %s: t=<unix>,v1=<hex>", out.out, webhooks.SignatureHeader)
+		t.Fatalf("output %q is not %s: t=<unix>,v1=<hex>", out.out, httpapi.SignatureHeader)
 	}
-	if want := webhooks.Sign([]byte(hookSecret), time.Unix(unix, 0), []byte(body)); "t="+value != want {
+	if want := httpapi.Sign([]byte(hookSecret), time.Unix(unix, 0), []byte(body)); "t="+value != want {
 		t.Errorf("signed %q, want %q", "t="+value, want)
 	}
 	if r := f.run(t, "webhooks", "sign", "-"); r.code != exitInvalidArgument {

@@ -21,6 +21,7 @@ import (
 	"github.com/hangar-dev/hangar/internal/testkit"
 	"github.com/hangar-dev/hangar/platform/auth"
 	"github.com/hangar-dev/hangar/platform/bucket"
+	"github.com/hangar-dev/hangar/platform/httpapi"
 	"github.com/hangar-dev/hangar/records/fleet"
 	"github.com/hangar-dev/hangar/sandboxhosts/supervisor/supervisortest"
 )
@@ -113,7 +114,7 @@ func TestKilledHostProcessLeavesSessionsRecoverable(t *testing.T) {
 	proc := startHostProcess(t, bin, "proc-host", hostDir, env, f)
 
 	url, key := serveAPI(t, composition.Deps{DB: db, Config: sb.Config, Bucket: sb.Bucket, Sealer: sb.Sealer, DefaultImage: sb.Image}, "ops@example.com")
-	svc := appv1connect.NewSessionServiceClient(http.DefaultClient, url+composition.RPCPrefix, auth.WithKey(key))
+	svc := appv1connect.NewSessionServiceClient(http.DefaultClient, url+httpapi.RPCPrefix, auth.WithKey(key))
 
 	created, err := svc.CreateSession(ctx, connect.NewRequest(&appv1.CreateSessionRequest{Secrets: map[string]string{"KEEP": "me"}}))
 	if err != nil {

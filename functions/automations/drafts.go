@@ -16,6 +16,7 @@ import (
 	appv1 "github.com/hangar-dev/hangar/gen/svc/app/v1"
 	"github.com/hangar-dev/hangar/platform/apierr"
 	"github.com/hangar-dev/hangar/platform/auth"
+	"github.com/hangar-dev/hangar/platform/httpapi"
 	"github.com/hangar-dev/hangar/platform/ids"
 	"github.com/hangar-dev/hangar/platform/store"
 )
@@ -25,11 +26,6 @@ import (
 type Drafter interface {
 	StartTask(ctx context.Context, actor, requestID string, spec runner.TaskSpec) (runner.TaskState, error)
 }
-
-// DraftPath is where a drafting agent writes the definition in its session's sandbox; its
-// owner reviews it there and saves it (`hangar automations draft-save`), since the agent holds
-// no credential of the API.
-const DraftPath = "/draft/automation.json"
 
 // draftDefinition is a draft's version 1: valid, manual, and doing nothing until the agent
 // saves the definition it wrote.
@@ -164,7 +160,7 @@ func draftPrompt(automationID, goal string) string {
 	fmt.Fprintf(&b, "Write a Hangar automation definition (definition_json, version %d) for this goal:\n\n%s\n\n", definition.Version, goal)
 	fmt.Fprintf(&b, "Write the definition, one JSON object, to %s in this sandbox (create the directory). "+
 		"Its owner reviews it there and saves it as a new version of automation %s "+
-		"(`hangar automations draft-save %s`), then enables it.\n\n", DraftPath, automationID, automationID)
+		"(`hangar automations draft-save %s`), then enables it.\n\n", httpapi.AutomationDraftFile, automationID, automationID)
 	b.WriteString("## Blocks\n\n")
 	b.WriteString(definition.BlockReference())
 	b.WriteString("\n## Events\n\n")

@@ -12,18 +12,14 @@ import (
 	"github.com/hangar-dev/hangar/records/credentials"
 )
 
-// CallbackPath is where providers send the browser back at the end of a redirect flow whose
-// redirect_uri is Hangar's own.
-const CallbackPath = "/api/auth/oauth/callback"
-
 // Authenticate says who a plain HTTP request comes from (an API key; the dashboard's session
 // cookie once sign-in sets one).
 type Authenticate func(*http.Request) (auth.Principal, error)
 
-// Callback serves CallbackPath: it completes the flow its state names, as the signed-in caller,
-// who must be allowed the flow's subject (so a code from someone else's browser cannot land in
-// another's flow), and shows a small page saying what happened. Everything shown is escaped; no
-// page holds a code, a token or the provider's words beyond its OAuth error code.
+// Callback serves httpapi.OAuthCallbackPath: it completes the flow its state names, as the
+// signed-in caller, who must be allowed the flow's subject (so a code from someone else's browser
+// cannot land in another's flow), and shows a small page saying what happened. Everything shown is
+// escaped; no page holds a code, a token or the provider's words beyond its OAuth error code.
 func (s *Service) Callback(authn Authenticate) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Cache-Control", "no-store")

@@ -15,6 +15,7 @@ import (
 	"github.com/hangar-dev/hangar/internal/oauthtest"
 	"github.com/hangar-dev/hangar/internal/testenv"
 	"github.com/hangar-dev/hangar/platform/auth"
+	"github.com/hangar-dev/hangar/platform/httpapi"
 	"github.com/hangar-dev/hangar/records/credentials"
 )
 
@@ -143,7 +144,7 @@ func TestSecurityCallbackPageCompletesOnlyTheCallersFlowAndEscapes(t *testing.T)
 	}
 	get := func(who *auth.Principal, query string) (int, string) {
 		rec := httptest.NewRecorder()
-		h.svc.Callback(as(who)).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, CallbackPath+"?"+query, nil))
+		h.svc.Callback(as(who)).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, httpapi.OAuthCallbackPath+"?"+query, nil))
 		body, _ := io.ReadAll(rec.Body)
 		return rec.Code, string(body)
 	}

@@ -17,6 +17,7 @@ import (
 
 	appv1 "github.com/hangar-dev/hangar/gen/svc/app/v1"
 	"github.com/hangar-dev/hangar/platform/auth"
+	"github.com/hangar-dev/hangar/platform/httpapi"
 	"github.com/hangar-dev/hangar/records/credentials"
 )
 
@@ -66,7 +67,7 @@ func TestSecurityNoTokenSecretOrVerifierLeaks(t *testing.T) {
 	var verifiers []string
 	page := func(q url.Values) {
 		rec := httptest.NewRecorder()
-		h.svc.Callback(func(*http.Request) (auth.Principal, error) { return alice, nil }).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, CallbackPath+"?"+q.Encode(), nil))
+		h.svc.Callback(func(*http.Request) (auth.Principal, error) { return alice, nil }).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, httpapi.OAuthCallbackPath+"?"+q.Encode(), nil))
 		body, _ := io.ReadAll(rec.Body)
 		seen = append(seen, string(body))
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/hangar-dev/hangar/platform/apierr"
 	"github.com/hangar-dev/hangar/platform/auth"
 	"github.com/hangar-dev/hangar/platform/config"
+	"github.com/hangar-dev/hangar/platform/httpapi"
 	"github.com/hangar-dev/hangar/platform/ids"
 	"github.com/hangar-dev/hangar/platform/seal"
 	"github.com/hangar-dev/hangar/records/sessiondb"
@@ -405,7 +406,7 @@ func (s *Service) recheck(ctx context.Context, authn *auth.Authenticator, g appG
 // dashboardAppURL is the app's path route on the API's origin, where a signed-in browser gets
 // a fresh token.
 func (s *Service) dashboardAppURL(recordID, app string) string {
-	return strings.TrimRight(s.d.PublicURL, "/") + AppURLPath(recordID, app)
+	return strings.TrimRight(s.d.PublicURL, "/") + httpapi.AppURLPath(recordID, app)
 }
 
 // refusalPage is what a browser's navigation refused at an app's origin shows: why, and a link

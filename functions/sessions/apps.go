@@ -8,7 +8,6 @@ import (
 	"net"
 	"net/http"
 	"net/http/httputil"
-	"net/url"
 	"regexp"
 	"strings"
 	"sync"
@@ -20,18 +19,9 @@ import (
 	appv1 "github.com/hangar-dev/hangar/gen/svc/app/v1"
 	"github.com/hangar-dev/hangar/platform/apierr"
 	"github.com/hangar-dev/hangar/platform/auth"
+	"github.com/hangar-dev/hangar/platform/httpapi"
 	"github.com/hangar-dev/hangar/records/sessiondb"
 )
-
-// AppsPath is the authenticated reverse proxy into a session's apps: everything under
-// /api/v1/sessions/{id}/apps/{name}/ goes to the app's port on the sandbox's loopback, the rest
-// of the path kept, WebSocket upgrades included.
-const AppsPath = "/api/v1/sessions/{id}/apps/{name}/{rest...}"
-
-// AppURLPath is where the app name of session id is served.
-func AppURLPath(id, name string) string {
-	return "/api/v1/sessions/" + url.PathEscape(id) + "/apps/" + name + "/"
-}
 
 // The apps every session has when its image can run them (EnsureIde, EnsureBrowser start them):
 // an IDE server and a headless Chromium's DevTools. Their names are reserved.
@@ -146,10 +136,10 @@ func (s *Service) newAppProxy() *httputil.ReverseProxy {
 	}
 }
 
-// Apps serves AppsPath: it authenticates like every route, finds the caller's session (another
-// user's is not_found) and the app, and proxies the request to it, sandboxed. When apps have
-// origins of their own, a browser signed in by the dashboard's cookie, or following a link with
-// an API key (keyLinkNavigation), is sent to the app's origin with an app token instead
+// Apps serves httpapi.AppsPath: it authenticates like every route, finds the caller's session
+// (another user's is not_found) and the app, and proxies the request to it, sandboxed. When apps
+// have origins of their own, a browser signed in by the dashboard's cookie, or following a link
+// with an API key (keyLinkNavigation), is sent to the app's origin with an app token instead
 // (apporigins.go); API clients are still served here.
 func (s *Service) Apps(authn *auth.Authenticator) http.Handler {
 	proxy := s.newAppProxy()
@@ -171,7 +161,7 @@ func (s *Service) Apps(authn *auth.Authenticator) http.Handler {
 			}
 			return
 		}
-		t := &appTarget{rec: rec, port: port, path: rest, prefix: AppURLPath(r.PathValue("id"), name), sandboxed: true}
+		t := &appTarget{rec: rec, port: port, path: rest, prefix: httpapi.AppURLPath(r.PathValue("id"), name), sandboxed: true}
 		// The server's unary body deadline is for small bodies; an app's may stream for long.
 		_ = http.NewResponseController(w).SetReadDeadline(time.Time{})
 		proxy.ServeHTTP(w, r.WithContext(context.WithValue(ctx, appTargetKey{}, t)))
@@ -223,7 +213,7 @@ type appTargetKey struct{}
 var hangarCookie = regexp.MustCompile(`^(__Host-|__Secure-)?hangar`)
 
 func stripHangarCredentials(h http.Header) {
-	h.Del(auth.HeaderName)
+	h.Del(httpapi.APIKeyHeader)
 	cookies := h.Values("Cookie")
 	h.Del("Cookie")
 	var kept []string
@@ -364,5 +354,5 @@ func (s *Service) EnsureBrowser(ctx context.Context, req *connect.Request[appv1.
 
 // endpoint is an app of rec as the proxy serves it, named by the session id shown.
 func (s *Service) endpoint(rec *sessiondb.Record, shown, name string, port uint32) *appv1.AppEndpoint {
-	return &appv1.AppEndpoint{Hostname: name, Port: port, UrlPath: AppURLPath(shown, name), Origin: s.apps.origin(rec.ID, name)}
+	return &appv1.AppEndpoint{Hostname: name, Port: port, UrlPath: httpapi.AppURLPath(shown, name), Origin: s.apps.origin(rec.ID, name)}
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/hangar-dev/hangar/platform/auth"
 	"github.com/hangar-dev/hangar/platform/clock"
 	"github.com/hangar-dev/hangar/platform/config"
+	"github.com/hangar-dev/hangar/platform/httpapi"
 	"github.com/hangar-dev/hangar/platform/ids"
 )
 
@@ -38,7 +39,7 @@ func TestAnAppTokenIsSpentOnceOnAnyInstanceAndItsRecordSweptOnceExpired(t *testi
 	}
 	for name, inst := range map[string]*Service{"the same instance": a, "another instance": b} {
 		err := inst.spendAppToken(t.Context(), g)
-		if connect.CodeOf(err) != connect.CodeUnauthenticated || !strings.Contains(err.Error(), "already used") || !strings.Contains(err.Error(), AppURLPath(id, "web")) {
+		if connect.CodeOf(err) != connect.CodeUnauthenticated || !strings.Contains(err.Error(), "already used") || !strings.Contains(err.Error(), httpapi.AppURLPath(id, "web")) {
 			t.Errorf("a second use on %s: %v, want unauthenticated naming the app's path route", name, err)
 		}
 	}

@@ -112,14 +112,10 @@ func queryErr(err error) error {
 	return err
 }
 
-// EventsPath is the server-sent-events route of a session's log.
-const EventsPath = "/api/v1/sessions/{id}/events"
-
-// SSE serves GET EventsPath as text/event-stream: each event as `id: <idx>`, `event: <kind>`
-// and `data: <payload_json>`. A reconnecting EventSource sends Last-Event-ID and gets what
-// came after it. The key comes in the x-api-key header or, for EventSource clients that
-// cannot set headers, the api_key query parameter; a signed-in dashboard's session cookie
-// serves too.
+// SSE serves GET httpapi.EventsPath as text/event-stream: each event as `id: <idx>`, `event:
+// <kind>` and `data: <payload_json>`. A reconnecting EventSource sends Last-Event-ID and gets what
+// came after it. The key comes in the x-api-key header or, for EventSource clients that cannot set
+// headers, the api_key query parameter; a signed-in dashboard's session cookie serves too.
 func (s *Service) SSE(authn *auth.Authenticator) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		since, err := lastEventID(r)

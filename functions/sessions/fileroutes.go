@@ -21,11 +21,6 @@ import (
 	"github.com/hangar-dev/hangar/platform/auth"
 )
 
-// FilesPath is the plain HTTP route of a session's files: PUT uploads, GET and HEAD download.
-// The path after /files is the file's absolute path in the sandbox, confined to it exactly as
-// WriteFile's and ReadFile's are.
-const FilesPath = "/api/v1/sessions/{id}/files/{path...}"
-
 // Upload headers; each may also come as the query parameter of the same lower-case name
 // without the prefix (sha256, mode).
 const (
@@ -39,7 +34,7 @@ const (
 // uploadChunk is the size of the WriteFile frames an upload's body is cut into.
 const uploadChunk = 256 << 10
 
-// Files serves FilesPath. A download reads; an upload acts, so by the dashboard's cookie it
+// Files serves httpapi.FilesPath. A download reads; an upload acts, so by the dashboard's cookie it
 // must come from Hangar's own page with the CSRF header (auth.Act).
 func (s *Service) Files(authn *auth.Authenticator) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

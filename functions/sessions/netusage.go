@@ -6,28 +6,13 @@ import (
 	"time"
 
 	"github.com/hangar-dev/hangar/platform/auth"
+	"github.com/hangar-dev/hangar/platform/httpapi"
 	"github.com/hangar-dev/hangar/records/eventlog"
-	"github.com/hangar-dev/hangar/sandboxhosts/egressproxy"
 )
 
-// NetworkUsagePath is the plain HTTP route of a session's network totals through the egress
-// proxy: the running totals its host last logged as a net.usage event. It is a route beside
-// the Session message, as container platforms keep a container's stats apart from its
-// description, because Session's fields are the API's fixed contract.
-const NetworkUsagePath = "/api/v1/sessions/{id}/network-usage"
-
-// NetworkUsage is what NetworkUsagePath answers: the session's totals since it was created,
-// across every sandbox it had, as of the net.usage event at EventIdx (0 and no AsOf when the
-// session has made no connection yet).
-type NetworkUsage struct {
-	SessionID string `json:"session_id"`
-	egressproxy.Usage
-	AsOf     string `json:"as_of,omitempty"`
-	EventIdx int64  `json:"event_idx"`
-}
-
-// NetworkUsage serves GET NetworkUsagePath; it authenticates and finds the session like every
-// route, and reads only the session's log, so it answers for an evicted or lost session too.
+// NetworkUsage serves GET httpapi.NetworkUsagePath (httpapi.NetworkUsage); it authenticates and
+// finds the session like every route, and reads only the session's log, so it answers for an
+// evicted or lost session too.
 func (s *Service) NetworkUsage(authn *auth.Authenticator) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		ctx, rec, ok := s.routeSession(authn, w, r, auth.Read)
@@ -39,9 +24,9 @@ func (s *Service) NetworkUsage(authn *auth.Authenticator) http.Handler {
 			writeErr(w, r, err)
 			return
 		}
-		out := NetworkUsage{SessionID: shownID(ctx, rec)}
+		out := httpapi.NetworkUsage{SessionID: shownID(ctx, rec)}
 		if ok {
-			if err := json.Unmarshal([]byte(e.PayloadJSON), &out.Usage); err != nil {
+			if err := json.Unmarshal([]byte(e.PayloadJSON), &out.NetworkTotals); err != nil {
 				writeErr(w, r, err)
 				return
 			}

@@ -14,56 +14,14 @@ import (
 	hostv1 "github.com/hangar-dev/hangar/gen/host/v1"
 	"github.com/hangar-dev/hangar/platform/apierr"
 	"github.com/hangar-dev/hangar/platform/auth"
+	"github.com/hangar-dev/hangar/platform/httpapi"
 	"github.com/hangar-dev/hangar/sandboxhosts/supervisor"
-)
-
-// ShellPath is the WebSocket route of a session's interactive shells.
-const ShellPath = "/api/v1/sessions/{id}/shell"
-
-// ShellMessage is a text message of the shell WebSocket, either way: "resize" (rows, cols) and
-// "signal" (signal: INT, TERM, HUP, QUIT, KILL, USR1, USR2, WINCH, TSTP, CONT) from the client;
-// "started" (shell_id), "exit" (exit_status, exit_signal) and "error" from the server. An
-// "error" without a code refuses a client's text message and the shell goes on; one with a
-// code (a Connect error code: resource_exhausted when the session has its most shells,
-// invalid_argument for a program the host refuses) says why the shell could not start or
-// ended, and the server closes the socket after it, the same words in the close reason.
-// Terminal bytes travel as binary messages.
-type ShellMessage struct {
-	Type       string `json:"type"`
-	Rows       uint32 `json:"rows,omitempty"`
-	Cols       uint32 `json:"cols,omitempty"`
-	Signal     string `json:"signal,omitempty"`
-	ShellID    string `json:"shell_id,omitempty"`
-	ExitStatus *int32 `json:"exit_status,omitempty"`
-	// ExitSignal is the signal that killed the program, when one did.
-	ExitSignal int32 `json:"exit_signal,omitempty"`
-	// Message says what was wrong ("error").
-	Message string `json:"message,omitempty"`
-	// Code is the Connect code of an "error" that ends the shell; "" when the shell goes on.
-	Code string `json:"code,omitempty"`
-}
-
-// GetExitStatus is the exit status of an "exit" message (0 when absent).
-func (m ShellMessage) GetExitStatus() int32 {
-	if m.ExitStatus == nil {
-		return 0
-	}
-	return *m.ExitStatus
-}
-
-// Shell message types.
-const (
-	ShellResize  = "resize"
-	ShellSignal  = "signal"
-	ShellStarted = "started"
-	ShellExit    = "exit"
-	ShellError   = "error"
 )
 
 // maxShellMessage bounds one WebSocket message from a shell client: a paste, not a file upload.
 const maxShellMessage = 1 << 20
 
-// Shell serves GET ShellPath. Query: rows and cols (the terminal's size), term (TERM), argv
+// Shell serves GET httpapi.ShellPath. Query: rows and cols (the terminal's size), term (TERM), argv
 // (repeated: the program; default the image's login shell) and wake (wake an evicted session
 // first). Closing the socket hangs the shell up; the program's exit closes the socket with
 // 1000 after an "exit" message.
@@ -150,7 +108,7 @@ func closeShell(ctx context.Context, ws *websocket.Conn, err error) {
 		ce = connect.NewError(connect.CodeInternal, errors.New("internal error"))
 	}
 	reason := ce.Code().String() + ": " + ce.Message()
-	_ = writeShellMessage(ctx, ws, ShellMessage{Type: ShellError, Code: ce.Code().String(), Message: ce.Message()})
+	_ = writeShellMessage(ctx, ws, httpapi.ShellMessage{Type: httpapi.ShellError, Code: ce.Code().String(), Message: ce.Message()})
 	status := websocket.StatusInternalError
 	switch ce.Code() {
 	case connect.CodeResourceExhausted, connect.CodeUnavailable:
@@ -194,7 +152,7 @@ func shellStart(r *http.Request) (*hostv1.ShellStart, bool, error) {
 func relayShell(ctx context.Context, ws *websocket.Conn, stream *connect.BidiStreamForClient[hostv1.ShellInput, hostv1.ShellOutput], id string) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	if err := writeShellMessage(ctx, ws, ShellMessage{Type: ShellStarted, ShellID: id}); err != nil {
+	if err := writeShellMessage(ctx, ws, httpapi.ShellMessage{Type: httpapi.ShellStarted, ShellID: id}); err != nil {
 		return
 	}
 	go func() {
@@ -209,7 +167,7 @@ func relayShell(ctx context.Context, ws *websocket.Conn, stream *connect.BidiStr
 			in, err := shellInput(typ, msg)
 			if err != nil {
 				// The shell stays: a bad control message is answered, not fatal.
-				if writeShellMessage(ctx, ws, ShellMessage{Type: ShellError, Message: err.Error()}) != nil {
+				if writeShellMessage(ctx, ws, httpapi.ShellMessage{Type: httpapi.ShellError, Message: err.Error()}) != nil {
 					return
 				}
 				continue
@@ -232,7 +190,7 @@ func relayShell(ctx context.Context, ws *websocket.Conn, stream *connect.BidiStr
 		case *hostv1.ShellOutput_Data:
 			err = ws.Write(ctx, websocket.MessageBinary, f.Data)
 		case *hostv1.ShellOutput_Exit:
-			m := ShellMessage{Type: ShellExit, ExitStatus: f.Exit.ExitStatus, ExitSignal: f.Exit.GetSignal()}
+			m := httpapi.ShellMessage{Type: httpapi.ShellExit, ExitStatus: f.Exit.ExitStatus, ExitSignal: f.Exit.GetSignal()}
 			if err := writeShellMessage(ctx, ws, m); err == nil {
 				_ = ws.Close(websocket.StatusNormalClosure, "")
 			}
@@ -249,17 +207,17 @@ func shellInput(typ websocket.MessageType, msg []byte) (*hostv1.ShellInput, erro
 	if typ == websocket.MessageBinary {
 		return &hostv1.ShellInput{Frame: &hostv1.ShellInput_Data{Data: msg}}, nil
 	}
-	var m ShellMessage
+	var m httpapi.ShellMessage
 	if err := json.Unmarshal(msg, &m); err != nil {
 		return nil, fmt.Errorf("text messages are JSON: %v", err)
 	}
 	switch m.Type {
-	case ShellResize:
+	case httpapi.ShellResize:
 		if m.Rows > 65535 || m.Cols > 65535 {
 			return nil, errors.New("rows and cols are at most 65535")
 		}
 		return &hostv1.ShellInput{Frame: &hostv1.ShellInput_Resize{Resize: &hostv1.WindowSize{Rows: m.Rows, Cols: m.Cols}}}, nil
-	case ShellSignal:
+	case httpapi.ShellSignal:
 		if _, ok := supervisor.TerminalSignal(m.Signal); !ok {
 			return nil, fmt.Errorf("signal %q: send one of %s", m.Signal, supervisor.TerminalSignalNames)
 		}
@@ -268,7 +226,7 @@ func shellInput(typ websocket.MessageType, msg []byte) (*hostv1.ShellInput, erro
 	return nil, fmt.Errorf("unknown message type %q: send resize or signal", m.Type)
 }
 
-func writeShellMessage(ctx context.Context, ws *websocket.Conn, m ShellMessage) error {
+func writeShellMessage(ctx context.Context, ws *websocket.Conn, m httpapi.ShellMessage) error {
 	b, err := json.Marshal(m)
 	if err != nil {
 		return err

@@ -14,14 +14,15 @@ import (
 	"cloud.google.com/go/firestore"
 
 	"github.com/hangar-dev/hangar/platform/auth"
+	"github.com/hangar-dev/hangar/platform/httpapi"
 	"github.com/hangar-dev/hangar/platform/store"
 )
 
-// `hangar login` is RFC 8628's device authorization grant with Hangar as the authorization
-// server: the CLI asks DeviceCodePath for a device code and a user code, a signed-in person
-// approves the user code at DevicePath, and the CLI's next poll of DeviceTokenPath receives a
-// new personal API key. The device code is kept only as its hash; the user code is short (RFC
-// 8628 §6.1: 8 letters of a 20-letter alphabet, about 34.5 bits), so failed lookups of it are
+// `hangar login` is RFC 8628's device authorization grant with Hangar as the authorization server:
+// the CLI asks httpapi.DeviceCodePath for a device code and a user code, a signed-in person
+// approves the user code at httpapi.DevicePath, and the CLI's next poll of httpapi.DeviceTokenPath
+// receives a new personal API key. The device code is kept only as its hash; the user code is short
+// (RFC 8628 §6.1: 8 letters of a 20-letter alphabet, about 34.5 bits), so failed lookups of it are
 // rate limited per person and per address.
 const (
 	grantsCollection    = "deviceGrants"
@@ -90,8 +91,8 @@ func (s *Service) deviceCode(w http.ResponseWriter, r *http.Request) {
 		writeOAuthError(w, http.StatusBadRequest, "invalid_request", "the body must be application/x-www-form-urlencoded")
 		return
 	}
-	if r.PostForm.Get("client_id") != CLIClientID {
-		writeOAuthError(w, http.StatusUnauthorized, "invalid_client", "client_id must be "+CLIClientID)
+	if r.PostForm.Get("client_id") != httpapi.CLIClientID {
+		writeOAuthError(w, http.StatusUnauthorized, "invalid_client", "client_id must be "+httpapi.CLIClientID)
 		return
 	}
 	now := s.d.Clock.Now()
@@ -120,7 +121,7 @@ func (s *Service) deviceCode(w http.ResponseWriter, r *http.Request) {
 		writeOAuthError(w, http.StatusServiceUnavailable, "temporarily_unavailable", "Hangar could not save the device code; retry")
 		return
 	}
-	verify := strings.TrimRight(s.d.Config.PublicURL, "/") + DevicePath
+	verify := strings.TrimRight(s.d.Config.PublicURL, "/") + httpapi.DevicePath
 	writeJSON(w, http.StatusOK, deviceAuthorization{
 		DeviceCode: deviceCode, UserCode: displayCode(g.UserCode), VerificationURI: verify,
 		VerificationURIComplete: verify + "?user_code=" + displayCode(g.UserCode),
@@ -170,8 +171,8 @@ func (s *Service) deviceToken(w http.ResponseWriter, r *http.Request) {
 	case f.Get("grant_type") != deviceGrantType:
 		writeOAuthError(w, http.StatusBadRequest, "unsupported_grant_type", "grant_type must be "+deviceGrantType)
 		return
-	case f.Get("client_id") != CLIClientID:
-		writeOAuthError(w, http.StatusUnauthorized, "invalid_client", "client_id must be "+CLIClientID)
+	case f.Get("client_id") != httpapi.CLIClientID:
+		writeOAuthError(w, http.StatusUnauthorized, "invalid_client", "client_id must be "+httpapi.CLIClientID)
 		return
 	case f.Get("device_code") == "":
 		writeOAuthError(w, http.StatusBadRequest, "invalid_request", "device_code is required")

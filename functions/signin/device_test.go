@@ -12,12 +12,13 @@ import (
 
 	"github.com/hangar-dev/hangar/internal/testkit"
 	"github.com/hangar-dev/hangar/platform/auth"
+	"github.com/hangar-dev/hangar/platform/httpapi"
 )
 
 // deviceCode asks for a device code as `hangar login` does.
 func (e *env) deviceCode(t *testing.T) deviceAuthorization {
 	t.Helper()
-	resp, body := e.form(t, http.DefaultClient, DeviceCodePath, url.Values{"client_id": {CLIClientID}, "machine": {"laptop"}}, nil)
+	resp, body := e.form(t, http.DefaultClient, httpapi.DeviceCodePath, url.Values{"client_id": {httpapi.CLIClientID}, "machine": {"laptop"}}, nil)
 	var da deviceAuthorization
 	if resp.StatusCode != http.StatusOK || json.Unmarshal([]byte(body), &da) != nil || da.DeviceCode == "" {
 		t.Fatalf("device code: %s %s", resp.Status, body)
@@ -29,8 +30,8 @@ func (e *env) deviceCode(t *testing.T) deviceAuthorization {
 // and access token.
 func (e *env) poll(t *testing.T, deviceCode string) (errCode, token string) {
 	t.Helper()
-	_, body := e.form(t, http.DefaultClient, DeviceTokenPath, url.Values{
-		"grant_type": {deviceGrantType}, "device_code": {deviceCode}, "client_id": {CLIClientID},
+	_, body := e.form(t, http.DefaultClient, httpapi.DeviceTokenPath, url.Values{
+		"grant_type": {deviceGrantType}, "device_code": {deviceCode}, "client_id": {httpapi.CLIClientID},
 	}, nil)
 	var out struct {
 		Error       string `json:"error"`
@@ -45,7 +46,7 @@ func (e *env) poll(t *testing.T, deviceCode string) (errCode, token string) {
 // decide answers a user code on the approval page with browser b; it returns the POST's status.
 func (e *env) decide(t *testing.T, b *http.Client, userCode, action string) int {
 	t.Helper()
-	resp, page := e.get(t, b, DevicePath+"?user_code="+url.QueryEscape(userCode))
+	resp, page := e.get(t, b, httpapi.DevicePath+"?user_code="+url.QueryEscape(userCode))
 	m := csrfField.FindStringSubmatch(page)
 	if resp.StatusCode != http.StatusOK || m == nil {
 		t.Fatalf("approval page: %s %s", resp.Status, page)
@@ -53,7 +54,7 @@ func (e *env) decide(t *testing.T, b *http.Client, userCode, action string) int 
 	if !strings.Contains(page, "<strong>laptop</strong> (from 127.0.0.1)") {
 		t.Errorf("the approval page does not say which machine asked, from where:\n%s", page)
 	}
-	resp, _ = e.form(t, b, DevicePath, url.Values{"user_code": {userCode}, "action": {action}, "csrf": {m[1]}}, http.Header{"Origin": {e.url}})
+	resp, _ = e.form(t, b, httpapi.DevicePath, url.Values{"user_code": {userCode}, "action": {action}, "csrf": {m[1]}}, http.Header{"Origin": {e.url}})
 	return resp.StatusCode
 }
 
@@ -62,7 +63,7 @@ func TestDeviceLoginWaitsSlowsDownThenIssuesAKeyOnce(t *testing.T) {
 	b := e.browser(t)
 	e.signIn(t, b, ada)
 	da := e.deviceCode(t)
-	if da.Interval != 5 || da.ExpiresIn != 600 || da.VerificationURI != e.url+DevicePath || !strings.HasSuffix(da.VerificationURIComplete, "?user_code="+da.UserCode) {
+	if da.Interval != 5 || da.ExpiresIn != 600 || da.VerificationURI != e.url+httpapi.DevicePath || !strings.HasSuffix(da.VerificationURIComplete, "?user_code="+da.UserCode) {
 		t.Errorf("device authorization: %+v", da)
 	}
 	steps := []struct {
@@ -121,7 +122,7 @@ func TestDeviceLoginAnswersRFC8628Errors(t *testing.T) {
 	if got, _ := e.poll(t, expired.DeviceCode); got != "expired_token" {
 		t.Errorf("an expired code: %q", got)
 	}
-	if resp, _ := e.get(t, b, DevicePath+"?user_code="+expired.UserCode); resp.StatusCode != http.StatusNotFound {
+	if resp, _ := e.get(t, b, httpapi.DevicePath+"?user_code="+expired.UserCode); resp.StatusCode != http.StatusNotFound {
 		t.Errorf("approving an expired code: %s", resp.Status)
 	}
 
@@ -130,13 +131,13 @@ func TestDeviceLoginAnswersRFC8628Errors(t *testing.T) {
 		values url.Values
 		want   string
 	}{
-		{"an unknown device code", url.Values{"grant_type": {deviceGrantType}, "client_id": {CLIClientID}, "device_code": {"hgd_made_up"}}, "invalid_grant"},
-		{"another grant type", url.Values{"grant_type": {"authorization_code"}, "client_id": {CLIClientID}, "device_code": {"x"}}, "unsupported_grant_type"},
+		{"an unknown device code", url.Values{"grant_type": {deviceGrantType}, "client_id": {httpapi.CLIClientID}, "device_code": {"hgd_made_up"}}, "invalid_grant"},
+		{"another grant type", url.Values{"grant_type": {"authorization_code"}, "client_id": {httpapi.CLIClientID}, "device_code": {"x"}}, "unsupported_grant_type"},
 		{"another client", url.Values{"grant_type": {deviceGrantType}, "client_id": {"evil"}, "device_code": {"x"}}, "invalid_client"},
-		{"no device code", url.Values{"grant_type": {deviceGrantType}, "client_id": {CLIClientID}}, "invalid_request"},
+		{"no device code", url.Values{"grant_type": {deviceGrantType}, "client_id": {httpapi.CLIClientID}}, "invalid_request"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, body := e.form(t, http.DefaultClient, DeviceTokenPath, tc.values, nil)
+			_, body := e.form(t, http.DefaultClient, httpapi.DeviceTokenPath, tc.values, nil)
 			if !strings.Contains(body, `"error":"`+tc.want+`"`) {
 				t.Errorf("answered %s", body)
 			}
@@ -149,7 +150,7 @@ func TestDeviceApprovalRefusesForgedForms(t *testing.T) {
 	b := e.browser(t)
 	e.signIn(t, b, ada)
 	da := e.deviceCode(t)
-	_, page := e.get(t, b, DevicePath+"?user_code="+da.UserCode)
+	_, page := e.get(t, b, httpapi.DevicePath+"?user_code="+da.UserCode)
 	csrf := csrfField.FindStringSubmatch(page)[1]
 	cookie := http.Header{"Cookie": {auth.SessionCookie + "=" + e.sessionCookie(b)}}
 	for _, tc := range []struct {
@@ -176,7 +177,7 @@ func TestDeviceApprovalRefusesForgedForms(t *testing.T) {
 				h.Set("Cookie", cookie.Get("Cookie"))
 			}
 			noFollow := testkit.NoRedirects(nil)
-			if resp, _ := e.form(t, noFollow, DevicePath, tc.values, h); resp.StatusCode != tc.want {
+			if resp, _ := e.form(t, noFollow, httpapi.DevicePath, tc.values, h); resp.StatusCode != tc.want {
 				t.Errorf("answered %s, want %d", resp.Status, tc.want)
 			}
 		})
@@ -193,16 +194,16 @@ func TestUserCodeGuessesAreRateLimited(t *testing.T) {
 	da := e.deviceCode(t)
 	for i := range userCodeFailureBurst {
 		guess := fmt.Sprintf("BBBB-BB%c%c", userCodeAlphabet[i%20], userCodeAlphabet[(i+1)%20])
-		if resp, _ := e.get(t, b, DevicePath+"?user_code="+guess); resp.StatusCode != http.StatusNotFound {
+		if resp, _ := e.get(t, b, httpapi.DevicePath+"?user_code="+guess); resp.StatusCode != http.StatusNotFound {
 			t.Fatalf("guess %d: %s", i, resp.Status)
 		}
 	}
-	if resp, _ := e.get(t, b, DevicePath+"?user_code="+da.UserCode); resp.StatusCode != http.StatusTooManyRequests {
+	if resp, _ := e.get(t, b, httpapi.DevicePath+"?user_code="+da.UserCode); resp.StatusCode != http.StatusTooManyRequests {
 		t.Fatalf("after %d wrong guesses the right code answered %s", userCodeFailureBurst, resp.Status)
 	}
 	other := e.browser(t)
 	e.signIn(t, other, ada)
-	if resp, _ := e.get(t, other, DevicePath+"?user_code="+da.UserCode); resp.StatusCode != http.StatusTooManyRequests {
+	if resp, _ := e.get(t, other, httpapi.DevicePath+"?user_code="+da.UserCode); resp.StatusCode != http.StatusTooManyRequests {
 		t.Fatalf("a new session from the same address answered %s", resp.Status)
 	}
 	e.clock.Advance(time.Minute)
@@ -228,19 +229,19 @@ func TestStartingFlowsIsRateLimitedPerAddress(t *testing.T) {
 	noFollow := testkit.NoRedirects(nil)
 	for i := range startBurst {
 		e.deviceCode(t)
-		if resp, _ := e.get(t, noFollow, LoginPath); resp.StatusCode != http.StatusFound {
+		if resp, _ := e.get(t, noFollow, httpapi.LoginPath); resp.StatusCode != http.StatusFound {
 			t.Fatalf("sign-in %d: %s", i, resp.Status)
 		}
 	}
-	if resp, body := e.form(t, http.DefaultClient, DeviceCodePath, url.Values{"client_id": {CLIClientID}}, nil); resp.StatusCode != http.StatusTooManyRequests || !strings.Contains(body, "slow_down") {
+	if resp, body := e.form(t, http.DefaultClient, httpapi.DeviceCodePath, url.Values{"client_id": {httpapi.CLIClientID}}, nil); resp.StatusCode != http.StatusTooManyRequests || !strings.Contains(body, "slow_down") {
 		t.Errorf("device code %d: %s %s", startBurst+1, resp.Status, body)
 	}
-	if resp, _ := e.get(t, noFollow, LoginPath); resp.StatusCode != http.StatusTooManyRequests {
+	if resp, _ := e.get(t, noFollow, httpapi.LoginPath); resp.StatusCode != http.StatusTooManyRequests {
 		t.Errorf("sign-in %d: %s", startBurst+1, resp.Status)
 	}
 	e.clock.Advance(6 * time.Second)
 	e.deviceCode(t)
-	if resp, _ := e.get(t, noFollow, LoginPath); resp.StatusCode != http.StatusFound {
+	if resp, _ := e.get(t, noFollow, httpapi.LoginPath); resp.StatusCode != http.StatusFound {
 		t.Errorf("a sign-in 6 s later: %s", resp.Status)
 	}
 }
@@ -269,7 +270,7 @@ func TestRateLimitsAreSharedAcrossInstances(t *testing.T) {
 	e := newEnv(t)
 	other := New(e.d) // a second instance over the same database
 	post := func(svc *Service) int {
-		r := httptest.NewRequest(http.MethodPost, DeviceCodePath, strings.NewReader(url.Values{"client_id": {CLIClientID}}.Encode()))
+		r := httptest.NewRequest(http.MethodPost, httpapi.DeviceCodePath, strings.NewReader(url.Values{"client_id": {httpapi.CLIClientID}}.Encode()))
 		r.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 		r.RemoteAddr = "192.0.2.7:5555"
 		w := httptest.NewRecorder()

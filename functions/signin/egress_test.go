@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/hangar-dev/hangar/platform/egress"
+	"github.com/hangar-dev/hangar/platform/httpapi"
 )
 
 // The OIDC provider is reached through the egress policy's guarded client: an issuer that names
@@ -30,7 +31,7 @@ func TestSignInRefusesAnIssuerTheEgressPolicyRefuses(t *testing.T) {
 			d := e.d
 			d.Config.OIDCIssuer, d.LoopbackHTTP, d.Egress = tc.issuer, tc.loopback, egress.Policy{}
 			rec := httptest.NewRecorder()
-			New(d).Routes()["GET "+LoginPath].ServeHTTP(rec, httptest.NewRequest(http.MethodGet, LoginPath, nil))
+			New(d).Routes()["GET "+httpapi.LoginPath].ServeHTTP(rec, httptest.NewRequest(http.MethodGet, httpapi.LoginPath, nil))
 			if rec.Code != http.StatusServiceUnavailable || !strings.Contains(rec.Body.String(), tc.want) {
 				t.Fatalf("login with issuer %s: %d %s", tc.issuer, rec.Code, rec.Body.String())
 			}

@@ -26,6 +26,7 @@ import (
 	"github.com/hangar-dev/hangar/platform/clock"
 	"github.com/hangar-dev/hangar/platform/config"
 	"github.com/hangar-dev/hangar/platform/egress"
+	"github.com/hangar-dev/hangar/platform/httpapi"
 	"github.com/hangar-dev/hangar/records/secrets"
 )
 
@@ -104,7 +105,7 @@ func (e *env) browser(t *testing.T) *http.Client {
 		t.Fatal(err)
 	}
 	return &http.Client{Jar: jar, CheckRedirect: func(req *http.Request, _ []*http.Request) error {
-		if strings.HasPrefix(req.URL.String(), e.url) && !strings.HasPrefix(req.URL.Path, Prefix) {
+		if strings.HasPrefix(req.URL.String(), e.url) && !strings.HasPrefix(req.URL.Path, httpapi.AuthPrefix) {
 			return http.ErrUseLastResponse
 		}
 		return nil
@@ -115,7 +116,7 @@ func (e *env) browser(t *testing.T) *http.Client {
 func (e *env) signIn(t *testing.T, b *http.Client, person oidctest.Person) *http.Response {
 	t.Helper()
 	e.idp.SignIn(person)
-	resp, err := b.Get(e.url + LoginPath + "?return_to=/sessions")
+	resp, err := b.Get(e.url + httpapi.LoginPath + "?return_to=/sessions")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/coreos/go-oidc/v3/oidc"
 	"golang.org/x/oauth2"
 
+	"github.com/hangar-dev/hangar/platform/httpapi"
 	"github.com/hangar-dev/hangar/platform/store"
 )
 
@@ -98,7 +99,7 @@ func (s *Service) oauthConfig(ctx context.Context) (*oauth2.Config, *oidc.IDToke
 	}
 	conf := &oauth2.Config{
 		ClientID: c.OIDCClientID, ClientSecret: secret, Endpoint: s.oidc.provider.Endpoint(),
-		RedirectURL: strings.TrimRight(c.PublicURL, "/") + CallbackPath,
+		RedirectURL: strings.TrimRight(c.PublicURL, "/") + httpapi.CallbackPath,
 		Scopes:      []string{oidc.ScopeOpenID, "email", "profile"},
 	}
 	return conf, s.oidc.provider.Verifier(&oidc.Config{ClientID: c.OIDCClientID}), nil
@@ -108,7 +109,7 @@ func (s *Service) oauthConfig(ctx context.Context) (*oauth2.Config, *oidc.IDToke
 func (s *Service) login(w http.ResponseWriter, r *http.Request) {
 	returnTo := safeReturn(r.URL.Query().Get("return_to"))
 	if s.d.Config.OIDCIssuer == "" && s.d.Config.DevSignIn {
-		http.Redirect(w, r, DevPath+"?return_to="+url.QueryEscape(returnTo), http.StatusSeeOther)
+		http.Redirect(w, r, httpapi.DevSignInPath+"?return_to="+url.QueryEscape(returnTo), http.StatusSeeOther)
 		return
 	}
 	conf, _, err := s.oauthConfig(r.Context())
@@ -129,7 +130,7 @@ func (s *Service) login(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	http.SetCookie(w, &http.Cookie{
-		Name: flowCookie, Value: state, Path: CallbackPath, HttpOnly: true, Secure: s.secure,
+		Name: flowCookie, Value: state, Path: httpapi.CallbackPath, HttpOnly: true, Secure: s.secure,
 		SameSite: http.SameSiteLaxMode, MaxAge: int(flowTTL / time.Second),
 	})
 	http.Redirect(w, r, conf.AuthCodeURL(state, oidc.Nonce(nonce), oauth2.S256ChallengeOption(verifier)), http.StatusFound)
@@ -146,7 +147,7 @@ type idClaims struct {
 func (s *Service) callback(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	q := r.URL.Query()
-	http.SetCookie(w, &http.Cookie{Name: flowCookie, Value: "", Path: CallbackPath, HttpOnly: true, Secure: s.secure, SameSite: http.SameSiteLaxMode, MaxAge: -1})
+	http.SetCookie(w, &http.Cookie{Name: flowCookie, Value: "", Path: httpapi.CallbackPath, HttpOnly: true, Secure: s.secure, SameSite: http.SameSiteLaxMode, MaxAge: -1})
 	if e := q.Get("error"); e != "" {
 		s.page(w, http.StatusForbidden, "Sign-in refused", "The identity provider answered "+e+".")
 		return

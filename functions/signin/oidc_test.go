@@ -14,6 +14,7 @@ import (
 	"github.com/hangar-dev/hangar/internal/oidctest"
 	"github.com/hangar-dev/hangar/platform/auth"
 	"github.com/hangar-dev/hangar/platform/config"
+	"github.com/hangar-dev/hangar/platform/httpapi"
 )
 
 var ada = oidctest.Person{Email: adminEmail, EmailVerified: true, Name: "Ada Lovelace"}
@@ -125,18 +126,18 @@ func callbackURL(t *testing.T, e *env, b *http.Client) *url.URL {
 	t.Helper()
 	stop := *b
 	stop.CheckRedirect = func(req *http.Request, _ []*http.Request) error {
-		if req.URL.Path == CallbackPath {
+		if req.URL.Path == httpapi.CallbackPath {
 			return http.ErrUseLastResponse
 		}
 		return nil
 	}
-	resp, err := stop.Get(e.url + LoginPath)
+	resp, err := stop.Get(e.url + httpapi.LoginPath)
 	if err != nil {
 		t.Fatal(err)
 	}
 	_ = resp.Body.Close()
 	u, err := url.Parse(resp.Header.Get("Location"))
-	if err != nil || u.Path != CallbackPath {
+	if err != nil || u.Path != httpapi.CallbackPath {
 		t.Fatalf("the provider redirected to %q", resp.Header.Get("Location"))
 	}
 	return u
@@ -160,8 +161,8 @@ func TestSignInRefusesAForgedOrReplayedCallback(t *testing.T) {
 		{"a callback used twice", func(t *testing.T, e *env, b *http.Client, cb *url.URL) (*http.Client, string) {
 			state := cb.Query().Get("state")
 			e.get(t, b, cb.RequestURI())
-			u, _ := url.Parse(e.url + CallbackPath)
-			b.Jar.SetCookies(u, []*http.Cookie{{Name: flowCookie, Value: state, Path: CallbackPath}})
+			u, _ := url.Parse(e.url + httpapi.CallbackPath)
+			b.Jar.SetCookies(u, []*http.Cookie{{Name: flowCookie, Value: state, Path: httpapi.CallbackPath}})
 			return b, cb.String()
 		}, "expired or was already used"},
 	} {
@@ -202,7 +203,7 @@ func TestSignInRefusesWhatTheProviderMustNotSignIn(t *testing.T) {
 			}
 			b := e.browser(t)
 			e.idp.SignIn(tc.person)
-			resp, body := e.get(t, b, LoginPath)
+			resp, body := e.get(t, b, httpapi.LoginPath)
 			if resp.StatusCode != tc.status || !strings.Contains(body, tc.want) {
 				t.Errorf("%s: %s", resp.Status, body)
 			}
@@ -249,10 +250,10 @@ func TestSignOutRevokesTheSession(t *testing.T) {
 	b := e.browser(t)
 	e.signIn(t, b, ada)
 	cookie := e.sessionCookie(b)
-	if resp, _ := e.form(t, http.DefaultClient, LogoutPath, nil, http.Header{"Origin": {"https://evil.example"}, "Cookie": {auth.SessionCookie + "=" + cookie}, auth.CSRFHeader: {"1"}}); resp.StatusCode != http.StatusForbidden {
+	if resp, _ := e.form(t, http.DefaultClient, httpapi.LogoutPath, nil, http.Header{"Origin": {"https://evil.example"}, "Cookie": {auth.SessionCookie + "=" + cookie}, auth.CSRFHeader: {"1"}}); resp.StatusCode != http.StatusForbidden {
 		t.Fatalf("a cross-site sign-out answered %s", resp.Status)
 	}
-	resp, body := e.form(t, b, LogoutPath, nil, http.Header{"Origin": {e.url}, auth.CSRFHeader: {"1"}})
+	resp, body := e.form(t, b, httpapi.LogoutPath, nil, http.Header{"Origin": {e.url}, auth.CSRFHeader: {"1"}})
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("sign-out: %s %s", resp.Status, body)
 	}
@@ -268,13 +269,13 @@ func TestDevSignInIsForLoopbackAndDevOnly(t *testing.T) {
 	dev := func(c *config.SignIn) { c.OIDCIssuer, c.DevSignIn, c.DevAdminEmail = "", true, "admin@hangar.local" }
 	e := newEnv(t, dev)
 	b := e.browser(t)
-	if resp, body := e.get(t, b, LoginPath+"?return_to=/x"); resp.StatusCode != http.StatusOK || !strings.Contains(body, "Sign in as the local admin") {
+	if resp, body := e.get(t, b, httpapi.LoginPath+"?return_to=/x"); resp.StatusCode != http.StatusOK || !strings.Contains(body, "Sign in as the local admin") {
 		t.Fatalf("login without a provider in dev: %s %s", resp.Status, body)
 	}
-	if resp, _ := e.form(t, b, DevPath, url.Values{"return_to": {"/x"}}, http.Header{"Origin": {"https://evil.example"}}); resp.StatusCode != http.StatusForbidden {
+	if resp, _ := e.form(t, b, httpapi.DevSignInPath, url.Values{"return_to": {"/x"}}, http.Header{"Origin": {"https://evil.example"}}); resp.StatusCode != http.StatusForbidden {
 		t.Errorf("a cross-site dev sign-in answered %s", resp.Status)
 	}
-	resp, _ := e.form(t, b, DevPath, url.Values{"return_to": {"/x"}}, http.Header{"Origin": {e.url}})
+	resp, _ := e.form(t, b, httpapi.DevSignInPath, url.Values{"return_to": {"/x"}}, http.Header{"Origin": {e.url}})
 	if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/x" {
 		t.Fatalf("dev sign-in: %s to %q", resp.Status, resp.Header.Get("Location"))
 	}
@@ -292,7 +293,7 @@ func TestDevSignInIsForLoopbackAndDevOnly(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newEnv(t, tc.mutate)
-			r := httptest.NewRequest(http.MethodPost, DevPath, nil)
+			r := httptest.NewRequest(http.MethodPost, httpapi.DevSignInPath, nil)
 			r.Header.Set("Origin", e.url)
 			if tc.remote != "" {
 				r.RemoteAddr = tc.remote

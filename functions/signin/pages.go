@@ -8,6 +8,7 @@ import (
 	"net/url"
 
 	"github.com/hangar-dev/hangar/platform/auth"
+	"github.com/hangar-dev/hangar/platform/httpapi"
 )
 
 // The pages of /api/auth are plain HTML forms, so they work without the dashboard's scripts.
@@ -43,7 +44,7 @@ type pageData struct {
 }
 
 func (s *Service) render(w http.ResponseWriter, status int, d pageData) {
-	d.DevicePath, d.DevPath = DevicePath, DevPath
+	d.DevicePath, d.DevPath = httpapi.DevicePath, httpapi.DevSignInPath
 	h := w.Header()
 	h.Set("Content-Type", "text/html; charset=utf-8")
 	h.Set("Cache-Control", "no-store")
@@ -70,7 +71,7 @@ func (s *Service) signedIn(w http.ResponseWriter, r *http.Request, use auth.Use)
 	if p, err := s.d.Authn.Identify(r, auth.Route{Use: use, Accepts: auth.SignInCookie}); err == nil {
 		return p, true
 	}
-	http.Redirect(w, r, LoginPath+"?return_to="+url.QueryEscape(r.URL.RequestURI()), http.StatusSeeOther)
+	http.Redirect(w, r, httpapi.LoginPath+"?return_to="+url.QueryEscape(r.URL.RequestURI()), http.StatusSeeOther)
 	return auth.Principal{}, false
 }
 

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/hangar-dev/hangar/platform/auth"
+	"github.com/hangar-dev/hangar/platform/httpapi"
 )
 
 // TestSecurityNoSecretLeaksFromSignIn runs a sign-in, a device login, whoami and both
@@ -26,19 +27,19 @@ func TestSecurityNoSecretLeaksFromSignIn(t *testing.T) {
 	if key == "" {
 		t.Fatal("no key issued")
 	}
-	req, _ := http.NewRequest(http.MethodGet, e.url+WhoamiPath, nil)
-	req.Header.Set(auth.HeaderName, key)
+	req, _ := http.NewRequest(http.MethodGet, e.url+httpapi.WhoamiPath, nil)
+	req.Header.Set(httpapi.APIKeyHeader, key)
 	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != http.StatusOK {
 		t.Fatalf("whoami: %v %v", resp, err)
 	}
-	e.form(t, http.DefaultClient, LogoutPath, nil, http.Header{auth.HeaderName: {key}})
-	e.form(t, b, LogoutPath, nil, http.Header{"Origin": {e.url}, auth.CSRFHeader: {"1"}})
+	e.form(t, http.DefaultClient, httpapi.LogoutPath, nil, http.Header{httpapi.APIKeyHeader: {key}})
+	e.form(t, b, httpapi.LogoutPath, nil, http.Header{"Origin": {e.url}, auth.CSRFHeader: {"1"}})
 
 	type secret struct {
 		name, value string
 		allowedAt   string // the one path whose response body may hold it
 	}
-	secrets := []secret{{"session cookie", cookie, ""}, {"device code", da.DeviceCode, DeviceCodePath}, {"API key", key, DeviceTokenPath}}
+	secrets := []secret{{"session cookie", cookie, ""}, {"device code", da.DeviceCode, httpapi.DeviceCodePath}, {"API key", key, httpapi.DeviceTokenPath}}
 	for i, s := range e.idp.Secrets() {
 		secrets = append(secrets, secret{name: fmt.Sprintf("provider secret %d", i), value: s})
 	}

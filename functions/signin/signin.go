@@ -22,25 +22,8 @@ import (
 	"github.com/hangar-dev/hangar/platform/clock"
 	"github.com/hangar-dev/hangar/platform/config"
 	"github.com/hangar-dev/hangar/platform/egress"
+	"github.com/hangar-dev/hangar/platform/httpapi"
 )
-
-// The paths of /api/auth. OAuthCallbackPath is not served here: OAuthCredentialService's
-// redirect flows mount their page there (composition).
-const (
-	Prefix            = "/api/auth"
-	LoginPath         = Prefix + "/login"
-	CallbackPath      = Prefix + "/callback"
-	LogoutPath        = Prefix + "/logout"
-	WhoamiPath        = Prefix + "/whoami"
-	DevPath           = Prefix + "/dev"
-	DevicePath        = Prefix + "/device"
-	DeviceCodePath    = Prefix + "/device/code"
-	DeviceTokenPath   = Prefix + "/device/token"
-	OAuthCallbackPath = Prefix + "/oauth/callback"
-)
-
-// CLIClientID is the client_id `hangar login` sends: the only client of the device grant.
-const CLIClientID = "hangar-cli"
 
 // SecretLookup reads an org secret for the operator's own use (records/secrets.Store.Lookup).
 type SecretLookup interface {
@@ -98,17 +81,17 @@ func New(d Deps) *Service {
 // Routes are the service's HTTP routes by ServeMux pattern.
 func (s *Service) Routes() map[string]http.Handler {
 	return map[string]http.Handler{
-		"GET " + LoginPath:           http.HandlerFunc(s.login),
-		"GET " + CallbackPath:        http.HandlerFunc(s.callback),
-		"POST " + LogoutPath:         http.HandlerFunc(s.logout),
-		"GET " + WhoamiPath:          http.HandlerFunc(s.whoami),
-		"GET " + DevPath:             http.HandlerFunc(s.devPage),
-		"POST " + DevPath:            http.HandlerFunc(s.devSignIn),
-		"GET " + DevicePath:          http.HandlerFunc(s.devicePage),
-		"POST " + DevicePath:         http.HandlerFunc(s.deviceDecide),
-		"POST " + DeviceCodePath:     http.HandlerFunc(s.deviceCode),
-		"POST " + DeviceTokenPath:    http.HandlerFunc(s.deviceToken),
-		"POST " + RevokeSessionsPath: http.HandlerFunc(s.revokeSessions),
+		"GET " + httpapi.LoginPath:           http.HandlerFunc(s.login),
+		"GET " + httpapi.CallbackPath:        http.HandlerFunc(s.callback),
+		"POST " + httpapi.LogoutPath:         http.HandlerFunc(s.logout),
+		"GET " + httpapi.WhoamiPath:          http.HandlerFunc(s.whoami),
+		"GET " + httpapi.DevSignInPath:       http.HandlerFunc(s.devPage),
+		"POST " + httpapi.DevSignInPath:      http.HandlerFunc(s.devSignIn),
+		"GET " + httpapi.DevicePath:          http.HandlerFunc(s.devicePage),
+		"POST " + httpapi.DevicePath:         http.HandlerFunc(s.deviceDecide),
+		"POST " + httpapi.DeviceCodePath:     http.HandlerFunc(s.deviceCode),
+		"POST " + httpapi.DeviceTokenPath:    http.HandlerFunc(s.deviceToken),
+		"POST " + httpapi.RevokeSessionsPath: http.HandlerFunc(s.revokeSessions),
 	}
 }
 
@@ -135,17 +118,6 @@ func (s *Service) startSession(w http.ResponseWriter, r *http.Request, userID st
 	return nil
 }
 
-// Whoami is GET /api/auth/whoami's JSON answer.
-type Whoami struct {
-	UserID  string `json:"user_id"`
-	Email   string `json:"email,omitempty"`
-	Name    string `json:"name,omitempty"`
-	Kind    string `json:"kind"`
-	Admin   bool   `json:"admin"`
-	KeyID   string `json:"key_id,omitempty"`
-	KeyName string `json:"key_name,omitempty"`
-}
-
 // whoami answers who the caller (by API key or session cookie) is, and through which key.
 func (s *Service) whoami(w http.ResponseWriter, r *http.Request) {
 	p, err := s.caller(r, auth.Read)
@@ -153,7 +125,7 @@ func (s *Service) whoami(w http.ResponseWriter, r *http.Request) {
 		s.writeAPIError(w, r, err)
 		return
 	}
-	out := Whoami{UserID: p.UserID, Kind: p.Kind, Admin: p.Admin, KeyID: p.KeyID}
+	out := httpapi.Whoami{UserID: p.UserID, Kind: p.Kind, Admin: p.Admin, KeyID: p.KeyID}
 	users, err := s.d.Users.GetMany(r.Context(), []string{p.UserID})
 	if err != nil {
 		s.writeAPIError(w, r, err)

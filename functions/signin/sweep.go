@@ -10,15 +10,14 @@ import (
 
 	"github.com/hangar-dev/hangar/platform/apierr"
 	"github.com/hangar-dev/hangar/platform/auth"
+	"github.com/hangar-dev/hangar/platform/httpapi"
 	"github.com/hangar-dev/hangar/platform/ratelimit"
 	"github.com/hangar-dev/hangar/platform/store"
 )
 
-// Records of sign-in end: Sweep deletes them once expired, and RevokeSessionsPath ends every
-// dashboard session of a person at once.
+// Records of sign-in end: Sweep deletes them once expired, and httpapi.RevokeSessionsPath ends
+// every dashboard session of a person at once.
 const (
-	// RevokeSessionsPath is POST /api/auth/sessions/revoke[?user_id=…]: sign out everywhere.
-	RevokeSessionsPath = Prefix + "/sessions/revoke"
 	// expiredKept is how long an expired record stays: a late poll of a device code still
 	// hears expired_token rather than invalid_grant.
 	expiredKept = time.Hour
@@ -26,9 +25,9 @@ const (
 	sweepBatch = 100
 )
 
-// Sweep deletes, a bounded batch per collection per call, the sign-in flows, device grants,
-// user code indexes and web sessions that expired more than expiredKept ago. The automation
-// worker's tick calls it; a Firestore TTL policy on expires_at (docs/api.md, "Signing in") does the same job
+// Sweep deletes, a bounded batch per collection per call, the sign-in flows, device grants, user
+// code indexes and web sessions that expired more than expiredKept ago. The automation worker's
+// tick calls it; a Firestore TTL policy on expires_at (docs/api.md, "Signing in") does the same job
 // without it.
 func (s *Service) Sweep(ctx context.Context) error {
 	before := s.d.Clock.Now().Add(-expiredKept)
@@ -76,11 +75,5 @@ func (s *Service) revokeSessions(w http.ResponseWriter, r *http.Request) {
 		s.clearSessionCookie(w)
 	}
 	s.d.Log.Info("signed out everywhere", "user", userID, "by", p.UserID, "sessions", n)
-	writeJSON(w, http.StatusOK, RevokedSessions{UserID: userID, Revoked: n})
-}
-
-// RevokedSessions is RevokeSessionsPath's JSON answer.
-type RevokedSessions struct {
-	UserID  string `json:"user_id"`
-	Revoked int    `json:"revoked_sessions"`
+	writeJSON(w, http.StatusOK, httpapi.RevokedSessions{UserID: userID, Revoked: n})
 }

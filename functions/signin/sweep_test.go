@@ -11,6 +11,7 @@ import (
 
 	"github.com/hangar-dev/hangar/internal/oidctest"
 	"github.com/hangar-dev/hangar/platform/auth"
+	"github.com/hangar-dev/hangar/platform/httpapi"
 	"github.com/hangar-dev/hangar/platform/ratelimit"
 )
 
@@ -30,9 +31,9 @@ func TestSignOutEverywhereRevokesEverySessionOfOnePerson(t *testing.T) {
 	bob, bobCookie := signedIn(bobPerson)
 	_, bobOtherCookie := signedIn(bobPerson)
 	csrf := http.Header{"Origin": {e.url}, auth.CSRFHeader: {"1"}}
-	revoke := func(b *http.Client, query string, h http.Header) (int, RevokedSessions) {
-		resp, body := e.form(t, b, RevokeSessionsPath+query, nil, h)
-		var out RevokedSessions
+	revoke := func(b *http.Client, query string, h http.Header) (int, httpapi.RevokedSessions) {
+		resp, body := e.form(t, b, httpapi.RevokeSessionsPath+query, nil, h)
+		var out httpapi.RevokedSessions
 		_ = json.Unmarshal([]byte(body), &out)
 		return resp.StatusCode, out
 	}
@@ -60,8 +61,8 @@ func TestSignOutEverywhereRevokesEverySessionOfOnePerson(t *testing.T) {
 
 	// An admin signs bob out everywhere.
 	admin, _ := signedIn(ada)
-	var whoBob Whoami
-	_, body := e.get(t, bob, WhoamiPath)
+	var whoBob httpapi.Whoami
+	_, body := e.get(t, bob, httpapi.WhoamiPath)
 	_ = json.Unmarshal([]byte(body), &whoBob)
 	if status, out := revoke(admin, "?user_id="+whoBob.UserID, csrf); status != http.StatusOK || out.Revoked != 2 || out.UserID != whoBob.UserID {
 		t.Fatalf("an admin signing bob out: %d %+v", status, out)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/hangar-dev/hangar/automation/triggers"
 	"github.com/hangar-dev/hangar/platform/config"
+	"github.com/hangar-dev/hangar/platform/httpapi"
 )
 
 // FuzzInboundDelivery replays what anyone on the internet may post to a registration's URL:
@@ -46,11 +47,11 @@ func FuzzInboundDelivery(f *testing.F) {
 	svc := &Service{lim: config.Default().Limits.Webhooks}
 	f.Fuzz(func(t *testing.T, github, signRight bool, sig, event, id, ctype string, body []byte) {
 		reg := &registration{id: "hook_fuzz", provider: triggers.ProviderWebhook, secret: secret}
-		header, right := SignatureHeader, Sign(secret, now, body)
+		header, right := httpapi.SignatureHeader, httpapi.Sign(secret, now, body)
 		rightSum := right[strings.Index(right, "v1=")+len("v1="):]
 		if github {
-			reg.provider, header = triggers.ProviderGitHub, GitHubSignatureHeader
-			rightSum = hex.EncodeToString(mac(secret, body))
+			reg.provider, header = triggers.ProviderGitHub, httpapi.GitHubSignatureHeader
+			rightSum = hex.EncodeToString(httpapi.SignatureSum(secret, body))
 			right = "sha256=" + rightSum
 		}
 		if signRight {

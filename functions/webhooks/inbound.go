@@ -20,25 +20,9 @@ import (
 
 	"github.com/hangar-dev/hangar/automation/catalog"
 	"github.com/hangar-dev/hangar/automation/triggers"
+	"github.com/hangar-dev/hangar/platform/httpapi"
 	"github.com/hangar-dev/hangar/platform/pubsub"
 	"github.com/hangar-dev/hangar/platform/store"
-)
-
-// InboundPath is the route senders post deliveries to, outside /rpc and without an API key:
-// the signature is the authentication.
-const InboundPath = "/api/v1/webhooks/{id}"
-
-// Signature headers.
-const (
-	// GitHubSignatureHeader is GitHub's, "sha256=<hex of HMAC-SHA256(secret, raw body)>". It
-	// signs the body only, so a github registration also refuses a body it saw within
-	// the automation's dedupe window under another delivery id (automation/dispatch).
-	GitHubSignatureHeader = "X-Hub-Signature-256"
-	// SignatureHeader is the one a generic sender uses: Stripe's scheme, "t=<unix seconds>,
-	// v1=<hex of HMAC-SHA256(secret, "<t>.<raw body>")>" (Sign makes it). The timestamp is
-	// signed, so a captured delivery is refused once it is older than the signature
-	// tolerance, and replayed within it it has the same delivery key.
-	SignatureHeader = "X-Hangar-Signature"
 )
 
 // keptHeaders are the request headers a Delivery carries, per provider: descriptive ones only,
@@ -75,11 +59,11 @@ func refuse(status int, format string, args ...any) *refusal {
 	return &refusal{status: status, msg: fmt.Sprintf(format, args...)}
 }
 
-// Inbound serves InboundPath. It answers only after the delivery is published (202, with its
-// delivery_key), so that a 2xx never loses one; a GitHub ping verifies and answers 200 without
-// publishing. Refusals publish nothing: 404 unknown registration, 413 body over
-// Limits.MaxBodyBytes, 401 missing, wrong or expired signature, 400 a body or header that
-// cannot make a delivery; 503 when the publish fails, so the sender retries.
+// Inbound serves httpapi.InboundWebhookPath. It answers only after the delivery is published (202,
+// with its delivery_key), so that a 2xx never loses one; a GitHub ping verifies and answers 200
+// without publishing. Refusals publish nothing: 404 unknown registration, 413 body over
+// Limits.MaxBodyBytes, 401 missing, wrong or expired signature, 400 a body or header that cannot
+// make a delivery; 503 when the publish fails, so the sender retries.
 func (s *Service) Inbound() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		d, err := s.receive(w, r)
@@ -156,7 +140,7 @@ func (s *Service) verified(reg *registration, h http.Header, body []byte, now ti
 		}
 		return gitHubDelivery(reg, h, body)
 	}
-	signed, err := verifyGeneric(reg.secret, h.Get(SignatureHeader), body, now, s.lim.SignatureTolerance)
+	signed, err := verifyGeneric(reg.secret, h.Get(httpapi.SignatureHeader), body, now, s.lim.SignatureTolerance)
 	if err != nil {
 		return triggers.Delivery{}, err
 	}
@@ -170,48 +154,30 @@ func tooLarge(limit int64) *refusal {
 // verifyGitHub checks GitHub's body signature under the registration's secret, in constant
 // time.
 func verifyGitHub(secret []byte, h http.Header, body []byte) error {
-	sig := h.Get(GitHubSignatureHeader)
+	sig := h.Get(httpapi.GitHubSignatureHeader)
 	if sig == "" {
-		return refuse(http.StatusUnauthorized, "missing signature: send %s: sha256=<hex of HMAC-SHA256 of the body under the registration's secret>", GitHubSignatureHeader)
+		return refuse(http.StatusUnauthorized, "missing signature: send %s: sha256=<hex of HMAC-SHA256 of the body under the registration's secret>", httpapi.GitHubSignatureHeader)
 	}
 	hexSum, ok := strings.CutPrefix(sig, "sha256=")
 	got, err := hex.DecodeString(hexSum)
 	if !ok || err != nil {
-		return refuse(http.StatusUnauthorized, "malformed %s: want sha256=<hex>", GitHubSignatureHeader)
+		return refuse(http.StatusUnauthorized, "malformed %s: want sha256=<hex>", httpapi.GitHubSignatureHeader)
 	}
-	if !hmac.Equal(got, mac(secret, body)) {
-		return refuse(http.StatusUnauthorized, "%s does not match the body: sign the exact raw body with the registration's current secret", GitHubSignatureHeader)
+	if !hmac.Equal(got, httpapi.SignatureSum(secret, body)) {
+		return refuse(http.StatusUnauthorized, "%s does not match the body: sign the exact raw body with the registration's current secret", httpapi.GitHubSignatureHeader)
 	}
 	return nil
 }
 
-// Sign is SignatureHeader's value for body sent at t under secret: what a generic sender
-// computes for each delivery.
-func Sign(secret []byte, t time.Time, body []byte) string {
-	ts := strconv.FormatInt(t.Unix(), 10)
-	return "t=" + ts + ",v1=" + hex.EncodeToString(mac(secret, signedMessage(ts, body)))
-}
-
-// signedMessage is what a generic signature covers: the timestamp as sent, a dot, the raw body.
-func signedMessage(ts string, body []byte) []byte {
-	return append([]byte(ts+"."), body...)
-}
-
-func mac(secret, msg []byte) []byte {
-	m := hmac.New(sha256.New, secret)
-	m.Write(msg)
-	return m.Sum(nil)
-}
-
-// verifyGeneric checks a generic sender's SignatureHeader, sig, in constant time, and that its
-// timestamp is within tolerance of now either way (a sender's clock may be ahead). It answers
-// the signed message, the material the delivery key is made of. Several v1 values may come
-// (a sender that signs under two secrets while rotating); one must match. Other schemes are
-// ignored, as Stripe's clients do.
+// verifyGeneric checks a generic sender's httpapi.SignatureHeader, sig, in constant time, and that
+// its timestamp is within tolerance of now either way (a sender's clock may be ahead). It answers
+// the signed message, the material the delivery key is made of. Several v1 values may come (a
+// sender that signs under two secrets while rotating); one must match. Other schemes are ignored,
+// as Stripe's clients do.
 func verifyGeneric(secret []byte, sig string, body []byte, now time.Time, tolerance time.Duration) ([]byte, error) {
 	const want = "t=<unix seconds>,v1=<hex of HMAC-SHA256 of \"<t>.<raw body>\" under the registration's secret>"
 	if sig == "" {
-		return nil, refuse(http.StatusUnauthorized, "missing signature: send %s: %s (the body-only sha256= form is not accepted: it cannot be dated, so a captured delivery could be replayed)", SignatureHeader, want)
+		return nil, refuse(http.StatusUnauthorized, "missing signature: send %s: %s (the body-only sha256= form is not accepted: it cannot be dated, so a captured delivery could be replayed)", httpapi.SignatureHeader, want)
 	}
 	var ts string
 	var sums [][]byte
@@ -228,19 +194,19 @@ func verifyGeneric(secret []byte, sig string, body []byte, now time.Time, tolera
 	}
 	unix, err := strconv.ParseInt(ts, 10, 64)
 	if err != nil || len(sums) == 0 {
-		return nil, refuse(http.StatusUnauthorized, "malformed %s: want %s", SignatureHeader, want)
+		return nil, refuse(http.StatusUnauthorized, "malformed %s: want %s", httpapi.SignatureHeader, want)
 	}
-	msg := signedMessage(ts, body)
-	expected := mac(secret, msg)
+	msg := httpapi.SignedMessage(ts, body)
+	expected := httpapi.SignatureSum(secret, msg)
 	matched := false
 	for _, sum := range sums {
 		matched = hmac.Equal(sum, expected) || matched
 	}
 	if !matched {
-		return nil, refuse(http.StatusUnauthorized, "%s does not match: sign \"<t>.<raw body>\" with the registration's current secret", SignatureHeader)
+		return nil, refuse(http.StatusUnauthorized, "%s does not match: sign \"<t>.<raw body>\" with the registration's current secret", httpapi.SignatureHeader)
 	}
 	if skew := now.Sub(time.Unix(unix, 0)); skew > tolerance || skew < -tolerance {
-		return nil, refuse(http.StatusUnauthorized, "the %s timestamp is %s from now, beyond the %s tolerance: sign each delivery when sending it (an old one may be a replay)", SignatureHeader, skew.Round(time.Second).Abs(), tolerance)
+		return nil, refuse(http.StatusUnauthorized, "the %s timestamp is %s from now, beyond the %s tolerance: sign each delivery when sending it (an old one may be a replay)", httpapi.SignatureHeader, skew.Round(time.Second).Abs(), tolerance)
 	}
 	return msg, nil
 }

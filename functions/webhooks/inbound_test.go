@@ -3,7 +3,6 @@ package webhooks
 import (
 	"bytes"
 	"context"
-	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -25,6 +24,7 @@ import (
 	appv1 "github.com/hangar-dev/hangar/gen/svc/app/v1"
 	"github.com/hangar-dev/hangar/internal/testenv"
 	"github.com/hangar-dev/hangar/platform/clock"
+	"github.com/hangar-dev/hangar/platform/httpapi"
 	"github.com/hangar-dev/hangar/platform/ids"
 	"github.com/hangar-dev/hangar/platform/pubsub"
 )
@@ -37,7 +37,7 @@ func testLog(t testing.TB) *slog.Logger {
 func serve(t testing.TB, s *Service) string {
 	t.Helper()
 	mux := http.NewServeMux()
-	mux.Handle("POST "+InboundPath, s.Inbound())
+	mux.Handle("POST "+httpapi.InboundWebhookPath, s.Inbound())
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)
 	return srv.URL
@@ -45,14 +45,12 @@ func serve(t testing.TB, s *Service) string {
 
 // sign is GitHub's body-only signature.
 func sign(secret string, body []byte) string {
-	mac := hmac.New(sha256.New, []byte(secret))
-	mac.Write(body)
-	return "sha256=" + hex.EncodeToString(mac.Sum(nil))
+	return "sha256=" + hex.EncodeToString(httpapi.SignatureSum([]byte(secret), body))
 }
 
 // signed is a generic sender's headers for body signed at t.
 func signed(secret string, t time.Time, body string) http.Header {
-	return http.Header{SignatureHeader: {Sign([]byte(secret), t, []byte(body))}}
+	return http.Header{httpapi.SignatureHeader: {httpapi.Sign([]byte(secret), t, []byte(body))}}
 }
 
 // signedKey is the delivery key of a generic body signed at t.
@@ -206,14 +204,14 @@ func TestDeliveries(t *testing.T) {
 		},
 		{
 			name: "generic signed under two secrets while rotating", provider: "webhook", body: genericObj,
-			header: http.Header{SignatureHeader: {Sign([]byte("the-next-secret-0123456789"), t0, []byte(genericObj)) + ",v1=" + strings.Split(Sign([]byte(secret), t0, []byte(genericObj)), "v1=")[1]}},
+			header: http.Header{httpapi.SignatureHeader: {httpapi.Sign([]byte("the-next-secret-0123456789"), t0, []byte(genericObj)) + ",v1=" + strings.Split(httpapi.Sign([]byte(secret), t0, []byte(genericObj)), "v1=")[1]}},
 			status: 202, eventKey: "webhook.<id>", deliveryKey: signedKey(t0, genericObj), payload: genericObj,
 			headers: map[string]string{"user-agent": "Go-http-client/1.1"},
 		},
 		{name: "generic signed the GitHub way, body only", provider: "webhook", header: http.Header{"X-Hub-Signature-256": {sign(secret, []byte(genericObj))}}, body: genericObj, status: 401},
-		{name: "generic body-only signature in its own header", provider: "webhook", header: http.Header{SignatureHeader: {sign(secret, []byte(genericObj))}}, body: genericObj, status: 401},
-		{name: "generic signature without a timestamp", provider: "webhook", header: http.Header{SignatureHeader: {strings.Split(Sign([]byte(secret), t0, []byte(genericObj)), ",")[1]}}, body: genericObj, status: 401},
-		{name: "generic signature with another timestamp", provider: "webhook", header: http.Header{SignatureHeader: {strings.Replace(Sign([]byte(secret), t0, []byte(genericObj)), "t=1", "t=2", 1)}}, body: genericObj, status: 401},
+		{name: "generic body-only signature in its own header", provider: "webhook", header: http.Header{httpapi.SignatureHeader: {sign(secret, []byte(genericObj))}}, body: genericObj, status: 401},
+		{name: "generic signature without a timestamp", provider: "webhook", header: http.Header{httpapi.SignatureHeader: {strings.Split(httpapi.Sign([]byte(secret), t0, []byte(genericObj)), ",")[1]}}, body: genericObj, status: 401},
+		{name: "generic signature with another timestamp", provider: "webhook", header: http.Header{httpapi.SignatureHeader: {strings.Replace(httpapi.Sign([]byte(secret), t0, []byte(genericObj)), "t=1", "t=2", 1)}}, body: genericObj, status: 401},
 		{name: "generic signature of another body", provider: "webhook", header: signed(secret, t0, genericObj+" "), body: genericObj, status: 401},
 		{name: "wrong signature", provider: "github", header: withHeader(gitHubHeader("push", pushEvent), "X-Hub-Signature-256", sign("another-secret-entirely", []byte(pushEvent))), body: pushEvent, status: 401},
 		{name: "signature of another body", provider: "github", header: gitHubHeader("push", pushEvent+" "), body: pushEvent, status: 401},

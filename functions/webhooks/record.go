@@ -6,6 +6,7 @@ import (
 
 	appv1 "github.com/hangar-dev/hangar/gen/svc/app/v1"
 	"github.com/hangar-dev/hangar/platform/clock"
+	"github.com/hangar-dev/hangar/platform/httpapi"
 )
 
 // record is a registration as Firestore stores it.
@@ -26,7 +27,7 @@ type record struct {
 
 // URLPath is where a registration's sender posts.
 func URLPath(id string) string {
-	return strings.Replace(InboundPath, "{id}", id, 1)
+	return strings.Replace(httpapi.InboundWebhookPath, "{id}", id, 1)
 }
 
 func (r record) proto() *appv1.WebhookRegistration {

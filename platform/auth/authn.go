@@ -14,11 +14,9 @@ import (
 
 	"github.com/hangar-dev/hangar/platform/apierr"
 	"github.com/hangar-dev/hangar/platform/clock"
+	"github.com/hangar-dev/hangar/platform/httpapi"
 	"github.com/hangar-dev/hangar/platform/store"
 )
-
-// HeaderName is the header that carries the API key on every RPC.
-const HeaderName = "x-api-key"
 
 // Principal is the authenticated caller of a request.
 type Principal struct {
@@ -166,8 +164,8 @@ func (a *Authenticator) forget(hash string) {
 	a.mu.Unlock()
 }
 
-// Interceptor authenticates every RPC by Identify, taken as Act: by API key in HeaderName or
-// (when AcceptSessions was called) by the dashboard's cookie, but for the methods that
+// Interceptor authenticates every RPC by Identify, taken as Act: by API key in httpapi.APIKeyHeader
+// or (when AcceptSessions was called) by the dashboard's cookie, but for the methods that
 // authenticate themselves (SelfAuthenticated), and enforces AdminServices.
 func Interceptor(a *Authenticator) connect.Interceptor { return &interceptor{a: a} }
 
@@ -229,7 +227,7 @@ func serviceOf(procedure string) string {
 	return s
 }
 
-// WithKey makes a Connect client send key in HeaderName with every request, unary and
+// WithKey makes a Connect client send key in httpapi.APIKeyHeader with every request, unary and
 // streaming: what the CLI, the tests and any Go client of the API use.
 func WithKey(key string) connect.ClientOption {
 	return connect.WithInterceptors(clientKey(key))
@@ -239,7 +237,7 @@ type clientKey string
 
 func (key clientKey) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
 	return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
-		req.Header().Set(HeaderName, string(key))
+		req.Header().Set(httpapi.APIKeyHeader, string(key))
 		return next(ctx, req)
 	}
 }
@@ -247,7 +245,7 @@ func (key clientKey) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
 func (key clientKey) WrapStreamingClient(next connect.StreamingClientFunc) connect.StreamingClientFunc {
 	return func(ctx context.Context, spec connect.Spec) connect.StreamingClientConn {
 		conn := next(ctx, spec)
-		conn.RequestHeader().Set(HeaderName, string(key))
+		conn.RequestHeader().Set(httpapi.APIKeyHeader, string(key))
 		return conn
 	}
 }

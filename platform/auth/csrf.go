@@ -70,14 +70,14 @@ type Credential int
 const (
 	// NoCredential is a request with neither key nor a session cookie the authenticator takes.
 	NoCredential Credential = iota
-	// KeyCredential is an API key, in HeaderName or (plain HTTP routes) KeyParam.
+	// KeyCredential is an API key, in httpapi.APIKeyHeader or (plain HTTP routes) KeyParam.
 	KeyCredential
 	// CookieCredential is the dashboard's session cookie (SessionCookie).
 	CookieCredential
 )
 
 // KeyParam carries the API key of a plain HTTP route for clients that cannot set headers
-// (EventSource, a browser's WebSocket, a download link); HeaderName is preferred.
+// (EventSource, a browser's WebSocket, a download link); httpapi.APIKeyHeader is preferred.
 const KeyParam = "api_key"
 
 // Allow is the one rule of whether a request signed in by cred, with method and headers h,

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/hangar-dev/hangar/platform/apierr"
+	"github.com/hangar-dev/hangar/platform/httpapi"
 )
 
 // Who is calling is decided here, once, for every RPC and every plain HTTP route: each route
@@ -19,7 +20,7 @@ import (
 type Credentials uint8
 
 const (
-	// HeaderKey is an API key in HeaderName.
+	// HeaderKey is an API key in httpapi.APIKeyHeader.
 	HeaderKey Credentials = 1 << iota
 	// QueryKey is an API key in KeyParam, for clients that cannot set headers (EventSource, a
 	// browser's WebSocket, a download link).
@@ -95,7 +96,7 @@ func (a *Authenticator) Identify(r *http.Request, route Route) (Principal, error
 	}
 	key, via := "", Credentials(0)
 	if accepts(HeaderKey) {
-		key, via = strings.TrimSpace(r.Header.Get(HeaderName)), HeaderKey
+		key, via = strings.TrimSpace(r.Header.Get(httpapi.APIKeyHeader)), HeaderKey
 	}
 	if key == "" && accepts(QueryKey) {
 		key, via = r.URL.Query().Get(KeyParam), QueryKey

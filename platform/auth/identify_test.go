@@ -12,6 +12,7 @@ import (
 	"github.com/hangar-dev/hangar/platform/apierr"
 	"github.com/hangar-dev/hangar/platform/auth"
 	"github.com/hangar-dev/hangar/platform/clock"
+	"github.com/hangar-dev/hangar/platform/httpapi"
 )
 
 // fakeApp is an app origin's credentials: its token and cookie are the strings "token" and
@@ -77,22 +78,22 @@ func TestIdentifyTakesOnlyTheCredentialsARouteAccepts(t *testing.T) {
 		wantVia  auth.Credentials
 		wantCode connect.Code
 	}{
-		{"a key in the header", api(auth.Act), "POST", "/", map[string]string{auth.HeaderName: key}, "user_key", auth.HeaderKey, 0},
+		{"a key in the header", api(auth.Act), "POST", "/", map[string]string{httpapi.APIKeyHeader: key}, "user_key", auth.HeaderKey, 0},
 		{"a key in api_key", api(auth.Read), "GET", "/?api_key=" + key, nil, "user_key", auth.QueryKey, 0},
-		{"the header's key wins over api_key", api(auth.Read), "GET", "/?api_key=hgr_bad", map[string]string{auth.HeaderName: key}, "user_key", auth.HeaderKey, 0},
-		{"a key wins over the cookie", api(auth.Act), "POST", "/", map[string]string{auth.HeaderName: key, "Cookie": signIn}, "user_key", auth.HeaderKey, 0},
-		{"a bad key is refused, not the cookie tried", api(auth.Act), "POST", "/", map[string]string{auth.HeaderName: "hgr_bad", "Cookie": signIn, "Origin": own, auth.CSRFHeader: "1"}, "", auth.HeaderKey, connect.CodeUnauthenticated},
+		{"the header's key wins over api_key", api(auth.Read), "GET", "/?api_key=hgr_bad", map[string]string{httpapi.APIKeyHeader: key}, "user_key", auth.HeaderKey, 0},
+		{"a key wins over the cookie", api(auth.Act), "POST", "/", map[string]string{httpapi.APIKeyHeader: key, "Cookie": signIn}, "user_key", auth.HeaderKey, 0},
+		{"a bad key is refused, not the cookie tried", api(auth.Act), "POST", "/", map[string]string{httpapi.APIKeyHeader: "hgr_bad", "Cookie": signIn, "Origin": own, auth.CSRFHeader: "1"}, "", auth.HeaderKey, connect.CodeUnauthenticated},
 		{"the cookie from Hangar's page", api(auth.Act), "POST", "/", map[string]string{"Cookie": signIn, "Origin": own, auth.CSRFHeader: "1"}, "user_cookie", auth.SignInCookie, 0},
 		{"the cookie from another site", api(auth.Act), "POST", "/", map[string]string{"Cookie": signIn, "Origin": "https://evil.example", auth.CSRFHeader: "1"}, "", auth.SignInCookie, connect.CodePermissionDenied},
 		{"the cookie under its plain http name", api(auth.Act), "POST", "/", map[string]string{"Cookie": auth.SessionCookie + "=" + cookie, "Origin": own, auth.CSRFHeader: "1"}, "", 0, connect.CodeUnauthenticated},
 		{"nothing", api(auth.Read), "GET", "/", nil, "", 0, connect.CodeUnauthenticated},
-		{"a WebSocket route sent no upgrade", api(auth.WebSocket), "GET", "/", map[string]string{auth.HeaderName: key}, "", auth.HeaderKey, connect.CodeFailedPrecondition},
+		{"a WebSocket route sent no upgrade", api(auth.WebSocket), "GET", "/", map[string]string{httpapi.APIKeyHeader: key}, "", auth.HeaderKey, connect.CodeFailedPrecondition},
 		{"api_key where only the header is taken", auth.Route{Use: auth.Read, Accepts: auth.HeaderKey | auth.SignInCookie}, "GET", "/?api_key=" + key, nil, "", 0, connect.CodeUnauthenticated},
 		{"the cookie where it is not taken", auth.Route{Use: auth.Act, Accepts: auth.HeaderKey}, "POST", "/", map[string]string{"Cookie": signIn, "Origin": own, auth.CSRFHeader: "1"}, "", 0, connect.CodeUnauthenticated},
 		{"an app token", appRoute, "GET", "/?app_token=token", nil, "user_app", auth.AppToken, 0},
-		{"an app token wins over a key", appRoute, "GET", "/?app_token=token", map[string]string{auth.HeaderName: key}, "user_app", auth.AppToken, 0},
+		{"an app token wins over a key", appRoute, "GET", "/?app_token=token", map[string]string{httpapi.APIKeyHeader: key}, "user_app", auth.AppToken, 0},
 		{"a bad app token", appRoute, "GET", "/?app_token=x", nil, "", auth.AppToken, connect.CodeUnauthenticated},
-		{"a key at the app", appRoute, "GET", "/", map[string]string{auth.HeaderName: key}, "user_key", auth.HeaderKey, 0},
+		{"a key at the app", appRoute, "GET", "/", map[string]string{httpapi.APIKeyHeader: key}, "user_key", auth.HeaderKey, 0},
 		{"api_key at the app", appRoute, "GET", "/?api_key=" + key, nil, "", 0, connect.CodeUnauthenticated},
 		{"the dashboard's cookie at the app", appRoute, "GET", "/", map[string]string{"Cookie": signIn}, "", 0, connect.CodeUnauthenticated},
 		{"the app's cookie from its pages", appRoute, "POST", "/", map[string]string{"Cookie": "app=cookie", "Origin": appOrigin}, "user_app", auth.AppCookie, 0},

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/hangar-dev/hangar/platform/egress"
+	"github.com/hangar-dev/hangar/platform/httpapi"
 )
 
 // What the proxy reports: one Connection event per connection (through the explicit proxy,
@@ -51,23 +52,9 @@ type Counters struct {
 	BytesOut, BytesIn, Allowed, Denied atomic.Int64
 }
 
-// Usage is a snapshot of Counters, or totals over several sandboxes of one session.
-type Usage struct {
-	BytesOut           int64 `json:"bytes_out"`
-	BytesIn            int64 `json:"bytes_in"`
-	ConnectionsAllowed int64 `json:"connections_allowed"`
-	ConnectionsDenied  int64 `json:"connections_denied"`
-}
-
-// Usage reads the counters.
-func (c *Counters) Usage() Usage {
-	return Usage{BytesOut: c.BytesOut.Load(), BytesIn: c.BytesIn.Load(), ConnectionsAllowed: c.Allowed.Load(), ConnectionsDenied: c.Denied.Load()}
-}
-
-// Plus is u and v added up.
-func (u Usage) Plus(v Usage) Usage {
-	return Usage{BytesOut: u.BytesOut + v.BytesOut, BytesIn: u.BytesIn + v.BytesIn,
-		ConnectionsAllowed: u.ConnectionsAllowed + v.ConnectionsAllowed, ConnectionsDenied: u.ConnectionsDenied + v.ConnectionsDenied}
+// Usage reads the counters: the totals a net.usage event carries.
+func (c *Counters) Usage() httpapi.NetworkTotals {
+	return httpapi.NetworkTotals{BytesOut: c.BytesOut.Load(), BytesIn: c.BytesIn.Load(), ConnectionsAllowed: c.Allowed.Load(), ConnectionsDenied: c.Denied.Load()}
 }
 
 // audit reports c and adds it to the counters.

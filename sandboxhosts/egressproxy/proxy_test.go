@@ -25,6 +25,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/hangar-dev/hangar/internal/testkit"
+	"github.com/hangar-dev/hangar/platform/httpapi"
 	"github.com/hangar-dev/hangar/sandboxhosts/sandboxnet"
 )
 
@@ -435,9 +436,9 @@ func TestProxyCountersAddUpTheAuditedConnections(t *testing.T) {
 		defer f.mu.Unlock()
 		return len(f.events) == 5, strconv.Itoa(len(f.events))
 	})
-	var want Usage
+	var want httpapi.NetworkTotals
 	for _, c := range f.events {
-		want = want.Plus(Usage{BytesOut: c.BytesOut, BytesIn: c.BytesIn})
+		want = want.Plus(httpapi.NetworkTotals{BytesOut: c.BytesOut, BytesIn: c.BytesIn})
 		if c.Decision == Denied {
 			want.ConnectionsDenied++
 		} else {

@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"sync"
 
+	"github.com/hangar-dev/hangar/platform/httpapi"
 	"github.com/hangar-dev/hangar/records/eventlog"
-	"github.com/hangar-dev/hangar/sandboxhosts/egressproxy"
 )
 
 // netUsage is a session's running network totals: what its earlier sandboxes counted (from
@@ -17,9 +17,9 @@ import (
 type netUsage struct {
 	mu sync.Mutex
 	// base is the session's totals when this sandbox started.
-	base egressproxy.Usage
+	base httpapi.NetworkTotals
 	// reported is what the last net.usage event said.
-	reported egressproxy.Usage
+	reported httpapi.NetworkTotals
 }
 
 // reportNetUsage logs the session's totals when they changed since they were last logged.
@@ -39,8 +39,8 @@ func (b *box) reportNetUsage() {
 
 // lastNetUsage is the totals a session's log last reported: where a resumed session's counting
 // goes on. Traffic after that report, on a host that died before its next one, is not counted.
-func lastNetUsage(ctx context.Context, log *eventlog.Reader, session string) (egressproxy.Usage, error) {
-	var u egressproxy.Usage
+func lastNetUsage(ctx context.Context, log *eventlog.Reader, session string) (httpapi.NetworkTotals, error) {
+	var u httpapi.NetworkTotals
 	e, ok, err := log.Last(ctx, session, eventlog.KindNetUsage)
 	if err != nil || !ok {
 		return u, err
