@@ -26,6 +26,7 @@ require (
 	github.com/google/go-containerregistry v0.22.1
 	github.com/google/go-github/v88 v88.0.0
 	github.com/google/nftables v0.3.0
+	github.com/hashicorp/hcl/v2 v2.25.0
 	github.com/klauspost/compress v1.19.2
 	github.com/oklog/ulid/v2 v2.1.2
 	github.com/opencontainers/runtime-spec v1.1.0
@@ -35,6 +36,7 @@ require (
 	github.com/tetratelabs/wazero v1.12.0
 	github.com/tink-crypto/tink-go/v2 v2.9.0
 	github.com/vishvananda/netlink v1.3.1
+	github.com/zclconf/go-cty v1.19.0
 	gocloud.dev v0.47.0
 	golang.org/x/net v0.61.0
 	golang.org/x/oauth2 v0.37.0
@@ -96,7 +98,6 @@ require (
 	github.com/google/wire v0.7.0 // indirect
 	github.com/googleapis/enterprise-certificate-proxy v0.3.23 // indirect
 	github.com/googleapis/gax-go/v2 v2.27.0 // indirect
-	github.com/hashicorp/hcl/v2 v2.25.0 // indirect
 	github.com/inconshreveable/mousetrap v1.1.0 // indirect
 	github.com/json-iterator/go v1.1.10 // indirect
 	github.com/klauspost/cpuid/v2 v2.3.0 // indirect
@@ -111,7 +112,6 @@ require (
 	github.com/sirupsen/logrus v1.9.4 // indirect
 	github.com/spiffe/go-spiffe/v2 v2.8.1 // indirect
 	github.com/vishvananda/netns v0.0.5 // indirect
-	github.com/zclconf/go-cty v1.19.0 // indirect
 	github.com/zeebo/blake3 v0.2.4 // indirect
 	go.opencensus.io v0.24.0 // indirect
 	go.opentelemetry.io/auto/sdk v1.2.1 // indirect

@@ -39,7 +39,9 @@ func ExpiringCollections() []Expiring {
 	expiringMu.Lock()
 	defer expiringMu.Unlock()
 	out := slices.Clone(expiring)
-	slices.SortFunc(out, func(a, b Expiring) int { return strings.Compare(a.Collection+"\x00"+a.Field, b.Collection+"\x00"+b.Field) })
+	slices.SortFunc(out, func(a, b Expiring) int {
+		return strings.Compare(a.Collection+"\x00"+a.Field, b.Collection+"\x00"+b.Field)
+	})
 	return out
 }
 
