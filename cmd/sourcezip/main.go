@@ -1,9 +1,10 @@
 // Command sourcezip writes the Cloud Run functions' source archive that `make deploy` hands to
 // Terraform: the module's files as git tracks them (and untracked files git does not ignore),
 // plus the build outputs the functions embed and git ignores — the built-in harness plugins,
-// the JavaScript guest and the dashboard — without what .gcloudignore leaves out of an upload
-// (the dashboard's sources and node_modules). Entries carry no times, so the same tree gives the
-// same archive and Terraform uploads (and Cloud Run rebuilds) only a changed one.
+// the JavaScript guest and the dashboard — without what the functions do not build from (the
+// dashboard's sources and node_modules, local tools and data). Entries carry no times, so the
+// same tree gives the same archive and Terraform uploads (and Cloud Run rebuilds) only a
+// changed one.
 package main
 
 import (
@@ -22,7 +23,7 @@ import (
 // builtOutputs are the ignored directories whose files the functions embed (go:embed).
 var builtOutputs = []string{"harnesses/builtin/wasm", "automation/jsbox/wasm", "web/dist"}
 
-// leftOut are the prefixes not uploaded (.gcloudignore's).
+// leftOut are the prefixes not uploaded: what no function builds from.
 var leftOut = []string{"web/src/", "web/node_modules/", ".tools/", ".data/", "bin/"}
 
 func main() {
