@@ -62,6 +62,7 @@ func TestDeployCheckerFindsDrift(t *testing.T) {
 		{"a role's required variable not set", "functions.tf", "HANGAR_BLOB_URL      = \"gs://${google_storage_bucket.blobs.name}\"\n    HANGAR_PUBLIC_URL", "HANGAR_PUBLIC_URL", "HANGAR_BLOB_URL"},
 		{"a host variable not set", "hosts.tf", "GOOGLE_CLOUD_PROJECT = var.project_id", "", "hosts: GOOGLE_CLOUD_PROJECT"},
 		{"the worker reachable from the load balancer", "functions.tf", `"INGRESS_TRAFFIC_INTERNAL_ONLY"`, `"INGRESS_TRAFFIC_INTERNAL_LOAD_BALANCER"`, "ingress"},
+		{"functions not admitted to the hosts", "network.tf", `source_tags = ["hangar-functions"]`, `source_tags = ["hangar-fns"]`, "source_tags"},
 		{"a topic not declared", "pubsub.tf", "toset(local.hangar.topics)", `toset(["hangar-automation-events"])`, "google_pubsub_topic.topic"},
 		{"a subscription not declared", "pubsub.tf", "for_each             = local.hangar.subscriptions", "for_each             = {}", "google_pubsub_subscription.sub"},
 		{"a push endpoint not the code's", "pubsub.tf", "${local.worker_url}${push_config.value.push_path}", "${local.worker_url}/push", "push_endpoint"},
@@ -212,6 +213,16 @@ func deployProblems(t *testing.T, dir, indexesFile string) []string {
 	if expr := m.expr(host, "metadata"); expr == nil || !strings.Contains(m.text(expr), "local.host_env") || !strings.Contains(m.text(expr), "local.host_secrets") {
 		fail("google_compute_instance_template.host: the startup script is not given local.host_env and local.host_secrets")
 	}
+
+	// The network: the functions' Direct VPC egress carries the tag the firewall admits to the
+	// hosts' API port, which is the port the hosts serve and are health-checked on.
+	m.wantText(run, "template.dynamic.vpc_access.content.network_interfaces.tags", `["hangar-functions"]`, fail)
+	fw := m.resource("google_compute_firewall", "functions_to_hosts")
+	m.wantText(fw, "source_tags", `["hangar-functions"]`, fail)
+	m.wantText(fw, "target_tags", `["hangar-host"]`, fail)
+	m.wantText(fw, "allow.ports", "[tostring(local.host_port)]", fail)
+	m.wantText(host, "tags", `["hangar-host"]`, fail)
+	m.wantText(m.resource("google_compute_health_check", "host"), "tcp_health_check.port", "local.host_port", fail)
 
 	// Pub/Sub: every topic and subscription of the code, with its policies and push endpoint.
 	m.wantText(m.resource("google_pubsub_topic", "topic"), "for_each", "toset(local.hangar.topics)", fail)
