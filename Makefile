@@ -14,8 +14,6 @@ GOVULNCHECK_VERSION := v1.9.0
 VULNDB_VERSION := v0.0.0-20261105234957-e22db6528018
 GO_TEST_FLAGS ?= -count=1 -timeout=50m
 REGION ?= europe-west1
-# DEPLOY_FLAGS are more gcloud functions deploy flags: the functions' settings and secrets.
-DEPLOY_FLAGS ?=
 PROJECT ?= $(shell gcloud config get-value project 2>/dev/null)
 
 .PHONY: vulncheck breaking release-contract check-tracked dev test security fuzz fresh-machine check system-deps plugins web web-test generate check-gen lint vet fmt-check tidy-check bench deploy tools clean agent-clis agent-image
@@ -198,16 +196,35 @@ BENCH ?= .
 bench:
 	go run ./cmd/hangar emulators -- go run ./bench/driver -bench '$(BENCH)'
 
-## deploy: one Cloud Run function per built service, the automation worker and the dashboard, as
-## `hangar functions` lists them (not run in CI); see docs/deploy.md
-deploy: plugins web
+## deploy: apply deploy/ (Terraform; TF=tofu for OpenTofu) to PROJECT in REGION: Firestore, Pub/Sub,
+## secrets, one Cloud Run function per entry of `hangar functions`, the load balancer and the host
+## fleet, after building the plugins, the dashboard, the functions' source and the hosts' binaries
+## (not run in CI); see docs/deploy.md
+deploy: deploy-build
+	$(TF) -chdir=deploy apply $(TF_VARS)
+
+## deploy-plan: what `make deploy` would change, without changing it
+deploy-plan: deploy-build
+	$(TF) -chdir=deploy plan $(TF_VARS)
+
+TF ?= terraform
+# TF_INIT_FLAGS configure the state's backend, e.g. -backend-config=bucket=… with a gcs backend.
+TF_INIT_FLAGS ?=
+# TF_FLAGS are more flags of plan and apply, e.g. -var domain=hangar.example.com -var-file=….
+TF_FLAGS ?=
+TF_VARS = -var project_id=$(PROJECT) -var region=$(REGION) -var source_archive=$(CURDIR)/bin/source.zip \
+	-var 'host_binaries={hangar="$(CURDIR)/bin/linux-amd64/hangar",supervisor="$(CURDIR)/bin/linux-amd64/hangar-supervisor"}' $(TF_FLAGS)
+
+# deploy-build is what deploy/ uploads: the functions' source (with the plugins and dashboard they
+# embed) and the hosts' binaries; and deploy/hangar.gen.tf.json written again from this code.
+.PHONY: deploy-plan deploy-build
+deploy-build: plugins web
 	@test -n "$(PROJECT)" || { echo "set PROJECT=<gcp project>"; exit 1; }
-	go run ./cmd/hangar functions | while read -r name entry access; do \
-		if [ "$$access" = public ]; then auth=--allow-unauthenticated; else auth=--no-allow-unauthenticated; fi; \
-		gcloud functions deploy "$$name" --gen2 --project=$(PROJECT) --region=$(REGION) \
-			--runtime=go126 --source=. --entry-point="$$entry" --trigger-http "$$auth" \
-			--set-env-vars=GOOGLE_CLOUD_PROJECT=$(PROJECT) $(DEPLOY_FLAGS) </dev/null; \
-	done
+	go run ./cmd/hangar functions --terraform > deploy/hangar.gen.tf.json
+	go run ./cmd/sourcezip -o bin/source.zip
+	GOOS=linux GOARCH=amd64 go build -trimpath -o bin/linux-amd64/hangar ./cmd/hangar
+	GOOS=linux GOARCH=amd64 CGO_ENABLED=0 go build -trimpath -ldflags='-s -w' -o bin/linux-amd64/hangar-supervisor ./cmd/hangar-supervisor
+	$(TF) -chdir=deploy init -input=false $(TF_INIT_FLAGS)
 
 clean:
 	rm -rf .tools bin

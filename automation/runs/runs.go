@@ -34,6 +34,9 @@ const (
 	BodiesCollection    = "automation_bodies"
 )
 
+// A body claim stops counting at expire_at; only a Firestore TTL policy deletes it.
+var _ = store.Expires(BodiesCollection, "expire_at")
+
 // Trigger sources of a run.
 const (
 	SourceEvent    = "event"

@@ -24,6 +24,9 @@ const (
 	sweepAppTokensBatch = 100
 )
 
+// usedAppTokensExpire is when a used token's record may go: usedTokenKept past its expiry.
+var usedAppTokensExpire = store.Expires(usedAppTokens, "expire_at")
+
 // usedAppToken records an app token's use.
 type usedAppToken struct {
 	Session  string    `firestore:"session"`
@@ -54,7 +57,7 @@ func (s *Service) spendAppToken(ctx context.Context, g appGrant) error {
 // expire_at: the automation worker's tick calls it; a Firestore TTL policy on
 // appTokensUsed.expire_at (docs/sessions.md) does the same without it.
 func (s *Service) SweepAppTokens(ctx context.Context) error {
-	if _, err := store.DeleteExpired(ctx, s.d.DB, usedAppTokens, "expire_at", s.d.Clock.Now(), sweepAppTokensBatch); err != nil {
+	if _, err := store.DeleteExpired(ctx, s.d.DB, usedAppTokensExpire, s.d.Clock.Now(), sweepAppTokensBatch); err != nil {
 		return fmt.Errorf("sweep used app tokens: %w", err)
 	}
 	return nil

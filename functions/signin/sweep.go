@@ -25,6 +25,13 @@ const (
 	sweepBatch = 100
 )
 
+// expiring are sign-in's own collections whose records end at expires_at.
+var expiring = []store.Expiring{
+	store.Expires(flowsCollection, "expires_at"),
+	store.Expires(grantsCollection, "expires_at"),
+	store.Expires(userCodesCollection, "expires_at"),
+}
+
 // Sweep deletes, a bounded batch per collection per call, the sign-in flows, device grants, user
 // code indexes and web sessions that expired more than expiredKept ago. The automation worker's
 // tick calls it; a Firestore TTL policy on expires_at (docs/api.md, "Signing in") does the same job
@@ -32,8 +39,8 @@ const (
 func (s *Service) Sweep(ctx context.Context) error {
 	before := s.d.Clock.Now().Add(-expiredKept)
 	var errs []error
-	for _, c := range []string{flowsCollection, grantsCollection, userCodesCollection} {
-		if _, err := store.DeleteExpired(ctx, s.d.DB, c, "expires_at", before, sweepBatch); err != nil {
+	for _, e := range expiring {
+		if _, err := store.DeleteExpired(ctx, s.d.DB, e, before, sweepBatch); err != nil {
 			errs = append(errs, err)
 		}
 	}

@@ -37,6 +37,9 @@ const (
 	webSessionsCollect = "webSessions"
 )
 
+// webSessionsExpire is when a session record may go (revoked or not).
+var webSessionsExpire = store.Expires(webSessionsCollect, "expires_at")
+
 // WebSession is a dashboard session's record.
 type WebSession struct {
 	UserID    string    `firestore:"user_id"`

@@ -54,5 +54,5 @@ func (s *WebSessions) RevokeAll(ctx context.Context, userID string, now time.Tim
 // DeleteExpired deletes up to limit session records that expired before before (revoked or
 // not: either way they sign nobody in), and answers how many.
 func (s *WebSessions) DeleteExpired(ctx context.Context, before time.Time, limit int) (int, error) {
-	return store.DeleteExpired(ctx, s.db, webSessionsCollect, "expires_at", before, limit)
+	return store.DeleteExpired(ctx, s.db, webSessionsExpire, before, limit)
 }

@@ -117,21 +117,49 @@ func (c *Client) Close() error {
 	return c.c.Close()
 }
 
-// Provision creates every topic and subscription Hangar uses, with Worker's configuration;
-// existing ones are left as they are. `hangar dev` runs it at start; a deployment runs it once
-// with an account allowed to administer Pub/Sub.
+// Subscription is one subscription Hangar uses, by name, with how it delivers.
+type Subscription struct {
+	Name   string
+	Config SubscriptionConfig
+}
+
+// Topics are every topic Hangar uses: each of its topics and that topic's dead-letter topic.
+// Provision creates them, and the deployment's Terraform declares them from this list.
+func Topics() []string {
+	var ts []string
+	for _, topic := range workerTopics {
+		ts = append(ts, topic, DeadLetterTopic(topic))
+	}
+	return ts
+}
+
+// Subscriptions are every subscription Hangar uses: per topic, the kept copy of its dead
+// letters and its worker subscription (Worker's configuration). Provision creates them, and
+// the deployment's Terraform declares them from this list, with push endpoints added.
+func Subscriptions() []Subscription {
+	var subs []Subscription
+	for _, topic := range workerTopics {
+		subs = append(subs,
+			Subscription{DeadLetterSubscription(topic), SubscriptionConfig{Topic: DeadLetterTopic(topic), AckDeadline: 60 * time.Second}},
+			Subscription{WorkerSubscription(topic), Worker(topic)})
+	}
+	return subs
+}
+
+// workerTopics are Hangar's topics, each consumed by its worker subscription.
+var workerTopics = []string{TopicAutomationEvents, TopicAutomationRuns, TopicImageJobs}
+
+// Provision creates every topic and subscription Hangar uses (Topics, Subscriptions); existing
+// ones are left as they are. `hangar dev` runs it at start; a deployment declares the same in
+// Terraform (deploy/).
 func (c *Client) Provision(ctx context.Context) error {
-	for _, topic := range []string{TopicAutomationEvents, TopicAutomationRuns, TopicImageJobs} {
-		dead := DeadLetterTopic(topic)
-		for _, t := range []string{topic, dead} {
-			if err := c.EnsureTopic(ctx, t); err != nil {
-				return err
-			}
-		}
-		if err := c.EnsureSubscription(ctx, DeadLetterSubscription(topic), SubscriptionConfig{Topic: dead, AckDeadline: 60 * time.Second}); err != nil {
+	for _, t := range Topics() {
+		if err := c.EnsureTopic(ctx, t); err != nil {
 			return err
 		}
-		if err := c.EnsureSubscription(ctx, WorkerSubscription(topic), Worker(topic)); err != nil {
+	}
+	for _, s := range Subscriptions() {
+		if err := c.EnsureSubscription(ctx, s.Name, s.Config); err != nil {
 			return err
 		}
 	}

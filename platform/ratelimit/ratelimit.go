@@ -39,6 +39,8 @@ const Collection = "rateLimits"
 // TTL policy on it, or Sweep, deletes it.
 const ExpireField = "expire_at"
 
+var expires = store.Expires(Collection, ExpireField)
+
 // maxKnown bounds the TATs an instance keeps; past it they start over, which only costs reads.
 const maxKnown = 10000
 
@@ -210,5 +212,5 @@ func RetryAfter(wait time.Duration) int {
 // Sweep deletes up to limit documents whose buckets are full again: one bounded step of the
 // sweeps every tick runs, for deployments without a TTL policy on expire_at.
 func Sweep(ctx context.Context, db *firestore.Client, now time.Time, limit int) (int, error) {
-	return store.DeleteExpired(ctx, db, Collection, ExpireField, now, limit)
+	return store.DeleteExpired(ctx, db, expires, now, limit)
 }

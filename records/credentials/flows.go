@@ -17,6 +17,9 @@ import (
 // FlowCollection holds one document per sign-in flow.
 const FlowCollection = "oauth_flows"
 
+// flowsExpire is when a flow may go: expire_at, FlowKept past its expires_at.
+var flowsExpire = store.Expires(FlowCollection, "expire_at")
+
 // FlowPrefix starts every flow id; a redirect flow's id is also its OAuth state.
 const FlowPrefix = "oaf"
 
@@ -226,5 +229,5 @@ func FlowOwner(id string) string { return FlowCollection + "/" + id }
 // DeleteExpired deletes up to limit flows whose expire_at (FlowKept past expires_at) has passed,
 // and answers how many: the sweep's step, for deployments without a TTL policy on expire_at.
 func (fs *Flows) DeleteExpired(ctx context.Context, limit int) (int, error) {
-	return store.DeleteExpired(ctx, fs.db, FlowCollection, "expire_at", fs.now(), limit)
+	return store.DeleteExpired(ctx, fs.db, flowsExpire, fs.now(), limit)
 }
