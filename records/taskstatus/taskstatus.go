@@ -67,10 +67,10 @@ func NewStore(db *firestore.Client, now func() time.Time) *Store {
 	return &Store{db: db, now: now}
 }
 
-// Move moves task id to status to with reason, inside tx, once the table allows it from the
-// status the task has in tx; staying in a state only updates the reason. It returns ErrMove
-// (wrapped) for a refused move.
-func (s *Store) Move(tx *firestore.Transaction, id, from, to, reason string) error {
+// move moves task id from status from to status to with reason, inside tx, once the table
+// allows it; staying in a state only updates the reason. It returns ErrMove (wrapped) for a
+// refused move.
+func (s *Store) move(tx *firestore.Transaction, id, from, to, reason string) error {
 	if from != to && !CanMove(from, to) {
 		return fmt.Errorf("task %s is %s: it cannot become %s: %w", id, from, to, ErrMove)
 	}
@@ -105,7 +105,7 @@ func (s *Store) FollowSession(ctx context.Context, sessionID, to, reason string)
 		if len(cur.SessionIDs) == 0 || cur.SessionIDs[0] != sessionID || cur.Status == to || !CanMove(cur.Status, to) {
 			return nil
 		}
-		return s.Move(tx, snaps[0].Ref.ID, cur.Status, to, reason)
+		return s.move(tx, snaps[0].Ref.ID, cur.Status, to, reason)
 	})
 	if err != nil {
 		return fmt.Errorf("move the task of session %s to %s: %w", sessionID, to, err)
