@@ -417,17 +417,11 @@ func (t taskSessions) Start(ctx context.Context, spec tasks.SessionSpec) (string
 	})
 }
 
-func (t taskSessions) States(ctx context.Context, ids []string) (map[string]tasks.SessionState, error) {
-	recs, agents, err := t.svc.Records(ctx, ids)
-	if err != nil {
-		return nil, err
-	}
-	out := make(map[string]tasks.SessionState, len(recs))
-	for id, s := range recs {
-		out[id] = tasks.SessionState{Session: s, AgentState: agents[id]}
-	}
-	return out, nil
+func (t taskSessions) Sessions(ctx context.Context, ids []string) (map[string]*appv1.Session, error) {
+	return t.svc.Records(ctx, ids)
 }
+
+func (t taskSessions) SyncTask(ctx context.Context, id string) error { return t.svc.SyncTask(ctx, id) }
 
 func (t taskSessions) Delete(ctx context.Context, id string) error {
 	_, err := t.svc.DeleteSession(ctx, connect.NewRequest(&appv1.DeleteSessionRequest{SessionId: id}))

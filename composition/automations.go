@@ -93,6 +93,21 @@ func (e automationEffects) TaskState(ctx context.Context, actor, taskID string) 
 	return runner.TaskState(p), refusedOr(err)
 }
 
+func (e automationEffects) CloseTask(ctx context.Context, actor, taskID string) (runner.TaskState, error) {
+	if e.tasks == nil {
+		return runner.TaskState{}, fmt.Errorf("%w: tasks are not configured here", runner.ErrRefused)
+	}
+	ctx, err := e.as(ctx, actor)
+	if err != nil {
+		return runner.TaskState{}, err
+	}
+	resp, err := e.tasks.UpdateTask(ctx, connect.NewRequest(&appv1.UpdateTaskRequest{TaskId: taskID, Status: opt.String(tasks.StateCompleted)}))
+	if err != nil {
+		return runner.TaskState{}, refusedOr(err)
+	}
+	return runner.TaskState(tasks.ProgressOf(resp.Msg.GetTask())), nil
+}
+
 func (e automationEffects) SendPrompt(ctx context.Context, actor, sessionID, promptID, text string) error {
 	if e.sessions == nil {
 		return fmt.Errorf("%w: sessions are not configured here", runner.ErrRefused)

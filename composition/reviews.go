@@ -82,6 +82,18 @@ func (a reviewAgents) Stop(ctx context.Context, actor, taskID string) error {
 	return reviewRefused(a.tasks.StopSessions(ctx, taskID))
 }
 
+func (a reviewAgents) Close(ctx context.Context, actor, taskID string) error {
+	if a.tasks == nil {
+		return nil
+	}
+	ctx, err := a.as(ctx, actor)
+	if err != nil {
+		return err
+	}
+	_, err = a.tasks.UpdateTask(ctx, connect.NewRequest(&appv1.UpdateTaskRequest{TaskId: taskID, Status: opt.String(tasks.StateCompleted)}))
+	return reviewRefused(err)
+}
+
 // reviewRefused marks the API's refusals as reviews.ErrRefused, so the pass fails at once.
 func reviewRefused(err error) error {
 	if apierr.Refusal(err) {

@@ -444,6 +444,12 @@ func TestTaskAndPromptBlocksDriveABashAgentThroughAnInstance(t *testing.T) {
 		t.Fatalf("first run %s (%s), sessions %v", run.GetBrief().GetStatus(), run.GetBrief().GetError(), run.GetSessionIds())
 	}
 	session := run.GetSessionIds()[0]
+	// The run waited for its task's agent to finish, then closed the task: it is completed.
+	tasks := appv1connect.NewTaskServiceClient(httpClient, s.rpcURL(), auth.WithKey(s.admin))
+	closed, err := tasks.ListTasks(t.Context(), connect.NewRequest(&appv1.ListTasksRequest{States: []string{"completed"}}))
+	if err != nil || len(closed.Msg.GetTasks()) != 1 || closed.Msg.GetTasks()[0].GetSessions()[0].GetSessionId() != session {
+		t.Fatalf("completed tasks after the run: %v, %v", closed, err)
+	}
 
 	if _, err := as.automations.SaveVersion(t.Context(), connect.NewRequest(&appv1.SaveVersionRequest{AutomationId: id, DefinitionJson: `{"version":1,
 		"entrypoints":[{"id":"manual","type":"manual"}],

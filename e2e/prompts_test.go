@@ -198,7 +198,9 @@ func TestTaskRunsInASessionOfItsProfile(t *testing.T) {
 		t.Fatal(err)
 	}
 	task := created.Msg.GetTask()
-	if task.GetStatus() != "running" || len(task.GetSessions()) != 1 {
+	// Running, or already waiting: the task is stored after its session started, and a turn of
+	// bash can end before that, which the new task catches up with.
+	if (task.GetStatus() != "running" && task.GetStatus() != "waiting") || len(task.GetSessions()) != 1 {
 		t.Fatalf("new task: status %s, sessions %v", task.GetStatus(), task.GetSessions())
 	}
 	sid := task.GetSessions()[0].GetSessionId()
@@ -224,6 +226,15 @@ func TestTaskRunsInASessionOfItsProfile(t *testing.T) {
 	if err != nil || len(list.Msg.GetTasks()) != 1 || list.Msg.GetSessionStateUnavailable() {
 		t.Fatalf("waiting tasks: %v, %v", list, err)
 	}
+	// The user closes the finished task: it is completed, and ListTasks finds it so at once.
+	closed, err := tasks.UpdateTask(ctx, connect.NewRequest(&appv1.UpdateTaskRequest{TaskId: task.GetId(), Status: ptr("completed")}))
+	if err != nil || closed.Msg.GetTask().GetStatus() != "completed" {
+		t.Fatalf("closing the task: %v, %v", closed, err)
+	}
+	list, err = tasks.ListTasks(ctx, connect.NewRequest(&appv1.ListTasksRequest{States: []string{"completed"}}))
+	if err != nil || len(list.Msg.GetTasks()) != 1 || list.Msg.GetTasks()[0].GetId() != task.GetId() {
+		t.Fatalf("completed tasks: %v, %v", list, err)
+	}
 
 	// A deferred prompt starts the session and sends nothing.
 	deferred, err := tasks.CreateTask(ctx, connect.NewRequest(&appv1.CreateTaskRequest{
@@ -242,6 +253,69 @@ func TestTaskRunsInASessionOfItsProfile(t *testing.T) {
 	}
 	_, err = s.svc.GetSession(ctx, connect.NewRequest(&appv1.GetSessionRequest{SessionId: sid}))
 	testenv.WantCode(t, err, connect.CodeNotFound)
+}
+
+// A task whose harness cannot launch (the image has no claude) fails, saying why and what to
+// do, as ListTasks sees with no read of the task in between; its prompts end failed rather than
+// wait behind the dead turn.
+func TestATaskWhoseHarnessCannotLaunchFailsWithTheCause(t *testing.T) {
+	testenv.RequirePlugins(t)
+	s := newSandboxStack(t, 1, nil)
+	ctx := context.Background()
+	profiles := appv1connect.NewProfileServiceClient(httpClient, s.rpcURL(), auth.WithKey(s.admin))
+	p, err := profiles.CreateProfile(ctx, connect.NewRequest(&appv1.CreateProfileRequest{Name: "no claude here", ImageId: s.sb.Image, Harness: ptr("claude-code")}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tasks := appv1connect.NewTaskServiceClient(httpClient, s.rpcURL(), auth.WithKey(s.admin))
+	created, err := tasks.CreateTask(ctx, connect.NewRequest(&appv1.CreateTaskRequest{ProfileId: p.Msg.GetProfile().GetId(), Prompt: ptr("fix the bug")}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	task := created.Msg.GetTask()
+	sid := task.GetSessions()[0].GetSessionId()
+	first := promptOf(t, s, sid)
+	// A second prompt is queued behind the first, or (once the first failed) runs on its own:
+	// either way it must end, not wait.
+	if _, err := s.svc.SendPrompt(ctx, connect.NewRequest(&appv1.SendPromptRequest{SessionId: sid, Text: "then run the tests", PromptId: "follow-up"})); err != nil {
+		t.Fatal(err)
+	}
+	store := sessiondb.NewStore(s.sb.DB, time.Now)
+	for _, id := range []string{first, "follow-up"} {
+		testkit.Eventually(t, 30*time.Second, "prompt "+id+" failed", func() (bool, string) {
+			pr, err := store.Prompt(ctx, sid, id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return pr.Status == sessiondb.PromptFailed, "prompt " + id + " is " + string(pr.Status)
+		})
+	}
+	var failed *appv1.Task
+	testkit.Eventually(t, 30*time.Second, "the task failed", func() (bool, string) {
+		list, err := tasks.ListTasks(ctx, connect.NewRequest(&appv1.ListTasksRequest{States: []string{"failed"}}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(list.Msg.GetTasks()) != 1 {
+			return false, fmt.Sprintf("%d failed tasks", len(list.Msg.GetTasks()))
+		}
+		failed = list.Msg.GetTasks()[0]
+		return true, ""
+	})
+	if reason := failed.GetStatusReason(); failed.GetId() != task.GetId() || !strings.Contains(reason, "command not found") || !strings.Contains(reason, "install claude") {
+		t.Fatalf("failed task %s: status_reason %q, want the cause and what to do", failed.GetId(), reason)
+	}
+	rec, err := store.Get(ctx, sid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec.AgentState != sessiondb.AgentFailed || rec.AgentReason != failed.GetStatusReason() {
+		t.Fatalf("the session's agent: %s (%q); want failed, saying why", rec.AgentState, rec.AgentReason)
+	}
+	errs := s.listEvents(t, sid, "error")
+	if len(errs) == 0 || !strings.Contains(errs[0].GetPayloadJson(), "command not found") {
+		t.Fatalf("error events: %v; want one naming the cause", errs)
+	}
 }
 
 // promptOf is the id of the session's first queued prompt.

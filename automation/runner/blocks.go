@@ -118,6 +118,13 @@ func (r *Runner) task(ctx context.Context, run *runs.Run, b definition.Block, s 
 	if st.Failed {
 		return result{}, permanent("task %s ended %s", st.TaskID, st.Status)
 	}
+	if wait, _ := f["wait"].(bool); wait {
+		// The run waited for the agent to finish and takes over from here: the task is done.
+		if st, err = r.effects.CloseTask(ctx, run.Actor, st.TaskID); err != nil {
+			return result{}, effectError("task", err)
+		}
+		out["status"] = st.Status
+	}
 	return result{outputs: out, sessionID: st.SessionID}, nil
 }
 

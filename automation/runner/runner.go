@@ -35,6 +35,10 @@ type Effects interface {
 	StartTask(ctx context.Context, actor, requestID string, spec TaskSpec) (TaskState, error)
 	// TaskState reports a task's progress.
 	TaskState(ctx context.Context, actor, taskID string) (TaskState, error)
+	// CloseTask closes a task whose agent finished, as the automation that waited on it is done
+	// with it (the task is completed), and reports its progress; closing a closed task is no
+	// error.
+	CloseTask(ctx context.Context, actor, taskID string) (TaskState, error)
 	// SendPrompt queues a prompt in a session; promptID makes it idempotent.
 	SendPrompt(ctx context.Context, actor, sessionID, promptID, text string) error
 	// PromptDone reports whether a prompt's turn has ended, and how.

@@ -57,6 +57,9 @@ func (e effects) TaskState(context.Context, string, string) (runner.TaskState, e
 	}
 	return runner.TaskState{}, fmt.Errorf("%w: no tasks here", runner.ErrRefused)
 }
+func (e effects) CloseTask(context.Context, string, string) (runner.TaskState, error) {
+	return runner.TaskState{}, fmt.Errorf("%w: no tasks here", runner.ErrRefused)
+}
 func (e effects) SendPrompt(context.Context, string, string, string, string) error {
 	return fmt.Errorf("%w: no sessions here", runner.ErrRefused)
 }

@@ -83,6 +83,8 @@ func (a *scripted) Stop(_ context.Context, _, taskID string) error {
 	return nil
 }
 
+func (a *scripted) Close(context.Context, string, string) error { return nil }
+
 type secretMap map[string]string
 
 func (m secretMap) Lookup(_ context.Context, name string) (string, bool, error) {

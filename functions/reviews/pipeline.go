@@ -379,6 +379,13 @@ func (s *Service) waitAgent(ctx context.Context, r *review, taskID, role string)
 		return nil, fmt.Errorf("check on the %s: %w", role, err)
 	}
 	if run.Done {
+		if !run.Failed {
+			// The answer is read: the agent's task is done with, and says so. A task left open
+			// costs nothing but a stale status, so a failure here does not fail the review.
+			if err := s.d.Agents.Close(ctx, r.Actor, taskID); err != nil {
+				s.d.Log.Warn("close a review agent's task", "review", r.ID, "task", taskID, "err", err)
+			}
+		}
 		return &run, nil
 	}
 	if now.After(r.Deadline) {

@@ -40,6 +40,8 @@ type Agents interface {
 	Poll(ctx context.Context, actor, taskID string) (AgentRun, error)
 	// Stop ends a task's session (a timed-out agent must not keep working).
 	Stop(ctx context.Context, actor, taskID string) error
+	// Close marks a task whose agent finished as completed: the review took its answer.
+	Close(ctx context.Context, actor, taskID string) error
 }
 
 // AgentSpec is a task an agent runs.

@@ -754,17 +754,23 @@ func (s *Service) toProto(r *sessiondb.Record, shown string) *appv1.Session {
 	return p
 }
 
-// Records reads sessions by id for another service (tasks follow their sessions): each as the
-// API shows it, with its harness's agent state. Ids not found are left out; no ownership check,
-// as the caller checked who may see the task that names them.
-func (s *Service) Records(ctx context.Context, ids []string) (map[string]*appv1.Session, map[string]string, error) {
+// Records reads sessions by id for another service (a task shows its sessions), each as the
+// API shows it. Ids not found are left out; no ownership check, as the caller checked who may
+// see the task that names them.
+func (s *Service) Records(ctx context.Context, ids []string) (map[string]*appv1.Session, error) {
 	recs, err := s.store.GetMany(ctx, ids)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	sessions, agents := make(map[string]*appv1.Session, len(recs)), make(map[string]string, len(recs))
+	sessions := make(map[string]*appv1.Session, len(recs))
 	for id, r := range recs {
-		sessions[id], agents[id] = s.toProto(r, r.ID), r.AgentState
+		sessions[id] = s.toProto(r, r.ID)
 	}
-	return sessions, agents, nil
+	return sessions, nil
+}
+
+// SyncTask moves the task of session id to where the session is now (sessiondb.Store.SyncTask):
+// a task stored after its session started missed the moves the session made before.
+func (s *Service) SyncTask(ctx context.Context, id string) error {
+	return s.store.SyncTask(ctx, id)
 }

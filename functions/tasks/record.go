@@ -23,6 +23,9 @@ type record struct {
 	Title         string `firestore:"title"`
 	TitleIsCustom bool   `firestore:"title_is_custom"`
 	Status        string `firestore:"status"`
+	// StatusReason says why the task is in Status (a failure's cause and what to do, who closed
+	// it); written with every move (records/taskstatus).
+	StatusReason string `firestore:"status_reason"`
 	// CreatedBy is the owner: only they and admins see the task.
 	CreatedBy  string `firestore:"created_by_user_id"`
 	SourceJSON string `firestore:"source_json"`
@@ -108,7 +111,7 @@ func (r record) visibleTo(p auth.Principal) bool {
 
 func (r record) proto(users map[string]auth.User) *appv1.Task {
 	t := &appv1.Task{
-		Id: r.ID, Type: r.Type, Title: opt.String(r.Title), Status: r.Status,
+		Id: r.ID, Type: r.Type, Title: opt.String(r.Title), Status: r.Status, StatusReason: r.StatusReason,
 		CreatedByUserId: opt.String(r.CreatedBy), SourceJson: r.SourceJSON,
 		CreatedAt: clock.Format(r.CreatedAt), UpdatedAt: clock.Format(r.UpdatedAt),
 		TitleIsCustom: r.TitleIsCustom, CreatedBy: users[r.CreatedBy].Proto(),

@@ -3,7 +3,6 @@ package tasks
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/url"
 	"slices"
@@ -11,7 +10,6 @@ import (
 
 	"github.com/hangar-dev/hangar/platform/opt"
 
-	"cloud.google.com/go/firestore"
 	"google.golang.org/protobuf/encoding/protojson"
 
 	appv1 "github.com/hangar-dev/hangar/gen/svc/app/v1"
@@ -21,8 +19,11 @@ import (
 type Sessions interface {
 	// Start creates an agent session for a task and sends it prompt ("" sends none).
 	Start(ctx context.Context, spec SessionSpec) (string, error)
-	// States reads sessions by id; ids it does not find are left out.
-	States(ctx context.Context, ids []string) (map[string]SessionState, error)
+	// Sessions reads sessions by id; ids it does not find are left out.
+	Sessions(ctx context.Context, ids []string) (map[string]*appv1.Session, error)
+	// SyncTask moves the task of a session to where the session is now, for a task stored after
+	// its session started (whose first moves had no task to move).
+	SyncTask(ctx context.Context, id string) error
 	// Delete deletes a session; deleting one already gone succeeds.
 	Delete(ctx context.Context, id string) error
 }
@@ -129,34 +130,10 @@ func secretRefs(profileSecrets []*appv1.ProfileSecret) (map[string]string, []*ap
 	return refs, proxied
 }
 
-// SessionState is a session as a task follows it.
-type SessionState struct {
-	Session *appv1.Session
-	// AgentState is "working" while its harness runs a prompt, "waiting" once its queue is empty.
-	AgentState string
-}
-
-// statusOf is a task's status from its session: the one table of how tasks follow sessions.
-//
-//	session failed                                → failed
-//	session deleted                               → cancelled
-//	harness waiting (queue empty, turn finished)  → waiting
-//	anything else (creating, working, resuming…)  → running
-func statusOf(st SessionState) string {
-	switch {
-	case st.Session.GetStatus() == "failed":
-		return StateFailed
-	case st.Session.GetStatus() == "deleted":
-		return StateCancelled
-	case st.AgentState == "waiting":
-		return StateWaiting
-	}
-	return StateRunning
-}
-
-// follow fills each task's sessions and moves the task's status after its session's, writing
-// the move back so that ListTasks' states filter sees it. Without session state (no Sessions,
-// or it failed) the stored status stands, and unavailable says so.
+// follow fills each task's sessions, as SessionService shows them, with the primary one's role
+// and the profile snapshot the task started from. Statuses are not read here: the writers of
+// sessions move their tasks as things happen (records/taskstatus). Without session state (no
+// Sessions, or it failed) the sessions stay bare, and unavailable says so.
 func (s *Service) follow(ctx context.Context, recs []record, tasks []*appv1.Task) (unavailable bool) {
 	if s.sessions == nil {
 		return false
@@ -168,7 +145,7 @@ func (s *Service) follow(ctx context.Context, recs []record, tasks []*appv1.Task
 	if len(ids) == 0 {
 		return false
 	}
-	states, err := s.sessions.States(ctx, ids)
+	sessions, err := s.sessions.Sessions(ctx, ids)
 	if err != nil {
 		return true
 	}
@@ -180,37 +157,17 @@ func (s *Service) follow(ctx context.Context, recs []record, tasks []*appv1.Task
 			profile = nil
 		}
 		for j, ref := range tasks[i].Sessions {
-			st, ok := states[ref.GetSessionId()]
+			sess, ok := sessions[ref.GetSessionId()]
 			if !ok {
 				continue
 			}
-			ref.Session, ref.Profile = st.Session, profile
-			if j > 0 {
-				continue
-			}
-			ref.Role = opt.String("primary")
-			if to := statusOf(st); to != r.Status && CanMove(r.Status, to) {
-				if s.moveStatus(ctx, r.ID, r.Status, to) == nil {
-					tasks[i].Status = to
-				}
+			ref.Session, ref.Profile = sess, profile
+			if j == 0 {
+				ref.Role = opt.String("primary")
 			}
 		}
 	}
 	return false
-}
-
-// moveStatus writes a task's new status if it is still from.
-func (s *Service) moveStatus(ctx context.Context, id, from, to string) error {
-	return s.db.RunTransaction(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
-		cur, err := s.load(ctx, tx, "task", id)
-		if err != nil {
-			return err
-		}
-		if cur.Status != from {
-			return errors.New("task status changed")
-		}
-		return tx.Update(s.doc(id), []firestore.Update{{Path: "status", Value: to}, {Path: "updated_at", Value: s.clock.Now()}})
-	})
 }
 
 // StopSessions deletes the sessions of the caller's task taskID, which stops its agent (a

@@ -7,44 +7,26 @@ import (
 	"connectrpc.com/connect"
 
 	appv1 "github.com/hangar-dev/hangar/gen/svc/app/v1"
-	"github.com/hangar-dev/hangar/platform/states"
+	"github.com/hangar-dev/hangar/records/taskstatus"
 )
 
-// Task states.
+// Task states; the state machine is records/taskstatus's, shared with the writers of sessions,
+// which move tasks as their sessions move.
 const (
-	StatePending   = "pending"
-	StateRunning   = "running"
-	StateWaiting   = "waiting"
-	StateCompleted = "completed"
-	StateFailed    = "failed"
-	StateCancelled = "cancelled"
+	StatePending   = taskstatus.Pending
+	StateRunning   = taskstatus.Running
+	StateWaiting   = taskstatus.Waiting
+	StateCompleted = taskstatus.Completed
+	StateFailed    = taskstatus.Failed
+	StateCancelled = taskstatus.Cancelled
 )
-
-// stateMoves is the task state machine, in lifecycle order: each state and the states it may
-// move to. A new task is pending until its first session starts; waiting means the agent needs
-// the user.
-var stateMoves = states.Table[string]{
-	{From: StatePending, To: []string{StateRunning, StateFailed, StateCancelled}},
-	{From: StateRunning, To: []string{StateWaiting, StateCompleted, StateFailed, StateCancelled}},
-	{From: StateWaiting, To: []string{StateRunning, StateCompleted, StateFailed, StateCancelled}},
-	// A finished or failed task runs again on a follow-up prompt or a resume, as agent
-	// dashboards allow (and as closed issues reopen).
-	{From: StateCompleted, To: []string{StateRunning}},
-	{From: StateFailed, To: []string{StateRunning}},
-	// Cancelling is the user's explicit stop: nothing restarts the task behind their back.
-	{From: StateCancelled},
-}
 
 // States returns every task state in lifecycle order.
-func States() []string {
-	return stateMoves.States()
-}
+func States() []string { return taskstatus.States() }
 
 // CanMove reports whether a task may move from one state to another. Staying in a state is not a
 // move.
-func CanMove(from, to string) bool {
-	return stateMoves.CanMove(from, to)
-}
+func CanMove(from, to string) bool { return taskstatus.CanMove(from, to) }
 
 func isState(s string) bool { return slices.Contains(States(), s) }
 
@@ -71,8 +53,8 @@ func ProgressOf(t *appv1.Task) Progress {
 	return p
 }
 
-// Progress reads the caller's task taskID (following its session, as GetTask does) as
-// ProgressOf sees it.
+// Progress reads the caller's task taskID, its status as stored (the current one: its sessions'
+// writers keep it), as ProgressOf sees it.
 func (s *Service) Progress(ctx context.Context, taskID string) (Progress, error) {
 	resp, err := s.GetTask(ctx, connect.NewRequest(&appv1.GetTaskRequest{TaskId: taskID}))
 	if err != nil {

@@ -31,9 +31,11 @@ func (r *recordingSessions) Start(context.Context, SessionSpec) (string, error) 
 	return fmt.Sprintf("sess_%d", r.started), nil
 }
 
-func (r *recordingSessions) States(context.Context, []string) (map[string]SessionState, error) {
-	return map[string]SessionState{}, nil
+func (r *recordingSessions) Sessions(context.Context, []string) (map[string]*appv1.Session, error) {
+	return map[string]*appv1.Session{}, nil
 }
+
+func (r *recordingSessions) SyncTask(context.Context, string) error { return nil }
 
 func (r *recordingSessions) Delete(_ context.Context, id string) error {
 	r.mu.Lock()

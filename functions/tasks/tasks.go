@@ -184,6 +184,16 @@ func (s *Service) CreateTaskWith(ctx context.Context, req *connect.Request[appv1
 		}
 		return nil, fmt.Errorf("create task: %w", err)
 	}
+	if len(rec.SessionIDs) > 0 {
+		// The session's moves before the task was stored (a turn that already ended, a harness
+		// that did not launch) had no task to move. A failure to catch up leaves the task
+		// running until its session's next move, which is no reason to fail a task that exists.
+		if s.sessions.SyncTask(ctx, rec.SessionIDs[0]) == nil {
+			if cur, err := s.load(ctx, nil, "task", rec.ID); err == nil {
+				rec = cur
+			}
+		}
+	}
 	return s.created(ctx, rec)
 }
 
@@ -377,9 +387,11 @@ func (s *Service) find(ctx context.Context, taskID, sessionID string) (record, e
 	return recs[0], nil
 }
 
-// UpdateTask sets or resets a task's title. A title the client sets is custom; an empty one
-// returns to the title derived from the prompt. Names never change: they may already be in
-// paths, branches and other tasks' canonical names.
+// UpdateTask sets or resets a task's title, and closes it with status "completed". A title the
+// client sets is custom; an empty one returns to the title derived from the prompt. Names never
+// change: they may already be in paths, branches and other tasks' canonical names. Only a task
+// whose agent finished (waiting) can be completed; every other status follows the task's
+// sessions.
 func (s *Service) UpdateTask(ctx context.Context, req *connect.Request[appv1.UpdateTaskRequest]) (*connect.Response[appv1.UpdateTaskResponse], error) {
 	m := req.Msg
 	var v apierr.Violations
@@ -387,6 +399,9 @@ func (s *Service) UpdateTask(ctx context.Context, req *connect.Request[appv1.Upd
 		v.Add("task_id", "is required")
 	}
 	title := text(&v, "title", m.GetTitle(), maxTitleLen)
+	if m.Status != nil && m.GetStatus() != StateCompleted {
+		v.Addf("status", "can only be %s (closing a task whose agent finished); other statuses follow the task's sessions", StateCompleted)
+	}
 	if err := v.Err(); err != nil {
 		return nil, err
 	}
@@ -394,22 +409,36 @@ func (s *Service) UpdateTask(ctx context.Context, req *connect.Request[appv1.Upd
 	err := s.db.RunTransaction(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
 		var err error
 		rec, err = s.load(ctx, tx, "task", m.GetTaskId())
-		if err != nil || m.Title == nil {
-			// Without a title field there is nothing to change.
-			return err
-		}
-		prompt, err := rec.prompt()
 		if err != nil {
 			return err
 		}
-		rec.setTitle(title, prompt)
+		var updates []firestore.Update
+		if m.Title != nil {
+			prompt, err := rec.prompt()
+			if err != nil {
+				return err
+			}
+			rec.setTitle(title, prompt)
+			updates = append(updates,
+				firestore.Update{Path: "title", Value: rec.Title},
+				firestore.Update{Path: "title_is_custom", Value: rec.TitleIsCustom},
+				firestore.Update{Path: "search", Value: rec.Search})
+		}
+		if m.Status != nil && rec.Status != m.GetStatus() {
+			if !CanMove(rec.Status, m.GetStatus()) {
+				return apierr.FailedPrecondition("task %s is %s: only a task whose agent finished (%s) can be %s", rec.ID, rec.Status, StateWaiting, m.GetStatus())
+			}
+			caller, _ := auth.Caller(ctx)
+			rec.Status, rec.StatusReason = m.GetStatus(), "closed by "+caller.UserID
+			updates = append(updates,
+				firestore.Update{Path: "status", Value: rec.Status},
+				firestore.Update{Path: "status_reason", Value: rec.StatusReason})
+		}
+		if len(updates) == 0 {
+			return nil
+		}
 		rec.UpdatedAt = s.clock.Now()
-		return tx.Update(s.doc(rec.ID), []firestore.Update{
-			{Path: "title", Value: rec.Title},
-			{Path: "title_is_custom", Value: rec.TitleIsCustom},
-			{Path: "search", Value: rec.Search},
-			{Path: "updated_at", Value: rec.UpdatedAt},
-		})
+		return tx.Update(s.doc(rec.ID), append(updates, firestore.Update{Path: "updated_at", Value: rec.UpdatedAt}))
 	})
 	if err != nil {
 		return nil, fmt.Errorf("update task %s: %w", m.GetTaskId(), err)

@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/hangar-dev/hangar/platform/store"
+	"github.com/hangar-dev/hangar/records/taskstatus"
 )
 
 // Collection is the Firestore collection of session records.
@@ -79,9 +80,13 @@ type Record struct {
 	// cloned at the session's start ("" for the image's working directory). Set at creation.
 	AgentWorkdir string `firestore:"agent_workdir,omitempty"`
 	// AgentState is what an agent session's harness is doing: AgentWorking while a prompt runs,
-	// AgentWaitingForTool while its turn waits on a client tool call, AgentWaiting once its queue
-	// is empty ("" before its first prompt).
+	// AgentWaitingForTool while its turn waits on a client tool call, AgentWaiting once a turn
+	// ended and its queue is empty, AgentFailed when a turn could not run ("" before its first
+	// prompt).
 	AgentState string `firestore:"agent_state"`
+	// AgentReason says why the agent is in AgentState: for AgentFailed, the cause and what to
+	// do ("" otherwise).
+	AgentReason string `firestore:"agent_reason,omitempty"`
 	// Model and Effort are what the harness runs with ("" for its defaults); ModelRouter the
 	// router it reaches the model through.
 	Model          string    `firestore:"model"`
@@ -111,15 +116,18 @@ func (e *MoveError) Error() string {
 	return fmt.Sprintf("session %s is %s: it cannot become %s", e.ID, e.From, e.To)
 }
 
-// Store reads and writes session records.
+// Store reads and writes session records. Every move of a session and of its agent also moves
+// the session's task (records/taskstatus) as it is written, so a task's stored status is never
+// behind its session's.
 type Store struct {
-	db  *firestore.Client
-	now func() time.Time
+	db    *firestore.Client
+	now   func() time.Time
+	tasks *taskstatus.Store
 }
 
 // NewStore returns a store over db that stamps records with now.
 func NewStore(db *firestore.Client, now func() time.Time) *Store {
-	return &Store{db: db, now: now}
+	return &Store{db: db, now: now, tasks: taskstatus.NewStore(db, now)}
 }
 
 func (s *Store) doc(id string) *firestore.DocumentRef { return s.db.Collection(Collection).Doc(id) }
@@ -228,6 +236,13 @@ func (s *Store) MoveAt(ctx context.Context, held *Record, version time.Time, to 
 	})
 	if err != nil {
 		return from, nil, fmt.Errorf("move session %s to %s: %w", id, to, err)
+	}
+	if task, ok := taskOfSession(to); ok {
+		// The session moved: an error here is its task lagging, which a retried move (staying
+		// put is allowed) catches up.
+		if err := s.tasks.FollowSession(ctx, id, task, reason); err != nil {
+			return from, r, err
+		}
 	}
 	return from, r, nil
 }
@@ -407,17 +422,24 @@ func ArtifactKey(session, artifact string) string { return ArtifactPrefix(sessio
 
 // Agent states of an agent session (Record.AgentState). The host moves between them freely:
 // working when a turn starts or a client tool result is delivered, waiting_for_tool when the
-// turn reports a client tool call, waiting when the queue is empty.
+// turn reports a client tool call, waiting when a turn ended and the queue is empty, failed
+// when a turn could not run (its harness did not launch) and the queue was failed with it.
 const (
 	AgentWorking        = "working"
 	AgentWaitingForTool = "waiting_for_tool"
 	AgentWaiting        = "waiting"
+	AgentFailed         = "failed"
 )
 
-// SetAgentState records what the session's harness is doing; only the session's host writes it.
-func (s *Store) SetAgentState(ctx context.Context, id, state string) error {
-	if _, err := s.doc(id).Update(ctx, []firestore.Update{{Path: "agent_state", Value: state}}); err != nil {
+// SetAgentState records what the session's harness is doing, and why (reason, "" for nothing
+// to say), and moves the session's task after it (taskstatus.OfAgent); only the session's host
+// writes it.
+func (s *Store) SetAgentState(ctx context.Context, id, state, reason string) error {
+	if _, err := s.doc(id).Update(ctx, []firestore.Update{{Path: "agent_state", Value: state}, {Path: "agent_reason", Value: reason}}); err != nil {
 		return fmt.Errorf("record agent state of session %s: %w", id, err)
+	}
+	if task, ok := taskOfAgent(state); ok {
+		return s.tasks.FollowSession(ctx, id, task, reason)
 	}
 	return nil
 }

@@ -113,6 +113,17 @@ func (b *box) append(e eventlog.Event) {
 	}
 }
 
+// flush waits until every event logged so far is stored and readable, unless the sandbox is
+// gone (its log is closed, and was flushed as it closed).
+func (b *box) flush() error {
+	b.logMu.RLock()
+	defer b.logMu.RUnlock()
+	if b.logClosed {
+		return nil
+	}
+	return b.events.Flush(b.ctx)
+}
+
 // diedGrace is how long a failed supervisor call waits to learn whether the sandbox died: the
 // broken connection may be seen before the init's exit.
 const diedGrace = time.Second

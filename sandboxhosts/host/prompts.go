@@ -102,6 +102,9 @@ func (h *Host) agentOf(ctx context.Context, b *box) (*agent, error) {
 		}
 		a.harness, a.mode, a.resume, a.envMap, a.loaded = rec.Harness, rec.HarnessMode, rec.HarnessResume, env, true
 		a.model, a.effort = rec.Model, rec.Effort
+		// What the agent did last, so that a new sandbox of the session (after an eviction)
+		// knows whether a turn ended before it and writes no move that is not one.
+		a.state = rec.AgentState
 		a.credential = string(cred)
 		a.wake = make(chan struct{}, 1)
 		go h.runPrompts(b)
@@ -367,20 +370,65 @@ func (h *Host) runPrompts(b *box) {
 				break
 			}
 			if p == nil {
-				h.setAgentState(b, a, sessiondb.AgentWaiting)
+				h.settle(b, a)
 				break
 			}
-			h.setAgentState(b, a, sessiondb.AgentWorking)
-			h.runPrompt(b, a, p)
+			h.setAgentState(b, a, sessiondb.AgentWorking, "")
+			if err := h.runPrompt(b, a, p); err != nil {
+				// The harness did not run: neither will the prompts queued behind it, so they end
+				// now rather than wait behind a dead turn, and the agent says why it stopped. A
+				// prompt sent later (once the image is fixed, say) runs and reopens the task.
+				h.failQueue(b, a, err)
+				h.setAgentState(b, a, sessiondb.AgentFailed, err.Error())
+				break
+			}
 		}
 	}
 }
 
-// setAgentState records what the harness is doing when it changed, for tasks to follow.
-func (h *Host) setAgentState(b *box, a *agent, state string) {
+// setAgentState records what the harness is doing, and why, when it changed; the session's
+// task follows it (sessiondb.Store.SetAgentState).
+func (h *Host) setAgentState(b *box, a *agent, state, reason string) {
 	a.stateMu.Lock()
 	defer a.stateMu.Unlock()
-	h.setAgentStateLocked(b, a, state)
+	h.setAgentStateLocked(b, a, state, reason)
+}
+
+// settle records that the agent waits for input, once a turn ended and the queue is empty. Not
+// before the session's first turn (the runner finds the queue empty as it starts, before the
+// prompt that woke it is queued), nor over a failure, which says why the agent stopped; and only
+// once the turn's events are stored, so that whoever sees the task waiting reads the agent's
+// answer.
+func (h *Host) settle(b *box, a *agent) {
+	a.stateMu.Lock()
+	defer a.stateMu.Unlock()
+	if a.state == "" || a.state == sessiondb.AgentFailed || a.state == sessiondb.AgentWaiting {
+		return
+	}
+	if err := b.flush(); err != nil {
+		h.log.Warn("store the turn's events", "session", b.session, "err", err)
+	}
+	h.setAgentStateLocked(b, a, sessiondb.AgentWaiting, "")
+}
+
+// failQueue ends every prompt still queued as failed, with an error event saying why: cause is
+// why the turn before them could not run.
+func (h *Host) failQueue(b *box, a *agent, cause error) {
+	a.mu.Lock()
+	a.pending = nil
+	a.mu.Unlock()
+	queued, err := h.store.PromptsIn(b.ctx, b.session, sessiondb.PromptQueued)
+	if err != nil {
+		h.log.Error("find the prompts queued behind a failed turn", "session", b.session, "err", err)
+		return
+	}
+	for _, p := range queued {
+		if _, err := h.store.ChangePrompt(b.ctx, b.session, p.ID, sessiondb.PromptQueued, func(p *sessiondb.Prompt) {
+			p.Status, p.EndedAt = sessiondb.PromptFailed, h.clock.Now()
+		}); err == nil {
+			b.emit(eventlog.KindError, map[string]any{"prompt_id": p.ID, "text": "not run, since the turn before it could not: " + cause.Error()})
+		}
+	}
 }
 
 // setTurnState is setAgentState for what turn t does, unless t is over: the runner has said
@@ -392,15 +440,15 @@ func (h *Host) setTurnState(b *box, a *agent, t *turn, state string) {
 	running := a.running == t
 	a.mu.Unlock()
 	if running {
-		h.setAgentStateLocked(b, a, state)
+		h.setAgentStateLocked(b, a, state, "")
 	}
 }
 
-func (h *Host) setAgentStateLocked(b *box, a *agent, state string) {
+func (h *Host) setAgentStateLocked(b *box, a *agent, state, reason string) {
 	if a.state == state || b.ctx.Err() != nil {
 		return
 	}
-	if err := h.store.SetAgentState(b.ctx, b.session, state); err != nil {
+	if err := h.store.SetAgentState(b.ctx, b.session, state, reason); err != nil {
 		h.log.Warn("agent state", "session", b.session, "err", err)
 		return
 	}
@@ -445,14 +493,16 @@ func (h *Host) endOrphanedTurns(b *box) {
 	}
 }
 
-// runPrompt takes a queued prompt through the harness: plan, launch, parse, log.
-func (h *Host) runPrompt(b *box, a *agent, p *sessiondb.Prompt) {
+// runPrompt takes a queued prompt through the harness: plan, launch, parse, log. It returns why
+// the turn could not run (its harness did not plan or launch), nil when it ran, whatever it
+// ended with.
+func (h *Host) runPrompt(b *box, a *agent, p *sessiondb.Prompt) error {
 	ctx := b.ctx
 	started, err := h.store.ChangeHeldPrompt(ctx, b.session, p, sessiondb.PromptQueued, func(p *sessiondb.Prompt) {
 		p.Status, p.StartedAt = sessiondb.PromptRunning, h.clock.Now()
 	})
 	if err != nil {
-		return // dequeued meanwhile, or gone
+		return nil // dequeued meanwhile, or gone
 	}
 	b.emit(eventlog.KindPromptStarted, map[string]any{"prompt_id": p.ID})
 	t := &turn{promptID: p.ID, execID: "prompt-" + p.ID}
@@ -468,7 +518,7 @@ func (h *Host) runPrompt(b *box, a *agent, p *sessiondb.Prompt) {
 	if ctx.Err() != nil {
 		// The sandbox went (evicted, deleted, host stopping) mid-turn: the prompt stays running
 		// for the session's next sandbox to end as interrupted.
-		return
+		return nil
 	}
 	if err != nil {
 		b.emit(eventlog.KindError, map[string]any{"prompt_id": p.ID, "text": err.Error()})
@@ -485,6 +535,7 @@ func (h *Host) runPrompt(b *box, a *agent, p *sessiondb.Prompt) {
 	}); err != nil {
 		h.log.Error("end prompt", "session", b.session, "prompt", p.ID, "err", err)
 	}
+	return err
 }
 
 // turn plans the prompt with the harness plugin, runs the plan through the supervisor and
@@ -496,7 +547,7 @@ func (h *Host) turn(ctx context.Context, b *box, a *agent, t *turn, p *sessiondb
 	}
 	plan, err := plugin.Plan(ctx, abi.PlanRequest{Prompt: p.Text, Model: a.model, Effort: a.effort, Mode: mode, Env: env, Resume: resume, Credential: a.credential})
 	if err != nil {
-		return fmt.Errorf("plan: %w", err)
+		return fmt.Errorf("harness %s could not plan the turn: %w; check the session's harness settings (mode, model, credentials) and send the prompt again", a.harness, err)
 	}
 	for _, f := range plan.Files {
 		if err := placeFile(b, f); err != nil {
@@ -513,11 +564,25 @@ func (h *Host) turn(ctx context.Context, b *box, a *agent, t *turn, p *sessiondb
 		User: b.user.identity(),
 	}, supervisor.Events{Output: ps.output})
 	if err != nil {
-		return fmt.Errorf("launch %s: %w", plan.Argv[0], err)
+		return launchError(a.harness, plan.Argv[0], err)
 	}
 	ps.flush()
 	ps.parse(ctx, abi.ParseRequest{Final: true, ExitStatus: exit.ShellExitStatus()})
 	return nil
+}
+
+// launchError says why a harness's command did not start, and what to do about it.
+func launchError(harness, command string, err error) error {
+	var se *supervisor.Error
+	if errors.As(err, &se) && se.Code == supervisor.CodeSpawnFailed {
+		switch se.Spawn {
+		case supervisor.SpawnNotFound, supervisor.SpawnNotExecutable:
+			return fmt.Errorf("harness %s could not start: %s; install %s in the session's image (or give its profile an image that has it) and send the prompt again", harness, se.Message, command)
+		case supervisor.SpawnBadWorkdir:
+			return fmt.Errorf("harness %s could not start: %s; check the session's repos and working directory and send the prompt again", harness, se.Message)
+		}
+	}
+	return fmt.Errorf("harness %s could not start %s: %w", harness, command, err)
 }
 
 // parser feeds a turn's output to the plugin and logs the events it reports.

@@ -45,7 +45,10 @@ type Task struct {
 	Descendants       []*Task                `protobuf:"bytes,19,rep,name=descendants,proto3" json:"descendants,omitempty"`
 	ModelRouter       *string                `protobuf:"bytes,20,opt,name=model_router,json=modelRouter,proto3,oneof" json:"model_router,omitempty"`
 	// Extension: when the task last changed (RFC 3339 UTC); ListTasks orders by it for "updated".
-	UpdatedAt     string `protobuf:"bytes,100,opt,name=updated_at,json=updatedAt,proto3" json:"updated_at,omitempty"`
+	UpdatedAt string `protobuf:"bytes,100,opt,name=updated_at,json=updatedAt,proto3" json:"updated_at,omitempty"`
+	// Extension: why the task is in its status (a failed session's or turn's cause and what to do,
+	// "closed by …"); "" when there is nothing to say.
+	StatusReason  string `protobuf:"bytes,101,opt,name=status_reason,json=statusReason,proto3" json:"status_reason,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -223,6 +226,13 @@ func (x *Task) GetModelRouter() string {
 func (x *Task) GetUpdatedAt() string {
 	if x != nil {
 		return x.UpdatedAt
+	}
+	return ""
+}
+
+func (x *Task) GetStatusReason() string {
+	if x != nil {
+		return x.StatusReason
 	}
 	return ""
 }
@@ -802,9 +812,12 @@ func (x *GetTaskResponse) GetTask() *Task {
 }
 
 type UpdateTaskRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	TaskId        string                 `protobuf:"bytes,1,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
-	Title         *string                `protobuf:"bytes,2,opt,name=title,proto3,oneof" json:"title,omitempty"`
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	TaskId string                 `protobuf:"bytes,1,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
+	Title  *string                `protobuf:"bytes,2,opt,name=title,proto3,oneof" json:"title,omitempty"`
+	// Extension: "completed" closes a task whose agent finished (the task is waiting); other
+	// statuses follow the task's sessions and are not set by clients.
+	Status        *string `protobuf:"bytes,100,opt,name=status,proto3,oneof" json:"status,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -849,6 +862,13 @@ func (x *UpdateTaskRequest) GetTaskId() string {
 func (x *UpdateTaskRequest) GetTitle() string {
 	if x != nil && x.Title != nil {
 		return *x.Title
+	}
+	return ""
+}
+
+func (x *UpdateTaskRequest) GetStatus() string {
+	if x != nil && x.Status != nil {
+		return *x.Status
 	}
 	return ""
 }
@@ -946,7 +966,7 @@ var File_svc_app_v1_task_proto protoreflect.FileDescriptor
 const file_svc_app_v1_task_proto_rawDesc = "" +
 	"\n" +
 	"\x15svc/app/v1/task.proto\x12\n" +
-	"svc.app.v1\x1a\x1bgoogle/protobuf/empty.proto\x1a\x18svc/app/v1/profile.proto\x1a\x18svc/app/v1/session.proto\"\xd6\a\n" +
+	"svc.app.v1\x1a\x1bgoogle/protobuf/empty.proto\x1a\x18svc/app/v1/profile.proto\x1a\x18svc/app/v1/session.proto\"\xfb\a\n" +
 	"\x04Task\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04type\x18\x02 \x01(\tR\x04type\x12\x19\n" +
@@ -975,7 +995,8 @@ const file_svc_app_v1_task_proto_rawDesc = "" +
 	"\fmodel_router\x18\x14 \x01(\tH\n" +
 	"R\vmodelRouter\x88\x01\x01\x12\x1d\n" +
 	"\n" +
-	"updated_at\x18d \x01(\tR\tupdatedAtB\b\n" +
+	"updated_at\x18d \x01(\tR\tupdatedAt\x12#\n" +
+	"\rstatus_reason\x18e \x01(\tR\fstatusReasonB\b\n" +
 	"\x06_titleB\x15\n" +
 	"\x13_created_by_user_idB\n" +
 	"\n" +
@@ -1048,11 +1069,13 @@ const file_svc_app_v1_task_proto_rawDesc = "" +
 	"\n" +
 	"session_id\x18\x02 \x01(\tR\tsessionId\"7\n" +
 	"\x0fGetTaskResponse\x12$\n" +
-	"\x04task\x18\x01 \x01(\v2\x10.svc.app.v1.TaskR\x04task\"Q\n" +
+	"\x04task\x18\x01 \x01(\v2\x10.svc.app.v1.TaskR\x04task\"y\n" +
 	"\x11UpdateTaskRequest\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x19\n" +
-	"\x05title\x18\x02 \x01(\tH\x00R\x05title\x88\x01\x01B\b\n" +
-	"\x06_title\":\n" +
+	"\x05title\x18\x02 \x01(\tH\x00R\x05title\x88\x01\x01\x12\x1b\n" +
+	"\x06status\x18d \x01(\tH\x01R\x06status\x88\x01\x01B\b\n" +
+	"\x06_titleB\t\n" +
+	"\a_status\":\n" +
 	"\x12UpdateTaskResponse\x12$\n" +
 	"\x04task\x18\x01 \x01(\v2\x10.svc.app.v1.TaskR\x04task\",\n" +
 	"\x11DeleteTaskRequest\x12\x17\n" +
