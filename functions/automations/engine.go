@@ -37,6 +37,10 @@ type Engine struct {
 // errNoEngine answers the methods that need the engine where it is not configured.
 var errNoEngine = connect.NewError(connect.CodeUnavailable, errors.New("the automation engine is not configured here"))
 
+// errNoRunner answers RunNow and DryRun where the engine has no runner: runs are queued on
+// Pub/Sub, which is not configured here.
+var errNoRunner = connect.NewError(connect.CodeUnavailable, errors.New("automation runs need Pub/Sub, which is not configured here"))
+
 func (s *Service) engine() (*Engine, error) {
 	if s.d.Engine == nil {
 		return nil, errNoEngine
@@ -284,6 +288,9 @@ func (s *Service) start(ctx context.Context, mr manualRun) (string, error) {
 	e, err := s.engine()
 	if err != nil {
 		return "", err
+	}
+	if e.Runner == nil {
+		return "", errNoRunner
 	}
 	rec, err := s.get(ctx, "automation_id", mr.automationID)
 	if err != nil {
