@@ -8,10 +8,14 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/hangar-dev/hangar/functions/webhooks"
 	appv1 "github.com/hangar-dev/hangar/gen/svc/app/v1"
+	"github.com/hangar-dev/hangar/gen/svc/app/v1/appv1connect"
+	"github.com/hangar-dev/hangar/internal/testenv"
 	"github.com/hangar-dev/hangar/internal/testkit"
+	"github.com/hangar-dev/hangar/platform/auth"
 )
 
 // A dry run of a kept generic delivery sees the event its delivered run saw (body, headers,
@@ -118,4 +122,34 @@ func triggerEvent(t *testing.T, run *appv1.AutomationRun) any {
 		t.Fatalf("trigger of run %s: %v", run.GetBrief().GetId(), err)
 	}
 	return trigger.Event
+}
+
+// The nouns the documented example definition's inputs use, "profile" and "repo", have
+// options: the profiles and the repositories they check out.
+func TestInputKeyOptionsOfProfilesAndRepos(t *testing.T) {
+	as := newAutomationStack(t)
+	profiles := appv1connect.NewProfileServiceClient(http.DefaultClient, as.rpcURL(), auth.WithKey(as.admin))
+	p, err := profiles.CreateProfile(t.Context(), connect.NewRequest(&appv1.CreateProfileRequest{
+		Name: "reviewer", ImageId: "img_reviewer", Repos: []*appv1.ProfileRepo{{Path: "/work/widgets", RemoteUrl: "https://github.com/acme/widgets.git"}},
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		noun string
+		want *appv1.InputKeyOption
+	}{
+		{"profile", &appv1.InputKeyOption{Key: p.Msg.GetProfile().GetId(), Label: "reviewer"}},
+		{"repo", &appv1.InputKeyOption{Key: "acme/widgets", Label: "github.com/acme/widgets (reviewer)"}},
+	} {
+		resp, err := as.automations.ListInputKeyOptions(t.Context(), connect.NewRequest(&appv1.ListInputKeyOptionsRequest{Noun: tc.noun}))
+		if err != nil {
+			t.Fatalf("%s: %v", tc.noun, err)
+		}
+		if got := resp.Msg.GetOptions(); len(got) != 1 || !proto.Equal(got[0], tc.want) {
+			t.Fatalf("%s options %v, want %v", tc.noun, got, tc.want)
+		}
+	}
+	_, err = as.automations.ListInputKeyOptions(t.Context(), connect.NewRequest(&appv1.ListInputKeyOptionsRequest{Noun: "planet"}))
+	testenv.WantCode(t, err, connect.CodeInvalidArgument)
 }

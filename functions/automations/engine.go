@@ -480,25 +480,35 @@ func (s *Service) ListActionCatalog(_ context.Context, req *connect.Request[appv
 }
 
 // ListInputKeyOptions answers the choices of an input by its noun: event keys, block types and
-// providers from the catalogs, automations from the records.
+// providers from the catalogs, automations from the records, profiles and the repositories
+// they check out from the profiles.
 func (s *Service) ListInputKeyOptions(ctx context.Context, req *connect.Request[appv1.ListInputKeyOptionsRequest]) (*connect.Response[appv1.ListInputKeyOptionsResponse], error) {
 	noun := req.Msg.GetNoun()
-	out := &appv1.ListInputKeyOptionsResponse{}
-	if opts, ok := catalog.StaticKeyOptions(noun); ok {
-		for _, o := range opts {
-			out.Options = append(out.Options, &appv1.InputKeyOption{Key: o.Key, Label: o.Label})
-		}
-		return connect.NewResponse(out), nil
-	}
-	if noun == "automation" {
+	opts, ok := catalog.StaticKeyOptions(noun)
+	switch {
+	case ok:
+	case noun == catalog.NounAutomation:
+		ok = true
 		recs, err := s.store.List(ctx, false, s.lim().Max)
 		if err != nil {
 			return nil, err
 		}
 		for _, r := range recs {
-			out.Options = append(out.Options, &appv1.InputKeyOption{Key: r.ID, Label: r.Name})
+			opts = append(opts, catalog.KeyOption{Key: r.ID, Label: r.Name})
 		}
-		return connect.NewResponse(out), nil
+	case s.d.KeyOptions != nil:
+		var err error
+		if opts, ok, err = s.d.KeyOptions(ctx, noun); err != nil {
+			return nil, err
+		}
 	}
-	return nil, apierr.InvalidArgument("noun", fmt.Sprintf("%q has no options here; nouns: event_key, block_type, provider, automation", noun))
+	if !ok {
+		return nil, apierr.InvalidArgument("noun", fmt.Sprintf("%q has no options here; nouns: %s, %s, %s, %s, %s, %s", noun,
+			catalog.NounEventKey, catalog.NounBlockType, catalog.NounProvider, catalog.NounAutomation, catalog.NounProfile, catalog.NounRepo))
+	}
+	out := &appv1.ListInputKeyOptionsResponse{}
+	for _, o := range opts {
+		out.Options = append(out.Options, &appv1.InputKeyOption{Key: o.Key, Label: o.Label})
+	}
+	return connect.NewResponse(out), nil
 }
