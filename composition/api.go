@@ -227,7 +227,7 @@ func New(d Deps) *API {
 		})
 		access.Webhook = hooks.Readable
 	}
-	a.automations(d, opts, add, effects, access)
+	a.automations(d, opts, add, effects, access, profileSvc.KeyOptions)
 	a.signIn(d, secretStore)
 	if a.worker != nil && oauthSvc != nil {
 		a.worker.AlsoTick(oauthSvc.Sweep)

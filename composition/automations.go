@@ -11,6 +11,7 @@ import (
 
 	"connectrpc.com/connect"
 
+	"github.com/hangar-dev/hangar/automation/catalog"
 	"github.com/hangar-dev/hangar/automation/dispatch"
 	"github.com/hangar-dev/hangar/automation/expr"
 	"github.com/hangar-dev/hangar/automation/jsbox"
@@ -185,7 +186,7 @@ func sharedJS(cacheDir string, evals int) func() (*jsbox.Box, error) {
 // automations wires AutomationService, AutomationRunService and the worker that runs
 // automations. Runs need Pub/Sub to carry their steps; without it the services still define,
 // validate, render and evaluate, and answer unavailable for what would start a run.
-func (a *API) automations(d Deps, opts connect.HandlerOption, add func(string, http.Handler), effects automationEffects, access automations.Access) {
+func (a *API) automations(d Deps, opts connect.HandlerOption, add func(string, http.Handler), effects automationEffects, access automations.Access, keyOptions func(context.Context, string) ([]catalog.KeyOption, bool, error)) {
 	env, err := expr.NewEnv(expr.Options{})
 	if err != nil {
 		d.Log.Error("automation expression environment", "err", err)
@@ -202,7 +203,7 @@ func (a *API) automations(d Deps, opts connect.HandlerOption, add func(string, h
 	engine := &automations.Engine{Env: env, JS: js, Runs: runStore}
 	svc := automations.New(automations.Deps{
 		DB: d.DB, Clock: d.Clock, Limits: d.Config.Limits, Validator: validator,
-		RunStats: runStore, Engine: engine, Drafts: effects, Access: access,
+		RunStats: runStore, Engine: engine, Drafts: effects, Access: access, KeyOptions: keyOptions,
 	})
 	if d.PubSub != nil {
 		host, _ := os.Hostname()

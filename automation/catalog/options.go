@@ -13,12 +13,17 @@ const (
 	NounEventKey  = "event_key"
 	NounBlockType = "block_type"
 	NounProvider  = "provider"
+	// NounAutomation, NounProfile and NounRepo are answered from records, not the catalog:
+	// the automations, the profiles, and the repositories the profiles check out.
+	NounAutomation = "automation"
+	NounProfile    = "profile"
+	NounRepo       = "repo"
 )
 
 // StaticKeyOptions answers ListInputKeyOptions for nouns whose options are the catalog itself:
 // "event_key" (the visible event keys entrypoints can name, labelled "GitHub: Pull request
 // opened"; a webhook registration's key is a record's and comes from the service), "block_type"
-// and "provider". ok is false for any other noun, such as "profile" or "repo", which records
+// and "provider". ok is false for any other noun, such as NounProfile or NounRepo, which records
 // answer.
 func StaticKeyOptions(noun string) (options []KeyOption, ok bool) {
 	switch noun {

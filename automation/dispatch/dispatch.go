@@ -11,7 +11,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/http"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -81,10 +80,7 @@ func (d *Dispatcher) Deliver(ctx context.Context, del triggers.Delivery) ([]Outc
 	var matches []*records.AutomationRecord
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error {
-		return d.runs.RecordSample(gctx, runs.Sample{
-			EventKey: del.EventKey, RegistrationID: del.RegistrationID, RegistrationOwner: del.RegistrationOwner,
-			Payload: string(del.Payload), ReceivedAt: del.ReceivedAt,
-		}, del.DeliveryKey)
+		return d.runs.RecordSample(gctx, runs.SampleOf(del))
 	})
 	g.Go(func() (err error) {
 		matches, err = d.automations.MatchingEvent(gctx, del.EventKey)
@@ -138,7 +134,7 @@ func (d *Dispatcher) deliverTo(ctx context.Context, a *records.AutomationRecord,
 	if !a.Enabled {
 		return drop(ep.ID, runs.DropDisabled, "the automation is disabled")
 	}
-	event, ok := eventOf(del)
+	event, eventRaw, ok := del.Event()
 	if !ok {
 		return drop(ep.ID, runs.DropBadPayload, "the payload is not a JSON object")
 	}
@@ -191,7 +187,7 @@ func (d *Dispatcher) deliverTo(ctx context.Context, a *records.AutomationRecord,
 		}
 		if !pass {
 			o.Filtered = true
-			return o, d.runs.RecordFiltered(ctx, runs.FilteredEvent{AutomationID: a.ID, EntrypointID: ep.ID, DeliveryKey: del.DeliveryKey})
+			return o, d.runs.RecordFiltered(ctx, runs.FilteredEvent{AutomationID: a.ID, EntrypointID: ep.ID, EventKey: del.EventKey, DeliveryKey: del.DeliveryKey})
 		}
 	}
 	if limit := cmp.Or(settings.ConcurrencyLimit, d.concurrency); inProgress >= limit {
@@ -210,7 +206,7 @@ func (d *Dispatcher) deliverTo(ctx context.Context, a *records.AutomationRecord,
 	}
 	run, created, err := d.runner.Start(ctx, runner.Start{
 		ID: runID, AutomationID: a.ID, Version: a.CurrentVersion, Actor: a.CreatedBy, Definition: def,
-		Trigger:       runner.Trigger{EntrypointID: ep.ID, Event: eventJSON(del, event), Inputs: mustJSON(inputs)},
+		Trigger:       runner.Trigger{EntrypointID: ep.ID, Event: eventRaw, Inputs: mustJSON(inputs)},
 		TriggerSource: runs.SourceEvent, EventKey: del.EventKey, DeliveryKey: del.DeliveryKey, InstanceID: instanceID,
 	})
 	if err != nil {
@@ -318,42 +314,6 @@ func dedupeWindow(settings definition.Settings) time.Duration {
 		return d
 	}
 	return defaultDedupeWindow
-}
-
-// eventOf is what expressions see as event: a GitHub payload as GitHub sent it; a generic
-// webhook's request described as the catalog's webhook.received entry shows it.
-func eventOf(del triggers.Delivery) (map[string]any, bool) {
-	body, ok := asObject(del.Payload)
-	if !ok || del.Provider != triggers.ProviderWebhook {
-		return body, ok
-	}
-	headers := make(map[string]any, len(del.Headers))
-	for k, v := range del.Headers {
-		headers[k] = v
-	}
-	query := make(map[string]any, len(del.Query))
-	for k, v := range del.Query {
-		query[k] = v
-	}
-	return map[string]any{
-		"registration_id": del.RegistrationID, "delivery_id": del.DeliveryKey,
-		"received_at": del.ReceivedAt.UTC().Format(time.RFC3339), "method": http.MethodPost,
-		"content_type": del.Headers["content-type"], "headers": headers, "query": query, "body": body,
-	}, true
-}
-
-// eventJSON is the run's event: the payload as received when it is the event itself.
-func eventJSON(del triggers.Delivery, event map[string]any) json.RawMessage {
-	if del.Provider == triggers.ProviderWebhook {
-		return mustJSON(event)
-	}
-	return del.Payload
-}
-
-func asObject(raw json.RawMessage) (map[string]any, bool) {
-	var m map[string]any
-	err := json.Unmarshal(raw, &m)
-	return m, err == nil && m != nil
 }
 
 func mustJSON(v any) json.RawMessage {

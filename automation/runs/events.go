@@ -1,13 +1,17 @@
 package runs
 
 import (
+	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"cloud.google.com/go/firestore"
 
+	"github.com/hangar-dev/hangar/automation/triggers"
 	"github.com/hangar-dev/hangar/platform/auth"
 	"github.com/hangar-dev/hangar/platform/ids"
 	"github.com/hangar-dev/hangar/platform/store"
@@ -21,6 +25,9 @@ const (
 	DropInstanceClosed = "instance_closed"
 	DropBadPayload     = "bad_payload"
 	DropBadInputs      = "bad_inputs"
+	// DropFiltered is an event an entrypoint filter rejected: Drops lists these too, kept apart
+	// as FilteredEvent for the run windows and day counts.
+	DropFiltered = "filtered"
 )
 
 // Drop is an event that started no run, and why.
@@ -38,6 +45,7 @@ type Drop struct {
 type FilteredEvent struct {
 	AutomationID string    `firestore:"automation_id"`
 	EntrypointID string    `firestore:"entrypoint_id"`
+	EventKey     string    `firestore:"event_key,omitempty"`
 	DeliveryKey  string    `firestore:"delivery_key"`
 	At           time.Time `firestore:"at"`
 }
@@ -55,6 +63,39 @@ type Sample struct {
 	RegistrationOwner string    `firestore:"registration_owner"`
 	Payload           string    `firestore:"payload"`
 	ReceivedAt        time.Time `firestore:"received_at"`
+	// Provider, DeliveryKey, Headers and Query are the rest of the delivery, so that a dry run
+	// of the sample sees the event a delivered run saw ("" and nil in a sample kept before
+	// they were recorded).
+	Provider    string            `firestore:"provider,omitempty"`
+	DeliveryKey string            `firestore:"delivery_key,omitempty"`
+	Headers     map[string]string `firestore:"headers,omitempty"`
+	Query       map[string]string `firestore:"query,omitempty"`
+}
+
+// SampleOf is the sample del leaves.
+func SampleOf(del triggers.Delivery) Sample {
+	return Sample{
+		EventKey: del.EventKey, RegistrationID: del.RegistrationID, RegistrationOwner: del.RegistrationOwner,
+		Payload: string(del.Payload), ReceivedAt: del.ReceivedAt,
+		Provider: del.Provider, DeliveryKey: del.DeliveryKey, Headers: del.Headers, Query: del.Query,
+	}
+}
+
+// Delivery is the delivery the sample was kept of. One kept before its provider was recorded
+// has the provider its event key names, and its id for a delivery key.
+func (smp *Sample) Delivery() triggers.Delivery {
+	provider := smp.Provider
+	if provider == "" {
+		provider = triggers.ProviderGitHub
+		if strings.HasPrefix(smp.EventKey, triggers.ProviderWebhook+".") {
+			provider = triggers.ProviderWebhook
+		}
+	}
+	return triggers.Delivery{
+		RegistrationID: smp.RegistrationID, RegistrationOwner: smp.RegistrationOwner, Provider: provider,
+		EventKey: smp.EventKey, DeliveryKey: cmp.Or(smp.DeliveryKey, smp.ID), Payload: json.RawMessage(smp.Payload),
+		Headers: smp.Headers, Query: smp.Query, ReceivedAt: smp.ReceivedAt,
+	}
 }
 
 // once keys the records of one event for one automation, so that a redelivered event writes
@@ -79,12 +120,30 @@ func (s *Store) RecordDrop(ctx context.Context, d Drop) error {
 	return nil
 }
 
-// Drops returns an automation's most recent drops, newest first.
+// Drops returns an automation's most recent drops, newest first, with the events its
+// entrypoint filters rejected (reason DropFiltered): those reached it and did not run it either.
 func (s *Store) Drops(ctx context.Context, automationID string, limit int) ([]Drop, error) {
 	q := s.db.Collection(DropsCollection).Where("automation_id", "==", automationID).OrderBy("dropped_at", firestore.Desc).Limit(limit)
-	out, err := store.All[Drop](q.Documents(ctx))
+	drops, err := store.All[Drop](q.Documents(ctx))
 	if err != nil {
 		return nil, fmt.Errorf("list drops of %s: %w", automationID, err)
+	}
+	filtered, err := s.FilteredSince(ctx, automationID, time.Time{}, limit)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Drop, 0, min(len(drops)+len(filtered), limit))
+	for len(out) < limit && (len(drops) > 0 || len(filtered) > 0) {
+		if len(filtered) == 0 || (len(drops) > 0 && !filtered[0].At.After(drops[0].DroppedAt)) {
+			out, drops = append(out, drops[0]), drops[1:]
+			continue
+		}
+		f := filtered[0]
+		filtered = filtered[1:]
+		out = append(out, Drop{
+			AutomationID: f.AutomationID, EntrypointID: f.EntrypointID, EventKey: f.EventKey, DeliveryKey: f.DeliveryKey,
+			Reason: DropFiltered, Detail: "the entrypoint's filter rejected it", DroppedAt: f.At,
+		})
 	}
 	return out, nil
 }
@@ -112,10 +171,10 @@ func (s *Store) FilteredSince(ctx context.Context, automationID string, t time.T
 	return out, nil
 }
 
-// RecordSample keeps a received payload under its delivery, once; smp.ID is set from its
-// event key and deliveryKey.
-func (s *Store) RecordSample(ctx context.Context, smp Sample, deliveryKey string) error {
-	smp.ID = ids.FromKey("smp", smp.EventKey+"\x00"+deliveryKey)
+// RecordSample keeps a received delivery, once; smp.ID is set from its event key and delivery
+// key.
+func (s *Store) RecordSample(ctx context.Context, smp Sample) error {
+	smp.ID = ids.FromKey("smp", smp.EventKey+"\x00"+smp.DeliveryKey)
 	b := store.Batch(s.db)
 	b.Set(s.db.Collection(SamplesCollection).Doc(smp.ID), smp)
 	b.Set(s.observed(smp.EventKey), map[string]any{"event_key": smp.EventKey, "last_at": smp.ReceivedAt})

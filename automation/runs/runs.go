@@ -220,6 +220,8 @@ type ListQuery struct {
 	Limit        int
 	// Before, when set, lists only runs created before it.
 	Before time.Time
+	// NoDryRuns leaves dry runs out.
+	NoDryRuns bool
 }
 
 // List returns runs, newest first.
@@ -227,6 +229,9 @@ func (s *Store) List(ctx context.Context, q ListQuery) ([]*Run, error) {
 	fq := s.runs().Where("automation_id", "==", q.AutomationID)
 	if q.InstanceID != "" {
 		fq = fq.Where("instance_id", "==", q.InstanceID)
+	}
+	if q.NoDryRuns {
+		fq = fq.Where("dry_run", "==", false)
 	}
 	if !q.Before.IsZero() {
 		fq = fq.Where("created_at", "<", q.Before)

@@ -200,3 +200,66 @@ func TestClaimBodyAnswersTheFirstDeliveryWithinItsWindow(t *testing.T) {
 		}
 	})
 }
+
+// Drops lists the events an entrypoint filter rejected with the drops, newest first, up to
+// the limit; a dry run is neither the last run nor counted per day.
+func TestDropsListFilteredEventsAndDryRunsAreNotTheLastRun(t *testing.T) {
+	t.Parallel()
+	db, _ := testenv.Firestore(t)
+	c := clock.NewFake(time.Date(2026, 11, 20, 10, 0, 0, 0, time.UTC))
+	s := runs.NewStore(db, c.Now)
+	ctx := t.Context()
+	real := &runs.Run{ID: ids.New("run"), AutomationID: "auto_x", Status: runs.Completed, Trigger: "{}"}
+	if err := s.Create(ctx, real); err != nil {
+		t.Fatal(err)
+	}
+	for i, step := range []func() error{
+		func() error {
+			return s.RecordDrop(ctx, runs.Drop{AutomationID: "auto_x", EventKey: "e", DeliveryKey: "d1", Reason: runs.DropDisabled})
+		},
+		func() error {
+			return s.RecordFiltered(ctx, runs.FilteredEvent{AutomationID: "auto_x", EntrypointID: "on", EventKey: "e", DeliveryKey: "d2"})
+		},
+		func() error {
+			return s.RecordDrop(ctx, runs.Drop{AutomationID: "auto_x", EventKey: "e", DeliveryKey: "d3", Reason: runs.DropConcurrency})
+		},
+		func() error {
+			return s.Create(ctx, &runs.Run{ID: ids.New("run"), AutomationID: "auto_x", Status: runs.Failed, DryRun: true, Trigger: "{}"})
+		},
+	} {
+		c.Advance(time.Minute)
+		if err := step(); err != nil {
+			t.Fatalf("step %d: %v", i, err)
+		}
+	}
+	for _, tc := range []struct {
+		limit int
+		want  []string
+	}{
+		{3, []string{"d3", "d2", "d1"}},
+		{2, []string{"d3", "d2"}},
+	} {
+		drops, err := s.Drops(ctx, "auto_x", tc.limit)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, d := range drops {
+			got = append(got, d.DeliveryKey)
+		}
+		if !slices.Equal(got, tc.want) || drops[1].Reason != runs.DropFiltered || drops[1].EntrypointID != "on" || drops[1].EventKey != "e" {
+			t.Fatalf("Drops(limit %d) = %+v, want %v with d2 filtered", tc.limit, drops, tc.want)
+		}
+	}
+	last, err := s.LastRun(ctx, "auto_x")
+	if err != nil || last.GetId() != real.ID {
+		t.Fatalf("last run %v (%v), want %s, not the dry run", last, err, real.ID)
+	}
+	days, err := s.RunsByDay(ctx, "auto_x", c.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := days[0]; d.Completed != 1 || d.Failed != 0 {
+		t.Fatalf("day %v, want the completed run alone", d)
+	}
+}

@@ -11,9 +11,10 @@ import (
 // it the oldest days undercount, which a dashboard sparkline survives.
 const maxStatsItems = 5000
 
-// LastRun is the automation's newest run, nil when it has none.
+// LastRun is the automation's newest run that is not a dry run, nil when it has none: a dry run
+// tries the automation, it does not say how its real runs go.
 func (s *Store) LastRun(ctx context.Context, automationID string) (*appv1.AutomationRunBrief, error) {
-	list, err := s.List(ctx, ListQuery{AutomationID: automationID, Limit: 1})
+	list, err := s.List(ctx, ListQuery{AutomationID: automationID, Limit: 1, NoDryRuns: true})
 	if err != nil || len(list) == 0 {
 		return nil, err
 	}
@@ -22,7 +23,8 @@ func (s *Store) LastRun(ctx context.Context, automationID string) (*appv1.Automa
 
 // RunsByDay counts the automation's runs per UTC day from since's day to today, oldest first:
 // completed, failed, filtered (runs a filter block ended and events an entrypoint filter
-// rejected) and other (in progress, stopped).
+// rejected) and other (in progress, stopped). Dry runs are not counted, as LastRun does not
+// show them.
 func (s *Store) RunsByDay(ctx context.Context, automationID string, since time.Time) ([]*appv1.DayRunCount, error) {
 	first := since.UTC().Truncate(24 * time.Hour)
 	days := int(s.now().UTC().Sub(first)/(24*time.Hour)) + 1
@@ -43,7 +45,7 @@ func (s *Store) RunsByDay(ctx context.Context, automationID string, since time.T
 	}
 	for _, r := range list {
 		d := day(r.CreatedAt)
-		if d == nil {
+		if d == nil || r.DryRun {
 			continue
 		}
 		switch r.Status {

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"time"
 )
 
@@ -113,6 +114,39 @@ func (d Delivery) check() error {
 		return fmt.Errorf("invalid delivery %q: %w", d.DeliveryKey, err)
 	}
 	return nil
+}
+
+// Event is what a run of d sees as its event, the one rule for a delivered event and for a dry
+// run or run by hand of a kept delivery: a GitHub payload as GitHub sent it; a generic
+// webhook's request described as the catalog's webhook.received entry shows it (its body, its
+// headers, its query, its delivery key). event is for expressions, raw for the run's
+// trigger; ok is false when the payload is not a JSON object.
+func (d Delivery) Event() (event map[string]any, raw json.RawMessage, ok bool) {
+	var body map[string]any
+	if err := json.Unmarshal(d.Payload, &body); err != nil || body == nil {
+		return nil, nil, false
+	}
+	if d.Provider != ProviderWebhook {
+		return body, d.Payload, true
+	}
+	headers := make(map[string]any, len(d.Headers))
+	for k, v := range d.Headers {
+		headers[k] = v
+	}
+	query := make(map[string]any, len(d.Query))
+	for k, v := range d.Query {
+		query[k] = v
+	}
+	event = map[string]any{
+		"registration_id": d.RegistrationID, "delivery_id": d.DeliveryKey,
+		"received_at": d.ReceivedAt.UTC().Format(time.RFC3339), "method": http.MethodPost,
+		"content_type": d.Headers["content-type"], "headers": headers, "query": query, "body": body,
+	}
+	raw, err := json.Marshal(event)
+	if err != nil {
+		return nil, nil, false
+	}
+	return event, raw, true
 }
 
 // IsJSONObject reports whether b is one valid JSON object.

@@ -203,7 +203,11 @@ func newAutomationsRunsCmd(f *clientFlags) *cobra.Command {
 		req.AutomationId = id
 		return send(c, c.automationRuns.ListRuns, req, func(w io.Writer, resp *appv1.ListRunsResponse) {
 			table(w, []string{"RUN", "STATUS", "SOURCE", "EVENT", "CREATED", "ERROR"}, resp.GetRuns(), func(r *appv1.AutomationRunBrief) []string {
-				return []string{r.GetId(), r.GetStatus(), r.GetTriggerSource(), r.GetEventKey(), r.GetCreatedAt(), r.GetError()}
+				source := r.GetTriggerSource()
+				if r.GetDryRun() {
+					source += " (dry run)"
+				}
+				return []string{r.GetId(), r.GetStatus(), source, r.GetEventKey(), r.GetCreatedAt(), r.GetError()}
 			})
 		})
 	})

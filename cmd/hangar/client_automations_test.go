@@ -54,7 +54,7 @@ func TestAutomationsCommands(t *testing.T) {
 			&appv1.DryRunRequest{AutomationId: "auto_1"}, "run_2\n"},
 		{"runs", []string{"runs", "auto_1", "--limit", "5"}, "", appv1connect.AutomationRunServiceListRunsProcedure,
 			&appv1.ListRunsRequest{AutomationId: "auto_1", Limit: 5},
-			"RUN    STATUS  SOURCE  EVENT  CREATED  ERROR\nrun_1  failed  manual  -      -        block b: no\n"},
+			"RUN    STATUS     SOURCE            EVENT  CREATED  ERROR\nrun_1  failed     manual            -      -        block b: no\nrun_2  completed  manual (dry run)  -      -        -\n"},
 		{"retry from a block", []string{"run-retry", "run_1", "--from", "b"}, "", appv1connect.AutomationRunServiceRetryRunProcedure,
 			&appv1.RetryRunRequest{RunId: "run_1", FromStepId: proto.String("b")}, "run_3\n"},
 		{"stop", []string{"run-stop", "run_1"}, "", appv1connect.AutomationRunServiceStopRunProcedure,
@@ -75,6 +75,7 @@ func TestAutomationsCommands(t *testing.T) {
 			reply(f, appv1connect.AutomationServiceDryRunProcedure, &appv1.DryRunResponse{RunId: "run_2"})
 			reply(f, appv1connect.AutomationRunServiceListRunsProcedure, &appv1.ListRunsResponse{Runs: []*appv1.AutomationRunBrief{
 				{Id: "run_1", Status: "failed", TriggerSource: "manual", Error: proto.String("block b: no")},
+				{Id: "run_2", Status: "completed", TriggerSource: "manual", DryRun: true},
 			}})
 			reply(f, appv1connect.AutomationRunServiceRetryRunProcedure, &appv1.RetryRunResponse{RunId: "run_3"})
 			reply(f, appv1connect.AutomationRunServiceStopRunProcedure, &appv1.StopRunResponse{Sent: true})

@@ -21,6 +21,7 @@ import (
 	"cloud.google.com/go/firestore"
 	"connectrpc.com/connect"
 
+	"github.com/hangar-dev/hangar/automation/catalog"
 	"github.com/hangar-dev/hangar/automation/definition"
 	"github.com/hangar-dev/hangar/automation/records"
 	appv1 "github.com/hangar-dev/hangar/gen/svc/app/v1"
@@ -56,6 +57,9 @@ type Deps struct {
 	Drafts Drafter
 	// Access checks, at every save, the owner's right to the secrets and webhooks named.
 	Access Access
+	// KeyOptions answers ListInputKeyOptions for the nouns other services keep ("profile",
+	// "repo"); ok false for a noun it does not know. Nil: those nouns have no options here.
+	KeyOptions func(ctx context.Context, noun string) (options []catalog.KeyOption, ok bool, err error)
 }
 
 // Service implements AutomationService. Methods not built here answer unimplemented.

@@ -37,6 +37,10 @@ type Engine struct {
 // errNoEngine answers the methods that need the engine where it is not configured.
 var errNoEngine = connect.NewError(connect.CodeUnavailable, errors.New("the automation engine is not configured here"))
 
+// errNoRunner answers RunNow and DryRun where the engine has no runner: runs are queued on
+// Pub/Sub, which is not configured here.
+var errNoRunner = connect.NewError(connect.CodeUnavailable, errors.New("automation runs need Pub/Sub, which is not configured here"))
+
 func (s *Service) engine() (*Engine, error) {
 	if s.d.Engine == nil {
 		return nil, errNoEngine
@@ -130,30 +134,47 @@ func (s *Service) evalSlot(ctx context.Context) (release func(), err error) {
 	return release, nil
 }
 
-// sample is the event a TestRender, DryRun or RunNow uses: a recorded sample or a payload.
-func (s *Service) sample(ctx context.Context, e *Engine, sampleID, payload string) (json.RawMessage, error) {
+// event is what a TestRender, DryRun or RunNow runs on.
+type event struct {
+	vars map[string]any
+	raw  json.RawMessage
+	// eventKey and deliveryKey name the delivery a sample was kept of ("" for a payload).
+	eventKey, deliveryKey string
+}
+
+// sample is the event a TestRender, DryRun or RunNow uses: a recorded sample's, built by the
+// rule a delivery's run uses (a generic webhook's body, headers and delivery key, not its body
+// alone), or a payload as given.
+func (s *Service) sample(ctx context.Context, e *Engine, sampleID, payload string) (event, error) {
 	switch {
 	case sampleID != "":
 		smp, err := e.Runs.Sample(ctx, sampleID)
 		if errors.Is(err, runs.ErrNotFound) {
-			return nil, apierr.NotFound("event sample", sampleID)
+			return event{}, apierr.NotFound("event sample", sampleID)
 		}
 		if err != nil {
-			return nil, err
+			return event{}, err
 		}
 		// Another registration's payload is not the caller's to run against: the same answer
 		// as for no sample.
 		if p, _ := auth.Caller(ctx); !smp.ReadableBy(p) {
-			return nil, apierr.NotFound("event sample", sampleID)
+			return event{}, apierr.NotFound("event sample", sampleID)
 		}
-		return json.RawMessage(smp.Payload), nil
+		del := smp.Delivery()
+		vars, raw, ok := del.Event()
+		if !ok {
+			return event{}, apierr.FailedPrecondition("event sample %s has no JSON object payload", sampleID)
+		}
+		return event{vars: vars, raw: raw, eventKey: del.EventKey, deliveryKey: del.DeliveryKey}, nil
 	case payload != "":
 		if !triggers.IsJSONObject([]byte(payload)) {
-			return nil, apierr.InvalidArgument("payload_json", "must be a JSON object")
+			return event{}, apierr.InvalidArgument("payload_json", "must be a JSON object")
 		}
-		return json.RawMessage(payload), nil
+		var vars map[string]any
+		_ = json.Unmarshal([]byte(payload), &vars)
+		return event{vars: vars, raw: json.RawMessage(payload)}, nil
 	}
-	return json.RawMessage("{}"), nil
+	return event{vars: map[string]any{}, raw: json.RawMessage("{}")}, nil
 }
 
 // TestRender renders every block of the automation's current definition, or of a draft,
@@ -189,12 +210,10 @@ func (s *Service) TestRender(ctx context.Context, req *connect.Request[appv1.Tes
 	if len(errs) > 0 {
 		return nil, invalidBlocks("inputs_json", errs)
 	}
-	event, err := s.sample(ctx, e, m.GetSampleId(), m.GetPayloadJson())
+	ev, err := s.sample(ctx, e, m.GetSampleId(), m.GetPayloadJson())
 	if err != nil {
 		return nil, err
 	}
-	var eventMap map[string]any
-	_ = json.Unmarshal(event, &eventMap)
 	now := s.d.Clock.Now()
 	if m.ScheduledFor != nil {
 		if now, err = time.Parse(time.RFC3339, m.GetScheduledFor()); err != nil {
@@ -202,7 +221,7 @@ func (s *Service) TestRender(ctx context.Context, req *connect.Request[appv1.Tes
 		}
 	}
 	entrypoint := cmp.Or(m.GetEntrypointId(), firstEntrypoint(def))
-	blocks, berrs := render.Render(def, render.Scope{Event: eventMap, EventJSON: event, Inputs: inputs, Now: now},
+	blocks, berrs := render.Render(def, render.Scope{Event: ev.vars, EventJSON: ev.raw, Inputs: inputs, Now: now},
 		render.Options{Env: e.Env, EntrypointID: entrypoint, RunCode: s.renderCode(ctx, e)})
 	out := &appv1.TestRenderResponse{}
 	for _, b := range blocks {
@@ -270,6 +289,9 @@ func (s *Service) start(ctx context.Context, mr manualRun) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	if e.Runner == nil {
+		return "", errNoRunner
+	}
 	rec, err := s.get(ctx, "automation_id", mr.automationID)
 	if err != nil {
 		return "", err
@@ -290,16 +312,14 @@ func (s *Service) start(ctx context.Context, mr manualRun) (string, error) {
 	if len(errs) > 0 {
 		return "", invalidBlocks("inputs_json", errs)
 	}
-	event, err := s.sample(ctx, e, mr.sampleID, mr.payload)
+	ev, err := s.sample(ctx, e, mr.sampleID, mr.payload)
 	if err != nil {
 		return "", err
 	}
 	if mr.instanceKey == "" && def.Instance != nil {
 		// The definition groups events into instances: a manual run joins the one its event
 		// names, as a delivered event would.
-		var ev map[string]any
-		_ = json.Unmarshal(event, &ev)
-		mr.instanceKey, err = dispatch.InstanceKey(e.Env, def, expr.Vars{Event: ev, Inputs: inputs, Now: s.d.Clock.Now()})
+		mr.instanceKey, err = dispatch.InstanceKey(e.Env, def, expr.Vars{Event: ev.vars, Inputs: inputs, Now: s.d.Clock.Now()})
 		if errors.Is(err, dispatch.ErrNoInstanceKey) {
 			return "", apierr.InvalidArgument("payload_json", "instance.key gives no key on it (or give instance_key)")
 		}
@@ -326,8 +346,8 @@ func (s *Service) start(ctx context.Context, mr manualRun) (string, error) {
 	inputsRaw, _ := json.Marshal(inputs)
 	run, _, err := e.Runner.Start(ctx, runner.Start{
 		AutomationID: rec.ID, Version: rec.CurrentVersion, Actor: cmp.Or(rec.CreatedBy, callerID(ctx)),
-		Definition: def, Trigger: runner.Trigger{EntrypointID: entrypoint, Event: event, Inputs: inputsRaw},
-		TriggerSource: runs.SourceManual, DryRun: mr.dry, InstanceID: instanceID,
+		Definition: def, Trigger: runner.Trigger{EntrypointID: entrypoint, Event: ev.raw, Inputs: inputsRaw},
+		TriggerSource: runs.SourceManual, EventKey: ev.eventKey, DeliveryKey: ev.deliveryKey, DryRun: mr.dry, InstanceID: instanceID,
 	})
 	if err != nil {
 		return "", err
@@ -460,25 +480,35 @@ func (s *Service) ListActionCatalog(_ context.Context, req *connect.Request[appv
 }
 
 // ListInputKeyOptions answers the choices of an input by its noun: event keys, block types and
-// providers from the catalogs, automations from the records.
+// providers from the catalogs, automations from the records, profiles and the repositories
+// they check out from the profiles.
 func (s *Service) ListInputKeyOptions(ctx context.Context, req *connect.Request[appv1.ListInputKeyOptionsRequest]) (*connect.Response[appv1.ListInputKeyOptionsResponse], error) {
 	noun := req.Msg.GetNoun()
-	out := &appv1.ListInputKeyOptionsResponse{}
-	if opts, ok := catalog.StaticKeyOptions(noun); ok {
-		for _, o := range opts {
-			out.Options = append(out.Options, &appv1.InputKeyOption{Key: o.Key, Label: o.Label})
-		}
-		return connect.NewResponse(out), nil
-	}
-	if noun == "automation" {
+	opts, ok := catalog.StaticKeyOptions(noun)
+	switch {
+	case ok:
+	case noun == catalog.NounAutomation:
+		ok = true
 		recs, err := s.store.List(ctx, false, s.lim().Max)
 		if err != nil {
 			return nil, err
 		}
 		for _, r := range recs {
-			out.Options = append(out.Options, &appv1.InputKeyOption{Key: r.ID, Label: r.Name})
+			opts = append(opts, catalog.KeyOption{Key: r.ID, Label: r.Name})
 		}
-		return connect.NewResponse(out), nil
+	case s.d.KeyOptions != nil:
+		var err error
+		if opts, ok, err = s.d.KeyOptions(ctx, noun); err != nil {
+			return nil, err
+		}
 	}
-	return nil, apierr.InvalidArgument("noun", fmt.Sprintf("%q has no options here; nouns: event_key, block_type, provider, automation", noun))
+	if !ok {
+		return nil, apierr.InvalidArgument("noun", fmt.Sprintf("%q has no options here; nouns: %s, %s, %s, %s, %s, %s", noun,
+			catalog.NounEventKey, catalog.NounBlockType, catalog.NounProvider, catalog.NounAutomation, catalog.NounProfile, catalog.NounRepo))
+	}
+	out := &appv1.ListInputKeyOptionsResponse{}
+	for _, o := range opts {
+		out.Options = append(out.Options, &appv1.InputKeyOption{Key: o.Key, Label: o.Label})
+	}
+	return connect.NewResponse(out), nil
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/hangar-dev/hangar/automation/expr"
 	"github.com/hangar-dev/hangar/automation/jsbox"
+	"github.com/hangar-dev/hangar/automation/runs"
 	appv1 "github.com/hangar-dev/hangar/gen/svc/app/v1"
 	"github.com/hangar-dev/hangar/internal/testenv"
 	"github.com/hangar-dev/hangar/internal/testkit"
@@ -110,5 +111,38 @@ func TestSecurityOneCallersEndlessLoopsDoNotHoldAnotherCallersEvalCode(t *testin
 	}
 	if out, err := eval(as(t, alice), "return 1", ""); err != nil || out.GetValueJson() != "1" {
 		t.Fatalf("alice's EvalCode after her loops ended = %v, %v; want the value 1", out, err)
+	}
+}
+
+// Without Pub/Sub the engine has no runner: RunNow and DryRun answer unavailable, saying why,
+// rather than panicking into internal.
+func TestRunNowAndDryRunWithoutPubSubAnswerUnavailable(t *testing.T) {
+	t.Parallel()
+	db, _ := testenv.Firestore(t)
+	c := clock.NewFake(t0)
+	env, err := expr.NewEnv(expr.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc := New(Deps{DB: db, Clock: c, Limits: config.Default().Limits, Validator: testValidator(t),
+		Engine: &Engine{Env: env, Runs: runs.NewStore(db, c.Now)}})
+	f := fixture{svc: svc, clock: c}
+	a := f.createSchedule(t, "nightly", false)
+	for _, tc := range []struct {
+		name string
+		call func() error
+	}{
+		{"RunNow", func() error {
+			_, err := svc.RunNow(as(t, alice), connect.NewRequest(&appv1.RunNowRequest{AutomationId: a.GetId()}))
+			return err
+		}},
+		{"DryRun", func() error {
+			_, err := svc.DryRun(as(t, alice), connect.NewRequest(&appv1.DryRunRequest{AutomationId: a.GetId()}))
+			return err
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			testenv.WantCode(t, tc.call(), connect.CodeUnavailable)
+		})
 	}
 }

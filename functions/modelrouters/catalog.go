@@ -26,9 +26,16 @@ type upstreamModel struct {
 	Description   string `json:"description"`
 	ContextLength int64  `json:"context_length"`
 	Pricing       struct {
-		Prompt     string `json:"prompt"`
-		Completion string `json:"completion"`
+		Prompt          string `json:"prompt"`
+		Completion      string `json:"completion"`
+		InputCacheRead  string `json:"input_cache_read"`
+		InputCacheWrite string `json:"input_cache_write"`
 	} `json:"pricing"`
+	// TopProvider is the provider OpenRouter routes to first; its max_completion_tokens is
+	// null for some models.
+	TopProvider struct {
+		MaxCompletionTokens *int64 `json:"max_completion_tokens"`
+	} `json:"top_provider"`
 	Architecture struct {
 		InputModalities  []string `json:"input_modalities"`
 		OutputModalities []string `json:"output_modalities"`
@@ -148,12 +155,23 @@ func (m upstreamModel) entry(r config.ModelRouter) catalogEntry {
 		ContextLength:       m.ContextLength,
 		PromptPrice:         m.Pricing.Prompt,
 		CompletionPrice:     m.Pricing.Completion,
+		CacheReadPrice:      m.Pricing.InputCacheRead,
+		CacheWritePrice:     m.Pricing.InputCacheWrite,
+		MaxCompletionTokens: max(ptrOr(m.TopProvider.MaxCompletionTokens), 0),
 		InputModalities:     nonEmpty(m.Architecture.InputModalities),
 		OutputModalities:    nonEmpty(m.Architecture.OutputModalities),
 		SupportedParameters: nonEmpty(m.SupportedParameters),
 		ModelHubID:          m.HuggingFaceID,
 		UpstreamURL:         catalogURL(r),
 	}
+}
+
+// ptrOr is *p, or 0 when p is nil.
+func ptrOr(p *int64) int64 {
+	if p == nil {
+		return 0
+	}
+	return *p
 }
 
 func nonEmpty(s []string) []string {

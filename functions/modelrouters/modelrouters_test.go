@@ -222,10 +222,16 @@ func TestRouterFirstRefreshStoresTheCatalogDisabled(t *testing.T) {
 		s.GetAuthor() != "anthropic" || s.GetContextLength() != 1000000 || s.GetPromptPrice() != "0.000003" ||
 		s.GetCompletionPrice() != "0.000015" || !slices.Equal(s.GetInputModalities(), []string{"image", "text", "file"}) ||
 		!s.GetSupportsReasoning() || s.ModelHubId != nil || s.GetUpstreamUrl() != f.up.URL+"/api/v1/models" ||
-		s.GetRouterId() != routerID || s.GetUpdatedAt() != clock.Format(t0) {
+		s.GetRouterId() != routerID || s.GetUpdatedAt() != clock.Format(t0) ||
+		s.GetMaxCompletionTokens() != 64000 || s.GetInputCacheReadPrice() != "0.0000003" || s.GetInputCacheWritePrice() != "0.00000375" {
 		t.Errorf("sonnet stored as %v", s)
 	}
-	if l := byID[llama]; l.GetModelHubId() != "meta-llama/Meta-Llama-3.1-8B-Instruct" || l.GetSupportsReasoning() || l.GetPromptPrice() != "0" {
+	// gpt-4o-mini's pricing has no cache write price, which stays unset rather than "".
+	if m := byID[mini]; m.GetMaxCompletionTokens() != 16384 || m.GetInputCacheReadPrice() != "0.000000075" || m.InputCacheWritePrice != nil {
+		t.Errorf("gpt-4o-mini stored as %v", m)
+	}
+	if l := byID[llama]; l.GetModelHubId() != "meta-llama/Meta-Llama-3.1-8B-Instruct" || l.GetSupportsReasoning() || l.GetPromptPrice() != "0" ||
+		l.MaxCompletionTokens != nil { // OpenRouter says null for some models' top provider
 		t.Errorf("llama stored as %v", l)
 	}
 	r := f.router(t)

@@ -27,13 +27,17 @@ type modelRecord struct {
 
 // catalogEntry is a model as the upstream describes it; "" and nil when it says nothing.
 type catalogEntry struct {
-	CanonicalSlug       string   `firestore:"canonical_slug"`
-	Name                string   `firestore:"name"`
-	Author              string   `firestore:"author"`
-	Description         string   `firestore:"description"`
-	ContextLength       int64    `firestore:"context_length"`
-	PromptPrice         string   `firestore:"prompt_price"`
-	CompletionPrice     string   `firestore:"completion_price"`
+	CanonicalSlug   string `firestore:"canonical_slug"`
+	Name            string `firestore:"name"`
+	Author          string `firestore:"author"`
+	Description     string `firestore:"description"`
+	ContextLength   int64  `firestore:"context_length"`
+	PromptPrice     string `firestore:"prompt_price"`
+	CompletionPrice string `firestore:"completion_price"`
+	CacheReadPrice  string `firestore:"cache_read_price,omitempty"`
+	CacheWritePrice string `firestore:"cache_write_price,omitempty"`
+	// MaxCompletionTokens is 0 when the router does not say.
+	MaxCompletionTokens int64    `firestore:"max_completion_tokens,omitempty"`
 	InputModalities     []string `firestore:"input_modalities"`
 	OutputModalities    []string `firestore:"output_modalities"`
 	SupportedParameters []string `firestore:"supported_parameters"`
@@ -64,26 +68,38 @@ type routerState struct {
 func (r modelRecord) proto() *appv1.RouterModel {
 	c := r.Catalog
 	return &appv1.RouterModel{
-		RouterId:            r.RouterID,
-		Id:                  r.ID,
-		CanonicalSlug:       c.CanonicalSlug,
-		Name:                c.Name,
-		Author:              opt.String(c.Author),
-		Description:         opt.String(c.Description),
-		ContextLength:       uint64(max(c.ContextLength, 0)),
-		PromptPrice:         opt.String(c.PromptPrice),
-		CompletionPrice:     opt.String(c.CompletionPrice),
-		InputModalities:     c.InputModalities,
-		OutputModalities:    c.OutputModalities,
-		SupportedParameters: c.SupportedParameters,
-		ModelHubId:          opt.String(c.ModelHubID),
-		Available:           r.Available,
-		Enabled:             r.Enabled,
-		UserEnabled:         r.UserEnabled,
-		UpstreamUrl:         c.UpstreamURL,
-		UpdatedAt:           clock.Format(r.UpdatedAt),
-		SupportsReasoning:   slices.Contains(c.SupportedParameters, "reasoning") || slices.Contains(c.SupportedParameters, "include_reasoning"),
+		RouterId:             r.RouterID,
+		Id:                   r.ID,
+		CanonicalSlug:        c.CanonicalSlug,
+		Name:                 c.Name,
+		Author:               opt.String(c.Author),
+		Description:          opt.String(c.Description),
+		ContextLength:        uint64(max(c.ContextLength, 0)),
+		PromptPrice:          opt.String(c.PromptPrice),
+		CompletionPrice:      opt.String(c.CompletionPrice),
+		InputCacheReadPrice:  opt.String(c.CacheReadPrice),
+		InputCacheWritePrice: opt.String(c.CacheWritePrice),
+		MaxCompletionTokens:  maxTokens(c.MaxCompletionTokens),
+		InputModalities:      c.InputModalities,
+		OutputModalities:     c.OutputModalities,
+		SupportedParameters:  c.SupportedParameters,
+		ModelHubId:           opt.String(c.ModelHubID),
+		Available:            r.Available,
+		Enabled:              r.Enabled,
+		UserEnabled:          r.UserEnabled,
+		UpstreamUrl:          c.UpstreamURL,
+		UpdatedAt:            clock.Format(r.UpdatedAt),
+		SupportsReasoning:    slices.Contains(c.SupportedParameters, "reasoning") || slices.Contains(c.SupportedParameters, "include_reasoning"),
 	}
+}
+
+// maxTokens is n as the API's optional field: unset for 0, which the router did not say.
+func maxTokens(n int64) *uint64 {
+	if n <= 0 {
+		return nil
+	}
+	u := uint64(n)
+	return &u
 }
 
 // matches reports whether search (already lowercased) is in the model's id or name.

@@ -17,6 +17,7 @@ import (
 	"connectrpc.com/connect"
 	"google.golang.org/protobuf/types/known/emptypb"
 
+	"github.com/hangar-dev/hangar/automation/catalog"
 	hostv1 "github.com/hangar-dev/hangar/gen/host/v1"
 	appv1 "github.com/hangar-dev/hangar/gen/svc/app/v1"
 	"github.com/hangar-dev/hangar/gen/svc/app/v1/appv1connect"
@@ -78,8 +79,22 @@ func New(db *firestore.Client, repos RepoFinder, secretStore *secrets.Store, c c
 // ListProfiles lists profiles sorted by name, case-insensitively, then id; archived ones only
 // when asked.
 func (s *Service) ListProfiles(ctx context.Context, req *connect.Request[appv1.ListProfilesRequest]) (*connect.Response[appv1.ListProfilesResponse], error) {
+	recs, err := s.list(ctx, req.Msg.GetIncludeArchived())
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*appv1.Profile, len(recs))
+	for i, r := range recs {
+		out[i] = r.proto()
+	}
+	return connect.NewResponse(&appv1.ListProfilesResponse{Profiles: out}), nil
+}
+
+// list returns the profiles sorted by name, case-insensitively, then id; archived ones only
+// when asked.
+func (s *Service) list(ctx context.Context, includeArchived bool) ([]record, error) {
 	q := s.db.Collection(profilesCollection).Query
-	if req.Msg.GetIncludeArchived() {
+	if includeArchived {
 		// Ordered in the query so that, past the cap, the cut falls by name.
 		q = q.OrderBy("name_key", firestore.Asc)
 	} else {
@@ -95,11 +110,54 @@ func (s *Service) ListProfiles(ctx context.Context, req *connect.Request[appv1.L
 	slices.SortFunc(recs, func(a, b record) int {
 		return cmp.Or(strings.Compare(a.NameKey, b.NameKey), strings.Compare(a.ID, b.ID))
 	})
-	out := make([]*appv1.Profile, len(recs))
-	for i, r := range recs {
-		out[i] = r.proto()
+	return recs, nil
+}
+
+// KeyOptions answers the choices of an automation input of noun catalog.NounProfile (the
+// profiles not archived: id, labelled by name) or catalog.NounRepo (the repositories they check
+// out, once each, labelled with the profiles that have them: "owner/name" on github.com, as
+// GitHub's events name a repository, else "host/owner/name"); ok is false for any other noun.
+func (s *Service) KeyOptions(ctx context.Context, noun string) (options []catalog.KeyOption, ok bool, err error) {
+	if noun != catalog.NounProfile && noun != catalog.NounRepo {
+		return nil, false, nil
 	}
-	return connect.NewResponse(&appv1.ListProfilesResponse{Profiles: out}), nil
+	recs, err := s.list(ctx, false)
+	if err != nil {
+		return nil, true, err
+	}
+	if noun == catalog.NounProfile {
+		for _, r := range recs {
+			options = append(options, catalog.KeyOption{Key: r.ID, Label: r.Name})
+		}
+		return options, true, nil
+	}
+	type repo struct{ key, label string }
+	var repos []repo
+	profilesOf := map[string][]string{}
+	for _, r := range recs {
+		for _, rp := range r.Repos {
+			rr := rp.Remote
+			if rr == nil {
+				continue // a directory of its own, no repository's checkout
+			}
+			label := rr.Host + "/" + rr.Owner + "/" + rr.Name
+			key := label
+			if rr.Host == "github.com" {
+				key = rr.Owner + "/" + rr.Name
+			}
+			if slices.Contains(profilesOf[key], r.Name) {
+				continue
+			}
+			if profilesOf[key] == nil {
+				repos = append(repos, repo{key, label})
+			}
+			profilesOf[key] = append(profilesOf[key], r.Name)
+		}
+	}
+	for _, rp := range repos {
+		options = append(options, catalog.KeyOption{Key: rp.key, Label: rp.label + " (" + strings.Join(profilesOf[rp.key], ", ") + ")"})
+	}
+	return options, true, nil
 }
 
 // GetProfile returns one profile, archived or not.

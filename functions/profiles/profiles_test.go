@@ -14,6 +14,7 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/hangar-dev/hangar/automation/catalog"
 	appv1 "github.com/hangar-dev/hangar/gen/svc/app/v1"
 	"github.com/hangar-dev/hangar/internal/testenv"
 	"github.com/hangar-dev/hangar/platform/auth"
@@ -623,4 +624,45 @@ func TestSavingAProfileChecksTheSecretsPolicy(t *testing.T) {
 		_, err = svc.UpdateProfile(as(t, alice), connect.NewRequest(up))
 		testenv.WantCode(t, err, connect.CodePermissionDenied)
 	})
+}
+
+func TestKeyOptionsAnswerProfilesAndTheirRepos(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, defaultLimits())
+	ctx := as(t, alice)
+	backend := f.create(t, ctx, named("Backend"))
+	docs := named("Docs")
+	docs.Repos = []*appv1.ProfileRepo{
+		{Path: "/work/api", RemoteUrl: "https://github.com/hangar-dev/api.git"},
+		{Path: "/work/site", RemoteUrl: "https://gitlab.com/group/sub/site.git"},
+		{Path: "/work/scratch"},
+	}
+	docsProfile := f.create(t, ctx, docs)
+	gone := f.create(t, ctx, named("Gone"))
+	if err := f.remove(ctx, gone.GetId()); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		noun string
+		want []catalog.KeyOption
+	}{
+		{catalog.NounProfile, []catalog.KeyOption{{Key: backend.GetId(), Label: "Backend"}, {Key: docsProfile.GetId(), Label: "Docs"}}},
+		{catalog.NounRepo, []catalog.KeyOption{
+			{Key: "hangar-dev/api", Label: "github.com/hangar-dev/api (Backend, Docs)"},
+			{Key: "gitlab.com/group/sub/site", Label: "gitlab.com/group/sub/site (Docs)"},
+		}},
+	} {
+		t.Run(tc.noun, func(t *testing.T) {
+			got, ok, err := f.svc.KeyOptions(ctx, tc.noun)
+			if err != nil || !ok {
+				t.Fatalf("KeyOptions(%q): ok %v, %v", tc.noun, ok, err)
+			}
+			if !slices.Equal(got, tc.want) {
+				t.Fatalf("KeyOptions(%q) = %v\nwant %v", tc.noun, got, tc.want)
+			}
+		})
+	}
+	if _, ok, err := f.svc.KeyOptions(ctx, "planet"); ok || err != nil {
+		t.Fatalf("KeyOptions(planet): ok %v, %v; want not ok", ok, err)
+	}
 }

@@ -332,6 +332,48 @@ func TestUnknownRegistrationsAndOversizedBodiesAreRefused(t *testing.T) {
 	assertNothingPublished(t, s, got)
 }
 
+// GitHub's documented test vector (docs.github.com, "Validating webhook deliveries"): the
+// secret "It's a Secret to Everybody" and the body "Hello, World!" sign as below.
+const (
+	gitHubVectorSecret = "It's a Secret to Everybody"
+	gitHubVectorBody   = "Hello, World!"
+	gitHubVectorSig    = "sha256=757107ea0eb2509fc211221cce984b8a37570b6d7586c22c46f4379c8b043e17"
+)
+
+func TestGitHubsTestVectorVerifies(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name, sig string
+		ok        bool
+	}{
+		{"GitHub's signature", gitHubVectorSig, true},
+		{"one digit changed", gitHubVectorSig[:len(gitHubVectorSig)-1] + "f", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := verifyGitHub([]byte(gitHubVectorSecret), http.Header{GitHubSignatureHeader: {tc.sig}}, []byte(gitHubVectorBody))
+			if (err == nil) != tc.ok {
+				t.Fatalf("verify: %v, want ok %v", err, tc.ok)
+			}
+		})
+	}
+}
+
+// A GitHub registration takes a secret with spaces, GitHub's test vector's, and its deliveries
+// signed with it are received.
+func TestAGitHubSecretWithSpacesIsRegisteredAndVerifies(t *testing.T) {
+	t.Parallel()
+	s, _ := newService(t, limits())
+	reg := create(t, s, alice, "github", proto.String(gitHubVectorSecret))
+	if reg.GetSecret() != gitHubVectorSecret {
+		t.Fatalf("registered secret %q, want the one given", reg.GetSecret())
+	}
+	h := gitHubHeader("push", pushEvent)
+	h.Set(GitHubSignatureHeader, sign(gitHubVectorSecret, []byte(pushEvent)))
+	if a := post(t, serve(t, s)+reg.GetRegistration().GetUrlPath(), h, []byte(pushEvent)); a.status != 202 {
+		t.Fatalf("delivery signed with the secret: %d %v", a.status, a.body)
+	}
+}
+
 func TestRotationRetiresTheOldSecret(t *testing.T) {
 	t.Parallel()
 	s, c := newService(t, limits())

@@ -238,8 +238,13 @@ func checkSecret(v *apierr.Violations, secret string) string {
 	switch {
 	case len(secret) < minSecretLen || len(secret) > maxSecretLen:
 		v.Addf("secret", "must be %d to %d characters long (or empty to generate one)", minSecretLen, maxSecretLen)
-	case strings.ContainsFunc(secret, func(r rune) bool { return r <= ' ' || r > '~' }):
-		v.Add("secret", "must be printable ASCII without spaces")
+	// Spaces inside are fine: GitHub takes any text as a secret (its documented test vector
+	// is "It's a Secret to Everybody"). Leading or trailing ones are a paste's, not a
+	// sender's, and would make every delivery fail its signature.
+	case strings.ContainsFunc(secret, func(r rune) bool { return r < ' ' || r > '~' }):
+		v.Add("secret", "must be printable ASCII (spaces inside are fine)")
+	case strings.TrimSpace(secret) != secret:
+		v.Add("secret", "must not start or end with a space")
 	}
 	return secret
 }

@@ -167,7 +167,8 @@ func TestInvalidRequestsNameTheirFields(t *testing.T) {
 		{"control in name", &appv1.CreateWebhookRegistrationRequest{Name: "a\nb", Provider: "github"}, []string{"name"}},
 		{"short secret", &appv1.CreateWebhookRegistrationRequest{Name: "x", Provider: "github", Secret: proto.String("hunter2")}, []string{"secret"}},
 		{"long secret", &appv1.CreateWebhookRegistrationRequest{Name: "x", Provider: "github", Secret: proto.String(strings.Repeat("s", maxSecretLen+1))}, []string{"secret"}},
-		{"secret with a space", &appv1.CreateWebhookRegistrationRequest{Name: "x", Provider: "webhook", Secret: proto.String("sixteen chars or more")}, []string{"secret"}},
+		{"secret ending in a space", &appv1.CreateWebhookRegistrationRequest{Name: "x", Provider: "webhook", Secret: proto.String("sixteen chars or more ")}, []string{"secret"}},
+		{"secret with a tab", &appv1.CreateWebhookRegistrationRequest{Name: "x", Provider: "webhook", Secret: proto.String("sixteen\tchars or more")}, []string{"secret"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := s.CreateWebhookRegistration(as(t, alice), connect.NewRequest(tc.req))

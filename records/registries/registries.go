@@ -17,6 +17,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"cloud.google.com/go/firestore"
@@ -228,8 +229,17 @@ func (s *Store) Add(ctx context.Context, a Add) (Summary, error) {
 	if err != nil {
 		return Summary{}, fmt.Errorf("add registry %s: %w", host, err)
 	}
+	generation.Add(1)
 	return rec.Summary, nil
 }
+
+// generation counts the registries Add and Delete changed in this process, through any Store.
+var generation atomic.Uint64
+
+// Generation is a number that changes whenever Add or Delete changed a registry in this
+// process: a cache of Credentials read before it changed is stale, whichever Store it came
+// through. (Another process's changes are not seen here; a cache rechecks for those.)
+func Generation() uint64 { return generation.Load() }
 
 // List returns every registry's summary, by host.
 func (s *Store) List(ctx context.Context) ([]Summary, error) {
@@ -265,6 +275,7 @@ func (s *Store) Delete(ctx context.Context, host string) (Summary, error) {
 	if err != nil {
 		return Summary{}, fmt.Errorf("delete registry %s: %w", h, err)
 	}
+	generation.Add(1)
 	return out, nil
 }
 

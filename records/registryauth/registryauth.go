@@ -14,7 +14,9 @@
 // credentials) and answers it as Artifact Registry expects (user oauth2accesstoken);
 // cloud_registry assumes the AWS role with STS (when one is named) and answers ECR's
 // GetAuthorizationToken. Minted tokens are kept until shortly before they expire; store reads are
-// kept for Options.Recheck, so a deleted or re-added registry takes effect within it.
+// kept for Options.Recheck, so a registry deleted or re-added by another process takes effect
+// within it, and until this process adds or deletes a registry (registries.Generation), so an
+// admin's fix through this process's API is used by the next pull.
 package registryauth
 
 import (
@@ -90,6 +92,9 @@ type Keychain struct {
 type found struct {
 	creds registries.Credentials
 	ok    bool
+	// gen is registries.Generation before the read: a change in this process since makes the
+	// read stale, even one made while it was under way.
+	gen uint64
 }
 
 type cached[T any] struct {
@@ -192,21 +197,25 @@ func (k *Keychain) AuthConfig(ctx context.Context, host string) (authn.AuthConfi
 	return authn.AuthConfig{}, fmt.Errorf("registry %s: unknown auth kind %q", host, c.Kind)
 }
 
-// lookup reads host's record, reusing a read younger than Recheck.
+// lookup reads host's record, reusing a read younger than Recheck that no registry change of
+// this process has made stale.
 func (k *Keychain) lookup(ctx context.Context, host string) (found, error) {
 	now := k.opts.Clock.Now()
+	gen := registries.Generation()
 	k.mu.Lock()
 	c, hit := k.records[host]
 	k.mu.Unlock()
-	if hit && now.Before(c.until) {
+	if hit && now.Before(c.until) && c.v.gen == gen {
 		return c.v, nil
 	}
-	v, err, _ := k.flight.Do("record "+host, func() (any, error) {
+	// The generation is in the flight's key: a lookup after a change never joins a read that
+	// began before it.
+	v, err, _ := k.flight.Do(fmt.Sprintf("record %d %s", gen, host), func() (any, error) {
 		creds, ok, err := k.store.Credentials(ctx, host)
 		if err != nil {
 			return found{}, fmt.Errorf("registry %s: read its credentials: %w", host, err)
 		}
-		l := found{creds: creds, ok: ok}
+		l := found{creds: creds, ok: ok, gen: gen}
 		k.mu.Lock()
 		put(k.records, host, l, now.Add(k.opts.Recheck), now)
 		k.mu.Unlock()

@@ -20,6 +20,7 @@ import (
 	"testing"
 	"time"
 
+	"cloud.google.com/go/firestore"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/google/go-containerregistry/pkg/authn"
@@ -29,6 +30,7 @@ import (
 	"github.com/hangar-dev/hangar/internal/testenv"
 	"github.com/hangar-dev/hangar/internal/testkit"
 	"github.com/hangar-dev/hangar/platform/clock"
+	"github.com/hangar-dev/hangar/platform/seal"
 	"github.com/hangar-dev/hangar/records/registries"
 	"github.com/hangar-dev/hangar/records/registryauth"
 	"github.com/hangar-dev/hangar/sandboxhosts/images"
@@ -39,10 +41,12 @@ var t0 = time.Date(2026, 5, 1, 8, 0, 0, 0, time.UTC)
 
 // fixture is a registry store, a keychain over it and an image cache that pulls with it.
 type fixture struct {
-	store *registries.Store
-	clock *clock.Fake
-	keys  *registryauth.Keychain
-	cache *images.Cache
+	db     *firestore.Client
+	sealer *seal.Sealer
+	store  *registries.Store
+	clock  *clock.Fake
+	keys   *registryauth.Keychain
+	cache  *images.Cache
 }
 
 func newFixture(t *testing.T, opts registryauth.Options) *fixture {
@@ -50,7 +54,7 @@ func newFixture(t *testing.T, opts registryauth.Options) *fixture {
 	testkit.RequireRoot(t, "image unpacking (chown, mknod, trusted.* xattrs)")
 	db, _ := testenv.Firestore(t)
 	_, sealer := testenv.Keyset(t)
-	f := &fixture{clock: clock.NewFake(t0)}
+	f := &fixture{db: db, sealer: sealer, clock: clock.NewFake(t0)}
 	f.store = registries.New(db, sealer, f.clock.Now)
 	opts.Clock = f.clock
 	f.keys = registryauth.New(f.store, opts)
@@ -148,6 +152,30 @@ func TestChangedRegistriesTakeEffectAfterRecheck(t *testing.T) {
 	f.clock.Advance(2 * time.Minute)
 	if _, err := f.cache.Pull(ctx, ref); err == nil || !strings.Contains(err.Error(), "401") {
 		t.Fatalf("pull with the replaced password: %v", err)
+	}
+}
+
+// A registry fixed in this process (deleted and added again with the right password) is used by
+// the next pull, before Recheck, whichever Store instance changed it: the API's store is not
+// the pulling keychain's.
+func TestARegistryFixedInThisProcessIsUsedAtOnce(t *testing.T) {
+	t.Parallel()
+	host, ref := privateImage(t, "robot", "pw-right", nil)
+	f := newFixture(t, registryauth.Options{Recheck: time.Hour})
+	api := registries.New(f.db, f.sealer, f.clock.Now)
+	ctx := t.Context()
+	f.add(t, registries.Add{Host: host, Kind: registries.Static, Principal: "robot", Password: "pw-wrong"})
+	if _, err := f.cache.Pull(ctx, ref); err == nil || !strings.Contains(err.Error(), "401") {
+		t.Fatalf("pull with the wrong password: %v", err)
+	}
+	if _, err := api.Delete(ctx, host); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := api.Add(ctx, registries.Add{Host: host, Kind: registries.Static, Principal: "robot", Password: "pw-right"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.cache.Pull(ctx, ref); err != nil {
+		t.Fatalf("pull right after the password was fixed: %v", err)
 	}
 }
 

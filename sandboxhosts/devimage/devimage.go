@@ -10,12 +10,15 @@
 //	oci-build-*/   a build in progress, renamed to oci/ when complete
 //	images/<name>/ more images made elsewhere (`make agent-image` writes images/agent), each an
 //	               OCI image layout of one image, served as hangar/<name>:latest: Serve links
-//	               their blobs into oci/'s blob store
+//	               their blobs into oci/'s blob store. images/<name> may be a symlink to a
+//	               layout elsewhere (on the same filesystem: blobs are hard-linked); one that
+//	               leads to no directory is skipped with a log line
 //
 // A data directory belongs to one Registry at a time.
 package devimage
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -180,10 +183,22 @@ func serveMore(ctx context.Context, dir, host string, reg http.Handler) (map[str
 	}
 	more := map[string]string{}
 	for _, e := range entries {
-		if !e.IsDir() || strings.Contains(e.Name(), ".") {
+		if strings.Contains(e.Name(), ".") {
 			continue // builds in progress are <name>.build-*
 		}
 		src := filepath.Join(dir, moreDir, e.Name())
+		if e.Type()&fs.ModeSymlink != 0 {
+			// A layout kept elsewhere and linked in is served like one in place; a link that
+			// leads nowhere or to no directory is said, not passed over in silence.
+			fi, err := os.Stat(src)
+			if err != nil || !fi.IsDir() {
+				target, _ := os.Readlink(src)
+				log.Printf("dev image registry: skipping %s: it links to %s, which is no directory (%v)", src, target, cmp.Or(err, errors.New("not a directory")))
+				continue
+			}
+		} else if !e.IsDir() {
+			continue
+		}
 		img, err := OnlyImage(src)
 		if err != nil {
 			log.Printf("dev image registry: skipping %s: %v", src, err)

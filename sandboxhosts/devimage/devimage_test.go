@@ -425,3 +425,41 @@ func TestServeServesTheImagesOfImagesDir(t *testing.T) {
 		closeRegistry(t, r)
 	}
 }
+
+// A layout kept outside the data directory and symlinked in as images/<name> is served like one
+// in place; a symlink there that leads nowhere is skipped (with a log line), not fatal.
+func TestServeFollowsASymlinkedImageLayout(t *testing.T) {
+	dir, elsewhere := t.TempDir(), t.TempDir()
+	img, err := random.Image(4096, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := layout.Write(filepath.Join(elsewhere, "agent"), empty.Index)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.AppendImage(img); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(dir, "images"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for name, target := range map[string]string{"agent": filepath.Join(elsewhere, "agent"), "gone": filepath.Join(elsewhere, "nothing")} {
+		if err := os.Symlink(target, filepath.Join(dir, "images", name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := img.Digest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := serve(t, dir, "")
+	defer closeRegistry(t, r)
+	more := r.More()
+	if len(more) != 1 || !strings.HasSuffix(more["agent"], "/hangar/agent:latest") {
+		t.Fatalf("More() = %v, want the symlinked agent image alone", more)
+	}
+	if got := fetch(t, more["agent"]); got != want.String() {
+		t.Errorf("served %s, want %s", got, want)
+	}
+}

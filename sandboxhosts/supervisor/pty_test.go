@@ -88,8 +88,8 @@ func TestPTYShell(t *testing.T) {
 			s.waitFor(t, "round-42-trip")
 		}},
 		{"the program is on a terminal", func(t *testing.T, s *shellUnderTest) {
-			s.typeLine(t, "[ -t 0 ] && [ -t 1 ] && echo on-a-tty; echo TERM=$TERM")
-			s.waitFor(t, "on-a-tty")
+			s.typeLine(t, "[ -t 0 ] && [ -t 1 ] && echo on-a-tty-$((1+1)); echo TERM=$TERM")
+			s.waitFor(t, "on-a-tty-2")
 			s.waitFor(t, "TERM="+defaultTerm)
 		}},
 		{"resize reaches stty", func(t *testing.T, s *shellUnderTest) {
@@ -111,13 +111,17 @@ func TestPTYShell(t *testing.T) {
 			s.waitFor(t, "still-here-130")
 		}},
 		{"a signal frame reaches the foreground job", func(t *testing.T, s *shellUnderTest) {
-			s.typeLine(t, "trap 'echo got-usr1' USR1; echo trapped")
-			s.waitFor(t, "trapped")
+			// The terminal echoes what is typed, so each awaited text is one only the shell's
+			// output can hold: waiting for the typed words let the signal arrive before the
+			// trap was set, its default action ended the shell, and the next line's write
+			// failed with a broken pipe.
+			s.typeLine(t, "trap 'echo got-usr-$((0+1))' USR1; echo trap-$((2+3))-set")
+			s.waitFor(t, "trap-5-set")
 			if err := s.Signal(syscall.SIGUSR1); err != nil {
 				t.Fatal(err)
 			}
 			s.typeLine(t, "echo after-signal")
-			s.waitFor(t, "got-usr1")
+			s.waitFor(t, "got-usr-1")
 		}},
 		{"exit ends the call with its status", func(t *testing.T, s *shellUnderTest) {
 			s.typeLine(t, "exit 7")

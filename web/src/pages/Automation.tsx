@@ -151,6 +151,7 @@ function Runs({ automationId }: { automationId: string }) {
           {runs.data.runs.map((r) => (
             <li key={r.id}>
               <Link to={`/runs/${r.id}`}>{r.id}</Link> <span className={`status status-${r.status}`}>{r.status}</span>
+              {r.dryRun && <span className="muted"> · dry run</span>}
             </li>
           ))}
         </ul>

@@ -140,7 +140,15 @@ function InstanceDetail({ id, onClose }: { id: string; onClose: () => void }) {
               empty="No runs of this instance."
               columns={[
                 { header: "Run", cell: (r) => <Link to={`/runs/${r.id}`}>{r.id}</Link> },
-                { header: "Status", cell: (r) => <span className={`status status-${r.status}`}>{r.status}</span> },
+                {
+                  header: "Status",
+                  cell: (r) => (
+                    <>
+                      <span className={`status status-${r.status}`}>{r.status}</span>
+                      {r.dryRun && <span className="muted"> · dry run</span>}
+                    </>
+                  ),
+                },
                 { header: "Version", cell: (r) => `v${r.version}` },
               ]}
             />
@@ -162,7 +170,7 @@ export function DropsTab() {
       what="drops"
       rows={(d) => d.drops}
       rowKey={(d) => `${d.droppedAt} ${d.entrypointId} ${d.eventKey} ${d.detail}`}
-      empty="Nothing dropped: every event that reached the automation ran it."
+      empty="Nothing dropped or filtered out: every event that reached the automation ran it."
       columns={[
         { header: "Dropped", cell: (d) => <When at={d.droppedAt} /> },
         { header: "Entrypoint", cell: (d) => <code>{d.entrypointId}</code> },

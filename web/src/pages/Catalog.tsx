@@ -170,7 +170,9 @@ export function RouterModelsPage() {
             ),
           },
           { header: "Context", cell: (m) => String(m.contextLength) },
+          { header: "Max output", cell: (m) => (m.maxCompletionTokens === undefined ? "—" : String(m.maxCompletionTokens)) },
           { header: "Price (prompt / completion)", cell: (m) => `${m.promptPrice ?? "—"} / ${m.completionPrice ?? "—"}` },
+          { header: "Cache (read / write)", cell: (m) => `${m.inputCacheReadPrice ?? "—"} / ${m.inputCacheWritePrice ?? "—"}` },
           {
             header: "Enabled",
             cell: (m) => (

@@ -235,8 +235,15 @@ type RouterModel struct {
 	UpstreamUrl         string                 `protobuf:"bytes,17,opt,name=upstream_url,json=upstreamUrl,proto3" json:"upstream_url,omitempty"`
 	UpdatedAt           string                 `protobuf:"bytes,18,opt,name=updated_at,json=updatedAt,proto3" json:"updated_at,omitempty"`
 	SupportsReasoning   bool                   `protobuf:"varint,19,opt,name=supports_reasoning,json=supportsReasoning,proto3" json:"supports_reasoning,omitempty"`
-	unknownFields       protoimpl.UnknownFields
-	sizeCache           protoimpl.SizeCache
+	// The most tokens a completion may have (OpenRouter's top_provider.max_completion_tokens);
+	// unset when the router does not say.
+	MaxCompletionTokens *uint64 `protobuf:"varint,20,opt,name=max_completion_tokens,json=maxCompletionTokens,proto3,oneof" json:"max_completion_tokens,omitempty"`
+	// Prices per token of reading and of writing the prompt cache (OpenRouter's
+	// pricing.input_cache_read and input_cache_write); unset when the router does not say.
+	InputCacheReadPrice  *string `protobuf:"bytes,21,opt,name=input_cache_read_price,json=inputCacheReadPrice,proto3,oneof" json:"input_cache_read_price,omitempty"`
+	InputCacheWritePrice *string `protobuf:"bytes,22,opt,name=input_cache_write_price,json=inputCacheWritePrice,proto3,oneof" json:"input_cache_write_price,omitempty"`
+	unknownFields        protoimpl.UnknownFields
+	sizeCache            protoimpl.SizeCache
 }
 
 func (x *RouterModel) Reset() {
@@ -400,6 +407,27 @@ func (x *RouterModel) GetSupportsReasoning() bool {
 		return x.SupportsReasoning
 	}
 	return false
+}
+
+func (x *RouterModel) GetMaxCompletionTokens() uint64 {
+	if x != nil && x.MaxCompletionTokens != nil {
+		return *x.MaxCompletionTokens
+	}
+	return 0
+}
+
+func (x *RouterModel) GetInputCacheReadPrice() string {
+	if x != nil && x.InputCacheReadPrice != nil {
+		return *x.InputCacheReadPrice
+	}
+	return ""
+}
+
+func (x *RouterModel) GetInputCacheWritePrice() string {
+	if x != nil && x.InputCacheWritePrice != nil {
+		return *x.InputCacheWritePrice
+	}
+	return ""
 }
 
 type ListModelRoutersResponse struct {
@@ -789,7 +817,7 @@ const file_svc_app_v1_model_router_proto_rawDesc = "" +
 	"\x13enabled_model_count\x18\f \x01(\rR\x11enabledModelCount\x12#\n" +
 	"\rdefault_model\x18\r \x01(\tR\fdefaultModelB\x1a\n" +
 	"\x18_last_successful_sync_atB\x12\n" +
-	"\x10_last_sync_error\"\x88\x06\n" +
+	"\x10_last_sync_error\"\x88\b\n" +
 	"\vRouterModel\x12\x1b\n" +
 	"\trouter_id\x18\x01 \x01(\tR\brouterId\x12\x0e\n" +
 	"\x02id\x18\x02 \x01(\tR\x02id\x12%\n" +
@@ -812,12 +840,18 @@ const file_svc_app_v1_model_router_proto_rawDesc = "" +
 	"\fupstream_url\x18\x11 \x01(\tR\vupstreamUrl\x12\x1d\n" +
 	"\n" +
 	"updated_at\x18\x12 \x01(\tR\tupdatedAt\x12-\n" +
-	"\x12supports_reasoning\x18\x13 \x01(\bR\x11supportsReasoningB\t\n" +
+	"\x12supports_reasoning\x18\x13 \x01(\bR\x11supportsReasoning\x127\n" +
+	"\x15max_completion_tokens\x18\x14 \x01(\x04H\x05R\x13maxCompletionTokens\x88\x01\x01\x128\n" +
+	"\x16input_cache_read_price\x18\x15 \x01(\tH\x06R\x13inputCacheReadPrice\x88\x01\x01\x12:\n" +
+	"\x17input_cache_write_price\x18\x16 \x01(\tH\aR\x14inputCacheWritePrice\x88\x01\x01B\t\n" +
 	"\a_authorB\x0e\n" +
 	"\f_descriptionB\x0f\n" +
 	"\r_prompt_priceB\x13\n" +
 	"\x11_completion_priceB\x0f\n" +
-	"\r_model_hub_id\"M\n" +
+	"\r_model_hub_idB\x18\n" +
+	"\x16_max_completion_tokensB\x19\n" +
+	"\x17_input_cache_read_priceB\x1a\n" +
+	"\x18_input_cache_write_price\"M\n" +
 	"\x18ListModelRoutersResponse\x121\n" +
 	"\arouters\x18\x01 \x03(\v2\x17.svc.app.v1.ModelRouterR\arouters\"\x8b\x01\n" +
 	"\x17ListRouterModelsRequest\x12\x1b\n" +

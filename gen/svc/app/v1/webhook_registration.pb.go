@@ -141,8 +141,8 @@ type CreateWebhookRegistrationRequest struct {
 	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
 	// "github" or "webhook".
 	Provider string `protobuf:"bytes,2,opt,name=provider,proto3" json:"provider,omitempty"`
-	// The signing secret, 16 to 256 printable ASCII characters without spaces; empty: 32 random
-	// bytes in hex are generated.
+	// The signing secret, 16 to 256 printable ASCII characters (spaces inside, not at either end);
+	// empty: 32 random bytes in hex are generated.
 	Secret        *string `protobuf:"bytes,3,opt,name=secret,proto3,oneof" json:"secret,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

@@ -98,8 +98,8 @@ export type CreateWebhookRegistrationRequest = Message<"svc.app.v1.CreateWebhook
   provider: string;
 
   /**
-   * The signing secret, 16 to 256 printable ASCII characters without spaces; empty: 32 random
-   * bytes in hex are generated.
+   * The signing secret, 16 to 256 printable ASCII characters (spaces inside, not at either end);
+   * empty: 32 random bytes in hex are generated.
    *
    * @generated from field: optional string secret = 3;
    */
