@@ -10,12 +10,12 @@ import (
 	"connectrpc.com/connect"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/hangar-dev/hangar/functions/webhooks"
 	appv1 "github.com/hangar-dev/hangar/gen/svc/app/v1"
 	"github.com/hangar-dev/hangar/gen/svc/app/v1/appv1connect"
 	"github.com/hangar-dev/hangar/internal/testenv"
 	"github.com/hangar-dev/hangar/internal/testkit"
 	"github.com/hangar-dev/hangar/platform/auth"
+	"github.com/hangar-dev/hangar/platform/httpapi"
 )
 
 // A dry run of a kept generic delivery sees the event its delivered run saw (body, headers,
@@ -34,7 +34,7 @@ func TestADryRunOfASampleSeesTheEventItsDeliveredRunSaw(t *testing.T) {
 
 	deliver := func(body string) {
 		t.Helper()
-		if code := as.genericDelivery(t, path, body, webhooks.SignatureHeader, webhooks.Sign([]byte(secret), time.Now(), []byte(body)), "User-Agent", "deployer/1"); code != http.StatusAccepted {
+		if code := as.genericDelivery(t, path, body, httpapi.SignatureHeader, httpapi.Sign([]byte(secret), time.Now(), []byte(body)), "User-Agent", "deployer/1"); code != http.StatusAccepted {
 			t.Fatalf("delivery of %s answered %d", body, code)
 		}
 	}

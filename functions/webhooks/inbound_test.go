@@ -350,7 +350,7 @@ func TestGitHubsTestVectorVerifies(t *testing.T) {
 		{"one digit changed", gitHubVectorSig[:len(gitHubVectorSig)-1] + "f", false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			err := verifyGitHub([]byte(gitHubVectorSecret), http.Header{GitHubSignatureHeader: {tc.sig}}, []byte(gitHubVectorBody))
+			err := verifyGitHub([]byte(gitHubVectorSecret), http.Header{httpapi.GitHubSignatureHeader: {tc.sig}}, []byte(gitHubVectorBody))
 			if (err == nil) != tc.ok {
 				t.Fatalf("verify: %v, want ok %v", err, tc.ok)
 			}
@@ -368,7 +368,7 @@ func TestAGitHubSecretWithSpacesIsRegisteredAndVerifies(t *testing.T) {
 		t.Fatalf("registered secret %q, want the one given", reg.GetSecret())
 	}
 	h := gitHubHeader("push", pushEvent)
-	h.Set(GitHubSignatureHeader, sign(gitHubVectorSecret, []byte(pushEvent)))
+	h.Set(httpapi.GitHubSignatureHeader, sign(gitHubVectorSecret, []byte(pushEvent)))
 	if a := post(t, serve(t, s)+reg.GetRegistration().GetUrlPath(), h, []byte(pushEvent)); a.status != 202 {
 		t.Fatalf("delivery signed with the secret: %d %v", a.status, a.body)
 	}
