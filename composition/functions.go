@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 
 	"github.com/hangar-dev/hangar/gen/svc/app/v1/appv1connect"
+	"github.com/hangar-dev/hangar/platform/telemetry"
 	"github.com/hangar-dev/hangar/web"
 )
 
@@ -150,5 +151,5 @@ func (a *API) FunctionHandler(fn Function) (http.Handler, bool) {
 			mux.Handle(pattern, h)
 		}
 	}
-	return mux, true
+	return telemetry.Middleware(a.log, mux), true
 }

@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/hangar-dev/hangar/platform/store"
+	"github.com/hangar-dev/hangar/platform/telemetry"
 )
 
 // Collection is the Firestore collection of session records.
@@ -160,6 +161,7 @@ func (s *Store) Create(ctx context.Context, r *Record, maxLive int) (version tim
 	if err != nil {
 		return time.Time{}, fmt.Errorf("create session %s: %w", r.ID, err)
 	}
+	telemetry.SessionCreated(ctx, string(r.Status))
 	// A document written by a commit has the commit's time as its update time.
 	return commit.CommitTime(), nil
 }
@@ -229,6 +231,7 @@ func (s *Store) MoveAt(ctx context.Context, held *Record, version time.Time, to 
 	if err != nil {
 		return from, nil, fmt.Errorf("move session %s to %s: %w", id, to, err)
 	}
+	telemetry.SessionMoved(ctx, string(from), string(to))
 	return from, r, nil
 }
 
