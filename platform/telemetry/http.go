@@ -84,7 +84,13 @@ func Middleware(log *slog.Logger, h http.Handler) http.Handler {
 		w.Header().Set(RequestIDHeader, id)
 		ctx = WithRequestID(ctx, id)
 		defer recoverHTTP(ctx, log, w, r)
-		h.ServeHTTP(w, r.WithContext(ctx))
+		r = r.WithContext(ctx)
+		h.ServeHTTP(w, r)
+		if r.Pattern != "" {
+			// The route the mux matched ("POST /api/v1/webhooks/{id}") names the span better
+			// than the path, whose ids would make every span's name its own.
+			trace.SpanFromContext(ctx).SetName(r.Pattern)
+		}
 	})
 	return otelhttp.NewHandler(inner, "http", otelhttp.WithPropagators(Propagator),
 		otelhttp.WithFilter(func(r *http.Request) bool { return !connectCall(r) && !probe(r.URL.Path) }),

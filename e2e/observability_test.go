@@ -1,0 +1,157 @@
+package e2e
+
+import (
+	"context"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"connectrpc.com/connect"
+	"go.opentelemetry.io/otel"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
+
+	appv1 "github.com/hangar-dev/hangar/gen/svc/app/v1"
+	"github.com/hangar-dev/hangar/gen/svc/app/v1/appv1connect"
+	"github.com/hangar-dev/hangar/internal/testkit"
+	"github.com/hangar-dev/hangar/platform/auth"
+	"github.com/hangar-dev/hangar/platform/telemetry"
+)
+
+// spanLog keeps the spans this process ends while a tracing test runs; the providers it is
+// installed in are the process's globals (the client libraries read those), so it is installed
+// once, and the other tests' spans are dropped rather than kept.
+type spanLog struct {
+	on  atomic.Int32
+	mem *tracetest.InMemoryExporter
+}
+
+func (l *spanLog) ExportSpans(ctx context.Context, spans []sdktrace.ReadOnlySpan) error {
+	if l.on.Load() == 0 {
+		return nil
+	}
+	return l.mem.ExportSpans(ctx, spans)
+}
+
+func (l *spanLog) Shutdown(context.Context) error { return nil }
+
+var installSpanLog = sync.OnceValues(func() (*spanLog, error) {
+	l := &spanLog{mem: tracetest.NewInMemoryExporter()}
+	_, err := telemetry.Setup(context.Background(), telemetry.Options{Service: "hangar-e2e", SpanExporter: l,
+		Sampler: sdktrace.ParentBased(sdktrace.AlwaysSample())})
+	return l, err
+})
+
+// recordSpans keeps spans until t ends; trace picks those of one trace out of them.
+func recordSpans(t *testing.T) *spanLog {
+	t.Helper()
+	l, err := installSpanLog()
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.on.Add(1)
+	t.Cleanup(func() { l.on.Add(-1) })
+	return l
+}
+
+// trace is the names of the spans of trace id ended so far, each with its kind.
+func (l *spanLog) trace(id trace.TraceID) []string {
+	var names []string
+	for _, s := range l.mem.GetSpans() {
+		if s.SpanContext.TraceID() == id {
+			names = append(names, s.SpanKind.String()+" "+s.Name)
+		}
+	}
+	slices.Sort(names)
+	return names
+}
+
+// waitTrace waits for trace id to hold every span of want ("kind name"), and returns it.
+func (l *spanLog) waitTrace(t *testing.T, id trace.TraceID, want ...string) []string {
+	t.Helper()
+	var got []string
+	testkit.Eventually(t, 30*time.Second, "the trace holding "+strings.Join(want, ", "), func() (bool, string) {
+		got = l.trace(id)
+		for _, w := range want {
+			if !slices.Contains(got, w) {
+				return false, "trace has " + strings.Join(got, ", ")
+			}
+		}
+		return true, ""
+	})
+	return got
+}
+
+func TestCreateSessionAndExecAreOneTraceAcrossTheAPIAndTheHost(t *testing.T) {
+	spans := recordSpans(t)
+	s := newSandboxStack(t, 1, nil)
+	ctx, root := otel.Tracer("e2e").Start(context.Background(), "client")
+	// A client that carries its trace, as the CLI's could.
+	svc := appv1connect.NewSessionServiceClient(httpClient, s.rpcURL(), auth.WithKey(s.admin), telemetry.Interceptor())
+	resp, err := svc.CreateSession(ctx, connect.NewRequest(&appv1.CreateSessionRequest{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := collectExec(ctx, svc, &appv1.ExecRequest{SessionId: resp.Msg.GetSessionId(), Command: ptr("echo traced")})
+	if err != nil || res.stdout != "traced\n" {
+		t.Fatalf("exec: %q, %v", res.stdout, err)
+	}
+	root.End()
+	got := spans.waitTrace(t, root.SpanContext().TraceID(),
+		"server svc.app.v1.SessionService/CreateSession",
+		"client host.v1.HostService/CreateSandbox",
+		"server host.v1.HostService/CreateSandbox",
+		"server svc.app.v1.SessionService/Exec",
+		"client host.v1.HostService/Exec",
+		"server host.v1.HostService/Exec",
+	)
+	t.Logf("the trace of CreateSession then Exec: %s", strings.Join(got, "; "))
+}
+
+func TestASignedWebhookAndTheRunItStartsAreOneTrace(t *testing.T) {
+	spans := recordSpans(t)
+	as := newAutomationStack(t)
+	as.create(t, `{"version":1,
+		"entrypoints":[{"id":"opened","type":"event","event_key":"github.pull_request.opened"}],
+		"blocks":[{"id":"send","type":"http","method":"POST","url":"`+as.upstream.URL+`/pr","body":{"number":"{{ event.number }}"}}]}`)
+	reg, err := as.webhooks.CreateWebhookRegistration(t.Context(), connect.NewRequest(&appv1.CreateWebhookRegistrationRequest{Name: "acme", Provider: "github"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := `{"action":"opened","number":7,"pull_request":{"draft":false},"repository":{"full_name":"acme/widgets"}}`
+	req, err := http.NewRequest(http.MethodPost, as.url+reg.Msg.GetRegistration().GetUrlPath(), strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const traceID = "4bf92f3577b34da6a3ce929d0e0e4736"
+	req.Header.Set("traceparent", "00-"+traceID+"-00f067aa0ba902b7-01")
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("X-GitHub-Event", "pull_request")
+	req.Header.Set("X-GitHub-Delivery", "guid-traced")
+	req.Header.Set("X-Hub-Signature-256", sign(reg.Msg.GetSecret(), body))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusAccepted || resp.Header.Get(telemetry.RequestIDHeader) != traceID {
+		t.Fatalf("delivery answered %d with request id %q, want 202 and the trace id", resp.StatusCode, resp.Header.Get(telemetry.RequestIDHeader))
+	}
+	testkit.Eventually(t, 30*time.Second, "the run calling the upstream", func() (bool, string) {
+		return as.calls.Load() == 1, "no call yet"
+	})
+	id, _ := trace.TraceIDFromHex(traceID)
+	got := spans.waitTrace(t, id,
+		"server POST /api/v1/webhooks/{id}",
+		"producer hangar-automation-events publish",
+		"consumer hangar-automation-events-worker process",
+		"producer hangar-automation-runs publish",
+		"consumer hangar-automation-runs-worker process",
+	)
+	t.Logf("the trace of a webhook delivery: %s", strings.Join(got, "; "))
+}
