@@ -23,39 +23,46 @@ import (
 	"github.com/hangar-dev/hangar/platform/telemetry"
 )
 
-// spanLog keeps the spans this process ends while a tracing test runs; the providers it is
-// installed in are the process's globals (the client libraries read those), so it is installed
-// once, and the other tests' spans are dropped rather than kept.
+// spanLog keeps the spans this process makes while a tracing test or benchmark runs. The
+// providers it is installed in are the process's globals (the client libraries read those), so
+// it is installed once, and samples nothing while no tracing test runs: the other tests and
+// benchmarks pay for no spans.
 type spanLog struct {
 	on  atomic.Int32
 	mem *tracetest.InMemoryExporter
 }
 
-func (l *spanLog) ExportSpans(ctx context.Context, spans []sdktrace.ReadOnlySpan) error {
-	if l.on.Load() == 0 {
-		return nil
+// sampler samples every span (100%) while l is on, none otherwise.
+type sampler struct{ l *spanLog }
+
+func (s sampler) ShouldSample(p sdktrace.SamplingParameters) sdktrace.SamplingResult {
+	if s.l.on.Load() == 0 {
+		return sdktrace.NeverSample().ShouldSample(p)
 	}
-	return l.mem.ExportSpans(ctx, spans)
+	return sdktrace.AlwaysSample().ShouldSample(p)
 }
 
-func (l *spanLog) Shutdown(context.Context) error { return nil }
+func (sampler) Description() string { return "on while a tracing test runs" }
 
 var installSpanLog = sync.OnceValues(func() (*spanLog, error) {
 	l := &spanLog{mem: tracetest.NewInMemoryExporter()}
-	_, err := telemetry.Setup(context.Background(), telemetry.Options{Service: "hangar-e2e", SpanExporter: l,
-		Sampler: sdktrace.ParentBased(sdktrace.AlwaysSample())})
+	_, err := telemetry.Setup(context.Background(), telemetry.Options{Service: "hangar-e2e", SpanExporter: l.mem, Sampler: sampler{l}})
 	return l, err
 })
 
-// recordSpans keeps spans until t ends; trace picks those of one trace out of them.
-func recordSpans(t *testing.T) *spanLog {
+// recordSpans samples and keeps every span until t ends; trace picks those of one trace.
+func recordSpans(t testing.TB) *spanLog {
 	t.Helper()
 	l, err := installSpanLog()
 	if err != nil {
 		t.Fatal(err)
 	}
 	l.on.Add(1)
-	t.Cleanup(func() { l.on.Add(-1) })
+	t.Cleanup(func() {
+		if l.on.Add(-1) == 0 {
+			l.mem.Reset()
+		}
+	})
 	return l
 }
 
