@@ -2,7 +2,9 @@ package e2e
 
 import (
 	"context"
+	"io"
 	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strings"
 	"sync"
@@ -10,14 +12,17 @@ import (
 	"testing"
 	"time"
 
+	"cloud.google.com/go/firestore"
 	"connectrpc.com/connect"
 	"go.opentelemetry.io/otel"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/hangar-dev/hangar/composition"
 	appv1 "github.com/hangar-dev/hangar/gen/svc/app/v1"
 	"github.com/hangar-dev/hangar/gen/svc/app/v1/appv1connect"
+	"github.com/hangar-dev/hangar/internal/testenv"
 	"github.com/hangar-dev/hangar/internal/testkit"
 	"github.com/hangar-dev/hangar/platform/auth"
 	"github.com/hangar-dev/hangar/platform/telemetry"
@@ -161,4 +166,61 @@ func TestASignedWebhookAndTheRunItStartsAreOneTrace(t *testing.T) {
 		"consumer hangar-automation-runs-worker process",
 	)
 	t.Logf("the trace of a webhook delivery: %s", strings.Join(got, "; "))
+}
+
+func TestReadyzAnswersWhetherWhatEachProcessNeedsIsReachable(t *testing.T) {
+	db, project := testenv.Firestore(t)
+	sb := newSandboxStack(t, 1, nil)
+	for _, tc := range []struct {
+		name string
+		url  func(*testing.T) string
+		h2c  bool // hosts speak cleartext HTTP/2 only
+		code int
+		body string
+	}{
+		{"the API with Firestore and Pub/Sub", func(t *testing.T) string {
+			return serveHTTP(t, composition.New(composition.Deps{DB: db, PubSub: testenv.PubSub(t)}).Handler())
+		}, false, http.StatusOK, "ok\n"},
+		{"the API without its Firestore", func(t *testing.T) string {
+			// A Firestore nothing listens for: 127.0.0.1's port 1.
+			t.Setenv("FIRESTORE_EMULATOR_HOST", "127.0.0.1:1")
+			gone, err := firestore.NewClient(t.Context(), project)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = gone.Close() })
+			return serveHTTP(t, composition.New(composition.Deps{DB: gone}).Handler())
+		}, false, http.StatusServiceUnavailable, "firestore\n"},
+		{"a host with Firestore, runc and disk", func(*testing.T) string { return "http://" + sb.hosts[0].Addr }, true, http.StatusOK, "ok\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			client := httpClient
+			if tc.h2c {
+				client = h2cClient
+			}
+			resp, err := client.Get(tc.url(t) + "/readyz")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			body, _ := io.ReadAll(resp.Body)
+			if resp.StatusCode != tc.code || string(body) != tc.body || resp.Header.Get(telemetry.RequestIDHeader) == "" {
+				t.Fatalf("/readyz answered %d %q (request id %q), want %d %q", resp.StatusCode, body, resp.Header.Get(telemetry.RequestIDHeader), tc.code, tc.body)
+			}
+		})
+	}
+}
+
+// h2cClient speaks cleartext HTTP/2 with prior knowledge, as the API does to hosts.
+var h2cClient = func() *http.Client {
+	tr := &http.Transport{Protocols: new(http.Protocols)}
+	tr.Protocols.SetUnencryptedHTTP2(true)
+	return &http.Client{Transport: tr, Timeout: 30 * time.Second}
+}()
+
+// serveHTTP serves h on loopback until t ends, and returns its URL.
+func serveHTTP(t *testing.T, h http.Handler) string {
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	return srv.URL
 }
