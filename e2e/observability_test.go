@@ -15,6 +15,9 @@ import (
 	"cloud.google.com/go/firestore"
 	"connectrpc.com/connect"
 	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
@@ -35,6 +38,8 @@ import (
 type spanLog struct {
 	on  atomic.Int32
 	mem *tracetest.InMemoryExporter
+	// metrics reads the process's metrics, cumulative since it was installed.
+	metrics *sdkmetric.ManualReader
 }
 
 // sampler samples every span (100%) while l is on, none otherwise.
@@ -50,8 +55,8 @@ func (s sampler) ShouldSample(p sdktrace.SamplingParameters) sdktrace.SamplingRe
 func (sampler) Description() string { return "on while a tracing test runs" }
 
 var installSpanLog = sync.OnceValues(func() (*spanLog, error) {
-	l := &spanLog{mem: tracetest.NewInMemoryExporter()}
-	_, err := telemetry.Setup(context.Background(), telemetry.Options{Service: "hangar-e2e", SpanExporter: l.mem, Sampler: sampler{l}})
+	l := &spanLog{mem: tracetest.NewInMemoryExporter(), metrics: sdkmetric.NewManualReader()}
+	_, err := telemetry.Setup(context.Background(), telemetry.Options{Service: "hangar-e2e", SpanExporter: l.mem, Sampler: sampler{l}, MetricReader: l.metrics})
 	return l, err
 })
 
@@ -123,6 +128,48 @@ func TestCreateSessionAndExecAreOneTraceAcrossTheAPIAndTheHost(t *testing.T) {
 		"server host.v1.HostService/Exec",
 	)
 	t.Logf("the trace of CreateSession then Exec: %s", strings.Join(got, "; "))
+	for _, want := range []string{"hangar.session.create.duration code=ok", "hangar.session.exec.duration code=ok", "hangar.sessions state=running"} {
+		if m := spans.measured(t); !slices.Contains(m, want) {
+			t.Errorf("metrics lack %q: %s", want, strings.Join(m, "; "))
+		}
+	}
+}
+
+// measured lists the process's histograms with observations and its sums above zero, as
+// "name k=v".
+func (l *spanLog) measured(t *testing.T) []string {
+	t.Helper()
+	var rm metricdata.ResourceMetrics
+	if err := l.metrics.Collect(t.Context(), &rm); err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	add := func(name string, attrs attribute.Set) {
+		var kv []string
+		for _, a := range attrs.ToSlice() {
+			kv = append(kv, string(a.Key)+"="+a.Value.Emit())
+		}
+		out = append(out, strings.TrimSpace(name+" "+strings.Join(kv, ",")))
+	}
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			switch d := m.Data.(type) {
+			case metricdata.Histogram[float64]:
+				for _, p := range d.DataPoints {
+					if p.Count > 0 {
+						add(m.Name, p.Attributes)
+					}
+				}
+			case metricdata.Sum[int64]:
+				for _, p := range d.DataPoints {
+					if p.Value > 0 {
+						add(m.Name, p.Attributes)
+					}
+				}
+			}
+		}
+	}
+	return out
 }
 
 func TestASignedWebhookAndTheRunItStartsAreOneTrace(t *testing.T) {
@@ -166,6 +213,9 @@ func TestASignedWebhookAndTheRunItStartsAreOneTrace(t *testing.T) {
 		"consumer hangar-automation-runs-worker process",
 	)
 	t.Logf("the trace of a webhook delivery: %s", strings.Join(got, "; "))
+	if m := spans.measured(t); !slices.Contains(m, "hangar.webhook.deliveries outcome=accepted") {
+		t.Errorf("metrics lack the accepted delivery: %s", strings.Join(m, "; "))
+	}
 }
 
 func TestReadyzAnswersWhetherWhatEachProcessNeedsIsReachable(t *testing.T) {

@@ -188,3 +188,15 @@ func TestReadyAnswers503NamingEveryFailingCheck(t *testing.T) {
 		})
 	}
 }
+
+// BenchmarkMiddlewareUntraced is what Middleware adds to each Connect call when nothing is
+// exported (no provider installed): the request id, the traceparent read, the log context.
+func BenchmarkMiddlewareUntraced(b *testing.B) {
+	h := Middleware(slog.New(slog.DiscardHandler), http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	req := httptest.NewRequest(http.MethodPost, "/rpc/svc.app.v1.X/Y", nil)
+	req.Header.Set("Connect-Protocol-Version", "1")
+	req.Header.Set("traceparent", traceparent)
+	for b.Loop() {
+		h.ServeHTTP(httptest.NewRecorder(), req)
+	}
+}
