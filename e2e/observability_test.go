@@ -147,7 +147,7 @@ func (l *spanLog) measured(t *testing.T) []string {
 	add := func(name string, attrs attribute.Set) {
 		var kv []string
 		for _, a := range attrs.ToSlice() {
-			kv = append(kv, string(a.Key)+"="+a.Value.Emit())
+			kv = append(kv, string(a.Key)+"="+a.Value.String())
 		}
 		out = append(out, strings.TrimSpace(name+" "+strings.Join(kv, ",")))
 	}
