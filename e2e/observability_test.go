@@ -213,8 +213,11 @@ func TestASignedWebhookAndTheRunItStartsAreOneTrace(t *testing.T) {
 		"consumer hangar-automation-runs-worker process",
 	)
 	t.Logf("the trace of a webhook delivery: %s", strings.Join(got, "; "))
-	if m := spans.measured(t); !slices.Contains(m, "hangar.webhook.deliveries outcome=accepted") {
-		t.Errorf("metrics lack the accepted delivery: %s", strings.Join(m, "; "))
+	for _, want := range []string{"hangar.webhook.deliveries outcome=accepted", "hangar.automation.runs outcome=completed"} {
+		testkit.Eventually(t, 30*time.Second, "the metrics counting "+want, func() (bool, string) {
+			m := spans.measured(t)
+			return slices.Contains(m, want), strings.Join(m, "; ")
+		})
 	}
 }
 
