@@ -384,7 +384,7 @@ func (a *API) ServiceHandler(name string) (http.Handler, bool) {
 			mux.Handle(pattern, r.h)
 		}
 	}
-	return telemetry.Middleware(a.log, a.appHosts.in(name, mux)), true
+	return a.appHosts.in(name, mux), true
 }
 
 // route is a plain HTTP route outside Connect, served by its service's function.

@@ -112,12 +112,14 @@ func (i *Instance) API(ctx context.Context) (*API, error) {
 }
 
 // Handler serves fn: its service on both paths (see ServiceHandler) and its plain routes, or
-// the automation worker's routes.
+// the automation worker's routes, each request with its id, trace and panic recovery
+// (telemetry.Middleware).
 func (i *Instance) Handler(fn Function) http.HandlerFunc {
 	if fn == Dashboard {
 		return web.Handler().ServeHTTP
 	}
-	return func(w http.ResponseWriter, r *http.Request) {
+	// The middleware wraps the function once, not per request: its instruments are made once.
+	return telemetry.Middleware(i.log, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		a, err := i.API(r.Context())
 		if err != nil {
 			i.log.Error("open the api", "function", fn.EntryPoint, "err", err)
@@ -130,7 +132,7 @@ func (i *Instance) Handler(fn Function) http.HandlerFunc {
 			return
 		}
 		h.ServeHTTP(w, r)
-	}
+	})).ServeHTTP
 }
 
 // FunctionHandler is what fn serves; false when this API cannot serve it (the automation
@@ -151,5 +153,5 @@ func (a *API) FunctionHandler(fn Function) (http.Handler, bool) {
 			mux.Handle(pattern, h)
 		}
 	}
-	return telemetry.Middleware(a.log, mux), true
+	return mux, true
 }
