@@ -6,6 +6,7 @@
 package hangar
 
 import (
+	"cmp"
 	"context"
 	"log/slog"
 	"os"
@@ -13,11 +14,19 @@ import (
 	"github.com/GoogleCloudPlatform/functions-framework-go/functions"
 
 	"github.com/hangar-dev/hangar/composition"
+	"github.com/hangar-dev/hangar/platform/telemetry"
 )
 
 // instance is this Cloud Run instance's API, opened from the environment on first use.
+// Its logs are Cloud Logging's structured JSON on stdout, and its traces and metrics go to
+// OTLP when OTEL_EXPORTER_OTLP_ENDPOINT is set (docs/observability.md).
 var instance = func() *composition.Instance {
-	log := slog.New(slog.NewJSONHandler(os.Stdout, nil))
+	log := telemetry.NewLogger(os.Stdout, slog.LevelInfo, cmp.Or(os.Getenv("HANGAR_PROJECT"), os.Getenv("GOOGLE_CLOUD_PROJECT")))
+	slog.SetDefault(log)
+	if _, err := telemetry.Setup(context.Background(), telemetry.Options{Service: "hangar-api"}); err != nil {
+		// Serving without traces beats not serving.
+		log.Error("telemetry", "err", err)
+	}
 	return composition.NewInstance(func(ctx context.Context) (*composition.API, error) {
 		a, _, err := composition.OpenFromEnv(ctx, composition.Options{Log: log, BehindProxy: true})
 		return a, err

@@ -40,6 +40,8 @@ import (
 	"github.com/hangar-dev/hangar/platform/httpapi"
 	"github.com/hangar-dev/hangar/platform/pubsub"
 	"github.com/hangar-dev/hangar/platform/seal"
+	"github.com/hangar-dev/hangar/platform/store"
+	"github.com/hangar-dev/hangar/platform/telemetry"
 	"github.com/hangar-dev/hangar/records/credentials"
 	"github.com/hangar-dev/hangar/records/fleet"
 	"github.com/hangar-dev/hangar/records/secrets"
@@ -93,6 +95,9 @@ type API struct {
 	services    map[string]http.Handler
 	// appHosts serves the apps' own origins, by Host, whatever the path.
 	appHosts hostRoute
+	log      *slog.Logger
+	// ready are /readyz's checks: what the API cannot serve without.
+	ready map[string]telemetry.Check
 }
 
 // hostRoute serves the requests whose Host it claims, for its service's function.
@@ -135,8 +140,18 @@ func New(d Deps) *API {
 		services: make(map[string]http.Handler),
 		routes:   make(map[string]route),
 	}
+	a.log = d.Log
+	a.ready = map[string]telemetry.Check{}
+	if d.DB != nil {
+		a.ready["firestore"] = func(ctx context.Context) error { return store.Ping(ctx, d.DB) }
+	}
+	if d.PubSub != nil {
+		a.ready["pubsub"] = d.PubSub.Ping
+	}
+	// Tracing outermost, so a call's span holds its normalized error and the time of all the rest.
 	opts := connect.WithHandlerOptions(
-		connect.WithInterceptors(apierr.Interceptor(d.Log), auth.Interceptor(authn)),
+		telemetry.Interceptor(),
+		connect.WithInterceptors(measured{}, apierr.Interceptor(d.Log), auth.Interceptor(authn)),
 		connect.WithReadMaxBytes(d.Config.Limits.MaxRequestBytes),
 		codec.JSON(),
 	)
@@ -334,8 +349,9 @@ func (a *API) ServiceNames() []string {
 	return names
 }
 
-// Handler serves every service under httpapi.RPCPrefix, GET /healthz, and the dashboard at every
-// other path.
+// Handler serves every service under httpapi.RPCPrefix, GET /healthz (alive), GET /readyz
+// (Firestore and Pub/Sub reachable), and the dashboard at every other path, each request with
+// its id, trace and panic recovery (telemetry.Middleware).
 func (a *API) Handler() http.Handler {
 	mux := http.NewServeMux()
 	for name, h := range a.services {
@@ -345,8 +361,9 @@ func (a *API) Handler() http.Handler {
 		mux.Handle(pattern, r.h)
 	}
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
+	mux.Handle("GET /readyz", telemetry.Ready(a.log, a.ready))
 	mux.Handle("/", web.Handler())
-	return a.appHosts.in("", mux)
+	return telemetry.Middleware(a.log, a.appHosts.in("", mux))
 }
 
 // ServiceHandler serves one service, for its own Cloud Run function. It answers both under

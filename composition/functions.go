@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 
 	"github.com/hangar-dev/hangar/gen/svc/app/v1/appv1connect"
+	"github.com/hangar-dev/hangar/platform/telemetry"
 	"github.com/hangar-dev/hangar/web"
 )
 
@@ -111,12 +112,14 @@ func (i *Instance) API(ctx context.Context) (*API, error) {
 }
 
 // Handler serves fn: its service on both paths (see ServiceHandler) and its plain routes, or
-// the automation worker's routes.
+// the automation worker's routes, each request with its id, trace and panic recovery
+// (telemetry.Middleware).
 func (i *Instance) Handler(fn Function) http.HandlerFunc {
 	if fn == Dashboard {
 		return web.Handler().ServeHTTP
 	}
-	return func(w http.ResponseWriter, r *http.Request) {
+	// The middleware wraps the function once, not per request: its instruments are made once.
+	return telemetry.Middleware(i.log, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		a, err := i.API(r.Context())
 		if err != nil {
 			i.log.Error("open the api", "function", fn.EntryPoint, "err", err)
@@ -129,7 +132,7 @@ func (i *Instance) Handler(fn Function) http.HandlerFunc {
 			return
 		}
 		h.ServeHTTP(w, r)
-	}
+	})).ServeHTTP
 }
 
 // FunctionHandler is what fn serves; false when this API cannot serve it (the automation

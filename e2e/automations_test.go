@@ -19,6 +19,7 @@ import (
 
 	"cloud.google.com/go/firestore"
 	"connectrpc.com/connect"
+	"go.opentelemetry.io/otel"
 	"gocloud.dev/blob/memblob"
 	"golang.org/x/sync/errgroup"
 
@@ -31,6 +32,7 @@ import (
 	"github.com/hangar-dev/hangar/platform/config"
 	"github.com/hangar-dev/hangar/platform/egress"
 	"github.com/hangar-dev/hangar/platform/pubsub"
+	"github.com/hangar-dev/hangar/platform/telemetry"
 )
 
 // automationStack is the API with Pub/Sub and the automation worker running in process, as
@@ -409,6 +411,7 @@ func TestACodeBlockThatDoesNotCompileIsRefusedWithItsLine(t *testing.T) {
 
 func TestTaskAndPromptBlocksDriveABashAgentThroughAnInstance(t *testing.T) {
 	testenv.RequirePlugins(t)
+	spans := recordSpans(t)
 	db, _ := testenv.Firestore(t)
 	sb := testenv.NewSandboxes(t, db)
 	sb.StartHost(t, "host-a")
@@ -419,7 +422,8 @@ func TestTaskAndPromptBlocksDriveABashAgentThroughAnInstance(t *testing.T) {
 	runWorkers(t, a, ps, sb.Image)
 	s := serve(t, a)
 	as := &automationStack{stack: s,
-		automations: appv1connect.NewAutomationServiceClient(httpClient, s.rpcURL(), auth.WithKey(s.admin)),
+		// A client that carries its trace: the run, its task and the task's session join it.
+		automations: appv1connect.NewAutomationServiceClient(httpClient, s.rpcURL(), auth.WithKey(s.admin), telemetry.Interceptor()),
 		runs:        appv1connect.NewAutomationRunServiceClient(httpClient, s.rpcURL(), auth.WithKey(s.admin)),
 	}
 	profiles := appv1connect.NewProfileServiceClient(httpClient, s.rpcURL(), auth.WithKey(s.admin))
@@ -435,7 +439,9 @@ func TestTaskAndPromptBlocksDriveABashAgentThroughAnInstance(t *testing.T) {
 			{"id":"known","type":"code","source":"return !!(instance.handles && instance.handles.session)"},
 			{"id":"start","type":"task","needs":["known"],"profile_id":"`+p.Msg.GetProfile().GetId()+`","prompt":"echo started {{ event.ticket }}","wait":true,"timeout":"2m"},
 			{"id":"remember","type":"instance","needs":["start"],"action":"write_handle","handle":"session","value":"{{ steps.start.session_id }}"}]}`)
-	first, err := as.automations.RunNow(t.Context(), connect.NewRequest(&appv1.RunNowRequest{AutomationId: id, PayloadJson: ptr(`{"ticket":"T-1"}`)}))
+	ctx, root := otel.Tracer("e2e").Start(t.Context(), "client")
+	first, err := as.automations.RunNow(ctx, connect.NewRequest(&appv1.RunNowRequest{AutomationId: id, PayloadJson: ptr(`{"ticket":"T-1"}`)}))
+	root.End()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -443,6 +449,13 @@ func TestTaskAndPromptBlocksDriveABashAgentThroughAnInstance(t *testing.T) {
 	if run.GetBrief().GetStatus() != "completed" || len(run.GetSessionIds()) != 1 {
 		t.Fatalf("first run %s (%s), sessions %v", run.GetBrief().GetStatus(), run.GetBrief().GetError(), run.GetSessionIds())
 	}
+	got := spans.waitTrace(t, root.SpanContext().TraceID(),
+		"server svc.app.v1.AutomationService/RunNow",
+		"consumer hangar-automation-runs-worker process",
+		"server host.v1.HostService/CreateSandbox",
+		"server host.v1.HostService/SendPrompt",
+	)
+	t.Logf("the trace of a run with a task block: %s", strings.Join(got, "; "))
 	session := run.GetSessionIds()[0]
 	// The run waited for its task's agent to finish, then closed the task: it is completed.
 	tasks := appv1connect.NewTaskServiceClient(httpClient, s.rpcURL(), auth.WithKey(s.admin))

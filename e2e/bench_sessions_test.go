@@ -65,6 +65,13 @@ func BenchmarkSessionCreateToFirstExec(b *testing.B) {
 	benchCreateToFirstExec(b, productionPace)
 }
 
+// BenchmarkSessionCreateToFirstExecTraced is BenchmarkSessionCreateToFirstExec with every span
+// sampled and kept, as BenchmarkSessionExecTrueTraced.
+func BenchmarkSessionCreateToFirstExecTraced(b *testing.B) {
+	recordSpans(b)
+	benchCreateToFirstExec(b, productionPace)
+}
+
 // BenchmarkSessionCreateToFirstExecCold is the same with no warm pool: every session boots its
 // sandbox (overlay mount, runc start, supervisor start) while the user waits.
 func BenchmarkSessionCreateToFirstExecCold(b *testing.B) {
@@ -153,7 +160,17 @@ func BenchmarkRawRuncRun(b *testing.B) {
 }
 
 // BenchmarkSessionExecTrue is one command's round trip through the API, up to its exit frame.
-func BenchmarkSessionExecTrue(b *testing.B) {
+func BenchmarkSessionExecTrue(b *testing.B) { benchExecTrue(b, false) }
+
+// BenchmarkSessionExecTrueTraced is BenchmarkSessionExecTrue with every span sampled and kept
+// (in memory, standing in for an exporter): the API's and host's Connect spans, the Firestore
+// calls', the HTTP middleware's.
+func BenchmarkSessionExecTrueTraced(b *testing.B) { benchExecTrue(b, true) }
+
+func benchExecTrue(b *testing.B, traced bool) {
+	if traced {
+		recordSpans(b)
+	}
 	s := newSandboxStack(b, 1, productionPace)
 	ctx := context.Background()
 	id := s.create(b, nil)

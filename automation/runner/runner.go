@@ -25,6 +25,7 @@ import (
 	"github.com/hangar-dev/hangar/automation/expr"
 	"github.com/hangar-dev/hangar/automation/runs"
 	"github.com/hangar-dev/hangar/platform/egress"
+	"github.com/hangar-dev/hangar/platform/telemetry"
 )
 
 // Effects are what blocks with side effects act on. Every call is made on behalf of the run's
@@ -214,6 +215,9 @@ func (r *Runner) finish(ctx context.Context, run *runs.Run, status runs.Status, 
 	})
 	if errors.Is(err, runs.ErrLeaseLost) {
 		return nil
+	}
+	if err == nil {
+		telemetry.RunEnded(ctx, string(status))
 	}
 	return err
 }

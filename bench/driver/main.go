@@ -43,6 +43,8 @@ var pairs = []pair{
 	{name: "SessionCreateToFirstExec", baseline: "RawRuncRun", what: "CreateSession to first output (warm pool) vs runc run", target: 1.3},
 	{name: "SessionCreateToFirstExecCold", baseline: "RawRuncRun", what: "CreateSession to first output, cold boot, vs runc run"},
 	{name: "SessionExecTrue", baseline: "RawRuncExec", what: "Exec `true` to its exit frame vs runc exec", target: 0.25},
+	{name: "SessionExecTrueTraced", baseline: "SessionExecTrue", what: "Exec `true`, every span sampled (100%) vs tracing off"},
+	{name: "SessionCreateToFirstExecTraced", baseline: "SessionCreateToFirstExec", what: "CreateSession to first output, every span sampled (100%) vs tracing off"},
 	{name: "SessionWriteFile", baseline: "RawCp", what: "WriteFile 64 MiB vs cp", bytes: 64 * mib},
 	{name: "SessionReadFile", baseline: "RawCp", what: "ReadFile 64 MiB vs cp", bytes: 64 * mib},
 	{name: "SessionSnapshot100MiB", baseline: "RawTarCreate100MiB", what: "Snapshot of 100 MiB fresh data vs tar -c", bytes: 100 * mib},

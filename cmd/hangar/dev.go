@@ -23,6 +23,7 @@ import (
 	"github.com/hangar-dev/hangar/platform/config"
 	"github.com/hangar-dev/hangar/platform/egress"
 	"github.com/hangar-dev/hangar/platform/seal"
+	"github.com/hangar-dev/hangar/platform/telemetry"
 	"github.com/hangar-dev/hangar/sandboxhosts/devimage"
 )
 
@@ -55,7 +56,14 @@ with dev however it ends. Ctrl-C stops everything it started.`,
 }
 
 func runDev(ctx context.Context, addr, dataDir string, saveEvery time.Duration, out interface{ Write([]byte) (int, error) }) error {
-	log := slog.New(slog.NewTextHandler(out, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	// Text for a terminal, with each request's id and trace on its lines all the same.
+	log := slog.New(telemetry.ContextHandler(slog.NewTextHandler(out, &slog.HandlerOptions{Level: slog.LevelInfo}), ""))
+	// Nothing is exported unless OTEL_EXPORTER_OTLP_ENDPOINT names a collector.
+	stopTelemetry, err := telemetry.Setup(ctx, telemetry.Options{Service: "hangar-dev"})
+	if err != nil {
+		return err
+	}
+	defer flushTelemetry(log, stopTelemetry)
 	if err := os.MkdirAll(dataDir, 0o700); err != nil {
 		return fmt.Errorf("create data dir: %w", err)
 	}
@@ -348,4 +356,14 @@ func serveDevImage(ctx context.Context, dir string) (*devimage.Registry, error) 
 		return nil, fmt.Errorf("remember the dev registry's address: %w", err)
 	}
 	return img, nil
+}
+
+// flushTelemetry exports what telemetry.Setup still holds, within a bound: a collector that
+// is gone must not hold up an exit.
+func flushTelemetry(log *slog.Logger, stop func(context.Context) error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := stop(ctx); err != nil {
+		log.Warn("flush telemetry", "err", err)
+	}
 }

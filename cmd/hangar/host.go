@@ -17,6 +17,7 @@ import (
 
 	"github.com/hangar-dev/hangar/composition"
 	"github.com/hangar-dev/hangar/platform/config"
+	"github.com/hangar-dev/hangar/platform/telemetry"
 	"github.com/hangar-dev/hangar/sandboxhosts/host"
 )
 
@@ -42,7 +43,12 @@ SIGINT or SIGTERM checkpoints and evicts every sandbox before it stops.`,
 			if err != nil {
 				return err
 			}
-			log := slog.New(slog.NewJSONHandler(cmd.ErrOrStderr(), nil))
+			log := telemetry.NewLogger(cmd.ErrOrStderr(), slog.LevelInfo, cfg.Project)
+			stopTelemetry, err := telemetry.Setup(ctx, telemetry.Options{Service: "hangar-host"})
+			if err != nil {
+				return err
+			}
+			defer flushTelemetry(log, stopTelemetry)
 			// Compiled harness plugins are cached beside the sandboxes, so a restart loads
 			// them in milliseconds.
 			res, err := composition.OpenResources(ctx, cfg, composition.Options{Log: log, HarnessCacheDir: filepath.Join(p.dataDir, "wasm-cache")})
@@ -122,7 +128,9 @@ func startHost(ctx context.Context, p hostParams) (*runningHost, error) {
 	}
 	mux := http.NewServeMux()
 	mux.Handle(h.Handler())
-	srv := composition.NewServer(mux)
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
+	mux.Handle("GET /readyz", h.ReadyHandler())
+	srv := composition.NewServer(telemetry.Middleware(p.log, mux))
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))

@@ -23,6 +23,7 @@ import (
 	"github.com/hangar-dev/hangar/platform/httpapi"
 	"github.com/hangar-dev/hangar/platform/pubsub"
 	"github.com/hangar-dev/hangar/platform/store"
+	"github.com/hangar-dev/hangar/platform/telemetry"
 )
 
 // keptHeaders are the request headers a Delivery carries, per provider: descriptive ones only,
@@ -71,14 +72,18 @@ func (s *Service) Inbound() http.Handler {
 		switch {
 		case errors.As(err, &ref):
 			s.log.InfoContext(r.Context(), "webhook delivery refused", "registration", r.PathValue("id"), "status", ref.status, "reason", ref.msg)
+			telemetry.WebhookDelivery(r.Context(), "refused_"+strconv.Itoa(ref.status))
 			writeJSON(w, ref.status, map[string]string{"error": ref.msg})
 		case err != nil:
 			s.log.ErrorContext(r.Context(), "webhook delivery failed", "registration", r.PathValue("id"), "err", err)
+			telemetry.WebhookDelivery(r.Context(), "failed")
 			w.Header().Set("Retry-After", "10")
 			writeJSON(w, http.StatusServiceUnavailable, map[string]string{"error": "the delivery could not be accepted now; retry later"})
 		case d.EventKey == pingEventKey:
+			telemetry.WebhookDelivery(r.Context(), "ping")
 			writeJSON(w, http.StatusOK, map[string]string{"event_key": d.EventKey, "delivery_key": d.DeliveryKey})
 		default:
+			telemetry.WebhookDelivery(r.Context(), "accepted")
 			writeJSON(w, http.StatusAccepted, map[string]string{"event_key": d.EventKey, "delivery_key": d.DeliveryKey})
 		}
 	})

@@ -3,6 +3,7 @@ package testenv
 import (
 	"context"
 	"crypto/x509"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -21,6 +22,7 @@ import (
 	"github.com/hangar-dev/hangar/platform/config"
 	"github.com/hangar-dev/hangar/platform/egress"
 	"github.com/hangar-dev/hangar/platform/seal"
+	"github.com/hangar-dev/hangar/platform/telemetry"
 	"github.com/hangar-dev/hangar/records/registryauth"
 	"github.com/hangar-dev/hangar/runtimes/wasm"
 	"github.com/hangar-dev/hangar/sandboxhosts/host"
@@ -190,11 +192,12 @@ func (s *Sandboxes) StartHost(t testing.TB, id string) *TestHost {
 	}
 	mux := http.NewServeMux()
 	mux.Handle(h.Handler())
+	mux.Handle("GET /readyz", h.ReadyHandler())
 	// The host's server speaks cleartext HTTP/2, as in production, for many streams on one
 	// connection.
-	var handler http.Handler = mux
+	var handler http.Handler = telemetry.Middleware(slog.Default(), mux)
 	if s.WrapHost != nil {
-		handler = s.WrapHost(id, mux)
+		handler = s.WrapHost(id, handler)
 	}
 	srv := &http.Server{Handler: handler, Protocols: new(http.Protocols)}
 	srv.Protocols.SetUnencryptedHTTP2(true)

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime/debug"
 	"strings"
 
 	"connectrpc.com/connect"
@@ -177,7 +178,8 @@ func (i *interceptor) WrapStreamingHandler(next connect.StreamingHandlerFunc) co
 
 func (i *interceptor) recoverInto(ctx context.Context, procedure string, err *error) {
 	if r := recover(); r != nil {
-		i.log.ErrorContext(ctx, "panic in handler", "procedure", procedure, "panic", r)
+		// The stack is what finds the bug; the caller hears only "internal error".
+		i.log.ErrorContext(ctx, "panic in handler", "procedure", procedure, "panic", r, "stack", string(debug.Stack()))
 		*err = connect.NewError(connect.CodeInternal, errors.New("internal error"))
 	}
 }

@@ -9,11 +9,15 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime/debug"
 	"sync"
 	"time"
 
 	gpubsub "cloud.google.com/go/pubsub/v2"
 	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
+	otelcodes "go.opentelemetry.io/otel/codes"
+	semconv "go.opentelemetry.io/otel/semconv/v1.40.0"
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -212,11 +216,26 @@ func (c *Client) EnsureSubscription(ctx context.Context, subscription string, cf
 // acknowledged it, so a nil error means the message will be delivered. Concurrent publishes to
 // one topic share requests.
 func (c *Client) Publish(ctx context.Context, topic string, data []byte, attrs map[string]string) (string, error) {
-	id, err := c.publisher(topic).Publish(ctx, &gpubsub.Message{Data: data, Attributes: attrs}).Get(ctx)
+	ctx, span := tracer.Start(ctx, topic+" publish", trace.WithSpanKind(trace.SpanKindProducer),
+		trace.WithAttributes(semconv.MessagingSystemGCPPubSub, semconv.MessagingDestinationName(topic)))
+	defer span.End()
+	id, err := c.publisher(topic).Publish(ctx, &gpubsub.Message{Data: data, Attributes: carry(ctx, attrs)}).Get(ctx)
 	if err != nil {
+		span.SetStatus(otelcodes.Error, err.Error())
 		return "", fmt.Errorf("publish to %s: %w", topic, err)
 	}
+	span.SetAttributes(semconv.MessagingMessageID(id))
 	return id, nil
+}
+
+// Ping asks for one of Hangar's topics, for readiness probes: any answer but an error (a
+// missing topic included, which Provision fixes) is Pub/Sub reachable.
+func (c *Client) Ping(ctx context.Context) error {
+	_, err := c.c.TopicAdminClient.GetTopic(ctx, &pubsubpb.GetTopicRequest{Topic: c.topicName(TopicAutomationEvents)})
+	if err != nil && status.Code(err) != codes.NotFound {
+		return fmt.Errorf("pubsub: %w", err)
+	}
+	return nil
 }
 
 // publishDelay is how long a publish waits for others to share its request. Pub/Sub's 10ms
@@ -273,7 +292,7 @@ func (c *Client) Receive(ctx context.Context, subscription string, h Handler, op
 		if m.DeliveryAttempt != nil {
 			msg.DeliveryAttempt = *m.DeliveryAttempt
 		}
-		if err := handle(ctx, h, msg); err != nil {
+		if err := handle(ctx, subscription, h, msg); err != nil {
 			m.Nack()
 			return
 		}
@@ -285,13 +304,23 @@ func (c *Client) Receive(ctx context.Context, subscription string, h Handler, op
 	return nil
 }
 
-// handle runs h, turning a panic into an error so that one bad message cannot stop the others.
-func handle(ctx context.Context, h Handler, m Message) (err error) {
+// handle runs h in a consumer span that continues the trace the message was published in,
+// with the publisher's request id, turning a panic into an error so that one bad message
+// cannot stop the others.
+func handle(ctx context.Context, subscription string, h Handler, m Message) (err error) {
+	ctx = carried(ctx, m.Attributes)
+	ctx, span := tracer.Start(ctx, subscription+" process", trace.WithSpanKind(trace.SpanKindConsumer),
+		trace.WithAttributes(semconv.MessagingSystemGCPPubSub, semconv.MessagingMessageID(m.ID),
+			semconv.MessagingConsumerGroupName(subscription), semconv.MessagingGCPPubSubMessageDeliveryAttempt(m.DeliveryAttempt)))
 	defer func() {
 		if r := recover(); r != nil {
-			slog.ErrorContext(ctx, "pubsub handler panicked", "message", m.ID, "panic", r)
+			slog.ErrorContext(ctx, "pubsub handler panicked", "message", m.ID, "panic", r, "stack", string(debug.Stack()))
 			err = fmt.Errorf("handler panicked: %v", r)
 		}
+		if err != nil {
+			span.SetStatus(otelcodes.Error, err.Error())
+		}
+		span.End()
 	}()
 	return h(ctx, m)
 }

@@ -51,7 +51,7 @@ func PushHandler(h Handler) http.Handler {
 			ID: env.Message.MessageID, Data: env.Message.Data, Attributes: env.Message.Attributes,
 			DeliveryAttempt: env.DeliveryAttempt, PublishTime: env.Message.PublishTime,
 		}
-		if err := handle(r.Context(), h, m); err != nil {
+		if err := handle(r.Context(), env.Subscription, h, m); err != nil {
 			// The cause is the handler's to log; Pub/Sub shows nobody this body.
 			http.Error(w, "handler failed; Pub/Sub will deliver the message again", http.StatusInternalServerError)
 			return

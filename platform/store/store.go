@@ -149,3 +149,13 @@ func Read[T any](ctx context.Context, tx *firestore.Transaction, ref *firestore.
 	}
 	return &v, nil
 }
+
+// Ping reads a document that never exists, for readiness probes: "not found" is Firestore
+// answering, and any other error is it not being reachable (or this process not allowed in).
+func Ping(ctx context.Context, db *firestore.Client) error {
+	_, err := db.Collection("hangar-readyz").Doc("probe").Get(ctx)
+	if err != nil && !IsNotFound(err) {
+		return fmt.Errorf("firestore: %w", err)
+	}
+	return nil
+}

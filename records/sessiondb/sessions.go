@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/hangar-dev/hangar/platform/store"
+	"github.com/hangar-dev/hangar/platform/telemetry"
 	"github.com/hangar-dev/hangar/records/taskstatus"
 )
 
@@ -168,6 +169,7 @@ func (s *Store) Create(ctx context.Context, r *Record, maxLive int) (version tim
 	if err != nil {
 		return time.Time{}, fmt.Errorf("create session %s: %w", r.ID, err)
 	}
+	telemetry.SessionCreated(ctx, string(r.Status))
 	// A document written by a commit has the commit's time as its update time.
 	return commit.CommitTime(), nil
 }
@@ -237,6 +239,7 @@ func (s *Store) MoveAt(ctx context.Context, held *Record, version time.Time, to 
 	if err != nil {
 		return from, nil, fmt.Errorf("move session %s to %s: %w", id, to, err)
 	}
+	telemetry.SessionMoved(ctx, string(from), string(to))
 	if task, ok := taskOfSession(to); ok {
 		// The session moved: an error here is its task lagging, which a retried move (staying
 		// put is allowed) catches up.

@@ -561,3 +561,11 @@ func (d *Driver) Adopt(ctx context.Context, id string) (*Sandbox, error) {
 	}
 	return sb, nil
 }
+
+// Ready checks the container runtime answers: runc lists its containers.
+func (d *Driver) Ready(ctx context.Context) error {
+	if _, err := d.runc.List(ctx); err != nil {
+		return fmt.Errorf("runc: %w", err)
+	}
+	return nil
+}

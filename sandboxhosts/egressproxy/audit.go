@@ -2,6 +2,7 @@ package egressproxy
 
 import (
 	"cmp"
+	"context"
 	"errors"
 	"io"
 	"maps"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/hangar-dev/hangar/platform/egress"
 	"github.com/hangar-dev/hangar/platform/httpapi"
+	"github.com/hangar-dev/hangar/platform/telemetry"
 )
 
 // What the proxy reports: one Connection event per connection (through the explicit proxy,
@@ -67,6 +69,8 @@ func (sb *Sandbox) audit(c Connection, start time.Time) {
 	} else {
 		sb.Counters.Allowed.Add(1)
 	}
+	// The connection's own context has ended by now; the count belongs to no request.
+	telemetry.ProxyConnection(context.Background(), c.Decision != Denied)
 	sb.p.opts.Audit(sb.sess.ID, c)
 }
 

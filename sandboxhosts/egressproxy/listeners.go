@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/hangar-dev/hangar/platform/egress"
+	"github.com/hangar-dev/hangar/platform/telemetry"
 	"github.com/hangar-dev/hangar/sandboxhosts/sandboxnet"
 )
 
@@ -52,6 +53,7 @@ func (p *Proxy) Listen(sess Session, ln *net.TCPListener) (*Sandbox, error) {
 				// Counted, not logged: a loop of them must not flood the session's log.
 				reset(c)
 				sb.Counters.Denied.Add(1)
+				telemetry.ProxyConnection(ctx, false)
 				continue
 			}
 			untrack := sb.track(c)

@@ -33,6 +33,7 @@ import (
 	"github.com/hangar-dev/hangar/platform/config"
 	"github.com/hangar-dev/hangar/platform/egress"
 	"github.com/hangar-dev/hangar/platform/seal"
+	"github.com/hangar-dev/hangar/platform/telemetry"
 	"github.com/hangar-dev/hangar/records/credentials"
 	"github.com/hangar-dev/hangar/records/fleet"
 	"github.com/hangar-dev/hangar/records/registryauth"
@@ -298,7 +299,7 @@ var liveStatuses = slices.DeleteFunc(sessiondb.Statuses(), func(s sessiondb.Stat
 
 // Handler serves HostService behind the host token.
 func (h *Host) Handler() (string, http.Handler) {
-	return hostv1connect.NewHostServiceHandler(h, connect.WithInterceptors(
+	return hostv1connect.NewHostServiceHandler(h, telemetry.Interceptor(), connect.WithInterceptors(
 		hostclient.Authorize(h.opts.Token), apierr.Interceptor(h.log),
 	), connect.WithCompression("gzip", nil, nil))
 }

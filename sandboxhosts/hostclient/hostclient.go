@@ -15,6 +15,7 @@ import (
 	"connectrpc.com/connect"
 
 	"github.com/hangar-dev/hangar/gen/host/v1/hostv1connect"
+	"github.com/hangar-dev/hangar/platform/telemetry"
 	"github.com/hangar-dev/hangar/records/fleet"
 )
 
@@ -66,7 +67,7 @@ func (p *Pool) Client(address string) hostv1connect.HostServiceClient {
 	if !ok {
 		// No gzip between functions and hosts: file chunks do not compress, and on a private
 		// network the CPU costs more than the bytes.
-		c = hostv1connect.NewHostServiceClient(p.http, address, connect.WithInterceptors(tokenInterceptor(p.token)),
+		c = hostv1connect.NewHostServiceClient(p.http, address, telemetry.Interceptor(), connect.WithInterceptors(tokenInterceptor(p.token)),
 			connect.WithAcceptCompression("gzip", nil, nil))
 		p.clients[address] = c
 	}
