@@ -17,6 +17,12 @@ type Output struct {
 
 func (o *Output) output() *Output { return o }
 
+// Starter is a LineReader that, at the first request of a run, is told the run's resume hint
+// (abi.ParseRequest.Resume), such as the totals a Hint carries.
+type Starter interface {
+	Start(resume string)
+}
+
 // LineReader is the State of a parser for ParseLines: an Output (embedded) and what Read needs.
 type LineReader interface {
 	output() *Output
@@ -27,7 +33,7 @@ type LineReader interface {
 // ParseLines is Harness.Parse for a parser whose State is S: it decodes S from req.State, hands
 // Read each stdout line req completes (and the unfinished last one once the process exited),
 // its JSON strings clipped to abi.MaxString (abi.ClipStrings) as a host does,
-// keeps stderr lines as diagnostics of the Turn, ends the Turn with the exit status when the run
+// tells a Starter the resume hint at the run's first request, keeps stderr lines as diagnostics of the Turn, ends the Turn with the exit status when the run
 // is over, and encodes S again.
 func ParseLines[S any, P interface {
 	*S
@@ -37,6 +43,9 @@ func ParseLines[S any, P interface {
 	p := P(&st)
 	if err := DecodeState(req.State, p); err != nil {
 		return abi.ParseResult{}, err
+	}
+	if s, ok := any(p).(Starter); ok && req.State == "" {
+		s.Start(req.Resume)
 	}
 	events, err := p.output().parse(req, p.Read)
 	if err != nil {

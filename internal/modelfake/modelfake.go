@@ -53,8 +53,12 @@ type Step struct {
 	Text string
 	// Tool, when set, is the tool the model then calls; the answer stops for its result.
 	Tool *ToolCall
-	// InputTokens and OutputTokens are the usage the answer reports.
-	InputTokens, OutputTokens int64
+	// InputTokens and OutputTokens are the usage the answer reports; CacheReadTokens and
+	// CacheWriteTokens the prompt-cache tokens it reports beside them (Anthropic's
+	// cache_read_input_tokens and cache_creation_input_tokens; OpenAI counts only reads, as
+	// cached_tokens, a part of input_tokens).
+	InputTokens, OutputTokens         int64
+	CacheReadTokens, CacheWriteTokens int64
 	// Drop ends the response stream abruptly after its first event, the way a broken
 	// connection does, so the CLI has to retry. Only the first DropTimes requests of this step
 	// are dropped; the retry is answered.

@@ -503,7 +503,7 @@ func (h *Host) turn(ctx context.Context, b *box, a *agent, t *turn, p *sessiondb
 			return fmt.Errorf("place %s: %w", f.Path, err)
 		}
 	}
-	ps := &parser{h: h, b: b, a: a, t: t, plugin: plugin}
+	ps := &parser{h: h, b: b, a: a, t: t, plugin: plugin, resume: resume}
 	a.mu.Lock()
 	t.ps = ps
 	a.mu.Unlock()
@@ -530,6 +530,8 @@ type parser struct {
 		Parse(context.Context, abi.ParseRequest) (abi.ParseResult, error)
 	}
 	carry [2]harness.Carry // each stream's unfinished last line
+	// resume is the turn's PlanRequest.Resume, handed to every parse (abi's "Usage").
+	resume string
 
 	// mu orders parsing against CompleteToolCall, which reads and may replace the state and
 	// logs in the same log; it guards what follows, and the answered of the turn's tool calls.
@@ -562,7 +564,7 @@ func (ps *parser) flush() {
 func (ps *parser) parse(ctx context.Context, req abi.ParseRequest) {
 	ps.mu.Lock()
 	defer ps.mu.Unlock()
-	req.State = ps.state
+	req.State, req.Resume = ps.state, ps.resume
 	res, err := ps.plugin.Parse(ctx, req)
 	if err != nil {
 		ps.b.emit(eventlog.KindError, map[string]any{"prompt_id": ps.t.promptID, "text": "harness output not understood: " + err.Error()})
@@ -615,6 +617,14 @@ func (ps *parser) record(e abi.Event, source string) {
 		return
 	}
 	ps.b.append(eventlog.Event{Kind: e.Kind, PayloadJSON: string(js), ToolName: e.ToolName, Durable: true})
+	if u := e.Usage; e.Kind == abi.KindUsage && u != nil {
+		if err := ps.h.store.AddUsage(ps.b.ctx, ps.b.session, sessiondb.Usage{
+			InputTokens: u.InputTokens, OutputTokens: u.OutputTokens, CacheReadTokens: u.CacheReadTokens,
+			CacheWriteTokens: u.CacheWriteTokens, CostUSD: u.CostUSD,
+		}); err != nil {
+			ps.h.log.Warn("record session usage", "session", ps.b.session, "err", err)
+		}
+	}
 	if e.Resume != "" {
 		ps.a.mu.Lock()
 		ps.a.resume = e.Resume

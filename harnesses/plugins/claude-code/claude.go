@@ -92,8 +92,8 @@ func (Harness) Plan(req abi.PlanRequest) (abi.Plan, error) {
 		argv = append(argv, "--effort", req.Effort)
 	}
 	argv = append(argv, "--permission-mode", mode)
-	if req.Resume != "" {
-		argv = append(argv, "--resume", req.Resume)
+	if id := sdk.ParseHint(req.Resume).ID; id != "" {
+		argv = append(argv, "--resume", id)
 	}
 	defaults := map[string]string{"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1"}
 	if mode == bypassPermissions {

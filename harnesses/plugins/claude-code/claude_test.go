@@ -27,6 +27,11 @@ func TestPlan(t *testing.T) {
 			},
 		},
 		{
+			Name: "a resume hint carrying totals resumes its session id",
+			Req:  abi.PlanRequest{Prompt: "p", Mode: "plan", Resume: `s1 usage={"input_tokens":5}`},
+			Want: abi.Plan{Argv: append(base, "--permission-mode", "plan", "--resume", "s1"), Env: quiet, Stdin: "p"},
+		},
+		{
 			Name: "a model the descriptor does not list, as a router offers",
 			Req:  abi.PlanRequest{Prompt: "p", Model: "router/claude-next", Mode: "acceptEdits"},
 			Want: abi.Plan{Argv: append(base, "--model", "router/claude-next", "--permission-mode", "acceptEdits"), Env: quiet, Stdin: "p"},

@@ -1,6 +1,7 @@
 package claudecode
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/hangar-dev/hangar/harnesses/abi"
@@ -13,6 +14,9 @@ import (
 // the main model's only), and real-background-subagent prints two results, whose second
 // counts the run again and so reports no more usage.
 func TestParseRecordedRuns(t *testing.T) {
+	// The cache's tokens are apart from the other input tokens.
+	toolUse := abi.Usage{InputTokens: 16, CacheWriteTokens: 5618, CacheReadTokens: 46879, OutputTokens: 206, CostUSD: 0.0354621}
+	maxTurns := abi.Usage{InputTokens: 7, CacheReadTokens: 18240, OutputTokens: 130, CostUSD: 0.00412}
 	sdktest.CheckRecordings(t, Harness{}, []sdktest.Recording{
 		{
 			File: "real-edit.jsonl",
@@ -26,7 +30,7 @@ func TestParseRecordedRuns(t *testing.T) {
 				sdktest.ToolResult("toolu_fake000006", "(Bash completed with no output)", false),
 				sdktest.Message("Fixed the greeting and pushed the commit."),
 				sdktest.Usage(5400, 112, 0.02384),
-				sdktest.Done("df0c66a5-a1de-4db5-9b74-dd4e1a9901ca"),
+				sdktest.DoneWith("df0c66a5-a1de-4db5-9b74-dd4e1a9901ca", abi.Usage{InputTokens: 5400, OutputTokens: 112, CostUSD: 0.02384}),
 			},
 		},
 		{
@@ -42,8 +46,8 @@ func TestParseRecordedRuns(t *testing.T) {
 				sdktest.ToolCall("toolu_fake000016", "Bash", `{"command":"git commit -qam 'Fix the greeting' && git push -q origin HEAD","description":"Commit and push the fix"}`),
 				sdktest.ToolResult("toolu_fake000016", "(Bash completed with no output)", false),
 				sdktest.Message("Fixed the greeting and pushed the commit."),
-				sdktest.Usage(5150, 108, 0.018157999999999997),
-				sdktest.Done("267d7a96-497e-4d65-8f86-24ce5ec6f8df"),
+				sdktest.Usage(5150, 108, 0.018158),
+				sdktest.DoneWith("267d7a96-497e-4d65-8f86-24ce5ec6f8df", abi.Usage{InputTokens: 5150, OutputTokens: 108, CostUSD: 0.018157999999999997}),
 			},
 		},
 		{
@@ -59,7 +63,7 @@ func TestParseRecordedRuns(t *testing.T) {
 				sdktest.Under("toolu_fake000002", sdktest.Message("The greeting is written.")),
 				sdktest.Message("Done: the subagent wrote the greeting."),
 				sdktest.Usage(500, 54, 0.00308),
-				sdktest.Done("21ffe229-d2ed-4946-99f2-8bf49504aa95"),
+				sdktest.DoneWith("21ffe229-d2ed-4946-99f2-8bf49504aa95", abi.Usage{InputTokens: 500, OutputTokens: 54, CostUSD: 0.00308}),
 			},
 		},
 		{
@@ -71,8 +75,8 @@ func TestParseRecordedRuns(t *testing.T) {
 				sdktest.ToolCall("toolu_01Bc5dE7fG9hJ1kL3mN5pQ7r", "Read", `{"file_path":"/workspace/go.mod","limit":3}`),
 				sdktest.ToolResult("toolu_01Bc5dE7fG9hJ1kL3mN5pQ7r", "     1\tmodule github.com/hangar-dev/hangar\n     2\t\n     3\tgo 1.26.0", false),
 				sdktest.Message("There are **212** Go files, and the module is `github.com/hangar-dev/hangar`."),
-				sdktest.Usage(16+5618+46879, 206, 0.0354621),
-				sdktest.Done("5f0c3c1e-8f1d-4c55-9a51-2b7f3d0e6a41"),
+				sdktest.UsageOf(toolUse),
+				sdktest.DoneWith("5f0c3c1e-8f1d-4c55-9a51-2b7f3d0e6a41", toolUse),
 			},
 		},
 		{
@@ -81,9 +85,9 @@ func TestParseRecordedRuns(t *testing.T) {
 			Want: []abi.Event{
 				sdktest.ToolCall("toolu_01Mn2oP4qR6sT8uV0wX2yZ4a", "Bash", `{"command":"go test ./...","timeout":600000}`),
 				sdktest.ToolResult("toolu_01Mn2oP4qR6sT8uV0wX2yZ4a", "Exit code 1\n--- FAIL: TestParse (0.00s)\nFAIL", true),
-				sdktest.Usage(7+18240, 130, 0.00412),
+				sdktest.UsageOf(maxTurns),
 				sdktest.Error("claude-code ended with error_max_turns"),
-				sdktest.Done("9d2e7a40-1b6c-4f3e-8d5a-7c0b1e2f3d4c"),
+				sdktest.DoneWith("9d2e7a40-1b6c-4f3e-8d5a-7c0b1e2f3d4c", maxTurns),
 			},
 		},
 		{
@@ -141,4 +145,33 @@ func TestParseOddOutput(t *testing.T) {
 			Want:   []abi.Event{sdktest.Done("s1")},
 		},
 	})
+}
+
+// The real CLI's three resumed turns of one conversation (TestRealClaudeCodeResumedTurns…
+// records them), each replayed with the hint the turn before ended with: every result counts
+// the whole conversation, and every usage event is its own turn's.
+func TestParseResumedRecordingsReportEachTurnsOwnUsage(t *testing.T) {
+	const id = "01a1ba55-f503-4e18-b760-b16cddac3f23"
+	totals := []abi.Usage{
+		{InputTokens: 1000, OutputTokens: 10, CacheReadTokens: 100, CacheWriteTokens: 20, CostUSD: 0.00432},
+		{InputTokens: 3000, OutputTokens: 30, CacheReadTokens: 300, CacheWriteTokens: 60, CostUSD: 0.01296},
+		{InputTokens: 6000, OutputTokens: 60, CacheReadTokens: 600, CacheWriteTokens: 120, CostUSD: 0.02592},
+	}
+	turns := []abi.Usage{
+		{InputTokens: 1000, OutputTokens: 10, CacheReadTokens: 100, CacheWriteTokens: 20, CostUSD: 0.00432},
+		{InputTokens: 2000, OutputTokens: 20, CacheReadTokens: 200, CacheWriteTokens: 40, CostUSD: 0.00864},
+		{InputTokens: 3000, OutputTokens: 30, CacheReadTokens: 300, CacheWriteTokens: 60, CostUSD: 0.01296},
+	}
+	var recs []sdktest.Recording
+	resume := ""
+	for i := range turns {
+		done := sdktest.DoneWith(id, totals[i])
+		recs = append(recs, sdktest.Recording{
+			File:   fmt.Sprintf("real-resumed-%d.jsonl", i+1),
+			Resume: resume,
+			Want:   []abi.Event{sdktest.Message(fmt.Sprintf("Hello number %d.", i+1)), sdktest.UsageOf(turns[i]), done},
+		})
+		resume = done.Resume
+	}
+	sdktest.CheckRecordings(t, Harness{}, recs)
 }

@@ -97,8 +97,8 @@ func (Harness) Plan(req abi.PlanRequest) (abi.Plan, error) {
 		argv = append(argv, "-c", `model_reasoning_effort="`+req.Effort+`"`)
 	}
 	argv = append(argv, sandboxFlags[mode]...)
-	if req.Resume != "" {
-		argv = append(argv, "resume", req.Resume)
+	if id := sdk.ParseHint(req.Resume).ID; id != "" {
+		argv = append(argv, "resume", id)
 	}
 	argv = append(argv, "-")
 	if req.Credential != "" {

@@ -22,8 +22,8 @@ func TestPlan(t *testing.T) {
 			Want: abi.Plan{Argv: append(base, "-m", "gpt-5.4-mini", "-c", `model_reasoning_effort="xhigh"`, "--sandbox", "read-only", "-"), Stdin: "p"},
 		},
 		{
-			Name: "resume comes after every flag",
-			Req:  abi.PlanRequest{Prompt: "-x is a prompt", Mode: "workspace-write", Resume: "019a7c3e-5b21-7d40-9e8f-3c2a1b0d4e5f"},
+			Name: "resume of a hint's thread comes after every flag",
+			Req:  abi.PlanRequest{Prompt: "-x is a prompt", Mode: "workspace-write", Resume: `019a7c3e-5b21-7d40-9e8f-3c2a1b0d4e5f usage={"input_tokens":5}`},
 			Want: abi.Plan{
 				Argv:  append(base, "--sandbox", "workspace-write", "resume", "019a7c3e-5b21-7d40-9e8f-3c2a1b0d4e5f", "-"),
 				Stdin: "-x is a prompt",

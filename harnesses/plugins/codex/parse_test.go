@@ -1,6 +1,7 @@
 package codex
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/hangar-dev/hangar/harnesses/abi"
@@ -13,6 +14,8 @@ import (
 // reconnect notice is no error of the turn; real-killed ends, killed, after a reconnect notice
 // and reports its exit status with its last output.
 func TestParseRecordedRuns(t *testing.T) {
+	// Codex's input_tokens count the cached ones, which usage keeps apart.
+	fixTest := abi.Usage{InputTokens: 24763 - 24448, CacheReadTokens: 24448, OutputTokens: 422}
 	const unauthorized = "unexpected status 401 Unauthorized: Incorrect API key provided: sk-proj-****. You can find your API key at https://platform.openai.com/account/api-keys."
 	sdktest.CheckRecordings(t, Harness{}, []sdktest.Recording{
 		{
@@ -27,7 +30,7 @@ func TestParseRecordedRuns(t *testing.T) {
 				sdktest.CommandResult("item_3", "", false, 0),
 				sdktest.Message("Fixed the greeting and pushed the commit."),
 				sdktest.Usage(5400, 112, 0),
-				sdktest.Done("01a214f8-ff90-7a02-8be9-632b0cddd32a"),
+				sdktest.DoneWith("01a214f8-ff90-7a02-8be9-632b0cddd32a", abi.Usage{InputTokens: 5400, OutputTokens: 112}),
 			},
 		},
 		{
@@ -51,8 +54,8 @@ func TestParseRecordedRuns(t *testing.T) {
 				sdktest.ToolCall("item_5", "shell", `{"command":"/bin/bash -lc 'go test ./...'"}`),
 				sdktest.CommandResult("item_5", "ok  \texample.com/add\t0.002s\n", false, 0),
 				sdktest.Message("Fixed `Add` in `add.go`: it returned `a + b + 1`. The tests pass now."),
-				{Kind: abi.KindUsage, Usage: &abi.Usage{InputTokens: 24763, OutputTokens: 422}},
-				sdktest.Done("019a7c3e-5b21-7d40-9e8f-3c2a1b0d4e5f"),
+				sdktest.UsageOf(fixTest),
+				sdktest.DoneWith("019a7c3e-5b21-7d40-9e8f-3c2a1b0d4e5f", fixTest),
 			},
 		},
 		{
@@ -112,4 +115,27 @@ func TestParseOddOutput(t *testing.T) {
 			},
 		},
 	})
+}
+
+// The real CLI's three resumed turns of one thread (TestRealCodexResumedTurns… records them),
+// each replayed with the hint the turn before ended with: every turn.completed counts the whole
+// thread, and every usage event is its own turn's.
+func TestParseResumedRecordingsReportEachTurnsOwnUsage(t *testing.T) {
+	const id = "01a2378b-9531-7400-b889-f7cc911800ba"
+	var recs []sdktest.Recording
+	resume := ""
+	for i := range 3 {
+		n := int64(i + 1)
+		// The fake model's turn n: 1000n input tokens, 100n of them cached, and 10n output.
+		turn := abi.Usage{InputTokens: 900 * n, CacheReadTokens: 100 * n, OutputTokens: 10 * n}
+		total := abi.Usage{InputTokens: 900 * n * (n + 1) / 2, CacheReadTokens: 100 * n * (n + 1) / 2, OutputTokens: 10 * n * (n + 1) / 2}
+		done := sdktest.DoneWith(id, total)
+		recs = append(recs, sdktest.Recording{
+			File:   fmt.Sprintf("real-resumed-%d.jsonl", n),
+			Resume: resume,
+			Want:   []abi.Event{sdktest.Message(fmt.Sprintf("Hello number %d.", n)), sdktest.UsageOf(turn), done},
+		})
+		resume = done.Resume
+	}
+	sdktest.CheckRecordings(t, Harness{}, recs)
 }

@@ -52,6 +52,14 @@ func Usage(in, out int64, cost float64) abi.Event {
 	return abi.Event{Kind: abi.KindUsage, Usage: &abi.Usage{InputTokens: in, OutputTokens: out, CostUSD: cost}}
 }
 
+// UsageOf is a turn's usage, cache reads and writes included.
+func UsageOf(u abi.Usage) abi.Event { return abi.Event{Kind: abi.KindUsage, Usage: &u} }
+
+// DoneWith ends a turn of conversation id, whose usage totals are now totals (sdk.Hint).
+func DoneWith(id string, totals abi.Usage) abi.Event {
+	return Done(sdk.Hint{ID: id, Totals: totals}.String())
+}
+
 // Error is an error the harness reported.
 func Error(text string) abi.Event { return abi.Event{Kind: abi.KindError, Text: text} }
 
@@ -117,6 +125,8 @@ type Recording struct {
 	// replayed after stdout.
 	Stderr string
 	Status int
+	// Resume is the resume hint of the turn before ("" for a first turn).
+	Resume string
 	Want   []abi.Event
 }
 
@@ -138,7 +148,7 @@ func CheckRecordings(t *testing.T, h sdk.Harness, recs []Recording) {
 			}
 			for _, size := range []int{1, 7, 100, max(len(stdout), len(stderr))} {
 				reqs := append(sdk.Chunked("stdout", string(stdout), size), sdk.Chunked("stderr", string(stderr), size)...)
-				got, err := sdk.Replay(h, append(reqs, sdk.Exited(rec.Status))...)
+				got, err := sdk.ReplayResumed(h, rec.Resume, append(reqs, sdk.Exited(rec.Status))...)
 				if err != nil {
 					t.Fatal(err)
 				}
