@@ -29,9 +29,9 @@ func ClientToolCall(id, name, input string) abi.Event {
 	return e
 }
 
-// ToolResult is what tool call id gave.
-func ToolResult(id, text string, isError bool) abi.Event {
-	return abi.Event{Kind: abi.KindToolResult, ToolCallID: id, Text: text, IsError: isError}
+// ToolResult is what tool call id, of the tool name, gave.
+func ToolResult(id, name, text string, isError bool) abi.Event {
+	return abi.Event{Kind: abi.KindToolResult, ToolCallID: id, ToolName: name, Text: text, IsError: isError}
 }
 
 // Under is e as a subagent's event, started by the tool call parent.
@@ -40,9 +40,9 @@ func Under(parent string, e abi.Event) abi.Event {
 	return e
 }
 
-// CommandResult is what tool call id, a command, gave, with its exit code.
-func CommandResult(id, text string, isError bool, exitCode int) abi.Event {
-	e := ToolResult(id, text, isError)
+// CommandResult is what tool call id, a command of the tool name, gave, with its exit code.
+func CommandResult(id, name, text string, isError bool, exitCode int) abi.Event {
+	e := ToolResult(id, name, text, isError)
 	e.ExitCode = &exitCode
 	return e
 }
