@@ -175,6 +175,24 @@ func (s *Server) Credentials() []string {
 	return creds
 }
 
+// Models is every model the fake's conversations (Messages and Responses requests) asked for,
+// once each.
+func (s *Server) Models() []string {
+	var models []string
+	for _, r := range s.Requests() {
+		var body struct {
+			Model string `json:"model"`
+		}
+		if !strings.HasSuffix(r.Path, "/messages") && !strings.HasSuffix(r.Path, "/responses") || json.Unmarshal(r.Body, &body) != nil {
+			continue
+		}
+		if body.Model != "" && !slices.Contains(models, body.Model) {
+			models = append(models, body.Model)
+		}
+	}
+	return models
+}
+
 func (s *Server) record(r *http.Request, body []byte) {
 	s.mu.Lock()
 	defer s.mu.Unlock()

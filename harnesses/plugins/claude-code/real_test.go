@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	"github.com/hangar-dev/hangar/harnesses/abi"
@@ -46,7 +47,8 @@ func TestRealClaudeCodeAgainstTheFakeAPI(t *testing.T) {
 // The real Claude Code CLI, resumed turn after turn, prints the whole conversation's totals in
 // every result; each turn's usage event is that turn's own, as the fake model reported it, with
 // its cache reads and writes apart. Its stdout is testdata/real-resumed-N.jsonl, rewritten with
-// -update-captures, which TestParseResumedRecordings replays.
+// -update-captures, which TestParseResumedRecordings replays. The plans name no model, so the
+// CLI runs the descriptor's default.
 func TestRealClaudeCodeResumedTurnsReportTheirOwnUsage(t *testing.T) {
 	bin := modelfake.CLI(t, "claude")
 	fake := modelfake.Start(modelfake.ResumedTurns()...)
@@ -58,6 +60,10 @@ func TestRealClaudeCodeResumedTurnsReportTheirOwnUsage(t *testing.T) {
 		}
 		return plan
 	}, t.TempDir())
+	// The plans named no model: the descriptor's default reached the CLI.
+	if models := fake.Models(); !slices.Equal(models, []string{"claude-sonnet-4-6"}) {
+		t.Errorf("the CLI asked for models %q, want only the descriptor's default", models)
+	}
 	for i, evs := range events {
 		n := int64(i + 1)
 		want := abi.Usage{InputTokens: 1000 * n, OutputTokens: 10 * n, CacheReadTokens: 100 * n, CacheWriteTokens: 20 * n}

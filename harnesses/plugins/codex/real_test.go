@@ -97,19 +97,24 @@ func TestRealCodexKilledWhileReconnecting(t *testing.T) {
 // The real Codex CLI, resumed turn after turn (`codex exec resume`), prints the whole
 // conversation's totals in every turn.completed; each turn's usage event is that turn's own, as
 // the fake model reported it, its cached input apart. Its stdout is testdata/real-resumed-N.jsonl,
-// rewritten with -update-captures, which TestParseResumedRecordings… replays.
+// rewritten with -update-captures, which TestParseResumedRecordings… replays. The plans name no
+// model, so the CLI runs the descriptor's default.
 func TestRealCodexResumedTurnsReportTheirOwnUsage(t *testing.T) {
 	bin := modelfake.CLI(t, "codex")
 	fake := modelfake.Start(modelfake.ResumedTurns()...)
 	defer fake.Close()
 	runs, events := modelfake.RunResumed(t, Harness{}, bin, modelfake.ResumedPrompts, func(prompt, resume string) abi.Plan {
-		plan, err := Harness{}.Plan(abi.PlanRequest{Prompt: prompt, Model: "gpt-5.5", Resume: resume, Env: map[string]string{"OPENAI_API_KEY": key}})
+		plan, err := Harness{}.Plan(abi.PlanRequest{Prompt: prompt, Resume: resume, Env: map[string]string{"OPENAI_API_KEY": key}})
 		if err != nil {
 			t.Fatal(err)
 		}
 		plan.Argv = slices.Insert(slices.Clone(plan.Argv), 2, "-c", `openai_base_url="`+fake.URL+`/v1"`)
 		return plan
 	}, t.TempDir())
+	// The plans named no model: the descriptor's default reached the CLI.
+	if models := fake.Models(); !slices.Equal(models, []string{"gpt-5.5"}) {
+		t.Errorf("the CLI asked for models %q, want only the descriptor's default", models)
+	}
 	for i, evs := range events {
 		n := int64(i + 1)
 		// OpenAI's input_tokens count the cached ones.
