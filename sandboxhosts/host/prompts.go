@@ -216,7 +216,8 @@ func (h *Host) changeQueued(ctx context.Context, b *box, id string, change func(
 	return p, err
 }
 
-// Interrupt stops the running turn: its process group is killed and the prompt ends
+// Interrupt stops the running turn: its whole process tree is killed (the supervisor's cancel:
+// a tool's command in a session of its own and a background job too) and the prompt ends
 // interrupted. The queue goes on with the next prompt.
 func (h *Host) Interrupt(ctx context.Context, req *connect.Request[appv1.InterruptRequest]) (*connect.Response[appv1.InterruptResponse], error) {
 	b, err := h.live(req.Msg.GetSessionId())
@@ -571,7 +572,15 @@ func (ps *parser) parse(ctx context.Context, req abi.ParseRequest) {
 		return
 	}
 	ps.state = res.State
+	ps.a.mu.Lock()
+	interrupted := ps.t.interrupted
+	ps.a.mu.Unlock()
 	for _, e := range res.Events {
+		if interrupted && e.Kind == abi.KindError {
+			// The interrupt killed the turn, as its interrupted event says: the plugin's
+			// account of the death (exit status 137, the harness's last stderr) is no error.
+			continue
+		}
 		ps.record(e, "")
 		if e.Kind == abi.KindToolCall && e.Client && e.ToolCallID != "" {
 			ps.await(e)
