@@ -29,8 +29,9 @@
 //
 //   - "exec": starts Argv in its own process group, as a child subreaper (tree.go), stdout and
 //     stderr on separate pipes, then streams like attach from offset 0. Stdin is a pipe the
-//     supervisor writes Request.Stdin to and then closes, or /dev/null when Stdin is empty; whatever is still unwritten when every
-//     reader has closed stdin, or when the main process exits, is dropped. With KeepStdin the
+//     supervisor writes Request.Stdin to and then closes, or /dev/null when Stdin is empty;
+//     whatever is still unwritten when every reader has closed stdin, or when the main process
+//     exits, is dropped. With KeepStdin the
 //     pipe stays open after Stdin (even an empty one) for "stdin" requests, until one closes it
 //     or the main process exits. An ExecID that already
 //     exists attaches to that exec instead of starting a second process (Started.Attached is
