@@ -146,6 +146,7 @@ func TestRealAgentsEditCommitAndPushThroughTheEgressProxy(t *testing.T) {
 				t.Logf("%s %s", e.GetKind(), e.GetPayloadJson())
 			}
 			checkTurn(t, r, events)
+			s.sessionUsageIsItsEvents(t, sid, events)
 
 			if creds := fakes[r.harness].Credentials(); !slices.Equal(creds, []string{r.key}) {
 				t.Errorf("the %s fake was sent credentials %q, want only the real key", r.api, creds)
@@ -251,12 +252,17 @@ func checkTurn(t *testing.T, r agentRun, events []turnEvent) {
 	t.Helper()
 	var called, answered, said []string
 	usage := 0
+	names := map[string]string{} // tool calls' names by id
 	for _, e := range events {
 		switch e.Kind {
 		case "tool.call":
 			called = append(called, e.ToolName)
+			names[e.ToolCallID] = e.ToolName
 		case "tool.result":
 			answered = append(answered, e.ToolCallID)
+			if e.ToolName == "" || e.ToolName != names[e.ToolCallID] {
+				t.Errorf("the result of %s names tool %q, want its call's %q", e.ToolCallID, e.ToolName, names[e.ToolCallID])
+			}
 		case "assistant.message":
 			said = append(said, e.Text)
 		case "usage":
@@ -284,6 +290,38 @@ func checkTurn(t *testing.T, r agentRun, events []turnEvent) {
 	}
 	if last := events[len(events)-1]; last.Kind != "turn.done" {
 		t.Errorf("the last event is %s, want turn.done", last.Kind)
+	}
+}
+
+// sessionUsageIsItsEvents checks that the session's usage, as GetSession shows it, is the sum
+// of its turn's usage events, cache tokens apart.
+func (s *sandboxStack) sessionUsageIsItsEvents(t *testing.T, session string, events []turnEvent) {
+	t.Helper()
+	type usage struct {
+		InputTokens      int64 `json:"input_tokens"`
+		OutputTokens     int64 `json:"output_tokens"`
+		CacheReadTokens  int64 `json:"cache_read_tokens"`
+		CacheWriteTokens int64 `json:"cache_write_tokens"`
+	}
+	var sum usage
+	for _, e := range events {
+		if e.Kind != "usage" {
+			continue
+		}
+		var u usage
+		if err := json.Unmarshal(e.Usage, &u); err != nil {
+			t.Fatalf("usage %s: %v", e.Usage, err)
+		}
+		sum = usage{sum.InputTokens + u.InputTokens, sum.OutputTokens + u.OutputTokens, sum.CacheReadTokens + u.CacheReadTokens, sum.CacheWriteTokens + u.CacheWriteTokens}
+	}
+	got, err := s.svc.GetSession(t.Context(), connect.NewRequest(&appv1.GetSessionRequest{SessionId: session}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := got.Msg.GetSession().GetUsage()
+	if u.GetInputTokens() != sum.InputTokens || u.GetOutputTokens() != sum.OutputTokens ||
+		u.GetCacheReadTokens() != sum.CacheReadTokens || u.GetCacheWriteTokens() != sum.CacheWriteTokens {
+		t.Errorf("the session's usage is %v, want its events' sum %+v", u, sum)
 	}
 }
 

@@ -470,3 +470,29 @@ func TestClientToolCallsOfTheBashHarness(t *testing.T) {
 	_, err = complete("no-such-session", "toolu_1", `{}`)
 	testenv.WantCode(t, err, connect.CodeNotFound)
 }
+
+// An interrupt ends the whole turn: a command the turn put in a session of its own and a
+// background job whose shell already exited die with it, as tools' commands run (Claude Code's
+// Bash tool, Codex's commands); the turn ends interrupted, with no error for the kill.
+func TestInterruptedTurnLeavesNoProcessBehind(t *testing.T) {
+	testenv.RequirePlugins(t)
+	s := newSandboxStack(t, 1, nil)
+	ctx := context.Background()
+	prompt := "busybox setsid sleep 301 & busybox setsid sh -c 'sleep 302 &'; echo started; sleep 600"
+	id := s.create(t, &appv1.CreateSessionRequest{Mode: "agent", Prompt: ptr(prompt), PromptId: ptr("long")})
+	testkit.Eventually(t, 30*time.Second, "the turn's background jobs started", func() (bool, string) {
+		out := s.sh(t, id, "ps -o args")
+		return strings.Contains(out, "sleep 301") && strings.Contains(out, "sleep 302") && strings.Contains(out, "sleep 600"), out
+	})
+	if _, err := s.svc.Interrupt(ctx, connect.NewRequest(&appv1.InterruptRequest{SessionId: id, Source: "test"})); err != nil {
+		t.Fatal(err)
+	}
+	events := s.waitEvent(t, id, "turn.done", "long")
+	if got := kindsOf(events); !strings.Contains(got, "interrupted") || strings.Contains(got, "error") {
+		t.Errorf("the interrupted turn's events are %s, want interrupted and no error: %+v", got, events)
+	}
+	testkit.Eventually(t, 30*time.Second, "no process of the turn left", func() (bool, string) {
+		out := s.sh(t, id, "ps -o args")
+		return !strings.Contains(out, "sleep 30") && !strings.Contains(out, "sleep 600"), out
+	})
+}

@@ -28,6 +28,8 @@ import (
 )
 
 func main() {
+	// Started as an exec's shim, it runs the exec's command instead (and never returns).
+	supervisor.RunShimIfAsked()
 	log.SetFlags(0)
 	log.SetPrefix("hangar-supervisor: ")
 	if err := run(); err != nil {

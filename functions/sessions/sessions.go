@@ -739,6 +739,12 @@ func (s *Service) toProto(r *sessiondb.Record, shown string) *appv1.Session {
 		CreatedAt: clock.Format(r.CreatedAt), LastActiveAt: clock.Format(r.LastActiveAt),
 		LastEventAt: clock.FormatPtr(r.LastEventAt),
 	}
+	if u := r.Usage; u != (sessiondb.Usage{}) {
+		p.Usage = &appv1.Usage{
+			InputTokens: u.InputTokens, OutputTokens: u.OutputTokens, CacheReadTokens: u.CacheReadTokens,
+			CacheWriteTokens: u.CacheWriteTokens, CostUsd: u.CostUSD,
+		}
+	}
 	if r.HostID != "" {
 		p.HostId = &r.HostID
 	}

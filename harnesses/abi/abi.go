@@ -66,6 +66,14 @@
 // carrying a credential are never logged. Credential and Secret were added to version 1 without
 // changing it, as the client-side tool fields were.
 //
+// # Usage
+//
+// A usage event is what the turn's run cost, that run alone: a harness that prints the whole
+// conversation's totals on a resumed turn (as Claude Code and Codex do) has its parser report
+// what they add to the totals of the turn before, which it carries in its resume hint
+// (Event.Resume of turn.done, handed back as ParseRequest.Resume). Usage's cache fields and
+// ParseRequest.Resume were added to version 1 without changing it.
+//
 // # Subagents and commands
 //
 // Event.ParentToolCallID ties a subagent's events to the tool call that started the subagent,
@@ -202,6 +210,9 @@ type ParseRequest struct {
 	// Final is set once, after the process exited, with ExitStatus; Chunk is then empty.
 	Final      bool `json:"final,omitempty"`
 	ExitStatus int  `json:"exit_status,omitempty"`
+	// Resume is the run's PlanRequest.Resume ("" for a first turn), on every request of the
+	// run: what the previous turn reported, so a parser can carry its totals (see "Usage").
+	Resume string `json:"resume,omitempty"`
 }
 
 // ParseResult is what a chunk meant.
@@ -260,11 +271,24 @@ type ToolResult struct {
 	State string `json:"state,omitempty"`
 }
 
-// Usage is what a turn cost.
+// Usage is what a turn cost. InputTokens counts the input tokens neither read from nor written
+// to the prompt cache, which CacheReadTokens and CacheWriteTokens count: the four add up to the
+// input the model was sent.
 type Usage struct {
-	InputTokens  int64   `json:"input_tokens,omitempty"`
-	OutputTokens int64   `json:"output_tokens,omitempty"`
-	CostUSD      float64 `json:"cost_usd,omitempty"`
+	InputTokens      int64   `json:"input_tokens,omitempty"`
+	OutputTokens     int64   `json:"output_tokens,omitempty"`
+	CacheReadTokens  int64   `json:"cache_read_tokens,omitempty"`
+	CacheWriteTokens int64   `json:"cache_write_tokens,omitempty"`
+	CostUSD          float64 `json:"cost_usd,omitempty"`
+}
+
+// Add is u and v summed.
+func (u Usage) Add(v Usage) Usage {
+	return Usage{
+		InputTokens: u.InputTokens + v.InputTokens, OutputTokens: u.OutputTokens + v.OutputTokens,
+		CacheReadTokens: u.CacheReadTokens + v.CacheReadTokens, CacheWriteTokens: u.CacheWriteTokens + v.CacheWriteTokens,
+		CostUSD: u.CostUSD + v.CostUSD,
+	}
 }
 
 // Kinds lists the event kinds of version 1.

@@ -23,6 +23,22 @@ func ResolveMode(d abi.Descriptor, mode string) (string, error) {
 	return "", fmt.Errorf("%s has no mode %q (modes: %s)", d.Name, mode, strings.Join(ids, ", "))
 }
 
+// ResolveModel returns the model a PlanRequest asks for: model itself (a model d does not list
+// is no error: a router may offer it), else d's default model ("" when d marks none). A harness
+// passes it to its CLI, so the model a session runs on is the one the descriptor shows, not
+// whatever the CLI's release defaults to.
+func ResolveModel(d abi.Descriptor, model string) string {
+	if model != "" {
+		return model
+	}
+	for _, m := range d.Models {
+		if m.Default {
+			return m.ID
+		}
+	}
+	return ""
+}
+
 // CheckEffort reports an error when effort is neither "" nor one of d's effort levels.
 func CheckEffort(d abi.Descriptor, effort string) error {
 	if effort == "" {

@@ -84,3 +84,25 @@ func TestEnvLetsTheCallerWin(t *testing.T) {
 		t.Fatalf("Env changed its argument: %v", base)
 	}
 }
+
+func TestResolveModelFallsBackToTheDefault(t *testing.T) {
+	d := abi.Descriptor{Name: "h", Models: []abi.Option{{ID: "small"}, {ID: "big", Default: true}}}
+	tests := []struct {
+		name  string
+		d     abi.Descriptor
+		model string
+		want  string
+	}{
+		{name: "none asked runs the default", d: d, want: "big"},
+		{name: "a listed model is kept", d: d, model: "small", want: "small"},
+		{name: "an unlisted model is kept, as a router offers", d: d, model: "router/next", want: "router/next"},
+		{name: "no default leaves the CLI's own", d: abi.Descriptor{Name: "h", Models: []abi.Option{{ID: "small"}}}, want: ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := ResolveModel(tt.d, tt.model); got != tt.want {
+				t.Fatalf("ResolveModel(%q) = %q, want %q", tt.model, got, tt.want)
+			}
+		})
+	}
+}

@@ -13,9 +13,37 @@ type Output struct {
 	Stdout LineBuffer `json:"stdout,omitzero"`
 	Stderr LineBuffer `json:"stderr,omitzero"`
 	Turn   Turn       `json:"turn,omitzero"`
+	// Calls are the names of the tool calls reported and not answered yet, by id: a tool.result
+	// is reported with its call's name (abi.Event.ToolName), so filters by tool find results too.
+	Calls map[string]string `json:"calls,omitempty"`
+}
+
+// named gives each tool.result without a ToolName that of its call, reported in this run.
+func (o *Output) named(events []abi.Event) []abi.Event {
+	for i, e := range events {
+		switch e.Kind {
+		case abi.KindToolCall:
+			if o.Calls == nil {
+				o.Calls = map[string]string{}
+			}
+			o.Calls[e.ToolCallID] = e.ToolName
+		case abi.KindToolResult:
+			if e.ToolName == "" {
+				events[i].ToolName = o.Calls[e.ToolCallID]
+			}
+			delete(o.Calls, e.ToolCallID)
+		}
+	}
+	return events
 }
 
 func (o *Output) output() *Output { return o }
+
+// Starter is a LineReader that, at the first request of a run, is told the run's resume hint
+// (abi.ParseRequest.Resume), such as the totals a Hint carries.
+type Starter interface {
+	Start(resume string)
+}
 
 // LineReader is the State of a parser for ParseLines: an Output (embedded) and what Read needs.
 type LineReader interface {
@@ -27,7 +55,8 @@ type LineReader interface {
 // ParseLines is Harness.Parse for a parser whose State is S: it decodes S from req.State, hands
 // Read each stdout line req completes (and the unfinished last one once the process exited),
 // its JSON strings clipped to abi.MaxString (abi.ClipStrings) as a host does,
-// keeps stderr lines as diagnostics of the Turn, ends the Turn with the exit status when the run
+// tells a Starter the resume hint at the run's first request, names each tool.result after
+// its tool.call (Output.Calls), keeps stderr lines as diagnostics of the Turn, ends the Turn with the exit status when the run
 // is over, and encodes S again.
 func ParseLines[S any, P interface {
 	*S
@@ -37,6 +66,9 @@ func ParseLines[S any, P interface {
 	p := P(&st)
 	if err := DecodeState(req.State, p); err != nil {
 		return abi.ParseResult{}, err
+	}
+	if s, ok := any(p).(Starter); ok && req.State == "" {
+		s.Start(req.Resume)
 	}
 	events, err := p.output().parse(req, p.Read)
 	if err != nil {
@@ -52,7 +84,7 @@ func (o *Output) parse(req abi.ParseRequest, read func(line string) []abi.Event)
 	switch req.Stream {
 	case "stdout":
 		for _, line := range o.Stdout.Feed(req.Chunk) {
-			events = append(events, read(abi.ClipStrings(line, abi.MaxString))...)
+			events = append(events, o.named(read(abi.ClipStrings(line, abi.MaxString)))...)
 		}
 	case "stderr":
 		for _, line := range o.Stderr.Feed(req.Chunk) {
@@ -65,7 +97,7 @@ func (o *Output) parse(req abi.ParseRequest, read func(line string) []abi.Event)
 	}
 	if req.Final {
 		if line, ok := o.Stdout.Flush(); ok {
-			events = append(events, read(abi.ClipStrings(line, abi.MaxString))...)
+			events = append(events, o.named(read(abi.ClipStrings(line, abi.MaxString)))...)
 		}
 		if line, ok := o.Stderr.Flush(); ok {
 			o.Turn.Note(line)

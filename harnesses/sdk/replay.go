@@ -13,10 +13,16 @@ import (
 // kind abi does not describe, which the host would refuse, is an error. It lets a plugin's parser
 // be tested natively on recorded output.
 func Replay(h Harness, requests ...abi.ParseRequest) ([]abi.Event, error) {
+	return ReplayResumed(h, "", requests...)
+}
+
+// ReplayResumed is Replay of a run that resumes a conversation with the hint resume, as the host
+// hands every request of such a run (abi.ParseRequest.Resume).
+func ReplayResumed(h Harness, resume string, requests ...abi.ParseRequest) ([]abi.Event, error) {
 	var events []abi.Event
 	state := ""
 	for i, req := range requests {
-		req.State = state
+		req.State, req.Resume = state, resume
 		res, err := h.Parse(req)
 		if err != nil {
 			return events, fmt.Errorf("parse request %d: %w", i, err)

@@ -1,6 +1,7 @@
 package sdk
 
 import (
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -60,21 +61,43 @@ func TestTurnErrorReportsARepeatOnce(t *testing.T) {
 func TestTurnNoteKeepsTheTail(t *testing.T) {
 	var turn Turn
 	turn.Note("   ")
-	if turn.Diagnostics != "" {
-		t.Fatalf("a blank line was kept: %q", turn.Diagnostics)
+	if turn.Tail() != "" {
+		t.Fatalf("a blank line was kept: %q", turn.Tail())
 	}
 	for i := 0; i < 1000; i++ {
 		turn.Note("line of noise ü")
 	}
 	turn.Note("the real reason")
-	d := turn.Diagnostics
+	d := turn.Tail()
 	if len(d) > MaxDiagnostics || !strings.HasSuffix(d, "\nthe real reason") || !strings.HasPrefix(d, "line of noise ü\n") {
 		t.Fatalf("diagnostics of %d bytes: %q...%q", len(d), d[:20], d[len(d)-20:])
 	}
 
 	var long Turn
 	long.Note(strings.Repeat("é", MaxDiagnostics))
-	if len(long.Diagnostics) > MaxDiagnostics || !utf8.ValidString(long.Diagnostics) {
-		t.Fatalf("one long line kept as %d bytes, valid UTF-8 %v", len(long.Diagnostics), utf8.ValidString(long.Diagnostics))
+	if len(long.Tail()) > MaxDiagnostics || !utf8.ValidString(long.Tail()) {
+		t.Fatalf("one long line kept as %d bytes, valid UTF-8 %v", len(long.Tail()), utf8.ValidString(long.Tail()))
+	}
+}
+
+// What Note keeps in its buffer is in the state a parse hands back, and the next parse's notes
+// add to it.
+func TestTurnNotesSurviveTheState(t *testing.T) {
+	var turn Turn
+	for i := range 3 * MaxDiagnostics {
+		turn.Note(fmt.Sprintf("noise %d", i))
+	}
+	turn.Note("before the state")
+	state, err := EncodeState(&turn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var next Turn
+	if err := DecodeState(state, &next); err != nil {
+		t.Fatal(err)
+	}
+	next.Note("after it")
+	if d := next.Tail(); len(d) > MaxDiagnostics || !strings.HasSuffix(d, "\nbefore the state\nafter it") {
+		t.Fatalf("diagnostics of %d bytes ending %q", len(d), d[max(len(d)-40, 0):])
 	}
 }

@@ -86,7 +86,7 @@ func (s *Server) messages(w http.ResponseWriter, r *http.Request) {
 	msg := map[string]any{
 		"id": nextID("msg"), "type": "message", "role": "assistant", "model": model,
 		"content": []any{}, "stop_reason": nil, "stop_sequence": nil,
-		"usage": map[string]any{"input_tokens": st.InputTokens, "output_tokens": 1, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0},
+		"usage": map[string]any{"input_tokens": st.InputTokens, "output_tokens": 1, "cache_creation_input_tokens": st.CacheWriteTokens, "cache_read_input_tokens": st.CacheReadTokens},
 	}
 	var content []any
 	if st.Text != "" {

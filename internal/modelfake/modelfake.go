@@ -53,8 +53,12 @@ type Step struct {
 	Text string
 	// Tool, when set, is the tool the model then calls; the answer stops for its result.
 	Tool *ToolCall
-	// InputTokens and OutputTokens are the usage the answer reports.
-	InputTokens, OutputTokens int64
+	// InputTokens and OutputTokens are the usage the answer reports; CacheReadTokens and
+	// CacheWriteTokens the prompt-cache tokens it reports beside them (Anthropic's
+	// cache_read_input_tokens and cache_creation_input_tokens; OpenAI counts only reads, as
+	// cached_tokens, a part of input_tokens).
+	InputTokens, OutputTokens         int64
+	CacheReadTokens, CacheWriteTokens int64
 	// Drop ends the response stream abruptly after its first event, the way a broken
 	// connection does, so the CLI has to retry. Only the first DropTimes requests of this step
 	// are dropped; the retry is answered.
@@ -169,6 +173,24 @@ func (s *Server) Credentials() []string {
 		}
 	}
 	return creds
+}
+
+// Models is every model the fake's conversations (Messages and Responses requests) asked for,
+// once each.
+func (s *Server) Models() []string {
+	var models []string
+	for _, r := range s.Requests() {
+		var body struct {
+			Model string `json:"model"`
+		}
+		if !strings.HasSuffix(r.Path, "/messages") && !strings.HasSuffix(r.Path, "/responses") || json.Unmarshal(r.Body, &body) != nil {
+			continue
+		}
+		if body.Model != "" && !slices.Contains(models, body.Model) {
+			models = append(models, body.Model)
+		}
+	}
+	return models
 }
 
 func (s *Server) record(r *http.Request, body []byte) {

@@ -125,7 +125,7 @@ func (s *Server) responses(w http.ResponseWriter, r *http.Request) {
 	}
 	done["status"], done["output"] = "completed", output
 	done["usage"] = map[string]any{
-		"input_tokens": st.InputTokens, "input_tokens_details": map[string]any{"cached_tokens": 0},
+		"input_tokens": st.InputTokens, "input_tokens_details": map[string]any{"cached_tokens": st.CacheReadTokens},
 		"output_tokens": st.OutputTokens, "output_tokens_details": map[string]any{"reasoning_tokens": 0},
 		"total_tokens": st.InputTokens + st.OutputTokens,
 	}

@@ -248,3 +248,33 @@ func AgentImage(tb testing.TB) v1.Image {
 	testkit.Missing(tb, fmt.Sprintf("the agent image is needed in %s: run `make agent-image` (%v)", AgentImageDir, err))
 	return nil
 }
+
+// RunResumed runs each of prompts as one turn of one conversation in dir, with the same HOME
+// (where the CLIs keep their conversations), planning each with the previous turn's resume
+// hint through plan, and returns the runs. The parse of each turn is handed that hint too.
+func RunResumed(t *testing.T, h sdk.Harness, bin string, prompts []string, plan func(prompt, resume string) abi.Plan, dir string) (runs []Run, events [][]abi.Event) {
+	t.Helper()
+	home, resume := t.TempDir(), ""
+	for i, p := range prompts {
+		pl := plan(p, resume)
+		env := map[string]string{"HOME": home}
+		for k, v := range pl.Env {
+			env[k] = v
+		}
+		run := RunCLI(t, bin, pl.Argv, env, pl.Stdin, dir, "")
+		if run.ExitStatus != 0 {
+			t.Fatalf("turn %d: exit status %d; stderr:\n%s", i+1, run.ExitStatus, run.Stderr)
+		}
+		evs, err := sdk.ReplayResumed(h, resume, append(sdk.Chunked("stdout", run.Stdout, 4096), sdk.Exited(0))...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		last := evs[len(evs)-1]
+		if last.Kind != abi.KindTurnDone || last.Resume == "" {
+			t.Fatalf("turn %d ended with %+v, want turn.done with a conversation to resume", i+1, last)
+		}
+		resume = last.Resume
+		runs, events = append(runs, run), append(events, evs)
+	}
+	return runs, events
+}

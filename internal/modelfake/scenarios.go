@@ -1,6 +1,9 @@
 package modelfake
 
-import "path/filepath"
+import (
+	"fmt"
+	"path/filepath"
+)
 
 // The scenarios the tests of the real CLIs play: the model edits a file of a git repository
 // with the CLI's own tools, commits and pushes, then answers. Each is keyed on Prompt.
@@ -89,4 +92,23 @@ func ClaudeCodeToolTurn() Script {
 		{Text: "Let me read it.", Tool: &ToolCall{Name: "Read", Input: map[string]any{"file_path": ToolTurnFile}}, InputTokens: 1200, OutputTokens: 20},
 		{Text: ToolTurnAnswer, InputTokens: 1300, OutputTokens: 8},
 	}}
+}
+
+// ResumedPrompts are the prompts of ResumedTurns, one a turn of one conversation.
+var ResumedPrompts = []string{"Resumed turn one: say hello.", "Resumed turn two: say it again.", "Resumed turn three: and once more."}
+
+// ResumedTurns answers each of ResumedPrompts with text and no tool, each turn with usage of its
+// own (cache reads and writes too), so that a CLI resuming the conversation shows how it counts
+// a later turn. A resumed conversation holds the earlier prompts, so the latest turn's script
+// comes first.
+func ResumedTurns() []Script {
+	var scripts []Script
+	for i, p := range ResumedPrompts {
+		n := int64(i + 1)
+		scripts = append([]Script{{Match: p, Steps: []Step{{
+			Text: fmt.Sprintf("Hello number %d.", n), InputTokens: 1000 * n, OutputTokens: 10 * n,
+			CacheReadTokens: 100 * n, CacheWriteTokens: 20 * n,
+		}}}}, scripts...)
+	}
+	return scripts
 }

@@ -133,6 +133,32 @@ func (s *Store) changePrompt(ctx context.Context, id, promptID string, held *Pro
 	return p, nil
 }
 
+// Usage is what an agent session's turns cost: tokens of input (the prompt cache's reads and
+// writes apart) and output, and dollars.
+type Usage struct {
+	InputTokens      int64   `firestore:"input_tokens"`
+	OutputTokens     int64   `firestore:"output_tokens"`
+	CacheReadTokens  int64   `firestore:"cache_read_tokens"`
+	CacheWriteTokens int64   `firestore:"cache_write_tokens"`
+	CostUSD          float64 `firestore:"cost_usd"`
+}
+
+// AddUsage adds a turn's usage to the session's totals, in one write that needs no read (the
+// increments commute), so that the API shows a session's totals without summing its events.
+func (s *Store) AddUsage(ctx context.Context, id string, u Usage) error {
+	_, err := s.doc(id).Update(ctx, []firestore.Update{
+		{Path: "usage.input_tokens", Value: firestore.Increment(u.InputTokens)},
+		{Path: "usage.output_tokens", Value: firestore.Increment(u.OutputTokens)},
+		{Path: "usage.cache_read_tokens", Value: firestore.Increment(u.CacheReadTokens)},
+		{Path: "usage.cache_write_tokens", Value: firestore.Increment(u.CacheWriteTokens)},
+		{Path: "usage.cost_usd", Value: firestore.Increment(u.CostUSD)},
+	})
+	if err != nil {
+		return fmt.Errorf("add usage to session %s: %w", id, err)
+	}
+	return nil
+}
+
 // SetHarnessResume records what the harness's last turn said to continue its conversation.
 func (s *Store) SetHarnessResume(ctx context.Context, id, resume string) error {
 	if _, err := s.doc(id).Update(ctx, []firestore.Update{{Path: "harness_resume", Value: resume}}); err != nil {

@@ -77,6 +77,8 @@ type Record struct {
 	Harness       string `firestore:"harness"`
 	HarnessMode   string `firestore:"harness_mode"`
 	HarnessResume string `firestore:"harness_resume"`
+	// Usage is what the harness's turns cost so far, the sum of their usage events (AddUsage).
+	Usage Usage `firestore:"usage"`
 	// AgentWorkdir is where the harness runs when its plan names no directory: the first repo
 	// cloned at the session's start ("" for the image's working directory). Set at creation.
 	AgentWorkdir string `firestore:"agent_workdir,omitempty"`

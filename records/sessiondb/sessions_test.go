@@ -364,3 +364,35 @@ func TestCreateStopsAtTheOwnersLiveSessionLimit(t *testing.T) {
 		t.Errorf("racing creates: %d created, %d live (%v); want %d", created, n, err, limit)
 	}
 }
+
+// Turns' usage adds up in the session's record, however many land at once.
+func TestAddUsageSumsConcurrentTurns(t *testing.T) {
+	t.Parallel()
+	db, _ := testenv.Firestore(t)
+	st := sessiondb.NewStore(db, time.Now)
+	ctx := context.Background()
+	if _, err := st.Create(ctx, &sessiondb.Record{ID: "s1", Owner: "u1", Status: sessiondb.Running}, 0); err != nil {
+		t.Fatal(err)
+	}
+	turn := sessiondb.Usage{InputTokens: 10, OutputTokens: 2, CacheReadTokens: 300, CacheWriteTokens: 4, CostUSD: 0.25}
+	var wg sync.WaitGroup
+	errs := make(chan error, 4)
+	for range 4 {
+		wg.Go(func() { errs <- st.AddUsage(ctx, "s1", turn) })
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	r, err := st.Get(ctx, "s1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := sessiondb.Usage{InputTokens: 40, OutputTokens: 8, CacheReadTokens: 1200, CacheWriteTokens: 16, CostUSD: 1}
+	if r.Usage != want {
+		t.Fatalf("usage %+v, want %+v", r.Usage, want)
+	}
+}

@@ -42,6 +42,7 @@ type instance struct {
 	mod     api.Module
 	exports map[string]api.Function // looked up once: each lookup builds a new call engine
 	stderr  stderrCapture
+	calls   int // calls made on it
 }
 
 func newModule(r *Runtime, spec Spec, compiled wazero.CompiledModule, initialize bool) *Module {
@@ -190,10 +191,16 @@ func (m *Module) acquire(ctx context.Context) (*instance, error) {
 	return inst, nil
 }
 
-// release pools a healthy instance and closes any other.
+// release pools a healthy instance and closes any other, and one past its life's bounds
+// (Options.RecycleMemoryBytes and RecycleCalls).
 func (m *Module) release(inst *instance, healthy bool) {
+	inst.calls++
+	spent := inst.calls >= m.rt.opts.RecycleCalls
+	if mem := inst.mod.Memory(); mem != nil && uint64(mem.Size()) >= m.rt.opts.RecycleMemoryBytes {
+		spent = true
+	}
 	m.mu.Lock()
-	if healthy && !m.closed {
+	if healthy && !spent && !m.closed {
 		m.idle <- inst
 	} else {
 		// Closing an instance frees its memory; the only error is about that instance, which

@@ -38,6 +38,7 @@ const (
 	DefaultInstantiateTimeout = 30 * time.Second
 	DefaultMemoryLimitBytes   = 256 << 20
 	DefaultMaxReplyBytes      = 16 << 20
+	DefaultRecycleCalls       = 10000
 )
 
 // pageSize is the WebAssembly page size.
@@ -60,11 +61,20 @@ type Options struct {
 	// Instances is how many instances of one module may exist and run at once
 	// (runtime.GOMAXPROCS(0)); further calls wait for one to be free.
 	Instances int
+	// RecycleMemoryBytes and RecycleCalls bound an instance's life: after the call that leaves
+	// its linear memory at RecycleMemoryBytes or more (MemoryLimitBytes/2), or its
+	// RecycleCalls-th call (DefaultRecycleCalls), it is closed rather than pooled, and the next
+	// call gets a fresh one. A Go guest's memory never shrinks, and a heap its collector no
+	// longer keeps up with would otherwise grow into the limit and fail calls that had done
+	// nothing wrong. Calls hand a module all they need (a harness plugin's parse state comes
+	// with each request), so a fresh instance answers as the old one would.
+	RecycleMemoryBytes uint64
+	RecycleCalls       int
 }
 
 func (o Options) withDefaults() (Options, error) {
-	if o.CallTimeout < 0 || o.InstantiateTimeout < 0 || o.MaxReplyBytes < 0 || o.Instances < 0 {
-		return o, fmt.Errorf("wasm runtime options: negative CallTimeout, InstantiateTimeout, MaxReplyBytes or Instances: %+v", o)
+	if o.CallTimeout < 0 || o.InstantiateTimeout < 0 || o.MaxReplyBytes < 0 || o.Instances < 0 || o.RecycleCalls < 0 {
+		return o, fmt.Errorf("wasm runtime options: negative CallTimeout, InstantiateTimeout, MaxReplyBytes, Instances or RecycleCalls: %+v", o)
 	}
 	if o.CallTimeout == 0 {
 		o.CallTimeout = DefaultCallTimeout
@@ -83,6 +93,12 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.Instances == 0 {
 		o.Instances = runtime.GOMAXPROCS(0)
+	}
+	if o.RecycleMemoryBytes == 0 {
+		o.RecycleMemoryBytes = o.MemoryLimitBytes / 2
+	}
+	if o.RecycleCalls == 0 {
+		o.RecycleCalls = DefaultRecycleCalls
 	}
 	return o, nil
 }

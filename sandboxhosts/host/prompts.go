@@ -219,7 +219,8 @@ func (h *Host) changeQueued(ctx context.Context, b *box, id string, change func(
 	return p, err
 }
 
-// Interrupt stops the running turn: its process group is killed and the prompt ends
+// Interrupt stops the running turn: its whole process tree is killed (the supervisor's cancel:
+// a tool's command in a session of its own and a background job too) and the prompt ends
 // interrupted. The queue goes on with the next prompt.
 func (h *Host) Interrupt(ctx context.Context, req *connect.Request[appv1.InterruptRequest]) (*connect.Response[appv1.InterruptResponse], error) {
 	b, err := h.live(req.Msg.GetSessionId())
@@ -554,7 +555,7 @@ func (h *Host) turn(ctx context.Context, b *box, a *agent, t *turn, p *sessiondb
 			return fmt.Errorf("place %s: %w", f.Path, err)
 		}
 	}
-	ps := &parser{h: h, b: b, a: a, t: t, plugin: plugin}
+	ps := &parser{h: h, b: b, a: a, t: t, plugin: plugin, resume: resume}
 	a.mu.Lock()
 	t.ps = ps
 	a.mu.Unlock()
@@ -595,6 +596,8 @@ type parser struct {
 		Parse(context.Context, abi.ParseRequest) (abi.ParseResult, error)
 	}
 	carry [2]harness.Carry // each stream's unfinished last line
+	// resume is the turn's PlanRequest.Resume, handed to every parse (abi's "Usage").
+	resume string
 
 	// mu orders parsing against CompleteToolCall, which reads and may replace the state and
 	// logs in the same log; it guards what follows, and the answered of the turn's tool calls.
@@ -627,14 +630,22 @@ func (ps *parser) flush() {
 func (ps *parser) parse(ctx context.Context, req abi.ParseRequest) {
 	ps.mu.Lock()
 	defer ps.mu.Unlock()
-	req.State = ps.state
+	req.State, req.Resume = ps.state, ps.resume
 	res, err := ps.plugin.Parse(ctx, req)
 	if err != nil {
 		ps.b.emit(eventlog.KindError, map[string]any{"prompt_id": ps.t.promptID, "text": "harness output not understood: " + err.Error()})
 		return
 	}
 	ps.state = res.State
+	ps.a.mu.Lock()
+	interrupted := ps.t.interrupted
+	ps.a.mu.Unlock()
 	for _, e := range res.Events {
+		if interrupted && e.Kind == abi.KindError {
+			// The interrupt killed the turn, as its interrupted event says: the plugin's
+			// account of the death (exit status 137, the harness's last stderr) is no error.
+			continue
+		}
 		ps.record(e, "")
 		if e.Kind == abi.KindToolCall && e.Client && e.ToolCallID != "" {
 			ps.await(e)
@@ -680,6 +691,14 @@ func (ps *parser) record(e abi.Event, source string) {
 		return
 	}
 	ps.b.append(eventlog.Event{Kind: e.Kind, PayloadJSON: string(js), ToolName: e.ToolName, Durable: true})
+	if u := e.Usage; e.Kind == abi.KindUsage && u != nil {
+		if err := ps.h.store.AddUsage(ps.b.ctx, ps.b.session, sessiondb.Usage{
+			InputTokens: u.InputTokens, OutputTokens: u.OutputTokens, CacheReadTokens: u.CacheReadTokens,
+			CacheWriteTokens: u.CacheWriteTokens, CostUSD: u.CostUSD,
+		}); err != nil {
+			ps.h.log.Warn("record session usage", "session", ps.b.session, "err", err)
+		}
+	}
 	if e.Resume != "" {
 		ps.a.mu.Lock()
 		ps.a.resume = e.Resume

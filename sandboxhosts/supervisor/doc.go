@@ -27,10 +27,11 @@
 //
 // Operations (Request.Op):
 //
-//   - "exec": starts Argv in its own process group, stdout and stderr on separate pipes, then
-//     streams like attach from offset 0. Stdin is a pipe the supervisor writes Request.Stdin to
-//     and then closes, or /dev/null when Stdin is empty; whatever is still unwritten when every
-//     reader has closed stdin, or when the main process exits, is dropped. With KeepStdin the
+//   - "exec": starts Argv in its own process group, as a child subreaper (tree.go), stdout and
+//     stderr on separate pipes, then streams like attach from offset 0. Stdin is a pipe the
+//     supervisor writes Request.Stdin to and then closes, or /dev/null when Stdin is empty;
+//     whatever is still unwritten when every reader has closed stdin, or when the main process
+//     exits, is dropped. With KeepStdin the
 //     pipe stays open after Stdin (even an empty one) for "stdin" requests, until one closes it
 //     or the main process exits. An ExecID that already
 //     exists attaches to that exec instead of starting a second process (Started.Attached is
@@ -42,8 +43,9 @@
 //     ends with the exit frame: nothing lost, nothing doubled. An offset older than what is
 //     retained (each stream keeps only its newest StreamCap bytes) is an "offset_dropped" error
 //     naming the stream and the oldest retained offset.
-//   - "cancel": SIGKILLs the exec's process group; its exit says canceled. Canceling a finished
-//     exec is a no-op.
+//   - "cancel": SIGKILLs the exec's whole process tree — every process it started, in whatever
+//     process group or session, orphans included (tree.go) — and its process group; its exit
+//     says canceled. Canceling a finished exec is a no-op.
 //   - "stdin": writes Request.Stdin to the stdin of an exec started with KeepStdin, after
 //     whatever was written to it before, and closes it when CloseStdin; the answer is ok once
 //     the bytes are in the pipe (the process may not have read them yet). Writes are serialized

@@ -159,13 +159,13 @@ func (e *execution) closeStdinLocked() {
 	}
 }
 
-// killGroupLocked SIGKILLs the exec's process group unless its leader was already reaped (the
-// pid, and so the group id, may then belong to someone else). Callers hold e.mu.
-func (e *execution) killGroupLocked() bool {
+// killTreeLocked SIGKILLs the exec's process tree (tree.go) unless its main process was already
+// reaped (the pid, and so the group id, may then belong to someone else). Callers hold e.mu.
+func (e *execution) killTreeLocked() bool {
 	if e.reaped {
 		return false
 	}
-	_ = unix.Kill(-e.pid, unix.SIGKILL)
+	killTree(e.pid)
 	return true
 }
 

@@ -243,7 +243,7 @@ func (s *server) killAll() {
 	defer s.mu.Unlock()
 	for _, e := range s.byPID {
 		e.mu.Lock()
-		e.killGroupLocked()
+		e.killTreeLocked()
 		e.mu.Unlock()
 	}
 	for _, p := range s.ptys {
@@ -373,7 +373,7 @@ func (s *server) cancel(execID string) *Error {
 	defer e.mu.Unlock()
 	if !e.reaped {
 		e.canceled = true
-		e.killGroupLocked()
+		e.killTreeLocked()
 	}
 	return nil
 }
@@ -467,15 +467,31 @@ func (s *server) spawnLocked(req Request) (*execution, error) {
 		stdoutW.Close()
 		return nil, fmt.Errorf("stderr pipe: %w", err)
 	}
+	shimR, shimW, err := os.Pipe()
+	if err != nil {
+		closeStdin(stdin, stdinW)
+		stdoutR.Close()
+		stdoutW.Close()
+		stderrR.Close()
+		stderrW.Close()
+		return nil, fmt.Errorf("shim pipe: %w", err)
+	}
 	started := time.Now()
-	pid, err := syscall.ForkExec(argv0, req.Argv, &syscall.ProcAttr{
+	// The shim (tree.go) makes the process a subreaper, then execs argv0 in place: same pid.
+	pid, err := syscall.ForkExec("/proc/self/exe", append([]string{shimArg0, argv0}, req.Argv...), &syscall.ProcAttr{
 		Dir:   workdir,
 		Env:   env,
-		Files: []uintptr{stdin.Fd(), stdoutW.Fd(), stderrW.Fd()},
+		Files: []uintptr{stdin.Fd(), stdoutW.Fd(), stderrW.Fd(), shimW.Fd()},
 		Sys:   sysProcAttr(req.User),
 	})
 	stdoutW.Close()
 	stderrW.Close()
+	shimW.Close()
+	if err == nil {
+		// A shim that failed exits at once; the reaper finds no exec of its pid.
+		err = shimFailure(shimR)
+	}
+	shimR.Close()
 	if err != nil {
 		closeStdin(stdin, stdinW)
 		stdoutR.Close()
@@ -506,7 +522,7 @@ func (s *server) spawnLocked(req Request) (*execution, error) {
 		e.timer = time.AfterFunc(time.Duration(req.TimeoutMS)*time.Millisecond, func() {
 			e.mu.Lock()
 			defer e.mu.Unlock()
-			if e.killGroupLocked() {
+			if e.killTreeLocked() {
 				e.timedOut = true
 			}
 		})

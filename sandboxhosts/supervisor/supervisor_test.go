@@ -221,23 +221,30 @@ func TestLeftoverProcessHoldingOutputDoesNotHoldTheExit(t *testing.T) {
 func TestCancel(t *testing.T) {
 	sv := startSupervisor(t, startConfig{})
 	ctx := context.Background()
-	t.Run("kills the whole process group and says canceled", func(t *testing.T) {
-		grandchild, wait := startWithGrandchild(t, sv.Client, ExecRequest{
-			ExecID: "to-cancel",
-			Argv:   sh("busybox sleep 600 & echo $!; busybox sleep 600"),
+	// Whatever the exec started dies with it: a tool's command in a session of its own (as
+	// Claude Code's Bash tool and Codex run theirs), and a background job the shell that
+	// started it left behind.
+	for _, tc := range []struct{ name, script string }{
+		{"kills the whole process group and says canceled", "busybox sleep 600 & echo $!; busybox sleep 600"},
+		{"kills a descendant in a session of its own", "busybox setsid busybox sleep 600 & echo $!; busybox sleep 600"},
+		{"kills an orphan whose parent exited", "busybox setsid busybox sh -c 'busybox sleep 600 & echo $!'; busybox sleep 600"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			id := "to-cancel-" + strings.ReplaceAll(tc.name, " ", "-")
+			grandchild, wait := startWithGrandchild(t, sv.Client, ExecRequest{ExecID: id, Argv: sh(tc.script)})
+			if err := sv.Cancel(ctx, id); err != nil {
+				t.Fatal(err)
+			}
+			exit, err := wait()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !exit.Canceled || exit.TimedOut || exit.Signal != int(syscall.SIGKILL) {
+				t.Errorf("exit %+v, want canceled by SIGKILL", exit)
+			}
+			requireDead(t, grandchild, false)
 		})
-		if err := sv.Cancel(ctx, "to-cancel"); err != nil {
-			t.Fatal(err)
-		}
-		exit, err := wait()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !exit.Canceled || exit.TimedOut || exit.Signal != int(syscall.SIGKILL) {
-			t.Errorf("exit %+v, want canceled by SIGKILL", exit)
-		}
-		requireDead(t, grandchild, false)
-	})
+	}
 	t.Run("a finished exec is left as it was", func(t *testing.T) {
 		r := run(t, sv.Client, ExecRequest{ExecID: "finished", Argv: sh("exit 4")})
 		if err := sv.Cancel(ctx, "finished"); err != nil {

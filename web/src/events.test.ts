@@ -76,11 +76,11 @@ describe("fold", () => {
       ev(8, "tool.result", { tool_call_id: "t1", text: "ok" }),
       ev(9, "assistant.message", { text: "Done." }),
       ev(10, "usage", { usage: { input_tokens: 10, output_tokens: 5, cost_usd: 0.01 } }),
-      ev(11, "usage", { usage: { input_tokens: 1, output_tokens: 1 } }),
+      ev(11, "usage", { usage: { input_tokens: 1, output_tokens: 1, cache_read_tokens: 40, cache_write_tokens: 3 } }),
     ]);
     expect(c.running).toBe(true);
     expect(c.queued).toEqual([{ promptId: "p2", text: "then this, better" }]);
-    expect(c.usage).toEqual({ inputTokens: 11, outputTokens: 6, costUsd: 0.01 });
+    expect(c.usage).toEqual({ inputTokens: 11, outputTokens: 6, cacheReadTokens: 40, cacheWriteTokens: 3, costUsd: 0.01 });
     expect(c.turns.find((t) => t.type === "tool")).toMatchObject({ name: "Edit", result: "ok", isError: false });
     expect(c.turns.filter((t) => t.type === "prompt").map((t) => t.type === "prompt" && t.state)).toEqual([
       "running",

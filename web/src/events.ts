@@ -129,7 +129,7 @@ export type Turn =
 export type Conversation = {
   turns: Turn[];
   queued: { promptId: string; text: string }[];
-  usage: { inputTokens: number; outputTokens: number; costUsd: number };
+  usage: { inputTokens: number; outputTokens: number; cacheReadTokens: number; cacheWriteTokens: number; costUsd: number };
   running: boolean;
 };
 
@@ -139,7 +139,7 @@ const num = (v: unknown) => (typeof v === "number" ? v : 0);
 // fold turns the event log into what the session page shows: prompts with their state, the
 // assistant's messages, each tool call with its result, errors, and the rest as short notes.
 export function fold(events: SessionEvent[]): Conversation {
-  const c: Conversation = { turns: [], queued: [], usage: { inputTokens: 0, outputTokens: 0, costUsd: 0 }, running: false };
+  const c: Conversation = { turns: [], queued: [], usage: { inputTokens: 0, outputTokens: 0, cacheReadTokens: 0, cacheWriteTokens: 0, costUsd: 0 }, running: false };
   const prompts = new Map<string, PromptTurn>();
   const tools = new Map<string, ToolTurn>();
   for (const e of events) {
@@ -190,6 +190,9 @@ export function fold(events: SessionEvent[]): Conversation {
         const u = (p.usage ?? {}) as Record<string, unknown>;
         c.usage.inputTokens += num(u.input_tokens);
         c.usage.outputTokens += num(u.output_tokens);
+        // A usage event is its turn's alone, its cache tokens apart from input_tokens.
+        c.usage.cacheReadTokens += num(u.cache_read_tokens);
+        c.usage.cacheWriteTokens += num(u.cache_write_tokens);
         c.usage.costUsd += num(u.cost_usd);
         break;
       }

@@ -1,7 +1,10 @@
 // Package claudecode is the harness for Anthropic's Claude Code CLI, run headless:
 //
-//	claude -p --output-format stream-json --verbose [--model M] [--effort E]
+//	claude -p --output-format stream-json --verbose --model M [--effort E]
 //	       --permission-mode MODE [--resume SESSION] < prompt
+//
+// M is the session's model, else the descriptor's default, so that a session runs on the model
+// it shows rather than on whatever the CLI's release defaults to.
 //
 // The prompt goes to stdin, which `claude -p` reads when it is given no prompt argument: a
 // prompt that starts with "-" stays a prompt, none is bounded by the kernel's 128 KiB limit on
@@ -85,15 +88,15 @@ func (Harness) Plan(req abi.PlanRequest) (abi.Plan, error) {
 		return abi.Plan{}, errors.New("the prompt is empty")
 	}
 	argv := []string{"claude", "-p", "--output-format", "stream-json", "--verbose"}
-	if req.Model != "" {
-		argv = append(argv, "--model", req.Model)
+	if model := sdk.ResolveModel(descriptor, req.Model); model != "" {
+		argv = append(argv, "--model", model)
 	}
 	if req.Effort != "" {
 		argv = append(argv, "--effort", req.Effort)
 	}
 	argv = append(argv, "--permission-mode", mode)
-	if req.Resume != "" {
-		argv = append(argv, "--resume", req.Resume)
+	if id := sdk.ParseHint(req.Resume).ID; id != "" {
+		argv = append(argv, "--resume", id)
 	}
 	defaults := map[string]string{"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1"}
 	if mode == bypassPermissions {

@@ -9,13 +9,15 @@ import (
 
 func TestPlan(t *testing.T) {
 	base := []string{"claude", "-p", "--output-format", "stream-json", "--verbose"}
+	// A request naming no model runs the descriptor's default.
+	dflt := []string{"claude", "-p", "--output-format", "stream-json", "--verbose", "--model", "claude-sonnet-4-6"}
 	quiet := map[string]string{"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1"}
 	sandboxed := map[string]string{"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", "IS_SANDBOX": "1"}
 	sdktest.CheckPlans(t, Harness{}, []sdktest.PlanCase{
 		{
 			Name: "first turn in the default mode",
 			Req:  abi.PlanRequest{Prompt: "fix the build"},
-			Want: abi.Plan{Argv: append(base, "--permission-mode", "bypassPermissions"), Env: sandboxed, Stdin: "fix the build"},
+			Want: abi.Plan{Argv: append(dflt, "--permission-mode", "bypassPermissions"), Env: sandboxed, Stdin: "fix the build"},
 		},
 		{
 			Name: "model, effort, mode and resume",
@@ -27,6 +29,11 @@ func TestPlan(t *testing.T) {
 			},
 		},
 		{
+			Name: "a resume hint carrying totals resumes its session id",
+			Req:  abi.PlanRequest{Prompt: "p", Mode: "plan", Resume: `s1 usage={"input_tokens":5}`},
+			Want: abi.Plan{Argv: append(dflt, "--permission-mode", "plan", "--resume", "s1"), Env: quiet, Stdin: "p"},
+		},
+		{
 			Name: "a model the descriptor does not list, as a router offers",
 			Req:  abi.PlanRequest{Prompt: "p", Model: "router/claude-next", Mode: "acceptEdits"},
 			Want: abi.Plan{Argv: append(base, "--model", "router/claude-next", "--permission-mode", "acceptEdits"), Env: quiet, Stdin: "p"},
@@ -35,7 +42,7 @@ func TestPlan(t *testing.T) {
 			Name: "the caller's environment wins",
 			Req:  abi.PlanRequest{Prompt: "p", Env: map[string]string{"ANTHROPIC_API_KEY": "k", "IS_SANDBOX": "0"}},
 			Want: abi.Plan{
-				Argv:  append(base, "--permission-mode", "bypassPermissions"),
+				Argv:  append(dflt, "--permission-mode", "bypassPermissions"),
 				Env:   map[string]string{"ANTHROPIC_API_KEY": "k", "IS_SANDBOX": "0", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1"},
 				Stdin: "p",
 			},
@@ -44,7 +51,7 @@ func TestPlan(t *testing.T) {
 			Name: "an OAuth token, over an org key",
 			Req:  abi.PlanRequest{Prompt: "p", Mode: "plan", Env: map[string]string{"ANTHROPIC_API_KEY": "k"}, Credential: "sk-ant-oat01-tok\n"},
 			Want: abi.Plan{
-				Argv:  append(base, "--permission-mode", "plan"),
+				Argv:  append(dflt, "--permission-mode", "plan"),
 				Env:   map[string]string{"CLAUDE_CODE_OAUTH_TOKEN": "sk-ant-oat01-tok", "ANTHROPIC_API_KEY": "", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1"},
 				Stdin: "p",
 			},
@@ -53,7 +60,7 @@ func TestPlan(t *testing.T) {
 			Name: "Claude Code's credentials file",
 			Req:  abi.PlanRequest{Prompt: "p", Mode: "plan", Credential: `{"claudeAiOauth": {"accessToken": "sk-ant-oat01-acc", "refreshToken": "r"}}`},
 			Want: abi.Plan{
-				Argv:  append(base, "--permission-mode", "plan"),
+				Argv:  append(dflt, "--permission-mode", "plan"),
 				Env:   map[string]string{"CLAUDE_CODE_OAUTH_TOKEN": "sk-ant-oat01-acc", "ANTHROPIC_API_KEY": "", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1"},
 				Stdin: "p",
 			},

@@ -28,17 +28,29 @@ import (
 // A subagent's prompt arrives as a user line of text and is not reported: its Task call's input
 // holds it.
 //
-// Usage counts all input tokens, cache reads and writes included, as the other harnesses do,
-// of every model in the result's modelUsage: the result's own usage is the main model's only,
-// while subagents may run on others. A run whose background subagent finishes after the first
-// result prints a second one, whose modelUsage and total_cost_usd count the whole run again: so
-// each result reports what its totals add to what was reported before, and the state keeps
-// those totals.
-
+// Usage is of every model in the result's modelUsage (the result's own usage is the main
+// model's only, while subagents may run on others), its cache reads and writes apart from the
+// other input tokens. A result's modelUsage and total_cost_usd count the whole conversation: a
+// resumed one's earlier turns too, and a run whose background subagent finishes after the first
+// result prints a second one that counts the run again. So each result reports what its totals
+// add to the totals before, which the state keeps and turn.done's resume hint (sdk.Hint)
+// carries to the next turn.
 type state struct {
 	sdk.Output
-	// Reported is the usage reported so far in this run.
-	Reported abi.Usage `json:"reported,omitzero"`
+	// Totals are the conversation's usage totals as last printed, the previous turn's at first.
+	Totals abi.Usage `json:"totals,omitzero"`
+}
+
+// Start takes the conversation's totals from the previous turn's hint.
+func (st *state) Start(resume string) {
+	h := sdk.ParseHint(resume)
+	st.Totals = h.Totals
+	st.Turn.Resume = h.String()
+}
+
+// resumeWith keeps the conversation id and totals for turn.done.
+func (st *state) resumeWith(id string) {
+	st.Turn.Resume = sdk.Hint{ID: id, Totals: st.Totals}.String()
 }
 
 func (Harness) Parse(req abi.ParseRequest) (abi.ParseResult, error) {
@@ -103,7 +115,7 @@ func (st *state) Read(text string) []abi.Event {
 	switch l.Type {
 	case "system":
 		if l.Subtype == "init" && l.SessionID != "" {
-			st.Turn.Resume = l.SessionID
+			st.resumeWith(l.SessionID)
 		}
 	case "assistant":
 		return underParent(assistant(blocks(l.Message.Content)), l.ParentToolUseID)
@@ -177,41 +189,38 @@ func resultText(content json.RawMessage) string {
 func (st *state) result(l line) []abi.Event {
 	var events []abi.Event
 	total := runTotal(l)
-	usage := abi.Usage{
-		InputTokens:  max(total.InputTokens-st.Reported.InputTokens, 0),
-		OutputTokens: max(total.OutputTokens-st.Reported.OutputTokens, 0),
-		CostUSD:      max(total.CostUSD-st.Reported.CostUSD, 0),
-	}
-	if usage != (abi.Usage{}) {
-		st.Reported = abi.Usage{
-			InputTokens:  st.Reported.InputTokens + usage.InputTokens,
-			OutputTokens: st.Reported.OutputTokens + usage.OutputTokens,
-			CostUSD:      st.Reported.CostUSD + usage.CostUSD,
-		}
+	if usage := sdk.UsageSince(total, st.Totals); usage != (abi.Usage{}) {
 		events = append(events, abi.Event{Kind: abi.KindUsage, Usage: &usage})
 	}
+	st.Totals = total
 	if l.IsError || strings.HasPrefix(l.Subtype, "error") {
 		events = append(events, st.Turn.Error(failure(l))...)
 	}
-	if l.SessionID != "" {
-		st.Turn.Resume = l.SessionID
+	id := l.SessionID
+	if id == "" {
+		id = sdk.ParseHint(st.Turn.Resume).ID
 	}
+	st.resumeWith(id)
 	return append(events, st.Turn.Finish()...)
 }
 
-// runTotal is the usage of the run so far as a result line counts it: the sum over the models
-// of its modelUsage, or its usage when it has none (as Claude Code before modelUsage printed).
-// The cost is total_cost_usd, which counts every model.
+// runTotal is the usage of the conversation so far as a result line counts it: the sum over the
+// models of its modelUsage, or its usage when it has none (as Claude Code before modelUsage
+// printed). The cost is total_cost_usd, which counts every model.
 func runTotal(l line) abi.Usage {
 	total := abi.Usage{CostUSD: l.TotalCostUSD}
 	if len(l.ModelUsage) > 0 {
 		for _, m := range l.ModelUsage {
-			total.InputTokens += m.InputTokens + m.CacheCreationInputTokens + m.CacheReadInputTokens
-			total.OutputTokens += m.OutputTokens
+			total = total.Add(abi.Usage{
+				InputTokens: m.InputTokens, OutputTokens: m.OutputTokens,
+				CacheReadTokens: m.CacheReadInputTokens, CacheWriteTokens: m.CacheCreationInputTokens,
+			})
 		}
 	} else if u := l.Usage; u != nil {
-		total.InputTokens = u.InputTokens + u.CacheCreationInputTokens + u.CacheReadInputTokens
-		total.OutputTokens = u.OutputTokens
+		total = total.Add(abi.Usage{
+			InputTokens: u.InputTokens, OutputTokens: u.OutputTokens,
+			CacheReadTokens: u.CacheReadInputTokens, CacheWriteTokens: u.CacheCreationInputTokens,
+		})
 	}
 	return total
 }

@@ -1,6 +1,10 @@
 package claudecode
 
 import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
 	"testing"
 
 	"github.com/hangar-dev/hangar/harnesses/abi"
@@ -38,4 +42,50 @@ func TestRealClaudeCodeAgainstTheFakeAPI(t *testing.T) {
 			modelfake.CheckRun(t, Harness{}, run, repo, fake, key, tc.tools, tc.capture)
 		})
 	}
+}
+
+// The real Claude Code CLI, resumed turn after turn, prints the whole conversation's totals in
+// every result; each turn's usage event is that turn's own, as the fake model reported it, with
+// its cache reads and writes apart. Its stdout is testdata/real-resumed-N.jsonl, rewritten with
+// -update-captures, which TestParseResumedRecordings replays. The plans name no model, so the
+// CLI runs the descriptor's default.
+func TestRealClaudeCodeResumedTurnsReportTheirOwnUsage(t *testing.T) {
+	bin := modelfake.CLI(t, "claude")
+	fake := modelfake.Start(modelfake.ResumedTurns()...)
+	defer fake.Close()
+	runs, events := modelfake.RunResumed(t, Harness{}, bin, modelfake.ResumedPrompts, func(prompt, resume string) abi.Plan {
+		plan, err := Harness{}.Plan(abi.PlanRequest{Prompt: prompt, Resume: resume, Env: map[string]string{"ANTHROPIC_API_KEY": "k", "ANTHROPIC_BASE_URL": fake.URL}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return plan
+	}, t.TempDir())
+	// The plans named no model: the descriptor's default reached the CLI.
+	if models := fake.Models(); !slices.Equal(models, []string{"claude-sonnet-4-6"}) {
+		t.Errorf("the CLI asked for models %q, want only the descriptor's default", models)
+	}
+	for i, evs := range events {
+		n := int64(i + 1)
+		want := abi.Usage{InputTokens: 1000 * n, OutputTokens: 10 * n, CacheReadTokens: 100 * n, CacheWriteTokens: 20 * n}
+		if got := turnUsage(evs); got.InputTokens != want.InputTokens || got.OutputTokens != want.OutputTokens ||
+			got.CacheReadTokens != want.CacheReadTokens || got.CacheWriteTokens != want.CacheWriteTokens || got.CostUSD <= 0 {
+			t.Errorf("turn %d usage %+v, want %+v and a cost\nstdout:\n%s", n, got, want, runs[i].Stdout)
+		}
+		if *modelfake.UpdateCaptures {
+			if err := os.WriteFile(filepath.Join("testdata", fmt.Sprintf("real-resumed-%d.jsonl", n)), []byte(runs[i].Stdout), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+}
+
+// turnUsage is the sum of a turn's usage events.
+func turnUsage(events []abi.Event) abi.Usage {
+	var u abi.Usage
+	for _, e := range events {
+		if e.Kind == abi.KindUsage {
+			u = u.Add(*e.Usage)
+		}
+	}
+	return u
 }

@@ -1,7 +1,10 @@
 // Package codex is the harness for OpenAI's Codex CLI, run headless:
 //
-//	codex exec --json --skip-git-repo-check [-m M] [-c model_reasoning_effort=E] SANDBOX
+//	codex exec --json --skip-git-repo-check -m M [-c model_reasoning_effort=E] SANDBOX
 //	      [resume THREAD] - < prompt
+//
+// M is the session's model, else the descriptor's default, so that a session runs on the model
+// it shows rather than on whatever the CLI's release defaults to.
 //
 // The prompt goes to stdin ("-"), so a prompt that starts with "-" stays a prompt, none is
 // bounded by the kernel's 128 KiB limit on one argument, and `codex exec` does not wait for a
@@ -90,15 +93,15 @@ func (Harness) Plan(req abi.PlanRequest) (abi.Plan, error) {
 		return abi.Plan{}, errors.New("the prompt is empty")
 	}
 	argv := []string{"codex", "exec", "--json", "--skip-git-repo-check"}
-	if req.Model != "" {
-		argv = append(argv, "-m", req.Model)
+	if model := sdk.ResolveModel(descriptor, req.Model); model != "" {
+		argv = append(argv, "-m", model)
 	}
 	if req.Effort != "" {
 		argv = append(argv, "-c", `model_reasoning_effort="`+req.Effort+`"`)
 	}
 	argv = append(argv, sandboxFlags[mode]...)
-	if req.Resume != "" {
-		argv = append(argv, "resume", req.Resume)
+	if id := sdk.ParseHint(req.Resume).ID; id != "" {
+		argv = append(argv, "resume", id)
 	}
 	argv = append(argv, "-")
 	if req.Credential != "" {

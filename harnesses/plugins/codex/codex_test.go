@@ -9,12 +9,14 @@ import (
 
 func TestPlan(t *testing.T) {
 	base := []string{"codex", "exec", "--json", "--skip-git-repo-check"}
+	// A request naming no model runs the descriptor's default.
+	dflt := []string{"codex", "exec", "--json", "--skip-git-repo-check", "-m", "gpt-5.5"}
 	bypass := "--dangerously-bypass-approvals-and-sandbox"
 	sdktest.CheckPlans(t, Harness{}, []sdktest.PlanCase{
 		{
 			Name: "first turn in the default mode",
 			Req:  abi.PlanRequest{Prompt: "fix the build"},
-			Want: abi.Plan{Argv: append(base, bypass, "-"), Stdin: "fix the build"},
+			Want: abi.Plan{Argv: append(dflt, bypass, "-"), Stdin: "fix the build"},
 		},
 		{
 			Name: "model, effort and mode",
@@ -22,10 +24,10 @@ func TestPlan(t *testing.T) {
 			Want: abi.Plan{Argv: append(base, "-m", "gpt-5.4-mini", "-c", `model_reasoning_effort="xhigh"`, "--sandbox", "read-only", "-"), Stdin: "p"},
 		},
 		{
-			Name: "resume comes after every flag",
-			Req:  abi.PlanRequest{Prompt: "-x is a prompt", Mode: "workspace-write", Resume: "019a7c3e-5b21-7d40-9e8f-3c2a1b0d4e5f"},
+			Name: "resume of a hint's thread comes after every flag",
+			Req:  abi.PlanRequest{Prompt: "-x is a prompt", Mode: "workspace-write", Resume: `019a7c3e-5b21-7d40-9e8f-3c2a1b0d4e5f usage={"input_tokens":5}`},
 			Want: abi.Plan{
-				Argv:  append(base, "--sandbox", "workspace-write", "resume", "019a7c3e-5b21-7d40-9e8f-3c2a1b0d4e5f", "-"),
+				Argv:  append(dflt, "--sandbox", "workspace-write", "resume", "019a7c3e-5b21-7d40-9e8f-3c2a1b0d4e5f", "-"),
 				Stdin: "-x is a prompt",
 			},
 		},
@@ -33,7 +35,7 @@ func TestPlan(t *testing.T) {
 			Name: "an OAuth credential is a secret auth.json in CODEX_HOME, over an org key",
 			Req:  abi.PlanRequest{Prompt: "p", Env: map[string]string{"OPENAI_API_KEY": "sk-1"}, Credential: `{"tokens": {"access_token": "a"}}`},
 			Want: abi.Plan{
-				Argv: append(base, bypass, "-"), Env: map[string]string{"OPENAI_API_KEY": "sk-1", "CODEX_HOME": "/root/.codex"}, Stdin: "p",
+				Argv: append(dflt, bypass, "-"), Env: map[string]string{"OPENAI_API_KEY": "sk-1", "CODEX_HOME": "/root/.codex"}, Stdin: "p",
 				Files: []abi.File{{Path: "/root/.codex/auth.json", Content: `{"tokens": {"access_token": "a"}}`, Mode: 0o600, Secret: true}},
 			},
 		},
@@ -41,7 +43,7 @@ func TestPlan(t *testing.T) {
 			Name: "the caller's CODEX_HOME holds the auth.json",
 			Req:  abi.PlanRequest{Prompt: "p", Env: map[string]string{"CODEX_HOME": "/work/.codex/"}, Credential: `{}`},
 			Want: abi.Plan{
-				Argv: append(base, bypass, "-"), Env: map[string]string{"CODEX_HOME": "/work/.codex/"}, Stdin: "p",
+				Argv: append(dflt, bypass, "-"), Env: map[string]string{"CODEX_HOME": "/work/.codex/"}, Stdin: "p",
 				Files: []abi.File{{Path: "/work/.codex/auth.json", Content: `{}`, Mode: 0o600, Secret: true}},
 			},
 		},
@@ -50,12 +52,12 @@ func TestPlan(t *testing.T) {
 		{
 			Name: "an org's OpenAI key reaches codex exec",
 			Req:  abi.PlanRequest{Prompt: "p", Env: map[string]string{"OPENAI_API_KEY": "sk-1"}},
-			Want: abi.Plan{Argv: append(base, bypass, "-"), Env: map[string]string{"OPENAI_API_KEY": "sk-1", "CODEX_API_KEY": "sk-1"}, Stdin: "p"},
+			Want: abi.Plan{Argv: append(dflt, bypass, "-"), Env: map[string]string{"OPENAI_API_KEY": "sk-1", "CODEX_API_KEY": "sk-1"}, Stdin: "p"},
 		},
 		{
 			Name: "a CODEX_API_KEY of the caller wins",
 			Req:  abi.PlanRequest{Prompt: "p", Env: map[string]string{"OPENAI_API_KEY": "sk-1", "CODEX_API_KEY": "sk-2"}},
-			Want: abi.Plan{Argv: append(base, bypass, "-"), Env: map[string]string{"OPENAI_API_KEY": "sk-1", "CODEX_API_KEY": "sk-2"}, Stdin: "p"},
+			Want: abi.Plan{Argv: append(dflt, bypass, "-"), Env: map[string]string{"OPENAI_API_KEY": "sk-1", "CODEX_API_KEY": "sk-2"}, Stdin: "p"},
 		},
 		{Name: "empty prompt", Req: abi.PlanRequest{Prompt: " \n"}, WantErr: "the prompt is empty"},
 		{Name: "unknown mode", Req: abi.PlanRequest{Prompt: "p", Mode: "plan"}, WantErr: `no mode "plan"`},

@@ -32,12 +32,28 @@ import (
 //
 // A command's result keeps its exit code (ExitCode) beside its output.
 //
-// Usage counts all input tokens, cached ones included, as Codex reports them.
-
+// turn.completed's usage counts the whole conversation, a resumed one's earlier turns too: so
+// each reports what it adds to the totals before, which the state keeps and turn.done's resume
+// hint (sdk.Hint) carries to the next turn. Codex's input_tokens count its cached (read) ones
+// and cache writes, which usage keeps apart.
 type state struct {
 	sdk.Output
 	// Open holds the ids of tool items that started and have not completed.
 	Open map[string]bool `json:"open,omitempty"`
+	// Totals are the conversation's usage totals as last printed, the previous turn's at first.
+	Totals abi.Usage `json:"totals,omitzero"`
+}
+
+// Start takes the conversation's totals from the previous turn's hint.
+func (st *state) Start(resume string) {
+	h := sdk.ParseHint(resume)
+	st.Totals = h.Totals
+	st.Turn.Resume = h.String()
+}
+
+// resumeWith keeps the thread id and totals for turn.done.
+func (st *state) resumeWith(id string) {
+	st.Turn.Resume = sdk.Hint{ID: id, Totals: st.Totals}.String()
 }
 
 func (Harness) Parse(req abi.ParseRequest) (abi.ParseResult, error) {
@@ -49,8 +65,10 @@ type event struct {
 	ThreadID string `json:"thread_id"`
 	Item     item   `json:"item"`
 	Usage    struct {
-		InputTokens  int64 `json:"input_tokens"`
-		OutputTokens int64 `json:"output_tokens"`
+		InputTokens           int64 `json:"input_tokens"`
+		CachedInputTokens     int64 `json:"cached_input_tokens"`
+		CacheWriteInputTokens int64 `json:"cache_write_input_tokens"`
+		OutputTokens          int64 `json:"output_tokens"`
 	} `json:"usage"`
 	// turn.failed
 	Error struct {
@@ -107,17 +125,23 @@ func (st *state) Read(line string) []abi.Event {
 	}
 	switch e.Type {
 	case "thread.started":
-		st.Turn.Resume = e.ThreadID
+		st.resumeWith(e.ThreadID)
 	case "item.started":
 		return st.started(e.Item)
 	case "item.completed":
 		return st.completed(e.Item)
 	case "turn.completed":
 		var events []abi.Event
-		if e.Usage.InputTokens != 0 || e.Usage.OutputTokens != 0 {
-			usage := &abi.Usage{InputTokens: e.Usage.InputTokens, OutputTokens: e.Usage.OutputTokens}
-			events = append(events, abi.Event{Kind: abi.KindUsage, Usage: usage})
+		u := e.Usage
+		total := abi.Usage{
+			InputTokens:  max(u.InputTokens-u.CachedInputTokens-u.CacheWriteInputTokens, 0),
+			OutputTokens: u.OutputTokens, CacheReadTokens: u.CachedInputTokens, CacheWriteTokens: u.CacheWriteInputTokens,
 		}
+		if usage := sdk.UsageSince(total, st.Totals); usage != (abi.Usage{}) {
+			events = append(events, abi.Event{Kind: abi.KindUsage, Usage: &usage})
+		}
+		st.Totals = total
+		st.resumeWith(sdk.ParseHint(st.Turn.Resume).ID)
 		return append(events, st.Turn.Finish()...)
 	case "turn.failed":
 		return append(st.Turn.Error(e.Error.Message), st.Turn.Finish()...)

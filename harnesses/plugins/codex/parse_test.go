@@ -1,6 +1,7 @@
 package codex
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/hangar-dev/hangar/harnesses/abi"
@@ -13,6 +14,8 @@ import (
 // reconnect notice is no error of the turn; real-killed ends, killed, after a reconnect notice
 // and reports its exit status with its last output.
 func TestParseRecordedRuns(t *testing.T) {
+	// Codex's input_tokens count the cached ones, which usage keeps apart.
+	fixTest := abi.Usage{InputTokens: 24763 - 24448, CacheReadTokens: 24448, OutputTokens: 422}
 	const unauthorized = "unexpected status 401 Unauthorized: Incorrect API key provided: sk-proj-****. You can find your API key at https://platform.openai.com/account/api-keys."
 	sdktest.CheckRecordings(t, Harness{}, []sdktest.Recording{
 		{
@@ -20,14 +23,14 @@ func TestParseRecordedRuns(t *testing.T) {
 			Want: []abi.Event{
 				sdktest.Message("Let me look for notes first."),
 				sdktest.ToolCall("item_1", "shell", `{"command":"/bin/bash -lc 'cat NOTES.md'"}`),
-				sdktest.CommandResult("item_1", "cat: NOTES.md: No such file or directory\n", true, 1),
+				sdktest.CommandResult("item_1", "shell", "cat: NOTES.md: No such file or directory\n", true, 1),
 				sdktest.ToolCall("item_2", "apply_patch", `{"changes":[{"path":"/tmp/TestRealCodexAgainstTheFakeAPI3682161747/001/work/greeting.txt","kind":"update"}]}`),
-				sdktest.ToolResult("item_2", "update /tmp/TestRealCodexAgainstTheFakeAPI3682161747/001/work/greeting.txt", false),
+				sdktest.ToolResult("item_2", "apply_patch", "update /tmp/TestRealCodexAgainstTheFakeAPI3682161747/001/work/greeting.txt", false),
 				sdktest.ToolCall("item_3", "shell", `{"command":"/bin/bash -lc \"git commit -qam 'Fix the greeting' \u0026\u0026 git push -q origin HEAD\""}`),
-				sdktest.CommandResult("item_3", "", false, 0),
+				sdktest.CommandResult("item_3", "shell", "", false, 0),
 				sdktest.Message("Fixed the greeting and pushed the commit."),
 				sdktest.Usage(5400, 112, 0),
-				sdktest.Done("01a214f8-ff90-7a02-8be9-632b0cddd32a"),
+				sdktest.DoneWith("01a214f8-ff90-7a02-8be9-632b0cddd32a", abi.Usage{InputTokens: 5400, OutputTokens: 112}),
 			},
 		},
 		{
@@ -43,16 +46,16 @@ func TestParseRecordedRuns(t *testing.T) {
 			File: "fix-test.jsonl",
 			Want: []abi.Event{
 				sdktest.ToolCall("item_1", "shell", `{"command":"/bin/bash -lc 'go test ./...'"}`),
-				sdktest.CommandResult("item_1", "--- FAIL: TestAdd (0.00s)\n    add_test.go:9: Add(2, 2) = 5, want 4\nFAIL\nFAIL\texample.com/add\t0.003s\nFAIL\n", true, 1),
+				sdktest.CommandResult("item_1", "shell", "--- FAIL: TestAdd (0.00s)\n    add_test.go:9: Add(2, 2) = 5, want 4\nFAIL\nFAIL\texample.com/add\t0.003s\nFAIL\n", true, 1),
 				sdktest.ToolCall("item_3", "apply_patch", `{"changes":[{"path":"/workspace/add.go","kind":"update"}]}`),
-				sdktest.ToolResult("item_3", "update /workspace/add.go", false),
+				sdktest.ToolResult("item_3", "apply_patch", "update /workspace/add.go", false),
 				sdktest.ToolCall("item_4", "docs/search", `{"query":"table-driven tests"}`),
-				sdktest.ToolResult("item_4", "Prefer table-driven tests.", false),
+				sdktest.ToolResult("item_4", "docs/search", "Prefer table-driven tests.", false),
 				sdktest.ToolCall("item_5", "shell", `{"command":"/bin/bash -lc 'go test ./...'"}`),
-				sdktest.CommandResult("item_5", "ok  \texample.com/add\t0.002s\n", false, 0),
+				sdktest.CommandResult("item_5", "shell", "ok  \texample.com/add\t0.002s\n", false, 0),
 				sdktest.Message("Fixed `Add` in `add.go`: it returned `a + b + 1`. The tests pass now."),
-				{Kind: abi.KindUsage, Usage: &abi.Usage{InputTokens: 24763, OutputTokens: 422}},
-				sdktest.Done("019a7c3e-5b21-7d40-9e8f-3c2a1b0d4e5f"),
+				sdktest.UsageOf(fixTest),
+				sdktest.DoneWith("019a7c3e-5b21-7d40-9e8f-3c2a1b0d4e5f", fixTest),
 			},
 		},
 		{
@@ -99,17 +102,40 @@ func TestParseOddOutput(t *testing.T) {
 			Name: "a web search is reported when it completes",
 			Stdout: started + `{"type":"item.started","item":{"id":"item_0","type":"web_search","query":"","action":{"type":"other"}}}` + "\n" +
 				`{"type":"item.completed","item":{"id":"item_0","type":"web_search","query":"wazero memory limit","action":{"type":"search","query":"wazero memory limit"}}}` + "\n" + completed,
-			Want: []abi.Event{sdktest.ToolCall("item_0", "web_search", `{"query":"wazero memory limit"}`), sdktest.ToolResult("item_0", "", false), sdktest.Done("t1")},
+			Want: []abi.Event{sdktest.ToolCall("item_0", "web_search", `{"query":"wazero memory limit"}`), sdktest.ToolResult("item_0", "web_search", "", false), sdktest.Done("t1")},
 		},
 		{
 			Name: "a declined command and a failed MCP call are errors",
 			Stdout: started + `{"type":"item.completed","item":{"id":"item_0","type":"command_execution","command":"rm -rf /","aggregated_output":"","exit_code":null,"status":"declined"}}` + "\n" +
 				`{"type":"item.completed","item":{"id":"item_1","type":"mcp_tool_call","server":"gh","tool":"pr","arguments":{},"result":null,"error":{"message":"timed out"},"status":"failed"}}` + "\n" + completed,
 			Want: []abi.Event{
-				sdktest.ToolCall("item_0", "shell", `{"command":"rm -rf /"}`), sdktest.ToolResult("item_0", "declined", true),
-				sdktest.ToolCall("item_1", "gh/pr", `{}`), sdktest.ToolResult("item_1", "timed out", true),
+				sdktest.ToolCall("item_0", "shell", `{"command":"rm -rf /"}`), sdktest.ToolResult("item_0", "shell", "declined", true),
+				sdktest.ToolCall("item_1", "gh/pr", `{}`), sdktest.ToolResult("item_1", "gh/pr", "timed out", true),
 				sdktest.Done("t1"),
 			},
 		},
 	})
+}
+
+// The real CLI's three resumed turns of one thread (TestRealCodexResumedTurns… records them),
+// each replayed with the hint the turn before ended with: every turn.completed counts the whole
+// thread, and every usage event is its own turn's.
+func TestParseResumedRecordingsReportEachTurnsOwnUsage(t *testing.T) {
+	const id = "01a2378b-9531-7400-b889-f7cc911800ba"
+	var recs []sdktest.Recording
+	resume := ""
+	for i := range 3 {
+		n := int64(i + 1)
+		// The fake model's turn n: 1000n input tokens, 100n of them cached, and 10n output.
+		turn := abi.Usage{InputTokens: 900 * n, CacheReadTokens: 100 * n, OutputTokens: 10 * n}
+		total := abi.Usage{InputTokens: 900 * n * (n + 1) / 2, CacheReadTokens: 100 * n * (n + 1) / 2, OutputTokens: 10 * n * (n + 1) / 2}
+		done := sdktest.DoneWith(id, total)
+		recs = append(recs, sdktest.Recording{
+			File:   fmt.Sprintf("real-resumed-%d.jsonl", n),
+			Resume: resume,
+			Want:   []abi.Event{sdktest.Message(fmt.Sprintf("Hello number %d.", n)), sdktest.UsageOf(turn), done},
+		})
+		resume = done.Resume
+	}
+	sdktest.CheckRecordings(t, Harness{}, recs)
 }

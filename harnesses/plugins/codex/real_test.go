@@ -1,6 +1,7 @@
 package codex
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -87,6 +88,48 @@ func TestRealCodexKilledWhileReconnecting(t *testing.T) {
 	if *modelfake.UpdateCaptures {
 		for file, out := range map[string]string{"real-killed.jsonl": run.Stdout, "real-killed.stderr": run.Stderr} {
 			if err := os.WriteFile(filepath.Join("testdata", file), []byte(out), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+}
+
+// The real Codex CLI, resumed turn after turn (`codex exec resume`), prints the whole
+// conversation's totals in every turn.completed; each turn's usage event is that turn's own, as
+// the fake model reported it, its cached input apart. Its stdout is testdata/real-resumed-N.jsonl,
+// rewritten with -update-captures, which TestParseResumedRecordings… replays. The plans name no
+// model, so the CLI runs the descriptor's default.
+func TestRealCodexResumedTurnsReportTheirOwnUsage(t *testing.T) {
+	bin := modelfake.CLI(t, "codex")
+	fake := modelfake.Start(modelfake.ResumedTurns()...)
+	defer fake.Close()
+	runs, events := modelfake.RunResumed(t, Harness{}, bin, modelfake.ResumedPrompts, func(prompt, resume string) abi.Plan {
+		plan, err := Harness{}.Plan(abi.PlanRequest{Prompt: prompt, Resume: resume, Env: map[string]string{"OPENAI_API_KEY": key}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		plan.Argv = slices.Insert(slices.Clone(plan.Argv), 2, "-c", `openai_base_url="`+fake.URL+`/v1"`)
+		return plan
+	}, t.TempDir())
+	// The plans named no model: the descriptor's default reached the CLI.
+	if models := fake.Models(); !slices.Equal(models, []string{"gpt-5.5"}) {
+		t.Errorf("the CLI asked for models %q, want only the descriptor's default", models)
+	}
+	for i, evs := range events {
+		n := int64(i + 1)
+		// OpenAI's input_tokens count the cached ones.
+		want := abi.Usage{InputTokens: 1000*n - 100*n, OutputTokens: 10 * n, CacheReadTokens: 100 * n}
+		var got abi.Usage
+		for _, e := range evs {
+			if e.Kind == abi.KindUsage {
+				got = got.Add(*e.Usage)
+			}
+		}
+		if got != want {
+			t.Errorf("turn %d usage %+v, want %+v\nstdout:\n%s", n, got, want, runs[i].Stdout)
+		}
+		if *modelfake.UpdateCaptures {
+			if err := os.WriteFile(filepath.Join("testdata", fmt.Sprintf("real-resumed-%d.jsonl", n)), []byte(runs[i].Stdout), 0o644); err != nil {
 				t.Fatal(err)
 			}
 		}

@@ -29,9 +29,9 @@ func ClientToolCall(id, name, input string) abi.Event {
 	return e
 }
 
-// ToolResult is what tool call id gave.
-func ToolResult(id, text string, isError bool) abi.Event {
-	return abi.Event{Kind: abi.KindToolResult, ToolCallID: id, Text: text, IsError: isError}
+// ToolResult is what tool call id, of the tool name, gave.
+func ToolResult(id, name, text string, isError bool) abi.Event {
+	return abi.Event{Kind: abi.KindToolResult, ToolCallID: id, ToolName: name, Text: text, IsError: isError}
 }
 
 // Under is e as a subagent's event, started by the tool call parent.
@@ -40,9 +40,9 @@ func Under(parent string, e abi.Event) abi.Event {
 	return e
 }
 
-// CommandResult is what tool call id, a command, gave, with its exit code.
-func CommandResult(id, text string, isError bool, exitCode int) abi.Event {
-	e := ToolResult(id, text, isError)
+// CommandResult is what tool call id, a command of the tool name, gave, with its exit code.
+func CommandResult(id, name, text string, isError bool, exitCode int) abi.Event {
+	e := ToolResult(id, name, text, isError)
 	e.ExitCode = &exitCode
 	return e
 }
@@ -50,6 +50,14 @@ func CommandResult(id, text string, isError bool, exitCode int) abi.Event {
 // Usage is a turn's cost.
 func Usage(in, out int64, cost float64) abi.Event {
 	return abi.Event{Kind: abi.KindUsage, Usage: &abi.Usage{InputTokens: in, OutputTokens: out, CostUSD: cost}}
+}
+
+// UsageOf is a turn's usage, cache reads and writes included.
+func UsageOf(u abi.Usage) abi.Event { return abi.Event{Kind: abi.KindUsage, Usage: &u} }
+
+// DoneWith ends a turn of conversation id, whose usage totals are now totals (sdk.Hint).
+func DoneWith(id string, totals abi.Usage) abi.Event {
+	return Done(sdk.Hint{ID: id, Totals: totals}.String())
 }
 
 // Error is an error the harness reported.
@@ -117,6 +125,8 @@ type Recording struct {
 	// replayed after stdout.
 	Stderr string
 	Status int
+	// Resume is the resume hint of the turn before ("" for a first turn).
+	Resume string
 	Want   []abi.Event
 }
 
@@ -138,7 +148,7 @@ func CheckRecordings(t *testing.T, h sdk.Harness, recs []Recording) {
 			}
 			for _, size := range []int{1, 7, 100, max(len(stdout), len(stderr))} {
 				reqs := append(sdk.Chunked("stdout", string(stdout), size), sdk.Chunked("stderr", string(stderr), size)...)
-				got, err := sdk.Replay(h, append(reqs, sdk.Exited(rec.Status))...)
+				got, err := sdk.ReplayResumed(h, rec.Resume, append(reqs, sdk.Exited(rec.Status))...)
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -19,6 +19,16 @@ export function SessionPage() {
   if (session.isPending) return <Loading what="the session" />;
   if (session.isError) return <ErrorView error={session.error} />;
   const s = session.data.session!;
+  // The session's own totals, kept by the API; the events' sum only before it has any.
+  const usage = s.usage
+    ? {
+        inputTokens: Number(s.usage.inputTokens),
+        outputTokens: Number(s.usage.outputTokens),
+        cacheReadTokens: Number(s.usage.cacheReadTokens),
+        cacheWriteTokens: Number(s.usage.cacheWriteTokens),
+        costUsd: s.usage.costUsd,
+      }
+    : conversation.usage;
   return (
     <section className="session">
       <h1>
@@ -44,8 +54,8 @@ export function SessionPage() {
         )}
         <dt>Usage</dt>
         <dd>
-          {conversation.usage.inputTokens} in · {conversation.usage.outputTokens} out
-          {conversation.usage.costUsd > 0 && ` · $${conversation.usage.costUsd.toFixed(4)}`}
+          {usage.inputTokens} in · {usage.cacheReadTokens} cached · {usage.cacheWriteTokens} cache written · {usage.outputTokens} out
+          {usage.costUsd > 0 && ` · $${usage.costUsd.toFixed(4)}`}
         </dd>
       </dl>
       <div className="columns">

@@ -36,7 +36,9 @@ type Session struct {
 	LastEventAt    *string                `protobuf:"bytes,10,opt,name=last_event_at,json=lastEventAt,proto3,oneof" json:"last_event_at,omitempty"`
 	// Hangar's additions (numbered from 100): the session's apps, each reachable through the
 	// authenticated reverse proxy at its url_path.
-	Apps          []*AppEndpoint `protobuf:"bytes,100,rep,name=apps,proto3" json:"apps,omitempty"`
+	Apps []*AppEndpoint `protobuf:"bytes,100,rep,name=apps,proto3" json:"apps,omitempty"`
+	// What an agent session's harness turns cost so far: the sum of its usage events.
+	Usage         *Usage `protobuf:"bytes,101,opt,name=usage,proto3" json:"usage,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -148,6 +150,91 @@ func (x *Session) GetApps() []*AppEndpoint {
 	return nil
 }
 
+func (x *Session) GetUsage() *Usage {
+	if x != nil {
+		return x.Usage
+	}
+	return nil
+}
+
+// Usage is what agent turns cost. input_tokens counts the input neither read from nor written to
+// the prompt cache, which cache_read_tokens and cache_write_tokens count.
+type Usage struct {
+	state            protoimpl.MessageState `protogen:"open.v1"`
+	InputTokens      int64                  `protobuf:"varint,1,opt,name=input_tokens,json=inputTokens,proto3" json:"input_tokens,omitempty"`
+	OutputTokens     int64                  `protobuf:"varint,2,opt,name=output_tokens,json=outputTokens,proto3" json:"output_tokens,omitempty"`
+	CacheReadTokens  int64                  `protobuf:"varint,3,opt,name=cache_read_tokens,json=cacheReadTokens,proto3" json:"cache_read_tokens,omitempty"`
+	CacheWriteTokens int64                  `protobuf:"varint,4,opt,name=cache_write_tokens,json=cacheWriteTokens,proto3" json:"cache_write_tokens,omitempty"`
+	CostUsd          float64                `protobuf:"fixed64,5,opt,name=cost_usd,json=costUsd,proto3" json:"cost_usd,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *Usage) Reset() {
+	*x = Usage{}
+	mi := &file_svc_app_v1_session_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Usage) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Usage) ProtoMessage() {}
+
+func (x *Usage) ProtoReflect() protoreflect.Message {
+	mi := &file_svc_app_v1_session_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Usage.ProtoReflect.Descriptor instead.
+func (*Usage) Descriptor() ([]byte, []int) {
+	return file_svc_app_v1_session_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *Usage) GetInputTokens() int64 {
+	if x != nil {
+		return x.InputTokens
+	}
+	return 0
+}
+
+func (x *Usage) GetOutputTokens() int64 {
+	if x != nil {
+		return x.OutputTokens
+	}
+	return 0
+}
+
+func (x *Usage) GetCacheReadTokens() int64 {
+	if x != nil {
+		return x.CacheReadTokens
+	}
+	return 0
+}
+
+func (x *Usage) GetCacheWriteTokens() int64 {
+	if x != nil {
+		return x.CacheWriteTokens
+	}
+	return 0
+}
+
+func (x *Usage) GetCostUsd() float64 {
+	if x != nil {
+		return x.CostUsd
+	}
+	return 0
+}
+
 type SessionListItem struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Session       *Session               `protobuf:"bytes,1,opt,name=session,proto3" json:"session,omitempty"`
@@ -160,7 +247,7 @@ type SessionListItem struct {
 
 func (x *SessionListItem) Reset() {
 	*x = SessionListItem{}
-	mi := &file_svc_app_v1_session_proto_msgTypes[1]
+	mi := &file_svc_app_v1_session_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -172,7 +259,7 @@ func (x *SessionListItem) String() string {
 func (*SessionListItem) ProtoMessage() {}
 
 func (x *SessionListItem) ProtoReflect() protoreflect.Message {
-	mi := &file_svc_app_v1_session_proto_msgTypes[1]
+	mi := &file_svc_app_v1_session_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -185,7 +272,7 @@ func (x *SessionListItem) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionListItem.ProtoReflect.Descriptor instead.
 func (*SessionListItem) Descriptor() ([]byte, []int) {
-	return file_svc_app_v1_session_proto_rawDescGZIP(), []int{1}
+	return file_svc_app_v1_session_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *SessionListItem) GetSession() *Session {
@@ -227,7 +314,7 @@ type SessionEvent struct {
 
 func (x *SessionEvent) Reset() {
 	*x = SessionEvent{}
-	mi := &file_svc_app_v1_session_proto_msgTypes[2]
+	mi := &file_svc_app_v1_session_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -239,7 +326,7 @@ func (x *SessionEvent) String() string {
 func (*SessionEvent) ProtoMessage() {}
 
 func (x *SessionEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_svc_app_v1_session_proto_msgTypes[2]
+	mi := &file_svc_app_v1_session_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -252,7 +339,7 @@ func (x *SessionEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionEvent.ProtoReflect.Descriptor instead.
 func (*SessionEvent) Descriptor() ([]byte, []int) {
-	return file_svc_app_v1_session_proto_rawDescGZIP(), []int{2}
+	return file_svc_app_v1_session_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *SessionEvent) GetIdx() int64 {
@@ -288,7 +375,7 @@ type ConversationEntry struct {
 
 func (x *ConversationEntry) Reset() {
 	*x = ConversationEntry{}
-	mi := &file_svc_app_v1_session_proto_msgTypes[3]
+	mi := &file_svc_app_v1_session_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -300,7 +387,7 @@ func (x *ConversationEntry) String() string {
 func (*ConversationEntry) ProtoMessage() {}
 
 func (x *ConversationEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_svc_app_v1_session_proto_msgTypes[3]
+	mi := &file_svc_app_v1_session_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -313,7 +400,7 @@ func (x *ConversationEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConversationEntry.ProtoReflect.Descriptor instead.
 func (*ConversationEntry) Descriptor() ([]byte, []int) {
-	return file_svc_app_v1_session_proto_rawDescGZIP(), []int{3}
+	return file_svc_app_v1_session_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *ConversationEntry) GetIdx() int64 {
@@ -358,7 +445,7 @@ type CheckpointSummary struct {
 
 func (x *CheckpointSummary) Reset() {
 	*x = CheckpointSummary{}
-	mi := &file_svc_app_v1_session_proto_msgTypes[4]
+	mi := &file_svc_app_v1_session_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -370,7 +457,7 @@ func (x *CheckpointSummary) String() string {
 func (*CheckpointSummary) ProtoMessage() {}
 
 func (x *CheckpointSummary) ProtoReflect() protoreflect.Message {
-	mi := &file_svc_app_v1_session_proto_msgTypes[4]
+	mi := &file_svc_app_v1_session_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -383,7 +470,7 @@ func (x *CheckpointSummary) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckpointSummary.ProtoReflect.Descriptor instead.
 func (*CheckpointSummary) Descriptor() ([]byte, []int) {
-	return file_svc_app_v1_session_proto_rawDescGZIP(), []int{4}
+	return file_svc_app_v1_session_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *CheckpointSummary) GetSnapshotId() string {
@@ -448,7 +535,7 @@ type CowStateView struct {
 
 func (x *CowStateView) Reset() {
 	*x = CowStateView{}
-	mi := &file_svc_app_v1_session_proto_msgTypes[5]
+	mi := &file_svc_app_v1_session_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -460,7 +547,7 @@ func (x *CowStateView) String() string {
 func (*CowStateView) ProtoMessage() {}
 
 func (x *CowStateView) ProtoReflect() protoreflect.Message {
-	mi := &file_svc_app_v1_session_proto_msgTypes[5]
+	mi := &file_svc_app_v1_session_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -473,7 +560,7 @@ func (x *CowStateView) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CowStateView.ProtoReflect.Descriptor instead.
 func (*CowStateView) Descriptor() ([]byte, []int) {
-	return file_svc_app_v1_session_proto_rawDescGZIP(), []int{5}
+	return file_svc_app_v1_session_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *CowStateView) GetSandboxId() string {
@@ -579,7 +666,7 @@ type AppEndpoint struct {
 
 func (x *AppEndpoint) Reset() {
 	*x = AppEndpoint{}
-	mi := &file_svc_app_v1_session_proto_msgTypes[6]
+	mi := &file_svc_app_v1_session_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -591,7 +678,7 @@ func (x *AppEndpoint) String() string {
 func (*AppEndpoint) ProtoMessage() {}
 
 func (x *AppEndpoint) ProtoReflect() protoreflect.Message {
-	mi := &file_svc_app_v1_session_proto_msgTypes[6]
+	mi := &file_svc_app_v1_session_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -604,7 +691,7 @@ func (x *AppEndpoint) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AppEndpoint.ProtoReflect.Descriptor instead.
 func (*AppEndpoint) Descriptor() ([]byte, []int) {
-	return file_svc_app_v1_session_proto_rawDescGZIP(), []int{6}
+	return file_svc_app_v1_session_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *AppEndpoint) GetHostname() string {
@@ -646,7 +733,7 @@ type ArtifactMetadata struct {
 
 func (x *ArtifactMetadata) Reset() {
 	*x = ArtifactMetadata{}
-	mi := &file_svc_app_v1_session_proto_msgTypes[7]
+	mi := &file_svc_app_v1_session_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -658,7 +745,7 @@ func (x *ArtifactMetadata) String() string {
 func (*ArtifactMetadata) ProtoMessage() {}
 
 func (x *ArtifactMetadata) ProtoReflect() protoreflect.Message {
-	mi := &file_svc_app_v1_session_proto_msgTypes[7]
+	mi := &file_svc_app_v1_session_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -671,7 +758,7 @@ func (x *ArtifactMetadata) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ArtifactMetadata.ProtoReflect.Descriptor instead.
 func (*ArtifactMetadata) Descriptor() ([]byte, []int) {
-	return file_svc_app_v1_session_proto_rawDescGZIP(), []int{7}
+	return file_svc_app_v1_session_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ArtifactMetadata) GetMediaType() string {
@@ -706,7 +793,7 @@ type CopyFileResult struct {
 
 func (x *CopyFileResult) Reset() {
 	*x = CopyFileResult{}
-	mi := &file_svc_app_v1_session_proto_msgTypes[8]
+	mi := &file_svc_app_v1_session_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -718,7 +805,7 @@ func (x *CopyFileResult) String() string {
 func (*CopyFileResult) ProtoMessage() {}
 
 func (x *CopyFileResult) ProtoReflect() protoreflect.Message {
-	mi := &file_svc_app_v1_session_proto_msgTypes[8]
+	mi := &file_svc_app_v1_session_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -731,7 +818,7 @@ func (x *CopyFileResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CopyFileResult.ProtoReflect.Descriptor instead.
 func (*CopyFileResult) Descriptor() ([]byte, []int) {
-	return file_svc_app_v1_session_proto_rawDescGZIP(), []int{8}
+	return file_svc_app_v1_session_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *CopyFileResult) GetPath() string {
@@ -764,7 +851,7 @@ type ExecStarted struct {
 
 func (x *ExecStarted) Reset() {
 	*x = ExecStarted{}
-	mi := &file_svc_app_v1_session_proto_msgTypes[9]
+	mi := &file_svc_app_v1_session_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -776,7 +863,7 @@ func (x *ExecStarted) String() string {
 func (*ExecStarted) ProtoMessage() {}
 
 func (x *ExecStarted) ProtoReflect() protoreflect.Message {
-	mi := &file_svc_app_v1_session_proto_msgTypes[9]
+	mi := &file_svc_app_v1_session_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -789,7 +876,7 @@ func (x *ExecStarted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecStarted.ProtoReflect.Descriptor instead.
 func (*ExecStarted) Descriptor() ([]byte, []int) {
-	return file_svc_app_v1_session_proto_rawDescGZIP(), []int{9}
+	return file_svc_app_v1_session_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ExecStarted) GetExecId() string {
@@ -814,7 +901,7 @@ type ExecExit struct {
 
 func (x *ExecExit) Reset() {
 	*x = ExecExit{}
-	mi := &file_svc_app_v1_session_proto_msgTypes[10]
+	mi := &file_svc_app_v1_session_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -826,7 +913,7 @@ func (x *ExecExit) String() string {
 func (*ExecExit) ProtoMessage() {}
 
 func (x *ExecExit) ProtoReflect() protoreflect.Message {
-	mi := &file_svc_app_v1_session_proto_msgTypes[10]
+	mi := &file_svc_app_v1_session_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -839,7 +926,7 @@ func (x *ExecExit) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecExit.ProtoReflect.Descriptor instead.
 func (*ExecExit) Descriptor() ([]byte, []int) {
-	return file_svc_app_v1_session_proto_rawDescGZIP(), []int{10}
+	return file_svc_app_v1_session_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ExecExit) GetExitStatus() int32 {
@@ -889,7 +976,7 @@ type ExecRusage struct {
 
 func (x *ExecRusage) Reset() {
 	*x = ExecRusage{}
-	mi := &file_svc_app_v1_session_proto_msgTypes[11]
+	mi := &file_svc_app_v1_session_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -901,7 +988,7 @@ func (x *ExecRusage) String() string {
 func (*ExecRusage) ProtoMessage() {}
 
 func (x *ExecRusage) ProtoReflect() protoreflect.Message {
-	mi := &file_svc_app_v1_session_proto_msgTypes[11]
+	mi := &file_svc_app_v1_session_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -914,7 +1001,7 @@ func (x *ExecRusage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecRusage.ProtoReflect.Descriptor instead.
 func (*ExecRusage) Descriptor() ([]byte, []int) {
-	return file_svc_app_v1_session_proto_rawDescGZIP(), []int{11}
+	return file_svc_app_v1_session_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ExecRusage) GetWallMs() uint64 {
@@ -960,7 +1047,7 @@ type ExecOutput struct {
 
 func (x *ExecOutput) Reset() {
 	*x = ExecOutput{}
-	mi := &file_svc_app_v1_session_proto_msgTypes[12]
+	mi := &file_svc_app_v1_session_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -972,7 +1059,7 @@ func (x *ExecOutput) String() string {
 func (*ExecOutput) ProtoMessage() {}
 
 func (x *ExecOutput) ProtoReflect() protoreflect.Message {
-	mi := &file_svc_app_v1_session_proto_msgTypes[12]
+	mi := &file_svc_app_v1_session_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -985,7 +1072,7 @@ func (x *ExecOutput) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecOutput.ProtoReflect.Descriptor instead.
 func (*ExecOutput) Descriptor() ([]byte, []int) {
-	return file_svc_app_v1_session_proto_rawDescGZIP(), []int{12}
+	return file_svc_app_v1_session_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ExecOutput) GetEvent() isExecOutput_Event {
@@ -1071,7 +1158,7 @@ type ReadFileMetadata struct {
 
 func (x *ReadFileMetadata) Reset() {
 	*x = ReadFileMetadata{}
-	mi := &file_svc_app_v1_session_proto_msgTypes[13]
+	mi := &file_svc_app_v1_session_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1083,7 +1170,7 @@ func (x *ReadFileMetadata) String() string {
 func (*ReadFileMetadata) ProtoMessage() {}
 
 func (x *ReadFileMetadata) ProtoReflect() protoreflect.Message {
-	mi := &file_svc_app_v1_session_proto_msgTypes[13]
+	mi := &file_svc_app_v1_session_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1096,7 +1183,7 @@ func (x *ReadFileMetadata) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadFileMetadata.ProtoReflect.Descriptor instead.
 func (*ReadFileMetadata) Descriptor() ([]byte, []int) {
-	return file_svc_app_v1_session_proto_rawDescGZIP(), []int{13}
+	return file_svc_app_v1_session_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ReadFileMetadata) GetPath() string {
@@ -1140,7 +1227,7 @@ type WriteFileMetadata struct {
 
 func (x *WriteFileMetadata) Reset() {
 	*x = WriteFileMetadata{}
-	mi := &file_svc_app_v1_session_proto_msgTypes[14]
+	mi := &file_svc_app_v1_session_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1152,7 +1239,7 @@ func (x *WriteFileMetadata) String() string {
 func (*WriteFileMetadata) ProtoMessage() {}
 
 func (x *WriteFileMetadata) ProtoReflect() protoreflect.Message {
-	mi := &file_svc_app_v1_session_proto_msgTypes[14]
+	mi := &file_svc_app_v1_session_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1165,7 +1252,7 @@ func (x *WriteFileMetadata) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteFileMetadata.ProtoReflect.Descriptor instead.
 func (*WriteFileMetadata) Descriptor() ([]byte, []int) {
-	return file_svc_app_v1_session_proto_rawDescGZIP(), []int{14}
+	return file_svc_app_v1_session_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *WriteFileMetadata) GetSessionId() string {
@@ -1212,7 +1299,7 @@ type ListSessionsResponse struct {
 
 func (x *ListSessionsResponse) Reset() {
 	*x = ListSessionsResponse{}
-	mi := &file_svc_app_v1_session_proto_msgTypes[15]
+	mi := &file_svc_app_v1_session_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1224,7 +1311,7 @@ func (x *ListSessionsResponse) String() string {
 func (*ListSessionsResponse) ProtoMessage() {}
 
 func (x *ListSessionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_svc_app_v1_session_proto_msgTypes[15]
+	mi := &file_svc_app_v1_session_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1237,7 +1324,7 @@ func (x *ListSessionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSessionsResponse.ProtoReflect.Descriptor instead.
 func (*ListSessionsResponse) Descriptor() ([]byte, []int) {
-	return file_svc_app_v1_session_proto_rawDescGZIP(), []int{15}
+	return file_svc_app_v1_session_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ListSessionsResponse) GetSessions() []*SessionListItem {
@@ -1274,7 +1361,7 @@ type CreateSessionRequest struct {
 
 func (x *CreateSessionRequest) Reset() {
 	*x = CreateSessionRequest{}
-	mi := &file_svc_app_v1_session_proto_msgTypes[16]
+	mi := &file_svc_app_v1_session_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1286,7 +1373,7 @@ func (x *CreateSessionRequest) String() string {
 func (*CreateSessionRequest) ProtoMessage() {}
 
 func (x *CreateSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_svc_app_v1_session_proto_msgTypes[16]
+	mi := &file_svc_app_v1_session_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1299,7 +1386,7 @@ func (x *CreateSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateSessionRequest.ProtoReflect.Descriptor instead.
 func (*CreateSessionRequest) Descriptor() ([]byte, []int) {
-	return file_svc_app_v1_session_proto_rawDescGZIP(), []int{16}
+	return file_svc_app_v1_session_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *CreateSessionRequest) GetImageUri() string {
@@ -1433,7 +1520,7 @@ type CreateSessionResponse struct {
 
 func (x *CreateSessionResponse) Reset() {
 	*x = CreateSessionResponse{}
-	mi := &file_svc_app_v1_session_proto_msgTypes[17]
+	mi := &file_svc_app_v1_session_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1445,7 +1532,7 @@ func (x *CreateSessionResponse) String() string {
 func (*CreateSessionResponse) ProtoMessage() {}
 
 func (x *CreateSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_svc_app_v1_session_proto_msgTypes[17]
+	mi := &file_svc_app_v1_session_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1458,7 +1545,7 @@ func (x *CreateSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateSessionResponse.ProtoReflect.Descriptor instead.
 func (*CreateSessionResponse) Descriptor() ([]byte, []int) {
-	return file_svc_app_v1_session_proto_rawDescGZIP(), []int{17}
+	return file_svc_app_v1_session_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *CreateSessionResponse) GetSessionId() string {
@@ -1498,7 +1585,7 @@ type GetSessionRequest struct {
 
 func (x *GetSessionRequest) Reset() {
 	*x = GetSessionRequest{}
-	mi := &file_svc_app_v1_session_proto_msgTypes[18]
+	mi := &file_svc_app_v1_session_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1510,7 +1597,7 @@ func (x *GetSessionRequest) String() string {
 func (*GetSessionRequest) ProtoMessage() {}
 
 func (x *GetSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_svc_app_v1_session_proto_msgTypes[18]
+	mi := &file_svc_app_v1_session_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1523,7 +1610,7 @@ func (x *GetSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSessionRequest.ProtoReflect.Descriptor instead.
 func (*GetSessionRequest) Descriptor() ([]byte, []int) {
-	return file_svc_app_v1_session_proto_rawDescGZIP(), []int{18}
+	return file_svc_app_v1_session_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *GetSessionRequest) GetSessionId() string {
@@ -1542,7 +1629,7 @@ type GetSessionResponse struct {
 
 func (x *GetSessionResponse) Reset() {
 	*x = GetSessionResponse{}
-	mi := &file_svc_app_v1_session_proto_msgTypes[19]
+	mi := &file_svc_app_v1_session_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1554,7 +1641,7 @@ func (x *GetSessionResponse) String() string {
 func (*GetSessionResponse) ProtoMessage() {}
 
 func (x *GetSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_svc_app_v1_session_proto_msgTypes[19]
+	mi := &file_svc_app_v1_session_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1567,7 +1654,7 @@ func (x *GetSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSessionResponse.ProtoReflect.Descriptor instead.
 func (*GetSessionResponse) Descriptor() ([]byte, []int) {
-	return file_svc_app_v1_session_proto_rawDescGZIP(), []int{19}
+	return file_svc_app_v1_session_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *GetSessionResponse) GetSession() *Session {
@@ -1586,7 +1673,7 @@ type DeleteSessionRequest struct {
 
 func (x *DeleteSessionRequest) Reset() {
 	*x = DeleteSessionRequest{}
-	mi := &file_svc_app_v1_session_proto_msgTypes[20]
+	mi := &file_svc_app_v1_session_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1598,7 +1685,7 @@ func (x *DeleteSessionRequest) String() string {
 func (*DeleteSessionRequest) ProtoMessage() {}
 
 func (x *DeleteSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_svc_app_v1_session_proto_msgTypes[20]
+	mi := &file_svc_app_v1_session_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1611,7 +1698,7 @@ func (x *DeleteSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteSessionRequest.ProtoReflect.Descriptor instead.
 func (*DeleteSessionRequest) Descriptor() ([]byte, []int) {
-	return file_svc_app_v1_session_proto_rawDescGZIP(), []int{20}
+	return file_svc_app_v1_session_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *DeleteSessionRequest) GetSessionId() string {
@@ -1633,7 +1720,7 @@ type SendPromptRequest struct {
 
 func (x *SendPromptRequest) Reset() {
 	*x = SendPromptRequest{}
-	mi := &file_svc_app_v1_session_proto_msgTypes[21]
+	mi := &file_svc_app_v1_session_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1645,7 +1732,7 @@ func (x *SendPromptRequest) String() string {
 func (*SendPromptRequest) ProtoMessage() {}
 
 func (x *SendPromptRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_svc_app_v1_session_proto_msgTypes[21]
+	mi := &file_svc_app_v1_session_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1658,7 +1745,7 @@ func (x *SendPromptRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SendPromptRequest.ProtoReflect.Descriptor instead.
 func (*SendPromptRequest) Descriptor() ([]byte, []int) {
-	return file_svc_app_v1_session_proto_rawDescGZIP(), []int{21}
+	return file_svc_app_v1_session_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *SendPromptRequest) GetSessionId() string {
@@ -1699,7 +1786,7 @@ type SendPromptResponse struct {
 
 func (x *SendPromptResponse) Reset() {
 	*x = SendPromptResponse{}
-	mi := &file_svc_app_v1_session_proto_msgTypes[22]
+	mi := &file_svc_app_v1_session_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1711,7 +1798,7 @@ func (x *SendPromptResponse) String() string {
 func (*SendPromptResponse) ProtoMessage() {}
 
 func (x *SendPromptResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_svc_app_v1_session_proto_msgTypes[22]
+	mi := &file_svc_app_v1_session_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1724,7 +1811,7 @@ func (x *SendPromptResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SendPromptResponse.ProtoReflect.Descriptor instead.
 func (*SendPromptResponse) Descriptor() ([]byte, []int) {
-	return file_svc_app_v1_session_proto_rawDescGZIP(), []int{22}
+	return file_svc_app_v1_session_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *SendPromptResponse) GetSessionId() string {
@@ -1751,7 +1838,7 @@ type InterruptRequest struct {
 
 func (x *InterruptRequest) Reset() {
 	*x = InterruptRequest{}
-	mi := &file_svc_app_v1_session_proto_msgTypes[23]
+	mi := &file_svc_app_v1_session_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1763,7 +1850,7 @@ func (x *InterruptRequest) String() string {
 func (*InterruptRequest) ProtoMessage() {}
 
 func (x *InterruptRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_svc_app_v1_session_proto_msgTypes[23]
+	mi := &file_svc_app_v1_session_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1776,7 +1863,7 @@ func (x *InterruptRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InterruptRequest.ProtoReflect.Descriptor instead.
 func (*InterruptRequest) Descriptor() ([]byte, []int) {
-	return file_svc_app_v1_session_proto_rawDescGZIP(), []int{23}
+	return file_svc_app_v1_session_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *InterruptRequest) GetSessionId() string {
@@ -1803,7 +1890,7 @@ type InterruptResponse struct {
 
 func (x *InterruptResponse) Reset() {
 	*x = InterruptResponse{}
-	mi := &file_svc_app_v1_session_proto_msgTypes[24]
+	mi := &file_svc_app_v1_session_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1815,7 +1902,7 @@ func (x *InterruptResponse) String() string {
 func (*InterruptResponse) ProtoMessage() {}
 
 func (x *InterruptResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_svc_app_v1_session_proto_msgTypes[24]
+	mi := &file_svc_app_v1_session_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1828,7 +1915,7 @@ func (x *InterruptResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InterruptResponse.ProtoReflect.Descriptor instead.
 func (*InterruptResponse) Descriptor() ([]byte, []int) {
-	return file_svc_app_v1_session_proto_rawDescGZIP(), []int{24}
+	return file_svc_app_v1_session_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *InterruptResponse) GetSessionId() string {
@@ -1856,7 +1943,7 @@ type EditQueuedPromptRequest struct {
 
 func (x *EditQueuedPromptRequest) Reset() {
 	*x = EditQueuedPromptRequest{}
-	mi := &file_svc_app_v1_session_proto_msgTypes[25]
+	mi := &file_svc_app_v1_session_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1868,7 +1955,7 @@ func (x *EditQueuedPromptRequest) String() string {
 func (*EditQueuedPromptRequest) ProtoMessage() {}
 
 func (x *EditQueuedPromptRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_svc_app_v1_session_proto_msgTypes[25]
+	mi := &file_svc_app_v1_session_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1881,7 +1968,7 @@ func (x *EditQueuedPromptRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EditQueuedPromptRequest.ProtoReflect.Descriptor instead.
 func (*EditQueuedPromptRequest) Descriptor() ([]byte, []int) {
-	return file_svc_app_v1_session_proto_rawDescGZIP(), []int{25}
+	return file_svc_app_v1_session_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *EditQueuedPromptRequest) GetSessionId() string {
@@ -1915,7 +2002,7 @@ type EditQueuedPromptResponse struct {
 
 func (x *EditQueuedPromptResponse) Reset() {
 	*x = EditQueuedPromptResponse{}
-	mi := &file_svc_app_v1_session_proto_msgTypes[26]
+	mi := &file_svc_app_v1_session_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1927,7 +2014,7 @@ func (x *EditQueuedPromptResponse) String() string {
 func (*EditQueuedPromptResponse) ProtoMessage() {}
 
 func (x *EditQueuedPromptResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_svc_app_v1_session_proto_msgTypes[26]
+	mi := &file_svc_app_v1_session_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1940,7 +2027,7 @@ func (x *EditQueuedPromptResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EditQueuedPromptResponse.ProtoReflect.Descriptor instead.
 func (*EditQueuedPromptResponse) Descriptor() ([]byte, []int) {
-	return file_svc_app_v1_session_proto_rawDescGZIP(), []int{26}
+	return file_svc_app_v1_session_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *EditQueuedPromptResponse) GetSessionId() string {
@@ -1967,7 +2054,7 @@ type DequeueQueuedPromptRequest struct {
 
 func (x *DequeueQueuedPromptRequest) Reset() {
 	*x = DequeueQueuedPromptRequest{}
-	mi := &file_svc_app_v1_session_proto_msgTypes[27]
+	mi := &file_svc_app_v1_session_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1979,7 +2066,7 @@ func (x *DequeueQueuedPromptRequest) String() string {
 func (*DequeueQueuedPromptRequest) ProtoMessage() {}
 
 func (x *DequeueQueuedPromptRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_svc_app_v1_session_proto_msgTypes[27]
+	mi := &file_svc_app_v1_session_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1992,7 +2079,7 @@ func (x *DequeueQueuedPromptRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DequeueQueuedPromptRequest.ProtoReflect.Descriptor instead.
 func (*DequeueQueuedPromptRequest) Descriptor() ([]byte, []int) {
-	return file_svc_app_v1_session_proto_rawDescGZIP(), []int{27}
+	return file_svc_app_v1_session_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *DequeueQueuedPromptRequest) GetSessionId() string {
@@ -2019,7 +2106,7 @@ type DequeueQueuedPromptResponse struct {
 
 func (x *DequeueQueuedPromptResponse) Reset() {
 	*x = DequeueQueuedPromptResponse{}
-	mi := &file_svc_app_v1_session_proto_msgTypes[28]
+	mi := &file_svc_app_v1_session_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2031,7 +2118,7 @@ func (x *DequeueQueuedPromptResponse) String() string {
 func (*DequeueQueuedPromptResponse) ProtoMessage() {}
 
 func (x *DequeueQueuedPromptResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_svc_app_v1_session_proto_msgTypes[28]
+	mi := &file_svc_app_v1_session_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2044,7 +2131,7 @@ func (x *DequeueQueuedPromptResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DequeueQueuedPromptResponse.ProtoReflect.Descriptor instead.
 func (*DequeueQueuedPromptResponse) Descriptor() ([]byte, []int) {
-	return file_svc_app_v1_session_proto_rawDescGZIP(), []int{28}
+	return file_svc_app_v1_session_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *DequeueQueuedPromptResponse) GetSessionId() string {
@@ -2072,7 +2159,7 @@ type CompleteToolCallRequest struct {
 
 func (x *CompleteToolCallRequest) Reset() {
 	*x = CompleteToolCallRequest{}
-	mi := &file_svc_app_v1_session_proto_msgTypes[29]
+	mi := &file_svc_app_v1_session_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2084,7 +2171,7 @@ func (x *CompleteToolCallRequest) String() string {
 func (*CompleteToolCallRequest) ProtoMessage() {}
 
 func (x *CompleteToolCallRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_svc_app_v1_session_proto_msgTypes[29]
+	mi := &file_svc_app_v1_session_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2097,7 +2184,7 @@ func (x *CompleteToolCallRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompleteToolCallRequest.ProtoReflect.Descriptor instead.
 func (*CompleteToolCallRequest) Descriptor() ([]byte, []int) {
-	return file_svc_app_v1_session_proto_rawDescGZIP(), []int{29}
+	return file_svc_app_v1_session_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *CompleteToolCallRequest) GetSessionId() string {
@@ -2131,7 +2218,7 @@ type CompleteToolCallResponse struct {
 
 func (x *CompleteToolCallResponse) Reset() {
 	*x = CompleteToolCallResponse{}
-	mi := &file_svc_app_v1_session_proto_msgTypes[30]
+	mi := &file_svc_app_v1_session_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2143,7 +2230,7 @@ func (x *CompleteToolCallResponse) String() string {
 func (*CompleteToolCallResponse) ProtoMessage() {}
 
 func (x *CompleteToolCallResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_svc_app_v1_session_proto_msgTypes[30]
+	mi := &file_svc_app_v1_session_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2156,7 +2243,7 @@ func (x *CompleteToolCallResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompleteToolCallResponse.ProtoReflect.Descriptor instead.
 func (*CompleteToolCallResponse) Descriptor() ([]byte, []int) {
-	return file_svc_app_v1_session_proto_rawDescGZIP(), []int{30}
+	return file_svc_app_v1_session_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *CompleteToolCallResponse) GetSessionId() string {
@@ -2184,7 +2271,7 @@ type StreamEventsRequest struct {
 
 func (x *StreamEventsRequest) Reset() {
 	*x = StreamEventsRequest{}
-	mi := &file_svc_app_v1_session_proto_msgTypes[31]
+	mi := &file_svc_app_v1_session_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2196,7 +2283,7 @@ func (x *StreamEventsRequest) String() string {
 func (*StreamEventsRequest) ProtoMessage() {}
 
 func (x *StreamEventsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_svc_app_v1_session_proto_msgTypes[31]
+	mi := &file_svc_app_v1_session_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2209,7 +2296,7 @@ func (x *StreamEventsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamEventsRequest.ProtoReflect.Descriptor instead.
 func (*StreamEventsRequest) Descriptor() ([]byte, []int) {
-	return file_svc_app_v1_session_proto_rawDescGZIP(), []int{31}
+	return file_svc_app_v1_session_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *StreamEventsRequest) GetSessionId() string {
@@ -2247,7 +2334,7 @@ type ListSessionEventsRequest struct {
 
 func (x *ListSessionEventsRequest) Reset() {
 	*x = ListSessionEventsRequest{}
-	mi := &file_svc_app_v1_session_proto_msgTypes[32]
+	mi := &file_svc_app_v1_session_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2259,7 +2346,7 @@ func (x *ListSessionEventsRequest) String() string {
 func (*ListSessionEventsRequest) ProtoMessage() {}
 
 func (x *ListSessionEventsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_svc_app_v1_session_proto_msgTypes[32]
+	mi := &file_svc_app_v1_session_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2272,7 +2359,7 @@ func (x *ListSessionEventsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSessionEventsRequest.ProtoReflect.Descriptor instead.
 func (*ListSessionEventsRequest) Descriptor() ([]byte, []int) {
-	return file_svc_app_v1_session_proto_rawDescGZIP(), []int{32}
+	return file_svc_app_v1_session_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *ListSessionEventsRequest) GetSessionId() string {
@@ -2327,7 +2414,7 @@ type ListSessionEventsResponse struct {
 
 func (x *ListSessionEventsResponse) Reset() {
 	*x = ListSessionEventsResponse{}
-	mi := &file_svc_app_v1_session_proto_msgTypes[33]
+	mi := &file_svc_app_v1_session_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2339,7 +2426,7 @@ func (x *ListSessionEventsResponse) String() string {
 func (*ListSessionEventsResponse) ProtoMessage() {}
 
 func (x *ListSessionEventsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_svc_app_v1_session_proto_msgTypes[33]
+	mi := &file_svc_app_v1_session_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2352,7 +2439,7 @@ func (x *ListSessionEventsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSessionEventsResponse.ProtoReflect.Descriptor instead.
 func (*ListSessionEventsResponse) Descriptor() ([]byte, []int) {
-	return file_svc_app_v1_session_proto_rawDescGZIP(), []int{33}
+	return file_svc_app_v1_session_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *ListSessionEventsResponse) GetEvents() []*SessionEvent {
@@ -2387,7 +2474,7 @@ type ExecRequest struct {
 
 func (x *ExecRequest) Reset() {
 	*x = ExecRequest{}
-	mi := &file_svc_app_v1_session_proto_msgTypes[34]
+	mi := &file_svc_app_v1_session_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2399,7 +2486,7 @@ func (x *ExecRequest) String() string {
 func (*ExecRequest) ProtoMessage() {}
 
 func (x *ExecRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_svc_app_v1_session_proto_msgTypes[34]
+	mi := &file_svc_app_v1_session_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2412,7 +2499,7 @@ func (x *ExecRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecRequest.ProtoReflect.Descriptor instead.
 func (*ExecRequest) Descriptor() ([]byte, []int) {
-	return file_svc_app_v1_session_proto_rawDescGZIP(), []int{34}
+	return file_svc_app_v1_session_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *ExecRequest) GetSessionId() string {
@@ -2495,7 +2582,7 @@ type CancelExecRequest struct {
 
 func (x *CancelExecRequest) Reset() {
 	*x = CancelExecRequest{}
-	mi := &file_svc_app_v1_session_proto_msgTypes[35]
+	mi := &file_svc_app_v1_session_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2507,7 +2594,7 @@ func (x *CancelExecRequest) String() string {
 func (*CancelExecRequest) ProtoMessage() {}
 
 func (x *CancelExecRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_svc_app_v1_session_proto_msgTypes[35]
+	mi := &file_svc_app_v1_session_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2520,7 +2607,7 @@ func (x *CancelExecRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelExecRequest.ProtoReflect.Descriptor instead.
 func (*CancelExecRequest) Descriptor() ([]byte, []int) {
-	return file_svc_app_v1_session_proto_rawDescGZIP(), []int{35}
+	return file_svc_app_v1_session_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *CancelExecRequest) GetSessionId() string {
@@ -2550,7 +2637,7 @@ type WriteFileRequest struct {
 
 func (x *WriteFileRequest) Reset() {
 	*x = WriteFileRequest{}
-	mi := &file_svc_app_v1_session_proto_msgTypes[36]
+	mi := &file_svc_app_v1_session_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2562,7 +2649,7 @@ func (x *WriteFileRequest) String() string {
 func (*WriteFileRequest) ProtoMessage() {}
 
 func (x *WriteFileRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_svc_app_v1_session_proto_msgTypes[36]
+	mi := &file_svc_app_v1_session_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2575,7 +2662,7 @@ func (x *WriteFileRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteFileRequest.ProtoReflect.Descriptor instead.
 func (*WriteFileRequest) Descriptor() ([]byte, []int) {
-	return file_svc_app_v1_session_proto_rawDescGZIP(), []int{36}
+	return file_svc_app_v1_session_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *WriteFileRequest) GetFrame() isWriteFileRequest_Frame {
@@ -2630,7 +2717,7 @@ type WriteFileResponse struct {
 
 func (x *WriteFileResponse) Reset() {
 	*x = WriteFileResponse{}
-	mi := &file_svc_app_v1_session_proto_msgTypes[37]
+	mi := &file_svc_app_v1_session_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2642,7 +2729,7 @@ func (x *WriteFileResponse) String() string {
 func (*WriteFileResponse) ProtoMessage() {}
 
 func (x *WriteFileResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_svc_app_v1_session_proto_msgTypes[37]
+	mi := &file_svc_app_v1_session_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2655,7 +2742,7 @@ func (x *WriteFileResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteFileResponse.ProtoReflect.Descriptor instead.
 func (*WriteFileResponse) Descriptor() ([]byte, []int) {
-	return file_svc_app_v1_session_proto_rawDescGZIP(), []int{37}
+	return file_svc_app_v1_session_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *WriteFileResponse) GetPath() string {
@@ -2695,7 +2782,7 @@ type ReadFileRequest struct {
 
 func (x *ReadFileRequest) Reset() {
 	*x = ReadFileRequest{}
-	mi := &file_svc_app_v1_session_proto_msgTypes[38]
+	mi := &file_svc_app_v1_session_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2707,7 +2794,7 @@ func (x *ReadFileRequest) String() string {
 func (*ReadFileRequest) ProtoMessage() {}
 
 func (x *ReadFileRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_svc_app_v1_session_proto_msgTypes[38]
+	mi := &file_svc_app_v1_session_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2720,7 +2807,7 @@ func (x *ReadFileRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadFileRequest.ProtoReflect.Descriptor instead.
 func (*ReadFileRequest) Descriptor() ([]byte, []int) {
-	return file_svc_app_v1_session_proto_rawDescGZIP(), []int{38}
+	return file_svc_app_v1_session_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *ReadFileRequest) GetSessionId() string {
@@ -2764,7 +2851,7 @@ type ReadFileResponse struct {
 
 func (x *ReadFileResponse) Reset() {
 	*x = ReadFileResponse{}
-	mi := &file_svc_app_v1_session_proto_msgTypes[39]
+	mi := &file_svc_app_v1_session_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2776,7 +2863,7 @@ func (x *ReadFileResponse) String() string {
 func (*ReadFileResponse) ProtoMessage() {}
 
 func (x *ReadFileResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_svc_app_v1_session_proto_msgTypes[39]
+	mi := &file_svc_app_v1_session_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2789,7 +2876,7 @@ func (x *ReadFileResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadFileResponse.ProtoReflect.Descriptor instead.
 func (*ReadFileResponse) Descriptor() ([]byte, []int) {
-	return file_svc_app_v1_session_proto_rawDescGZIP(), []int{39}
+	return file_svc_app_v1_session_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *ReadFileResponse) GetFrame() isReadFileResponse_Frame {
@@ -2844,7 +2931,7 @@ type CopyFilesRequest struct {
 
 func (x *CopyFilesRequest) Reset() {
 	*x = CopyFilesRequest{}
-	mi := &file_svc_app_v1_session_proto_msgTypes[40]
+	mi := &file_svc_app_v1_session_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2856,7 +2943,7 @@ func (x *CopyFilesRequest) String() string {
 func (*CopyFilesRequest) ProtoMessage() {}
 
 func (x *CopyFilesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_svc_app_v1_session_proto_msgTypes[40]
+	mi := &file_svc_app_v1_session_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2869,7 +2956,7 @@ func (x *CopyFilesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CopyFilesRequest.ProtoReflect.Descriptor instead.
 func (*CopyFilesRequest) Descriptor() ([]byte, []int) {
-	return file_svc_app_v1_session_proto_rawDescGZIP(), []int{40}
+	return file_svc_app_v1_session_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *CopyFilesRequest) GetSourceSessionId() string {
@@ -2902,7 +2989,7 @@ type CopyFilesResponse struct {
 
 func (x *CopyFilesResponse) Reset() {
 	*x = CopyFilesResponse{}
-	mi := &file_svc_app_v1_session_proto_msgTypes[41]
+	mi := &file_svc_app_v1_session_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2914,7 +3001,7 @@ func (x *CopyFilesResponse) String() string {
 func (*CopyFilesResponse) ProtoMessage() {}
 
 func (x *CopyFilesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_svc_app_v1_session_proto_msgTypes[41]
+	mi := &file_svc_app_v1_session_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2927,7 +3014,7 @@ func (x *CopyFilesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CopyFilesResponse.ProtoReflect.Descriptor instead.
 func (*CopyFilesResponse) Descriptor() ([]byte, []int) {
-	return file_svc_app_v1_session_proto_rawDescGZIP(), []int{41}
+	return file_svc_app_v1_session_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *CopyFilesResponse) GetFiles() []*CopyFileResult {
@@ -2949,7 +3036,7 @@ type GetLogRequest struct {
 
 func (x *GetLogRequest) Reset() {
 	*x = GetLogRequest{}
-	mi := &file_svc_app_v1_session_proto_msgTypes[42]
+	mi := &file_svc_app_v1_session_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2961,7 +3048,7 @@ func (x *GetLogRequest) String() string {
 func (*GetLogRequest) ProtoMessage() {}
 
 func (x *GetLogRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_svc_app_v1_session_proto_msgTypes[42]
+	mi := &file_svc_app_v1_session_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2974,7 +3061,7 @@ func (x *GetLogRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetLogRequest.ProtoReflect.Descriptor instead.
 func (*GetLogRequest) Descriptor() ([]byte, []int) {
-	return file_svc_app_v1_session_proto_rawDescGZIP(), []int{42}
+	return file_svc_app_v1_session_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *GetLogRequest) GetSessionId() string {
@@ -3016,7 +3103,7 @@ type GetLogResponse struct {
 
 func (x *GetLogResponse) Reset() {
 	*x = GetLogResponse{}
-	mi := &file_svc_app_v1_session_proto_msgTypes[43]
+	mi := &file_svc_app_v1_session_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3028,7 +3115,7 @@ func (x *GetLogResponse) String() string {
 func (*GetLogResponse) ProtoMessage() {}
 
 func (x *GetLogResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_svc_app_v1_session_proto_msgTypes[43]
+	mi := &file_svc_app_v1_session_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3041,7 +3128,7 @@ func (x *GetLogResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetLogResponse.ProtoReflect.Descriptor instead.
 func (*GetLogResponse) Descriptor() ([]byte, []int) {
-	return file_svc_app_v1_session_proto_rawDescGZIP(), []int{43}
+	return file_svc_app_v1_session_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *GetLogResponse) GetSessionId() string {
@@ -3074,7 +3161,7 @@ type SnapshotRequest struct {
 
 func (x *SnapshotRequest) Reset() {
 	*x = SnapshotRequest{}
-	mi := &file_svc_app_v1_session_proto_msgTypes[44]
+	mi := &file_svc_app_v1_session_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3086,7 +3173,7 @@ func (x *SnapshotRequest) String() string {
 func (*SnapshotRequest) ProtoMessage() {}
 
 func (x *SnapshotRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_svc_app_v1_session_proto_msgTypes[44]
+	mi := &file_svc_app_v1_session_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3099,7 +3186,7 @@ func (x *SnapshotRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotRequest.ProtoReflect.Descriptor instead.
 func (*SnapshotRequest) Descriptor() ([]byte, []int) {
-	return file_svc_app_v1_session_proto_rawDescGZIP(), []int{44}
+	return file_svc_app_v1_session_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *SnapshotRequest) GetSessionId() string {
@@ -3121,7 +3208,7 @@ type SnapshotResponse struct {
 
 func (x *SnapshotResponse) Reset() {
 	*x = SnapshotResponse{}
-	mi := &file_svc_app_v1_session_proto_msgTypes[45]
+	mi := &file_svc_app_v1_session_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3133,7 +3220,7 @@ func (x *SnapshotResponse) String() string {
 func (*SnapshotResponse) ProtoMessage() {}
 
 func (x *SnapshotResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_svc_app_v1_session_proto_msgTypes[45]
+	mi := &file_svc_app_v1_session_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3146,7 +3233,7 @@ func (x *SnapshotResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotResponse.ProtoReflect.Descriptor instead.
 func (*SnapshotResponse) Descriptor() ([]byte, []int) {
-	return file_svc_app_v1_session_proto_rawDescGZIP(), []int{45}
+	return file_svc_app_v1_session_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *SnapshotResponse) GetSessionId() string {
@@ -3186,7 +3273,7 @@ type EnsureBrowserRequest struct {
 
 func (x *EnsureBrowserRequest) Reset() {
 	*x = EnsureBrowserRequest{}
-	mi := &file_svc_app_v1_session_proto_msgTypes[46]
+	mi := &file_svc_app_v1_session_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3198,7 +3285,7 @@ func (x *EnsureBrowserRequest) String() string {
 func (*EnsureBrowserRequest) ProtoMessage() {}
 
 func (x *EnsureBrowserRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_svc_app_v1_session_proto_msgTypes[46]
+	mi := &file_svc_app_v1_session_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3211,7 +3298,7 @@ func (x *EnsureBrowserRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EnsureBrowserRequest.ProtoReflect.Descriptor instead.
 func (*EnsureBrowserRequest) Descriptor() ([]byte, []int) {
-	return file_svc_app_v1_session_proto_rawDescGZIP(), []int{46}
+	return file_svc_app_v1_session_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *EnsureBrowserRequest) GetSessionId() string {
@@ -3232,7 +3319,7 @@ type EnsureBrowserResponse struct {
 
 func (x *EnsureBrowserResponse) Reset() {
 	*x = EnsureBrowserResponse{}
-	mi := &file_svc_app_v1_session_proto_msgTypes[47]
+	mi := &file_svc_app_v1_session_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3244,7 +3331,7 @@ func (x *EnsureBrowserResponse) String() string {
 func (*EnsureBrowserResponse) ProtoMessage() {}
 
 func (x *EnsureBrowserResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_svc_app_v1_session_proto_msgTypes[47]
+	mi := &file_svc_app_v1_session_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3257,7 +3344,7 @@ func (x *EnsureBrowserResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EnsureBrowserResponse.ProtoReflect.Descriptor instead.
 func (*EnsureBrowserResponse) Descriptor() ([]byte, []int) {
-	return file_svc_app_v1_session_proto_rawDescGZIP(), []int{47}
+	return file_svc_app_v1_session_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *EnsureBrowserResponse) GetPort() uint32 {
@@ -3283,7 +3370,7 @@ type EnsureIdeRequest struct {
 
 func (x *EnsureIdeRequest) Reset() {
 	*x = EnsureIdeRequest{}
-	mi := &file_svc_app_v1_session_proto_msgTypes[48]
+	mi := &file_svc_app_v1_session_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3295,7 +3382,7 @@ func (x *EnsureIdeRequest) String() string {
 func (*EnsureIdeRequest) ProtoMessage() {}
 
 func (x *EnsureIdeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_svc_app_v1_session_proto_msgTypes[48]
+	mi := &file_svc_app_v1_session_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3308,7 +3395,7 @@ func (x *EnsureIdeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EnsureIdeRequest.ProtoReflect.Descriptor instead.
 func (*EnsureIdeRequest) Descriptor() ([]byte, []int) {
-	return file_svc_app_v1_session_proto_rawDescGZIP(), []int{48}
+	return file_svc_app_v1_session_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *EnsureIdeRequest) GetSessionId() string {
@@ -3329,7 +3416,7 @@ type EnsureIdeResponse struct {
 
 func (x *EnsureIdeResponse) Reset() {
 	*x = EnsureIdeResponse{}
-	mi := &file_svc_app_v1_session_proto_msgTypes[49]
+	mi := &file_svc_app_v1_session_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3341,7 +3428,7 @@ func (x *EnsureIdeResponse) String() string {
 func (*EnsureIdeResponse) ProtoMessage() {}
 
 func (x *EnsureIdeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_svc_app_v1_session_proto_msgTypes[49]
+	mi := &file_svc_app_v1_session_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3354,7 +3441,7 @@ func (x *EnsureIdeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EnsureIdeResponse.ProtoReflect.Descriptor instead.
 func (*EnsureIdeResponse) Descriptor() ([]byte, []int) {
-	return file_svc_app_v1_session_proto_rawDescGZIP(), []int{49}
+	return file_svc_app_v1_session_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *EnsureIdeResponse) GetPort() uint32 {
@@ -3380,7 +3467,7 @@ type ResumeRequest struct {
 
 func (x *ResumeRequest) Reset() {
 	*x = ResumeRequest{}
-	mi := &file_svc_app_v1_session_proto_msgTypes[50]
+	mi := &file_svc_app_v1_session_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3392,7 +3479,7 @@ func (x *ResumeRequest) String() string {
 func (*ResumeRequest) ProtoMessage() {}
 
 func (x *ResumeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_svc_app_v1_session_proto_msgTypes[50]
+	mi := &file_svc_app_v1_session_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3405,7 +3492,7 @@ func (x *ResumeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeRequest.ProtoReflect.Descriptor instead.
 func (*ResumeRequest) Descriptor() ([]byte, []int) {
-	return file_svc_app_v1_session_proto_rawDescGZIP(), []int{50}
+	return file_svc_app_v1_session_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *ResumeRequest) GetSessionId() string {
@@ -3427,7 +3514,7 @@ type ResumeResponse struct {
 
 func (x *ResumeResponse) Reset() {
 	*x = ResumeResponse{}
-	mi := &file_svc_app_v1_session_proto_msgTypes[51]
+	mi := &file_svc_app_v1_session_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3439,7 +3526,7 @@ func (x *ResumeResponse) String() string {
 func (*ResumeResponse) ProtoMessage() {}
 
 func (x *ResumeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_svc_app_v1_session_proto_msgTypes[51]
+	mi := &file_svc_app_v1_session_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3452,7 +3539,7 @@ func (x *ResumeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeResponse.ProtoReflect.Descriptor instead.
 func (*ResumeResponse) Descriptor() ([]byte, []int) {
-	return file_svc_app_v1_session_proto_rawDescGZIP(), []int{51}
+	return file_svc_app_v1_session_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *ResumeResponse) GetSessionId() string {
@@ -3492,7 +3579,7 @@ type EvictLocalRequest struct {
 
 func (x *EvictLocalRequest) Reset() {
 	*x = EvictLocalRequest{}
-	mi := &file_svc_app_v1_session_proto_msgTypes[52]
+	mi := &file_svc_app_v1_session_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3504,7 +3591,7 @@ func (x *EvictLocalRequest) String() string {
 func (*EvictLocalRequest) ProtoMessage() {}
 
 func (x *EvictLocalRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_svc_app_v1_session_proto_msgTypes[52]
+	mi := &file_svc_app_v1_session_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3517,7 +3604,7 @@ func (x *EvictLocalRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EvictLocalRequest.ProtoReflect.Descriptor instead.
 func (*EvictLocalRequest) Descriptor() ([]byte, []int) {
-	return file_svc_app_v1_session_proto_rawDescGZIP(), []int{52}
+	return file_svc_app_v1_session_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *EvictLocalRequest) GetSessionId() string {
@@ -3536,7 +3623,7 @@ type EvictIdleRequest struct {
 
 func (x *EvictIdleRequest) Reset() {
 	*x = EvictIdleRequest{}
-	mi := &file_svc_app_v1_session_proto_msgTypes[53]
+	mi := &file_svc_app_v1_session_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3548,7 +3635,7 @@ func (x *EvictIdleRequest) String() string {
 func (*EvictIdleRequest) ProtoMessage() {}
 
 func (x *EvictIdleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_svc_app_v1_session_proto_msgTypes[53]
+	mi := &file_svc_app_v1_session_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3561,7 +3648,7 @@ func (x *EvictIdleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EvictIdleRequest.ProtoReflect.Descriptor instead.
 func (*EvictIdleRequest) Descriptor() ([]byte, []int) {
-	return file_svc_app_v1_session_proto_rawDescGZIP(), []int{53}
+	return file_svc_app_v1_session_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *EvictIdleRequest) GetSessionId() string {
@@ -3581,7 +3668,7 @@ type EvictIdleResponse struct {
 
 func (x *EvictIdleResponse) Reset() {
 	*x = EvictIdleResponse{}
-	mi := &file_svc_app_v1_session_proto_msgTypes[54]
+	mi := &file_svc_app_v1_session_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3593,7 +3680,7 @@ func (x *EvictIdleResponse) String() string {
 func (*EvictIdleResponse) ProtoMessage() {}
 
 func (x *EvictIdleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_svc_app_v1_session_proto_msgTypes[54]
+	mi := &file_svc_app_v1_session_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3606,7 +3693,7 @@ func (x *EvictIdleResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EvictIdleResponse.ProtoReflect.Descriptor instead.
 func (*EvictIdleResponse) Descriptor() ([]byte, []int) {
-	return file_svc_app_v1_session_proto_rawDescGZIP(), []int{54}
+	return file_svc_app_v1_session_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *EvictIdleResponse) GetSessionId() string {
@@ -3632,7 +3719,7 @@ type GetCowStateRequest struct {
 
 func (x *GetCowStateRequest) Reset() {
 	*x = GetCowStateRequest{}
-	mi := &file_svc_app_v1_session_proto_msgTypes[55]
+	mi := &file_svc_app_v1_session_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3644,7 +3731,7 @@ func (x *GetCowStateRequest) String() string {
 func (*GetCowStateRequest) ProtoMessage() {}
 
 func (x *GetCowStateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_svc_app_v1_session_proto_msgTypes[55]
+	mi := &file_svc_app_v1_session_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3657,7 +3744,7 @@ func (x *GetCowStateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetCowStateRequest.ProtoReflect.Descriptor instead.
 func (*GetCowStateRequest) Descriptor() ([]byte, []int) {
-	return file_svc_app_v1_session_proto_rawDescGZIP(), []int{55}
+	return file_svc_app_v1_session_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *GetCowStateRequest) GetSessionId() string {
@@ -3677,7 +3764,7 @@ type GetCowStateResponse struct {
 
 func (x *GetCowStateResponse) Reset() {
 	*x = GetCowStateResponse{}
-	mi := &file_svc_app_v1_session_proto_msgTypes[56]
+	mi := &file_svc_app_v1_session_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3689,7 +3776,7 @@ func (x *GetCowStateResponse) String() string {
 func (*GetCowStateResponse) ProtoMessage() {}
 
 func (x *GetCowStateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_svc_app_v1_session_proto_msgTypes[56]
+	mi := &file_svc_app_v1_session_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3702,7 +3789,7 @@ func (x *GetCowStateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetCowStateResponse.ProtoReflect.Descriptor instead.
 func (*GetCowStateResponse) Descriptor() ([]byte, []int) {
-	return file_svc_app_v1_session_proto_rawDescGZIP(), []int{56}
+	return file_svc_app_v1_session_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *GetCowStateResponse) GetSessionId() string {
@@ -3728,7 +3815,7 @@ type ListCheckpointsRequest struct {
 
 func (x *ListCheckpointsRequest) Reset() {
 	*x = ListCheckpointsRequest{}
-	mi := &file_svc_app_v1_session_proto_msgTypes[57]
+	mi := &file_svc_app_v1_session_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3740,7 +3827,7 @@ func (x *ListCheckpointsRequest) String() string {
 func (*ListCheckpointsRequest) ProtoMessage() {}
 
 func (x *ListCheckpointsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_svc_app_v1_session_proto_msgTypes[57]
+	mi := &file_svc_app_v1_session_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3753,7 +3840,7 @@ func (x *ListCheckpointsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListCheckpointsRequest.ProtoReflect.Descriptor instead.
 func (*ListCheckpointsRequest) Descriptor() ([]byte, []int) {
-	return file_svc_app_v1_session_proto_rawDescGZIP(), []int{57}
+	return file_svc_app_v1_session_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *ListCheckpointsRequest) GetSessionId() string {
@@ -3773,7 +3860,7 @@ type ListCheckpointsResponse struct {
 
 func (x *ListCheckpointsResponse) Reset() {
 	*x = ListCheckpointsResponse{}
-	mi := &file_svc_app_v1_session_proto_msgTypes[58]
+	mi := &file_svc_app_v1_session_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3785,7 +3872,7 @@ func (x *ListCheckpointsResponse) String() string {
 func (*ListCheckpointsResponse) ProtoMessage() {}
 
 func (x *ListCheckpointsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_svc_app_v1_session_proto_msgTypes[58]
+	mi := &file_svc_app_v1_session_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3798,7 +3885,7 @@ func (x *ListCheckpointsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListCheckpointsResponse.ProtoReflect.Descriptor instead.
 func (*ListCheckpointsResponse) Descriptor() ([]byte, []int) {
-	return file_svc_app_v1_session_proto_rawDescGZIP(), []int{58}
+	return file_svc_app_v1_session_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *ListCheckpointsResponse) GetSessionId() string {
@@ -3825,7 +3912,7 @@ type GetArtifactRequest struct {
 
 func (x *GetArtifactRequest) Reset() {
 	*x = GetArtifactRequest{}
-	mi := &file_svc_app_v1_session_proto_msgTypes[59]
+	mi := &file_svc_app_v1_session_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3837,7 +3924,7 @@ func (x *GetArtifactRequest) String() string {
 func (*GetArtifactRequest) ProtoMessage() {}
 
 func (x *GetArtifactRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_svc_app_v1_session_proto_msgTypes[59]
+	mi := &file_svc_app_v1_session_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3850,7 +3937,7 @@ func (x *GetArtifactRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetArtifactRequest.ProtoReflect.Descriptor instead.
 func (*GetArtifactRequest) Descriptor() ([]byte, []int) {
-	return file_svc_app_v1_session_proto_rawDescGZIP(), []int{59}
+	return file_svc_app_v1_session_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *GetArtifactRequest) GetSessionId() string {
@@ -3880,7 +3967,7 @@ type GetArtifactResponse struct {
 
 func (x *GetArtifactResponse) Reset() {
 	*x = GetArtifactResponse{}
-	mi := &file_svc_app_v1_session_proto_msgTypes[60]
+	mi := &file_svc_app_v1_session_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3892,7 +3979,7 @@ func (x *GetArtifactResponse) String() string {
 func (*GetArtifactResponse) ProtoMessage() {}
 
 func (x *GetArtifactResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_svc_app_v1_session_proto_msgTypes[60]
+	mi := &file_svc_app_v1_session_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3905,7 +3992,7 @@ func (x *GetArtifactResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetArtifactResponse.ProtoReflect.Descriptor instead.
 func (*GetArtifactResponse) Descriptor() ([]byte, []int) {
-	return file_svc_app_v1_session_proto_rawDescGZIP(), []int{60}
+	return file_svc_app_v1_session_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *GetArtifactResponse) GetMsg() isGetArtifactResponse_Msg {
@@ -3961,7 +4048,7 @@ type CreateArtifactFromPathRequest struct {
 
 func (x *CreateArtifactFromPathRequest) Reset() {
 	*x = CreateArtifactFromPathRequest{}
-	mi := &file_svc_app_v1_session_proto_msgTypes[61]
+	mi := &file_svc_app_v1_session_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3973,7 +4060,7 @@ func (x *CreateArtifactFromPathRequest) String() string {
 func (*CreateArtifactFromPathRequest) ProtoMessage() {}
 
 func (x *CreateArtifactFromPathRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_svc_app_v1_session_proto_msgTypes[61]
+	mi := &file_svc_app_v1_session_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3986,7 +4073,7 @@ func (x *CreateArtifactFromPathRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateArtifactFromPathRequest.ProtoReflect.Descriptor instead.
 func (*CreateArtifactFromPathRequest) Descriptor() ([]byte, []int) {
-	return file_svc_app_v1_session_proto_rawDescGZIP(), []int{61}
+	return file_svc_app_v1_session_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *CreateArtifactFromPathRequest) GetSessionId() string {
@@ -4028,7 +4115,7 @@ type CreateArtifactFromPathResponse struct {
 
 func (x *CreateArtifactFromPathResponse) Reset() {
 	*x = CreateArtifactFromPathResponse{}
-	mi := &file_svc_app_v1_session_proto_msgTypes[62]
+	mi := &file_svc_app_v1_session_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4040,7 +4127,7 @@ func (x *CreateArtifactFromPathResponse) String() string {
 func (*CreateArtifactFromPathResponse) ProtoMessage() {}
 
 func (x *CreateArtifactFromPathResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_svc_app_v1_session_proto_msgTypes[62]
+	mi := &file_svc_app_v1_session_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4053,7 +4140,7 @@ func (x *CreateArtifactFromPathResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateArtifactFromPathResponse.ProtoReflect.Descriptor instead.
 func (*CreateArtifactFromPathResponse) Descriptor() ([]byte, []int) {
-	return file_svc_app_v1_session_proto_rawDescGZIP(), []int{62}
+	return file_svc_app_v1_session_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *CreateArtifactFromPathResponse) GetArtifactId() string {
@@ -4082,7 +4169,7 @@ var File_svc_app_v1_session_proto protoreflect.FileDescriptor
 const file_svc_app_v1_session_proto_rawDesc = "" +
 	"\n" +
 	"\x18svc/app/v1/session.proto\x12\n" +
-	"svc.app.v1\x1a\x1bgoogle/protobuf/empty.proto\x1a\x16svc/app/v1/oauth.proto\"\xa7\x03\n" +
+	"svc.app.v1\x1a\x1bgoogle/protobuf/empty.proto\x1a\x16svc/app/v1/oauth.proto\"\xd0\x03\n" +
 	"\aSession\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x16\n" +
 	"\x06status\x18\x02 \x01(\tR\x06status\x12\x1c\n" +
@@ -4097,12 +4184,19 @@ const file_svc_app_v1_session_proto_rawDesc = "" +
 	"\x0fsuggested_title\x18\t \x01(\tH\x02R\x0esuggestedTitle\x88\x01\x01\x12'\n" +
 	"\rlast_event_at\x18\n" +
 	" \x01(\tH\x03R\vlastEventAt\x88\x01\x01\x12+\n" +
-	"\x04apps\x18d \x03(\v2\x17.svc.app.v1.AppEndpointR\x04appsB\n" +
+	"\x04apps\x18d \x03(\v2\x17.svc.app.v1.AppEndpointR\x04apps\x12'\n" +
+	"\x05usage\x18e \x01(\v2\x11.svc.app.v1.UsageR\x05usageB\n" +
 	"\n" +
 	"\b_host_idB\r\n" +
 	"\v_sandbox_idB\x12\n" +
 	"\x10_suggested_titleB\x10\n" +
-	"\x0e_last_event_at\"\xdc\x01\n" +
+	"\x0e_last_event_at\"\xc4\x01\n" +
+	"\x05Usage\x12!\n" +
+	"\finput_tokens\x18\x01 \x01(\x03R\vinputTokens\x12#\n" +
+	"\routput_tokens\x18\x02 \x01(\x03R\foutputTokens\x12*\n" +
+	"\x11cache_read_tokens\x18\x03 \x01(\x03R\x0fcacheReadTokens\x12,\n" +
+	"\x12cache_write_tokens\x18\x04 \x01(\x03R\x10cacheWriteTokens\x12\x19\n" +
+	"\bcost_usd\x18\x05 \x01(\x01R\acostUsd\"\xdc\x01\n" +
 	"\x0fSessionListItem\x12-\n" +
 	"\asession\x18\x01 \x01(\v2\x13.svc.app.v1.SessionR\asession\x12$\n" +
 	"\vowner_email\x18\x02 \x01(\tH\x00R\n" +
@@ -4541,159 +4635,161 @@ func file_svc_app_v1_session_proto_rawDescGZIP() []byte {
 	return file_svc_app_v1_session_proto_rawDescData
 }
 
-var file_svc_app_v1_session_proto_msgTypes = make([]protoimpl.MessageInfo, 66)
+var file_svc_app_v1_session_proto_msgTypes = make([]protoimpl.MessageInfo, 67)
 var file_svc_app_v1_session_proto_goTypes = []any{
 	(*Session)(nil),                        // 0: svc.app.v1.Session
-	(*SessionListItem)(nil),                // 1: svc.app.v1.SessionListItem
-	(*SessionEvent)(nil),                   // 2: svc.app.v1.SessionEvent
-	(*ConversationEntry)(nil),              // 3: svc.app.v1.ConversationEntry
-	(*CheckpointSummary)(nil),              // 4: svc.app.v1.CheckpointSummary
-	(*CowStateView)(nil),                   // 5: svc.app.v1.CowStateView
-	(*AppEndpoint)(nil),                    // 6: svc.app.v1.AppEndpoint
-	(*ArtifactMetadata)(nil),               // 7: svc.app.v1.ArtifactMetadata
-	(*CopyFileResult)(nil),                 // 8: svc.app.v1.CopyFileResult
-	(*ExecStarted)(nil),                    // 9: svc.app.v1.ExecStarted
-	(*ExecExit)(nil),                       // 10: svc.app.v1.ExecExit
-	(*ExecRusage)(nil),                     // 11: svc.app.v1.ExecRusage
-	(*ExecOutput)(nil),                     // 12: svc.app.v1.ExecOutput
-	(*ReadFileMetadata)(nil),               // 13: svc.app.v1.ReadFileMetadata
-	(*WriteFileMetadata)(nil),              // 14: svc.app.v1.WriteFileMetadata
-	(*ListSessionsResponse)(nil),           // 15: svc.app.v1.ListSessionsResponse
-	(*CreateSessionRequest)(nil),           // 16: svc.app.v1.CreateSessionRequest
-	(*CreateSessionResponse)(nil),          // 17: svc.app.v1.CreateSessionResponse
-	(*GetSessionRequest)(nil),              // 18: svc.app.v1.GetSessionRequest
-	(*GetSessionResponse)(nil),             // 19: svc.app.v1.GetSessionResponse
-	(*DeleteSessionRequest)(nil),           // 20: svc.app.v1.DeleteSessionRequest
-	(*SendPromptRequest)(nil),              // 21: svc.app.v1.SendPromptRequest
-	(*SendPromptResponse)(nil),             // 22: svc.app.v1.SendPromptResponse
-	(*InterruptRequest)(nil),               // 23: svc.app.v1.InterruptRequest
-	(*InterruptResponse)(nil),              // 24: svc.app.v1.InterruptResponse
-	(*EditQueuedPromptRequest)(nil),        // 25: svc.app.v1.EditQueuedPromptRequest
-	(*EditQueuedPromptResponse)(nil),       // 26: svc.app.v1.EditQueuedPromptResponse
-	(*DequeueQueuedPromptRequest)(nil),     // 27: svc.app.v1.DequeueQueuedPromptRequest
-	(*DequeueQueuedPromptResponse)(nil),    // 28: svc.app.v1.DequeueQueuedPromptResponse
-	(*CompleteToolCallRequest)(nil),        // 29: svc.app.v1.CompleteToolCallRequest
-	(*CompleteToolCallResponse)(nil),       // 30: svc.app.v1.CompleteToolCallResponse
-	(*StreamEventsRequest)(nil),            // 31: svc.app.v1.StreamEventsRequest
-	(*ListSessionEventsRequest)(nil),       // 32: svc.app.v1.ListSessionEventsRequest
-	(*ListSessionEventsResponse)(nil),      // 33: svc.app.v1.ListSessionEventsResponse
-	(*ExecRequest)(nil),                    // 34: svc.app.v1.ExecRequest
-	(*CancelExecRequest)(nil),              // 35: svc.app.v1.CancelExecRequest
-	(*WriteFileRequest)(nil),               // 36: svc.app.v1.WriteFileRequest
-	(*WriteFileResponse)(nil),              // 37: svc.app.v1.WriteFileResponse
-	(*ReadFileRequest)(nil),                // 38: svc.app.v1.ReadFileRequest
-	(*ReadFileResponse)(nil),               // 39: svc.app.v1.ReadFileResponse
-	(*CopyFilesRequest)(nil),               // 40: svc.app.v1.CopyFilesRequest
-	(*CopyFilesResponse)(nil),              // 41: svc.app.v1.CopyFilesResponse
-	(*GetLogRequest)(nil),                  // 42: svc.app.v1.GetLogRequest
-	(*GetLogResponse)(nil),                 // 43: svc.app.v1.GetLogResponse
-	(*SnapshotRequest)(nil),                // 44: svc.app.v1.SnapshotRequest
-	(*SnapshotResponse)(nil),               // 45: svc.app.v1.SnapshotResponse
-	(*EnsureBrowserRequest)(nil),           // 46: svc.app.v1.EnsureBrowserRequest
-	(*EnsureBrowserResponse)(nil),          // 47: svc.app.v1.EnsureBrowserResponse
-	(*EnsureIdeRequest)(nil),               // 48: svc.app.v1.EnsureIdeRequest
-	(*EnsureIdeResponse)(nil),              // 49: svc.app.v1.EnsureIdeResponse
-	(*ResumeRequest)(nil),                  // 50: svc.app.v1.ResumeRequest
-	(*ResumeResponse)(nil),                 // 51: svc.app.v1.ResumeResponse
-	(*EvictLocalRequest)(nil),              // 52: svc.app.v1.EvictLocalRequest
-	(*EvictIdleRequest)(nil),               // 53: svc.app.v1.EvictIdleRequest
-	(*EvictIdleResponse)(nil),              // 54: svc.app.v1.EvictIdleResponse
-	(*GetCowStateRequest)(nil),             // 55: svc.app.v1.GetCowStateRequest
-	(*GetCowStateResponse)(nil),            // 56: svc.app.v1.GetCowStateResponse
-	(*ListCheckpointsRequest)(nil),         // 57: svc.app.v1.ListCheckpointsRequest
-	(*ListCheckpointsResponse)(nil),        // 58: svc.app.v1.ListCheckpointsResponse
-	(*GetArtifactRequest)(nil),             // 59: svc.app.v1.GetArtifactRequest
-	(*GetArtifactResponse)(nil),            // 60: svc.app.v1.GetArtifactResponse
-	(*CreateArtifactFromPathRequest)(nil),  // 61: svc.app.v1.CreateArtifactFromPathRequest
-	(*CreateArtifactFromPathResponse)(nil), // 62: svc.app.v1.CreateArtifactFromPathResponse
-	nil,                                    // 63: svc.app.v1.CreateSessionRequest.SecretsEntry
-	nil,                                    // 64: svc.app.v1.CreateSessionRequest.HarnessEnvEntry
-	nil,                                    // 65: svc.app.v1.ExecRequest.EnvEntry
-	(*OAuthCredentialBinding)(nil),         // 66: svc.app.v1.OAuthCredentialBinding
-	(*emptypb.Empty)(nil),                  // 67: google.protobuf.Empty
+	(*Usage)(nil),                          // 1: svc.app.v1.Usage
+	(*SessionListItem)(nil),                // 2: svc.app.v1.SessionListItem
+	(*SessionEvent)(nil),                   // 3: svc.app.v1.SessionEvent
+	(*ConversationEntry)(nil),              // 4: svc.app.v1.ConversationEntry
+	(*CheckpointSummary)(nil),              // 5: svc.app.v1.CheckpointSummary
+	(*CowStateView)(nil),                   // 6: svc.app.v1.CowStateView
+	(*AppEndpoint)(nil),                    // 7: svc.app.v1.AppEndpoint
+	(*ArtifactMetadata)(nil),               // 8: svc.app.v1.ArtifactMetadata
+	(*CopyFileResult)(nil),                 // 9: svc.app.v1.CopyFileResult
+	(*ExecStarted)(nil),                    // 10: svc.app.v1.ExecStarted
+	(*ExecExit)(nil),                       // 11: svc.app.v1.ExecExit
+	(*ExecRusage)(nil),                     // 12: svc.app.v1.ExecRusage
+	(*ExecOutput)(nil),                     // 13: svc.app.v1.ExecOutput
+	(*ReadFileMetadata)(nil),               // 14: svc.app.v1.ReadFileMetadata
+	(*WriteFileMetadata)(nil),              // 15: svc.app.v1.WriteFileMetadata
+	(*ListSessionsResponse)(nil),           // 16: svc.app.v1.ListSessionsResponse
+	(*CreateSessionRequest)(nil),           // 17: svc.app.v1.CreateSessionRequest
+	(*CreateSessionResponse)(nil),          // 18: svc.app.v1.CreateSessionResponse
+	(*GetSessionRequest)(nil),              // 19: svc.app.v1.GetSessionRequest
+	(*GetSessionResponse)(nil),             // 20: svc.app.v1.GetSessionResponse
+	(*DeleteSessionRequest)(nil),           // 21: svc.app.v1.DeleteSessionRequest
+	(*SendPromptRequest)(nil),              // 22: svc.app.v1.SendPromptRequest
+	(*SendPromptResponse)(nil),             // 23: svc.app.v1.SendPromptResponse
+	(*InterruptRequest)(nil),               // 24: svc.app.v1.InterruptRequest
+	(*InterruptResponse)(nil),              // 25: svc.app.v1.InterruptResponse
+	(*EditQueuedPromptRequest)(nil),        // 26: svc.app.v1.EditQueuedPromptRequest
+	(*EditQueuedPromptResponse)(nil),       // 27: svc.app.v1.EditQueuedPromptResponse
+	(*DequeueQueuedPromptRequest)(nil),     // 28: svc.app.v1.DequeueQueuedPromptRequest
+	(*DequeueQueuedPromptResponse)(nil),    // 29: svc.app.v1.DequeueQueuedPromptResponse
+	(*CompleteToolCallRequest)(nil),        // 30: svc.app.v1.CompleteToolCallRequest
+	(*CompleteToolCallResponse)(nil),       // 31: svc.app.v1.CompleteToolCallResponse
+	(*StreamEventsRequest)(nil),            // 32: svc.app.v1.StreamEventsRequest
+	(*ListSessionEventsRequest)(nil),       // 33: svc.app.v1.ListSessionEventsRequest
+	(*ListSessionEventsResponse)(nil),      // 34: svc.app.v1.ListSessionEventsResponse
+	(*ExecRequest)(nil),                    // 35: svc.app.v1.ExecRequest
+	(*CancelExecRequest)(nil),              // 36: svc.app.v1.CancelExecRequest
+	(*WriteFileRequest)(nil),               // 37: svc.app.v1.WriteFileRequest
+	(*WriteFileResponse)(nil),              // 38: svc.app.v1.WriteFileResponse
+	(*ReadFileRequest)(nil),                // 39: svc.app.v1.ReadFileRequest
+	(*ReadFileResponse)(nil),               // 40: svc.app.v1.ReadFileResponse
+	(*CopyFilesRequest)(nil),               // 41: svc.app.v1.CopyFilesRequest
+	(*CopyFilesResponse)(nil),              // 42: svc.app.v1.CopyFilesResponse
+	(*GetLogRequest)(nil),                  // 43: svc.app.v1.GetLogRequest
+	(*GetLogResponse)(nil),                 // 44: svc.app.v1.GetLogResponse
+	(*SnapshotRequest)(nil),                // 45: svc.app.v1.SnapshotRequest
+	(*SnapshotResponse)(nil),               // 46: svc.app.v1.SnapshotResponse
+	(*EnsureBrowserRequest)(nil),           // 47: svc.app.v1.EnsureBrowserRequest
+	(*EnsureBrowserResponse)(nil),          // 48: svc.app.v1.EnsureBrowserResponse
+	(*EnsureIdeRequest)(nil),               // 49: svc.app.v1.EnsureIdeRequest
+	(*EnsureIdeResponse)(nil),              // 50: svc.app.v1.EnsureIdeResponse
+	(*ResumeRequest)(nil),                  // 51: svc.app.v1.ResumeRequest
+	(*ResumeResponse)(nil),                 // 52: svc.app.v1.ResumeResponse
+	(*EvictLocalRequest)(nil),              // 53: svc.app.v1.EvictLocalRequest
+	(*EvictIdleRequest)(nil),               // 54: svc.app.v1.EvictIdleRequest
+	(*EvictIdleResponse)(nil),              // 55: svc.app.v1.EvictIdleResponse
+	(*GetCowStateRequest)(nil),             // 56: svc.app.v1.GetCowStateRequest
+	(*GetCowStateResponse)(nil),            // 57: svc.app.v1.GetCowStateResponse
+	(*ListCheckpointsRequest)(nil),         // 58: svc.app.v1.ListCheckpointsRequest
+	(*ListCheckpointsResponse)(nil),        // 59: svc.app.v1.ListCheckpointsResponse
+	(*GetArtifactRequest)(nil),             // 60: svc.app.v1.GetArtifactRequest
+	(*GetArtifactResponse)(nil),            // 61: svc.app.v1.GetArtifactResponse
+	(*CreateArtifactFromPathRequest)(nil),  // 62: svc.app.v1.CreateArtifactFromPathRequest
+	(*CreateArtifactFromPathResponse)(nil), // 63: svc.app.v1.CreateArtifactFromPathResponse
+	nil,                                    // 64: svc.app.v1.CreateSessionRequest.SecretsEntry
+	nil,                                    // 65: svc.app.v1.CreateSessionRequest.HarnessEnvEntry
+	nil,                                    // 66: svc.app.v1.ExecRequest.EnvEntry
+	(*OAuthCredentialBinding)(nil),         // 67: svc.app.v1.OAuthCredentialBinding
+	(*emptypb.Empty)(nil),                  // 68: google.protobuf.Empty
 }
 var file_svc_app_v1_session_proto_depIdxs = []int32{
-	6,  // 0: svc.app.v1.Session.apps:type_name -> svc.app.v1.AppEndpoint
-	0,  // 1: svc.app.v1.SessionListItem.session:type_name -> svc.app.v1.Session
-	11, // 2: svc.app.v1.ExecExit.rusage:type_name -> svc.app.v1.ExecRusage
-	9,  // 3: svc.app.v1.ExecOutput.started:type_name -> svc.app.v1.ExecStarted
-	10, // 4: svc.app.v1.ExecOutput.exit:type_name -> svc.app.v1.ExecExit
-	1,  // 5: svc.app.v1.ListSessionsResponse.sessions:type_name -> svc.app.v1.SessionListItem
-	63, // 6: svc.app.v1.CreateSessionRequest.secrets:type_name -> svc.app.v1.CreateSessionRequest.SecretsEntry
-	64, // 7: svc.app.v1.CreateSessionRequest.harness_env:type_name -> svc.app.v1.CreateSessionRequest.HarnessEnvEntry
-	66, // 8: svc.app.v1.CreateSessionRequest.oauth_credential:type_name -> svc.app.v1.OAuthCredentialBinding
-	6,  // 9: svc.app.v1.CreateSessionRequest.apps:type_name -> svc.app.v1.AppEndpoint
-	0,  // 10: svc.app.v1.GetSessionResponse.session:type_name -> svc.app.v1.Session
-	2,  // 11: svc.app.v1.ListSessionEventsResponse.events:type_name -> svc.app.v1.SessionEvent
-	65, // 12: svc.app.v1.ExecRequest.env:type_name -> svc.app.v1.ExecRequest.EnvEntry
-	14, // 13: svc.app.v1.WriteFileRequest.metadata:type_name -> svc.app.v1.WriteFileMetadata
-	13, // 14: svc.app.v1.ReadFileResponse.metadata:type_name -> svc.app.v1.ReadFileMetadata
-	8,  // 15: svc.app.v1.CopyFilesResponse.files:type_name -> svc.app.v1.CopyFileResult
-	3,  // 16: svc.app.v1.GetLogResponse.events:type_name -> svc.app.v1.ConversationEntry
-	6,  // 17: svc.app.v1.EnsureBrowserResponse.endpoint:type_name -> svc.app.v1.AppEndpoint
-	6,  // 18: svc.app.v1.EnsureIdeResponse.endpoint:type_name -> svc.app.v1.AppEndpoint
-	5,  // 19: svc.app.v1.GetCowStateResponse.state:type_name -> svc.app.v1.CowStateView
-	4,  // 20: svc.app.v1.ListCheckpointsResponse.checkpoints:type_name -> svc.app.v1.CheckpointSummary
-	7,  // 21: svc.app.v1.GetArtifactResponse.metadata:type_name -> svc.app.v1.ArtifactMetadata
-	67, // 22: svc.app.v1.SessionService.ListSessions:input_type -> google.protobuf.Empty
-	16, // 23: svc.app.v1.SessionService.CreateSession:input_type -> svc.app.v1.CreateSessionRequest
-	18, // 24: svc.app.v1.SessionService.GetSession:input_type -> svc.app.v1.GetSessionRequest
-	20, // 25: svc.app.v1.SessionService.DeleteSession:input_type -> svc.app.v1.DeleteSessionRequest
-	21, // 26: svc.app.v1.SessionService.SendPrompt:input_type -> svc.app.v1.SendPromptRequest
-	23, // 27: svc.app.v1.SessionService.Interrupt:input_type -> svc.app.v1.InterruptRequest
-	25, // 28: svc.app.v1.SessionService.EditQueuedPrompt:input_type -> svc.app.v1.EditQueuedPromptRequest
-	27, // 29: svc.app.v1.SessionService.DequeueQueuedPrompt:input_type -> svc.app.v1.DequeueQueuedPromptRequest
-	29, // 30: svc.app.v1.SessionService.CompleteToolCall:input_type -> svc.app.v1.CompleteToolCallRequest
-	31, // 31: svc.app.v1.SessionService.StreamEvents:input_type -> svc.app.v1.StreamEventsRequest
-	32, // 32: svc.app.v1.SessionService.ListSessionEvents:input_type -> svc.app.v1.ListSessionEventsRequest
-	34, // 33: svc.app.v1.SessionService.Exec:input_type -> svc.app.v1.ExecRequest
-	35, // 34: svc.app.v1.SessionService.CancelExec:input_type -> svc.app.v1.CancelExecRequest
-	36, // 35: svc.app.v1.SessionService.WriteFile:input_type -> svc.app.v1.WriteFileRequest
-	38, // 36: svc.app.v1.SessionService.ReadFile:input_type -> svc.app.v1.ReadFileRequest
-	40, // 37: svc.app.v1.SessionService.CopyFiles:input_type -> svc.app.v1.CopyFilesRequest
-	42, // 38: svc.app.v1.SessionService.GetLog:input_type -> svc.app.v1.GetLogRequest
-	44, // 39: svc.app.v1.SessionService.Snapshot:input_type -> svc.app.v1.SnapshotRequest
-	46, // 40: svc.app.v1.SessionService.EnsureBrowser:input_type -> svc.app.v1.EnsureBrowserRequest
-	48, // 41: svc.app.v1.SessionService.EnsureIde:input_type -> svc.app.v1.EnsureIdeRequest
-	50, // 42: svc.app.v1.SessionService.Resume:input_type -> svc.app.v1.ResumeRequest
-	52, // 43: svc.app.v1.SessionService.EvictLocal:input_type -> svc.app.v1.EvictLocalRequest
-	53, // 44: svc.app.v1.SessionService.EvictIdle:input_type -> svc.app.v1.EvictIdleRequest
-	55, // 45: svc.app.v1.SessionService.GetCowState:input_type -> svc.app.v1.GetCowStateRequest
-	57, // 46: svc.app.v1.SessionService.ListCheckpoints:input_type -> svc.app.v1.ListCheckpointsRequest
-	59, // 47: svc.app.v1.SessionService.GetArtifact:input_type -> svc.app.v1.GetArtifactRequest
-	61, // 48: svc.app.v1.SessionService.CreateArtifactFromPath:input_type -> svc.app.v1.CreateArtifactFromPathRequest
-	15, // 49: svc.app.v1.SessionService.ListSessions:output_type -> svc.app.v1.ListSessionsResponse
-	17, // 50: svc.app.v1.SessionService.CreateSession:output_type -> svc.app.v1.CreateSessionResponse
-	19, // 51: svc.app.v1.SessionService.GetSession:output_type -> svc.app.v1.GetSessionResponse
-	67, // 52: svc.app.v1.SessionService.DeleteSession:output_type -> google.protobuf.Empty
-	22, // 53: svc.app.v1.SessionService.SendPrompt:output_type -> svc.app.v1.SendPromptResponse
-	24, // 54: svc.app.v1.SessionService.Interrupt:output_type -> svc.app.v1.InterruptResponse
-	26, // 55: svc.app.v1.SessionService.EditQueuedPrompt:output_type -> svc.app.v1.EditQueuedPromptResponse
-	28, // 56: svc.app.v1.SessionService.DequeueQueuedPrompt:output_type -> svc.app.v1.DequeueQueuedPromptResponse
-	30, // 57: svc.app.v1.SessionService.CompleteToolCall:output_type -> svc.app.v1.CompleteToolCallResponse
-	2,  // 58: svc.app.v1.SessionService.StreamEvents:output_type -> svc.app.v1.SessionEvent
-	33, // 59: svc.app.v1.SessionService.ListSessionEvents:output_type -> svc.app.v1.ListSessionEventsResponse
-	12, // 60: svc.app.v1.SessionService.Exec:output_type -> svc.app.v1.ExecOutput
-	67, // 61: svc.app.v1.SessionService.CancelExec:output_type -> google.protobuf.Empty
-	37, // 62: svc.app.v1.SessionService.WriteFile:output_type -> svc.app.v1.WriteFileResponse
-	39, // 63: svc.app.v1.SessionService.ReadFile:output_type -> svc.app.v1.ReadFileResponse
-	41, // 64: svc.app.v1.SessionService.CopyFiles:output_type -> svc.app.v1.CopyFilesResponse
-	43, // 65: svc.app.v1.SessionService.GetLog:output_type -> svc.app.v1.GetLogResponse
-	45, // 66: svc.app.v1.SessionService.Snapshot:output_type -> svc.app.v1.SnapshotResponse
-	47, // 67: svc.app.v1.SessionService.EnsureBrowser:output_type -> svc.app.v1.EnsureBrowserResponse
-	49, // 68: svc.app.v1.SessionService.EnsureIde:output_type -> svc.app.v1.EnsureIdeResponse
-	51, // 69: svc.app.v1.SessionService.Resume:output_type -> svc.app.v1.ResumeResponse
-	67, // 70: svc.app.v1.SessionService.EvictLocal:output_type -> google.protobuf.Empty
-	54, // 71: svc.app.v1.SessionService.EvictIdle:output_type -> svc.app.v1.EvictIdleResponse
-	56, // 72: svc.app.v1.SessionService.GetCowState:output_type -> svc.app.v1.GetCowStateResponse
-	58, // 73: svc.app.v1.SessionService.ListCheckpoints:output_type -> svc.app.v1.ListCheckpointsResponse
-	60, // 74: svc.app.v1.SessionService.GetArtifact:output_type -> svc.app.v1.GetArtifactResponse
-	62, // 75: svc.app.v1.SessionService.CreateArtifactFromPath:output_type -> svc.app.v1.CreateArtifactFromPathResponse
-	49, // [49:76] is the sub-list for method output_type
-	22, // [22:49] is the sub-list for method input_type
-	22, // [22:22] is the sub-list for extension type_name
-	22, // [22:22] is the sub-list for extension extendee
-	0,  // [0:22] is the sub-list for field type_name
+	7,  // 0: svc.app.v1.Session.apps:type_name -> svc.app.v1.AppEndpoint
+	1,  // 1: svc.app.v1.Session.usage:type_name -> svc.app.v1.Usage
+	0,  // 2: svc.app.v1.SessionListItem.session:type_name -> svc.app.v1.Session
+	12, // 3: svc.app.v1.ExecExit.rusage:type_name -> svc.app.v1.ExecRusage
+	10, // 4: svc.app.v1.ExecOutput.started:type_name -> svc.app.v1.ExecStarted
+	11, // 5: svc.app.v1.ExecOutput.exit:type_name -> svc.app.v1.ExecExit
+	2,  // 6: svc.app.v1.ListSessionsResponse.sessions:type_name -> svc.app.v1.SessionListItem
+	64, // 7: svc.app.v1.CreateSessionRequest.secrets:type_name -> svc.app.v1.CreateSessionRequest.SecretsEntry
+	65, // 8: svc.app.v1.CreateSessionRequest.harness_env:type_name -> svc.app.v1.CreateSessionRequest.HarnessEnvEntry
+	67, // 9: svc.app.v1.CreateSessionRequest.oauth_credential:type_name -> svc.app.v1.OAuthCredentialBinding
+	7,  // 10: svc.app.v1.CreateSessionRequest.apps:type_name -> svc.app.v1.AppEndpoint
+	0,  // 11: svc.app.v1.GetSessionResponse.session:type_name -> svc.app.v1.Session
+	3,  // 12: svc.app.v1.ListSessionEventsResponse.events:type_name -> svc.app.v1.SessionEvent
+	66, // 13: svc.app.v1.ExecRequest.env:type_name -> svc.app.v1.ExecRequest.EnvEntry
+	15, // 14: svc.app.v1.WriteFileRequest.metadata:type_name -> svc.app.v1.WriteFileMetadata
+	14, // 15: svc.app.v1.ReadFileResponse.metadata:type_name -> svc.app.v1.ReadFileMetadata
+	9,  // 16: svc.app.v1.CopyFilesResponse.files:type_name -> svc.app.v1.CopyFileResult
+	4,  // 17: svc.app.v1.GetLogResponse.events:type_name -> svc.app.v1.ConversationEntry
+	7,  // 18: svc.app.v1.EnsureBrowserResponse.endpoint:type_name -> svc.app.v1.AppEndpoint
+	7,  // 19: svc.app.v1.EnsureIdeResponse.endpoint:type_name -> svc.app.v1.AppEndpoint
+	6,  // 20: svc.app.v1.GetCowStateResponse.state:type_name -> svc.app.v1.CowStateView
+	5,  // 21: svc.app.v1.ListCheckpointsResponse.checkpoints:type_name -> svc.app.v1.CheckpointSummary
+	8,  // 22: svc.app.v1.GetArtifactResponse.metadata:type_name -> svc.app.v1.ArtifactMetadata
+	68, // 23: svc.app.v1.SessionService.ListSessions:input_type -> google.protobuf.Empty
+	17, // 24: svc.app.v1.SessionService.CreateSession:input_type -> svc.app.v1.CreateSessionRequest
+	19, // 25: svc.app.v1.SessionService.GetSession:input_type -> svc.app.v1.GetSessionRequest
+	21, // 26: svc.app.v1.SessionService.DeleteSession:input_type -> svc.app.v1.DeleteSessionRequest
+	22, // 27: svc.app.v1.SessionService.SendPrompt:input_type -> svc.app.v1.SendPromptRequest
+	24, // 28: svc.app.v1.SessionService.Interrupt:input_type -> svc.app.v1.InterruptRequest
+	26, // 29: svc.app.v1.SessionService.EditQueuedPrompt:input_type -> svc.app.v1.EditQueuedPromptRequest
+	28, // 30: svc.app.v1.SessionService.DequeueQueuedPrompt:input_type -> svc.app.v1.DequeueQueuedPromptRequest
+	30, // 31: svc.app.v1.SessionService.CompleteToolCall:input_type -> svc.app.v1.CompleteToolCallRequest
+	32, // 32: svc.app.v1.SessionService.StreamEvents:input_type -> svc.app.v1.StreamEventsRequest
+	33, // 33: svc.app.v1.SessionService.ListSessionEvents:input_type -> svc.app.v1.ListSessionEventsRequest
+	35, // 34: svc.app.v1.SessionService.Exec:input_type -> svc.app.v1.ExecRequest
+	36, // 35: svc.app.v1.SessionService.CancelExec:input_type -> svc.app.v1.CancelExecRequest
+	37, // 36: svc.app.v1.SessionService.WriteFile:input_type -> svc.app.v1.WriteFileRequest
+	39, // 37: svc.app.v1.SessionService.ReadFile:input_type -> svc.app.v1.ReadFileRequest
+	41, // 38: svc.app.v1.SessionService.CopyFiles:input_type -> svc.app.v1.CopyFilesRequest
+	43, // 39: svc.app.v1.SessionService.GetLog:input_type -> svc.app.v1.GetLogRequest
+	45, // 40: svc.app.v1.SessionService.Snapshot:input_type -> svc.app.v1.SnapshotRequest
+	47, // 41: svc.app.v1.SessionService.EnsureBrowser:input_type -> svc.app.v1.EnsureBrowserRequest
+	49, // 42: svc.app.v1.SessionService.EnsureIde:input_type -> svc.app.v1.EnsureIdeRequest
+	51, // 43: svc.app.v1.SessionService.Resume:input_type -> svc.app.v1.ResumeRequest
+	53, // 44: svc.app.v1.SessionService.EvictLocal:input_type -> svc.app.v1.EvictLocalRequest
+	54, // 45: svc.app.v1.SessionService.EvictIdle:input_type -> svc.app.v1.EvictIdleRequest
+	56, // 46: svc.app.v1.SessionService.GetCowState:input_type -> svc.app.v1.GetCowStateRequest
+	58, // 47: svc.app.v1.SessionService.ListCheckpoints:input_type -> svc.app.v1.ListCheckpointsRequest
+	60, // 48: svc.app.v1.SessionService.GetArtifact:input_type -> svc.app.v1.GetArtifactRequest
+	62, // 49: svc.app.v1.SessionService.CreateArtifactFromPath:input_type -> svc.app.v1.CreateArtifactFromPathRequest
+	16, // 50: svc.app.v1.SessionService.ListSessions:output_type -> svc.app.v1.ListSessionsResponse
+	18, // 51: svc.app.v1.SessionService.CreateSession:output_type -> svc.app.v1.CreateSessionResponse
+	20, // 52: svc.app.v1.SessionService.GetSession:output_type -> svc.app.v1.GetSessionResponse
+	68, // 53: svc.app.v1.SessionService.DeleteSession:output_type -> google.protobuf.Empty
+	23, // 54: svc.app.v1.SessionService.SendPrompt:output_type -> svc.app.v1.SendPromptResponse
+	25, // 55: svc.app.v1.SessionService.Interrupt:output_type -> svc.app.v1.InterruptResponse
+	27, // 56: svc.app.v1.SessionService.EditQueuedPrompt:output_type -> svc.app.v1.EditQueuedPromptResponse
+	29, // 57: svc.app.v1.SessionService.DequeueQueuedPrompt:output_type -> svc.app.v1.DequeueQueuedPromptResponse
+	31, // 58: svc.app.v1.SessionService.CompleteToolCall:output_type -> svc.app.v1.CompleteToolCallResponse
+	3,  // 59: svc.app.v1.SessionService.StreamEvents:output_type -> svc.app.v1.SessionEvent
+	34, // 60: svc.app.v1.SessionService.ListSessionEvents:output_type -> svc.app.v1.ListSessionEventsResponse
+	13, // 61: svc.app.v1.SessionService.Exec:output_type -> svc.app.v1.ExecOutput
+	68, // 62: svc.app.v1.SessionService.CancelExec:output_type -> google.protobuf.Empty
+	38, // 63: svc.app.v1.SessionService.WriteFile:output_type -> svc.app.v1.WriteFileResponse
+	40, // 64: svc.app.v1.SessionService.ReadFile:output_type -> svc.app.v1.ReadFileResponse
+	42, // 65: svc.app.v1.SessionService.CopyFiles:output_type -> svc.app.v1.CopyFilesResponse
+	44, // 66: svc.app.v1.SessionService.GetLog:output_type -> svc.app.v1.GetLogResponse
+	46, // 67: svc.app.v1.SessionService.Snapshot:output_type -> svc.app.v1.SnapshotResponse
+	48, // 68: svc.app.v1.SessionService.EnsureBrowser:output_type -> svc.app.v1.EnsureBrowserResponse
+	50, // 69: svc.app.v1.SessionService.EnsureIde:output_type -> svc.app.v1.EnsureIdeResponse
+	52, // 70: svc.app.v1.SessionService.Resume:output_type -> svc.app.v1.ResumeResponse
+	68, // 71: svc.app.v1.SessionService.EvictLocal:output_type -> google.protobuf.Empty
+	55, // 72: svc.app.v1.SessionService.EvictIdle:output_type -> svc.app.v1.EvictIdleResponse
+	57, // 73: svc.app.v1.SessionService.GetCowState:output_type -> svc.app.v1.GetCowStateResponse
+	59, // 74: svc.app.v1.SessionService.ListCheckpoints:output_type -> svc.app.v1.ListCheckpointsResponse
+	61, // 75: svc.app.v1.SessionService.GetArtifact:output_type -> svc.app.v1.GetArtifactResponse
+	63, // 76: svc.app.v1.SessionService.CreateArtifactFromPath:output_type -> svc.app.v1.CreateArtifactFromPathResponse
+	50, // [50:77] is the sub-list for method output_type
+	23, // [23:50] is the sub-list for method input_type
+	23, // [23:23] is the sub-list for extension type_name
+	23, // [23:23] is the sub-list for extension extendee
+	0,  // [0:23] is the sub-list for field type_name
 }
 
 func init() { file_svc_app_v1_session_proto_init() }
@@ -4703,48 +4799,48 @@ func file_svc_app_v1_session_proto_init() {
 	}
 	file_svc_app_v1_oauth_proto_init()
 	file_svc_app_v1_session_proto_msgTypes[0].OneofWrappers = []any{}
-	file_svc_app_v1_session_proto_msgTypes[1].OneofWrappers = []any{}
 	file_svc_app_v1_session_proto_msgTypes[2].OneofWrappers = []any{}
-	file_svc_app_v1_session_proto_msgTypes[4].OneofWrappers = []any{}
+	file_svc_app_v1_session_proto_msgTypes[3].OneofWrappers = []any{}
 	file_svc_app_v1_session_proto_msgTypes[5].OneofWrappers = []any{}
-	file_svc_app_v1_session_proto_msgTypes[10].OneofWrappers = []any{}
+	file_svc_app_v1_session_proto_msgTypes[6].OneofWrappers = []any{}
 	file_svc_app_v1_session_proto_msgTypes[11].OneofWrappers = []any{}
-	file_svc_app_v1_session_proto_msgTypes[12].OneofWrappers = []any{
+	file_svc_app_v1_session_proto_msgTypes[12].OneofWrappers = []any{}
+	file_svc_app_v1_session_proto_msgTypes[13].OneofWrappers = []any{
 		(*ExecOutput_Started)(nil),
 		(*ExecOutput_Stdout)(nil),
 		(*ExecOutput_Stderr)(nil),
 		(*ExecOutput_Exit)(nil),
 	}
-	file_svc_app_v1_session_proto_msgTypes[14].OneofWrappers = []any{}
-	file_svc_app_v1_session_proto_msgTypes[16].OneofWrappers = []any{}
-	file_svc_app_v1_session_proto_msgTypes[21].OneofWrappers = []any{}
-	file_svc_app_v1_session_proto_msgTypes[31].OneofWrappers = []any{}
+	file_svc_app_v1_session_proto_msgTypes[15].OneofWrappers = []any{}
+	file_svc_app_v1_session_proto_msgTypes[17].OneofWrappers = []any{}
+	file_svc_app_v1_session_proto_msgTypes[22].OneofWrappers = []any{}
 	file_svc_app_v1_session_proto_msgTypes[32].OneofWrappers = []any{}
-	file_svc_app_v1_session_proto_msgTypes[34].OneofWrappers = []any{}
-	file_svc_app_v1_session_proto_msgTypes[36].OneofWrappers = []any{
+	file_svc_app_v1_session_proto_msgTypes[33].OneofWrappers = []any{}
+	file_svc_app_v1_session_proto_msgTypes[35].OneofWrappers = []any{}
+	file_svc_app_v1_session_proto_msgTypes[37].OneofWrappers = []any{
 		(*WriteFileRequest_Metadata)(nil),
 		(*WriteFileRequest_Chunk)(nil),
 	}
-	file_svc_app_v1_session_proto_msgTypes[38].OneofWrappers = []any{}
-	file_svc_app_v1_session_proto_msgTypes[39].OneofWrappers = []any{
+	file_svc_app_v1_session_proto_msgTypes[39].OneofWrappers = []any{}
+	file_svc_app_v1_session_proto_msgTypes[40].OneofWrappers = []any{
 		(*ReadFileResponse_Metadata)(nil),
 		(*ReadFileResponse_Chunk)(nil),
 	}
-	file_svc_app_v1_session_proto_msgTypes[42].OneofWrappers = []any{}
-	file_svc_app_v1_session_proto_msgTypes[45].OneofWrappers = []any{}
-	file_svc_app_v1_session_proto_msgTypes[51].OneofWrappers = []any{}
-	file_svc_app_v1_session_proto_msgTypes[60].OneofWrappers = []any{
+	file_svc_app_v1_session_proto_msgTypes[43].OneofWrappers = []any{}
+	file_svc_app_v1_session_proto_msgTypes[46].OneofWrappers = []any{}
+	file_svc_app_v1_session_proto_msgTypes[52].OneofWrappers = []any{}
+	file_svc_app_v1_session_proto_msgTypes[61].OneofWrappers = []any{
 		(*GetArtifactResponse_Metadata)(nil),
 		(*GetArtifactResponse_Chunk)(nil),
 	}
-	file_svc_app_v1_session_proto_msgTypes[61].OneofWrappers = []any{}
+	file_svc_app_v1_session_proto_msgTypes[62].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_svc_app_v1_session_proto_rawDesc), len(file_svc_app_v1_session_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   66,
+			NumMessages:   67,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
