@@ -291,22 +291,12 @@ func (f *forwarder) dial() error {
 	f.upReused = false
 	ctx, cancel := context.WithTimeout(f.sb.ctx(), dialTimeout)
 	defer cancel()
-	raw, err := f.sb.p.dial(ctx, "tcp", f.key())
+	up, err := f.sb.p.dialTLS(ctx, f.key(), f.t.host)
 	if err != nil {
 		return err
 	}
-	untrack := f.sb.track(raw)
-	cfg := f.sb.p.upstreamTLS.Clone()
-	cfg.ServerName = f.t.host
-	up := tls.Client(raw, cfg)
-	hctx, hcancel := context.WithTimeout(f.sb.ctx(), handshakeTimeout)
-	defer hcancel()
-	if err := up.HandshakeContext(hctx); err != nil {
-		raw.Close()
-		untrack()
-		return err
-	}
-	f.up = &upstreamConn{conn: up, raw: raw, untrack: untrack, br: bufio.NewReaderSize(up, 16<<10), bw: bufio.NewWriterSize(up, 16<<10)}
+	raw := up.NetConn()
+	f.up = &upstreamConn{conn: up, raw: raw, untrack: f.sb.track(raw), br: bufio.NewReaderSize(up, 16<<10), bw: bufio.NewWriterSize(up, 16<<10)}
 	return nil
 }
 
