@@ -202,6 +202,7 @@ func New(d Deps) *API {
 	if svc := a.imagesService(d, opts, add, hosts, secretStore); svc != nil {
 		imageResolver = svc
 	}
+	routerSvc := modelrouters.New(d.DB, d.Clock, d.Config, routerCreds)
 	if hosts != nil {
 		sessionSvc = sessions.New(sessions.Deps{
 			DB: d.DB, Hosts: hosts, Sealer: d.Sealer, Bucket: d.Bucket, Users: a.users,
@@ -209,6 +210,10 @@ func New(d Deps) *API {
 			Routers: d.Config.ModelRouters, Secrets: secretStore, Credentials: credStore, Images: imageResolver,
 			Apps: d.Config.Apps, PublicURL: d.Config.SignIn.PublicURL,
 			OAuthHosts: oauthSandboxHosts(d.Config.OAuthProviders),
+			RouterModel: func(ctx context.Context, router, model string) (sessions.RouterModel, error) {
+				p, err := routerSvc.ModelPolicy(ctx, router, model)
+				return sessions.RouterModel(p), err
+			},
 		})
 		// Session streams carry file bytes and command output, which gzip turns into CPU time
 		// rather than savings (ReadFile ran at 44 MiB/s compressed): answers go uncompressed.
@@ -230,7 +235,7 @@ func New(d Deps) *API {
 	add(appv1connect.NewTaskServiceHandler(taskSvc, opts))
 
 	// Services that later work builds answer unimplemented, naming the method, until then.
-	add(appv1connect.NewModelRouterServiceHandler(modelrouters.New(d.DB, d.Clock, d.Config, routerCreds), opts))
+	add(appv1connect.NewModelRouterServiceHandler(routerSvc, opts))
 	effects := automationEffects{tasks: taskSvc, sessions: sessionSvc, secrets: secretStore, keys: a.keys}
 	reviewSvc := reviewService(d, effects, secretStore, profileSvc)
 	add(appv1connect.NewReviewServiceHandler(reviewSvc, opts))

@@ -99,6 +99,8 @@ func TestRealAgentsEditCommitAndPushThroughTheEgressProxy(t *testing.T) {
 		}
 	})
 	s.putOrgSecret(t, "gh/token", gitToken)
+	// The router's default model, enabled as an admin would before sessions may use it.
+	s.routerModel(t, anthropicRouter.ID, anthropicRouter.DefaultModel, true, true)
 	for _, r := range runs {
 		s.putOrgSecret(t, r.secret, r.key)
 	}

@@ -65,6 +65,7 @@ func BenchmarkClaudeCodeToolTurnInSession(b *testing.B) {
 		reachFake(sb, fake, claudeHosts...)
 	})
 	s.putOrgSecret(b, anthropicRouter.CredentialSecret, benchAgentKey)
+	s.routerModel(b, anthropicRouter.ID, anthropicRouter.DefaultModel, true, true)
 	var inSession, onHost turnSplit
 	// A client of its own: the shared one's timeout would cut a long stream.
 	svc := appv1connect.NewSessionServiceClient(&http.Client{}, s.rpcURL(), auth.WithKey(s.admin))

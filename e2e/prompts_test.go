@@ -343,25 +343,46 @@ func TestAgentSessionsReachModelsThroughRouters(t *testing.T) {
 		}}
 	})
 	ctx := context.Background()
+	s.routerModel(t, "lab", "claude-test", true, true)
+	s.routerModel(t, "lab", "lab/off", false, true)
+	s.routerModel(t, "lab", "lab/admins-only", true, false)
 	id := s.create(t, &appv1.CreateSessionRequest{Harness: ptr("claude-code"), ModelRouter: ptr("lab")})
 	if got := s.sh(t, id, `echo "$ANTHROPIC_BASE_URL $ANTHROPIC_MODEL $HANGAR_MODEL_ROUTER"`); got != "http://127.0.0.1:9/v1 claude-test lab\n" {
 		t.Fatalf("router env in the sandbox: %q", got)
+	}
+	lab := func(model string) *appv1.CreateSessionRequest {
+		return &appv1.CreateSessionRequest{Harness: ptr("claude-code"), ModelRouter: ptr("lab"), Model: ptr(model)}
 	}
 	for _, tc := range []struct {
 		name string
 		req  *appv1.CreateSessionRequest
 		code connect.Code
+		// says is what the error names ("": not checked).
+		says string
 	}{
-		{"a harness that speaks none of the router's protocols", &appv1.CreateSessionRequest{Harness: ptr("bash"), ModelRouter: ptr("lab")}, connect.CodeFailedPrecondition},
-		{"an unknown router", &appv1.CreateSessionRequest{Harness: ptr("claude-code"), ModelRouter: ptr("nope")}, connect.CodeInvalidArgument},
-		{"an effort the harness does not offer", &appv1.CreateSessionRequest{Harness: ptr("claude-code"), Effort: ptr("ultra")}, connect.CodeInvalidArgument},
-		{"a model without a harness", &appv1.CreateSessionRequest{Mode: "sandbox", Model: ptr("m")}, connect.CodeInvalidArgument},
+		{"a harness that speaks none of the router's protocols", &appv1.CreateSessionRequest{Harness: ptr("bash"), ModelRouter: ptr("lab")}, connect.CodeFailedPrecondition, ""},
+		{"an unknown router", &appv1.CreateSessionRequest{Harness: ptr("claude-code"), ModelRouter: ptr("nope")}, connect.CodeInvalidArgument, ""},
+		{"an effort the harness does not offer", &appv1.CreateSessionRequest{Harness: ptr("claude-code"), Effort: ptr("ultra")}, connect.CodeInvalidArgument, ""},
+		{"a model without a harness", &appv1.CreateSessionRequest{Mode: "sandbox", Model: ptr("m")}, connect.CodeInvalidArgument, ""},
+		{"a model the harness does not offer", &appv1.CreateSessionRequest{Harness: ptr("claude-code"), Model: ptr("gpt-9")}, connect.CodeInvalidArgument, `harness claude-code offers no model "gpt-9"`},
+		{"a model of a harness that offers none", &appv1.CreateSessionRequest{Harness: ptr("bash"), Model: ptr("claude-test")}, connect.CodeInvalidArgument, "harness bash offers no model"},
+		{"a model the router's catalog does not have", lab("nope-model"), connect.CodeInvalidArgument, `model router lab has no model "nope-model"`},
+		{"a model the router's policy disables", lab("lab/off"), connect.CodeFailedPrecondition, `"lab/off" of model router lab is disabled`},
+		{"a model the router's policy keeps from users", lab("lab/admins-only"), connect.CodeFailedPrecondition, "user_enabled is off"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := s.svc.CreateSession(ctx, connect.NewRequest(tc.req))
 			testenv.WantCode(t, err, tc.code)
+			if err != nil && !strings.Contains(err.Error(), tc.says) {
+				t.Fatalf("error %q, want it to say %q", err, tc.says)
+			}
 		})
 	}
+	t.Run("a model the router's policy enables", func(t *testing.T) {
+		if _, err := s.svc.CreateSession(ctx, connect.NewRequest(lab("claude-test"))); err != nil {
+			t.Fatal(err)
+		}
+	})
 }
 
 // waitAgentState polls the session's record until its agent state is want.

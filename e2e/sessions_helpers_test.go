@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -270,5 +271,16 @@ func (s *sandboxStack) listEvents(t testing.TB, session string, kinds ...string)
 			return out
 		}
 		after = resp.Msg.GetNextAfterIdx()
+	}
+}
+
+// routerModel puts model into router's catalog as a refresh would have (available) with the
+// admin policy given: sessions may use only the models the policy enables.
+func (s *sandboxStack) routerModel(t testing.TB, router, model string, enabled, userEnabled bool) {
+	t.Helper()
+	doc := s.sb.DB.Collection("model_routers").Doc(router).Collection("models").Doc(url.PathEscape(model))
+	if _, err := doc.Set(context.Background(), map[string]any{"router_id": router, "id": model, "available": true,
+		"enabled": enabled, "user_enabled": userEnabled, "updated_at": time.Now()}); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -303,6 +303,29 @@ func (s *Service) UpdateRouterModelPolicy(ctx context.Context, req *connect.Requ
 	return connect.NewResponse(&appv1.UpdateRouterModelPolicyResponse{Model: rec.proto()}), nil
 }
 
+// Policy is what the catalog says of one model of a router: whether it has the model at all,
+// and the model's admin policy and availability.
+type Policy struct {
+	Found, Enabled, UserEnabled, Available bool
+}
+
+// ModelPolicy reads the policy of model in router's catalog (Found false: the catalog has no
+// such model, which is as good as disabled: new models arrive disabled).
+func (s *Service) ModelPolicy(ctx context.Context, router, model string) (Policy, error) {
+	snap, err := s.modelDoc(router, model).Get(ctx)
+	if store.IsNotFound(err) {
+		return Policy{}, nil
+	}
+	if err != nil {
+		return Policy{}, fmt.Errorf("read model %s of router %s: %w", model, router, err)
+	}
+	var rec modelRecord
+	if err := snap.DataTo(&rec); err != nil {
+		return Policy{}, fmt.Errorf("read model %s of router %s: %w", model, router, err)
+	}
+	return Policy{Found: true, Enabled: rec.Enabled, UserEnabled: rec.UserEnabled, Available: rec.Available}, nil
+}
+
 func (s *Service) router(id string) (config.ModelRouter, error) {
 	if id == "" {
 		return config.ModelRouter{}, apierr.InvalidArgument("router_id", "is required")

@@ -115,6 +115,18 @@ func (s *Service) chooseAgent(ctx context.Context, m *appv1.CreateSessionRequest
 	}
 	name := m.GetModelRouter()
 	if name == "" {
+		// Without a router the model is one the harness offers; with one, the router's catalog's.
+		if mo := m.GetModel(); mo != "" && !slices.ContainsFunc(d.Models, func(o abi.Option) bool { return o.ID == mo }) {
+			ids := make([]string, len(d.Models))
+			for i, o := range d.Models {
+				ids[i] = o.ID
+			}
+			if len(ids) == 0 {
+				v.Addf("model", "harness %s offers no model to choose (asked for %q)", c.harness, mo)
+			} else {
+				v.Addf("model", "harness %s offers no model %q (it offers %s), unless through a model_router", c.harness, mo, strings.Join(ids, ", "))
+			}
+		}
 		return c, nil
 	}
 	if c.router = s.router(name); c.router == nil {
@@ -124,6 +136,9 @@ func (s *Service) chooseAgent(ctx context.Context, m *appv1.CreateSessionRequest
 	proto := commonProtocol(d.RouterProtocols, c.router.Protocols)
 	if proto == "" {
 		return c, apierr.FailedPrecondition("harness %s speaks none of model router %s's protocols (%s)", c.harness, name, strings.Join(c.router.Protocols, ", "))
+	}
+	if err := s.checkRouterModel(ctx, c.router, cmp.Or(m.GetModel(), c.router.DefaultModel)); err != nil {
+		return c, err
 	}
 	key, err := s.routerKey(ctx, c.router)
 	if err != nil {
@@ -142,6 +157,39 @@ func (s *Service) chooseAgent(ctx context.Context, m *appv1.CreateSessionRequest
 	}
 	c.env = routerEnv(c.router, proto, cmp.Or(m.GetModel(), c.router.DefaultModel), key)
 	return c, nil
+}
+
+// RouterModel is what a router's catalog says of one model: whether it has it, its admin policy
+// (enabled: for anyone; user_enabled: for users too, not only service accounts) and whether the
+// router still lists it.
+type RouterModel struct {
+	Found, Enabled, UserEnabled, Available bool
+}
+
+// checkRouterModel refuses a session's model (its own or its router's default) that the
+// router's catalog does not have (invalid_argument), or that its policy does not let the caller
+// use (failed_precondition: an admin enables it), as ListRouterModels shows users and service
+// accounts theirs.
+func (s *Service) checkRouterModel(ctx context.Context, r *config.ModelRouter, model string) error {
+	if model == "" || s.d.RouterModel == nil {
+		return nil
+	}
+	pol, err := s.d.RouterModel(ctx, r.ID, model)
+	if err != nil {
+		return err
+	}
+	caller, _ := auth.Caller(ctx)
+	switch {
+	case !pol.Found:
+		return apierr.InvalidArgument("model", fmt.Sprintf("model router %s has no model %q: see ListRouterModels", r.ID, model))
+	case !pol.Available:
+		return apierr.FailedPrecondition("model %q of model router %s is no longer in the router's catalog", model, r.ID)
+	case !pol.Enabled:
+		return apierr.FailedPrecondition("model %q of model router %s is disabled by the router's policy (enabled is off): an admin enables it with UpdateRouterModelPolicy", model, r.ID)
+	case !pol.UserEnabled && caller.Kind != auth.KindServiceAccount:
+		return apierr.FailedPrecondition("model %q of model router %s is not enabled for users by the router's policy (user_enabled is off): an admin enables it with UpdateRouterModelPolicy", model, r.ID)
+	}
+	return nil
 }
 
 // routerKey is the value of the router's credential secret ("" for a router that names none),
@@ -303,8 +351,10 @@ type Deps struct {
 	DefaultImage string
 	// Harnesses resolves the harness an agent session names.
 	Harnesses *harnesscatalog.Catalog
-	// Routers are the deployment's model routers.
-	Routers []config.ModelRouter
+	// Routers are the deployment's model routers; RouterModel reads the policy of one model of
+	// a router's catalog (ModelRouterService's), which a session's model must pass.
+	Routers     []config.ModelRouter
+	RouterModel func(ctx context.Context, router, model string) (RouterModel, error)
 	// Secrets holds the routers' keys; Credentials the OAuth credentials sessions may name.
 	Secrets     *secrets.Store
 	Credentials *credentials.Store

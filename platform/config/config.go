@@ -9,6 +9,8 @@ package config
 import (
 	"cmp"
 	"context"
+	"crypto/x509"
+	"encoding/pem"
 	"fmt"
 	"os"
 	"reflect"
@@ -286,6 +288,17 @@ type Host struct {
 	MemoryOvercommitRatio float64 `env:"HANGAR_MEMORY_OVERCOMMIT_RATIO, default=1"`
 	// Egress bounds what sandboxes' connections through the host's egress proxy hold of it.
 	Egress EgressLimits
+	// SandboxEgress is what the host's egress proxy opens to sandboxes beyond public addresses
+	// (an operator's own model gateways at private addresses), from HANGAR_SANDBOX_EGRESS_ALLOW
+	// (comma-separated, HANGAR_EGRESS_ALLOW's entry forms); none by default. It is not
+	// HANGAR_EGRESS_ALLOW, which is the server's own. A session's network policy must still
+	// allow a destination; the host's own addresses, link-local and metadata servers stay
+	// closed whatever it lists (egress.Policy.ForSandboxes).
+	SandboxEgress egress.Policy
+	// SandboxEgressCA is the operator's CA bundle (PEM) read from the file
+	// HANGAR_SANDBOX_EGRESS_CA_FILE names: the proxy trusts it for upstream TLS to what
+	// SandboxEgress lists, and sandboxes' trust bundles carry it.
+	SandboxEgressCA []byte
 }
 
 // EgressLimits bound the connections sandboxes make through their host's egress proxy, each of
@@ -319,6 +332,8 @@ type environment struct {
 	SealKeyset          string  `env:"HANGAR_SEAL_KEYSET"`
 	AutomationHTTPHosts string  `env:"HANGAR_AUTOMATION_HTTP_HOSTS"`
 	EgressAllow         string  `env:"HANGAR_EGRESS_ALLOW"`
+	SandboxEgressAllow  string  `env:"HANGAR_SANDBOX_EGRESS_ALLOW"`
+	SandboxEgressCAFile string  `env:"HANGAR_SANDBOX_EGRESS_CA_FILE"`
 	PrivateRegistries   string  `env:"HANGAR_PRIVATE_REGISTRIES"`
 	ModelRouters        *string `env:"HANGAR_MODEL_ROUTERS, noinit"`
 	ModelRoutersFile    *string `env:"HANGAR_MODEL_ROUTERS_FILE, noinit"`
@@ -387,6 +402,12 @@ func load(l envconfig.Lookuper) (Config, error) {
 		return c, fmt.Errorf("HANGAR_PRIVATE_REGISTRIES: %w", err)
 	}
 	c.Egress, c.Registries = egressAllow, egressAllow.Union(registries)
+	if c.Host.SandboxEgress, err = egress.Parse(strings.Split(e.SandboxEgressAllow, ",")); err != nil {
+		return c, fmt.Errorf("HANGAR_SANDBOX_EGRESS_ALLOW: %w", err)
+	}
+	if c.Host.SandboxEgressCA, err = readCABundle(e.SandboxEgressCAFile); err != nil {
+		return c, fmt.Errorf("HANGAR_SANDBOX_EGRESS_CA_FILE: %w", err)
+	}
 	if e.SealKeyset != "" {
 		c.SealKeyset = []byte(e.SealKeyset)
 	}
@@ -394,6 +415,36 @@ func load(l envconfig.Lookuper) (Config, error) {
 		return c, err
 	}
 	return c, nil
+}
+
+// readCABundle reads the PEM certificates of the file at path ("": none), refusing a file that
+// holds no certificate or one that does not parse.
+func readCABundle(path string) ([]byte, error) {
+	if path == "" {
+		return nil, nil
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	rest, n := b, 0
+	for {
+		var blk *pem.Block
+		if blk, rest = pem.Decode(rest); blk == nil {
+			break
+		}
+		if blk.Type != "CERTIFICATE" {
+			continue
+		}
+		if _, err := x509.ParseCertificate(blk.Bytes); err != nil {
+			return nil, fmt.Errorf("%s: certificate %d: %w", path, n+1, err)
+		}
+		n++
+	}
+	if n == 0 {
+		return nil, fmt.Errorf("%s holds no PEM certificate", path)
+	}
+	return b, nil
 }
 
 // check refuses egress timeouts that are zero (a connection that never expires) or past their

@@ -1,11 +1,15 @@
 package config
 
 import (
+	"encoding/pem"
 	"errors"
 	"net/netip"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/hangar-dev/hangar/internal/testkit"
 	"github.com/hangar-dev/hangar/platform/egress"
 )
 
@@ -55,6 +59,59 @@ func TestFromEnvReadsEgressAllowAndPrivateRegistries(t *testing.T) {
 			}
 			if got := opens(c.Registries, "registry.internal", private); got != tt.registriesPrivate {
 				t.Errorf("Registries opens registry.internal = %v", got)
+			}
+		})
+	}
+}
+
+// The sandboxes' allow list and CA bundle are their own settings: HANGAR_EGRESS_ALLOW opens
+// nothing to sandboxes, HANGAR_SANDBOX_EGRESS_ALLOW nothing to the server, and a CA file that
+// is missing or holds no certificate is refused by its name.
+func TestFromEnvReadsTheSandboxesEgressAllowAndCA(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, content string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	cert := testkit.UnstartedTLSServer(nil).TLS.Certificates[0].Certificate[0]
+	good := write("ca.pem", string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: cert})))
+	gateway := netip.MustParseAddrPort("10.1.2.3:4000")
+	for _, tc := range []struct {
+		name, serverAllow, sandboxAllow, caFile, wantErr string
+		sandboxOpens, serverOpens                        bool
+	}{
+		{name: "the sandboxes' entry opens the gateway to sandboxes only", sandboxAllow: "10.0.0.0/8", caFile: good, sandboxOpens: true},
+		{name: "the server's entry opens nothing to sandboxes", serverAllow: "10.0.0.0/8", serverOpens: true},
+		{name: "a bad entry", sandboxAllow: "10.0.0.0/99", wantErr: "HANGAR_SANDBOX_EGRESS_ALLOW"},
+		{name: "a missing CA file", caFile: filepath.Join(dir, "none.pem"), wantErr: "HANGAR_SANDBOX_EGRESS_CA_FILE"},
+		{name: "a CA file without a certificate", caFile: write("empty.pem", "not a certificate\n"), wantErr: "HANGAR_SANDBOX_EGRESS_CA_FILE"},
+		{name: "a CA file whose certificate does not parse", caFile: write("bad.pem", "-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n"), wantErr: "HANGAR_SANDBOX_EGRESS_CA_FILE"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Setenv("HANGAR_EGRESS_ALLOW", tc.serverAllow)
+			t.Setenv("HANGAR_SANDBOX_EGRESS_ALLOW", tc.sandboxAllow)
+			t.Setenv("HANGAR_SANDBOX_EGRESS_CA_FILE", tc.caFile)
+			c, err := FromEnv()
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("FromEnv = %v, want an error naming %s", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := c.Host.SandboxEgress.CheckAddr("x", gateway) == nil; got != tc.sandboxOpens {
+				t.Errorf("sandboxes reach the gateway = %v", got)
+			}
+			if got := c.Egress.CheckAddr("x", gateway) == nil; got != tc.serverOpens {
+				t.Errorf("the server reaches the gateway = %v", got)
+			}
+			if (len(c.Host.SandboxEgressCA) > 0) != (tc.caFile != "") {
+				t.Errorf("CA bundle %q", c.Host.SandboxEgressCA)
 			}
 		})
 	}

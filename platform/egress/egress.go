@@ -12,6 +12,8 @@
 // narrow what public hosts are reached. An operator opens destinations on purpose with a
 // Policy's allow entries (HANGAR_EGRESS_ALLOW, and HANGAR_PRIVATE_REGISTRIES for pulls): host
 // names, "*.suffix" patterns or IP addresses, each with an optional port, or CIDR prefixes.
+// The sandboxes' egress proxy dials by a Policy of its own (HANGAR_SANDBOX_EGRESS_ALLOW,
+// ForSandboxes), which never opens this host's addresses, link-local ones or metadata servers.
 //
 // The package is Hangar's own rather than a library's (code.dny.dev/ssrf, safeurl) because the
 // allow entries are host names as well as prefixes, and a name is only known to the dial
@@ -19,6 +21,7 @@
 package egress
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -38,6 +41,9 @@ import (
 type Policy struct {
 	entries []entry
 	host    *hostAddrs // nil: thisHost
+	// sandboxes, set by ForSandboxes, names the setting the entries came from, and holds what
+	// no entry opens to a sandbox.
+	sandboxes string
 }
 
 // entry is one allow entry: a name (lower-case, or "*.suffix") or an address prefix (an
@@ -114,13 +120,60 @@ func MustParse(entries ...string) Policy {
 	return p
 }
 
-// Union allows what either policy allows. It judges this host's addresses as p does.
+// Union allows what either policy allows. It judges this host's addresses as p does, and is
+// for sandboxes when either is.
 func (p Policy) Union(q Policy) Policy {
 	host := p.host
 	if host == nil {
 		host = q.host
 	}
-	return Policy{entries: append(append([]entry(nil), p.entries...), q.entries...), host: host}
+	return Policy{entries: append(append([]entry(nil), p.entries...), q.entries...), host: host, sandboxes: cmp.Or(p.sandboxes, q.sandboxes)}
+}
+
+// ForSandboxes is p as the dialer of sandboxes' connections (the host's egress proxy) applies
+// it, its entries read from the operator's setting (named in refusals). A sandbox is untrusted,
+// so some destinations stay closed to it whatever the entries say: an address of this host's
+// own interfaces (even one an entry names), a link-local address and a cloud metadata server
+// (by name or address), and the unspecified addresses (0.0.0.0/8, ::), which a connect takes
+// for this host. A loopback address opens only to an entry that names its port: a prefix or a
+// bare address would open every service this host listens on locally.
+func (p Policy) ForSandboxes(setting string) Policy {
+	p.sandboxes = setting
+	return p
+}
+
+// metadataAddrs are the addresses cloud metadata servers answer at outside link-local ones:
+// AWS over IPv6, Alibaba Cloud.
+var metadataAddrs = map[netip.Addr]bool{awsMetadataV6: true, netip.MustParseAddr("100.100.100.200"): true}
+
+// sandboxNever is why a sandbox may not reach a at all, or "".
+func sandboxNever(a netip.Addr) string {
+	// An address that carries an IPv4 address reaches it (special.go).
+	if b := a.As16(); a.Is6() && (nat64.Contains(a) || sixToFour.Contains(a)) {
+		in := netip.AddrFrom4([4]byte(b[12:]))
+		if sixToFour.Contains(a) {
+			in = netip.AddrFrom4([4]byte(b[2:6]))
+		}
+		if reason := sandboxNever(in); reason != "" {
+			return "an address carrying " + in.String() + ", " + reason
+		}
+	}
+	switch {
+	case isLinkLocal(a):
+		return "a link-local address, where cloud metadata servers answer"
+	case metadataAddrs[a]:
+		return "a cloud metadata server's address"
+	case a.IsUnspecified() || a.Is4() && a.As4()[0] == 0:
+		return `a "this network" address, which a connection takes for this host`
+	}
+	return ""
+}
+
+// Lists reports whether an entry names host (the name or literal asked for) or its address a:
+// the destination is one the operator opened, not merely a public one.
+func (p Policy) Lists(host string, a netip.AddrPort) bool {
+	a = netip.AddrPortFrom(plain(a.Addr()), a.Port())
+	return p.allowsName(host, a.Port()) || p.allowsAddr(a, false)
 }
 
 // Empty reports whether the policy allows public addresses only.
@@ -130,9 +183,14 @@ func (e entry) admits(port uint16) bool { return e.port == 0 || e.port == port }
 
 // allowsName reports whether host, on port, matches a name entry.
 func (p Policy) allowsName(host string, port uint16) bool {
+	return p.allowsNamePorted(host, port, false)
+}
+
+// allowsNamePorted is allowsName; with ported, only an entry that names the port counts.
+func (p Policy) allowsNamePorted(host string, port uint16, ported bool) bool {
 	host = strings.TrimSuffix(strings.ToLower(host), ".")
 	for _, e := range p.entries {
-		if e.name == "" || !e.admits(port) {
+		if e.name == "" || !e.admits(port) || ported && e.port == 0 {
 			continue
 		}
 		if suffix, ok := strings.CutPrefix(e.name, "*."); ok && strings.HasSuffix(host, "."+suffix) || e.name == host {
@@ -145,8 +203,13 @@ func (p Policy) allowsName(host string, port uint16) bool {
 // allowsAddr reports whether a prefix or address entry covers a on port; with single, only an
 // entry for exactly that address counts.
 func (p Policy) allowsAddr(a netip.AddrPort, single bool) bool {
+	return p.allowsAddrPorted(a, single, false)
+}
+
+// allowsAddrPorted is allowsAddr; with ported, only an entry that names the port counts.
+func (p Policy) allowsAddrPorted(a netip.AddrPort, single, ported bool) bool {
 	for _, e := range p.entries {
-		if e.name == "" && e.prefix.Contains(a.Addr()) && e.admits(a.Port()) && (!single || e.prefix.IsSingleIP()) {
+		if e.name == "" && e.prefix.Contains(a.Addr()) && e.admits(a.Port()) && (!single || e.prefix.IsSingleIP()) && (!ported || e.port != 0) {
 			return true
 		}
 	}
@@ -162,6 +225,10 @@ type RefusedError struct {
 	Host   string     // the name or literal asked for
 	Addr   netip.Addr // the address it resolved to; invalid when the name alone was refused
 	Reason string     // e.g. "a private address"
+	// Setting is the operator's setting a sandbox's destination would have to be listed in
+	// (ForSandboxes); Never says no entry of it opens the destination.
+	Setting string
+	Never   bool
 }
 
 func (e *RefusedError) Error() string {
@@ -169,7 +236,18 @@ func (e *RefusedError) Error() string {
 	if e.Addr.IsValid() && e.Addr.String() != e.Host {
 		dest = fmt.Sprintf("%s (%s)", e.Host, e.Addr)
 	}
-	return fmt.Sprintf("%s is %s, which Hangar does not connect to unless an operator allows it", dest, e.Reason)
+	switch {
+	case e.Setting == "":
+		return fmt.Sprintf("%s is %s, which Hangar does not connect to unless an operator allows it", dest, e.Reason)
+	case e.Never:
+		return fmt.Sprintf("%s is %s, which no sandbox reaches, whatever %s lists", dest, e.Reason, e.Setting)
+	}
+	return fmt.Sprintf("%s is %s, which a sandbox reaches only when the operator lists it in %s", dest, e.Reason, e.Setting)
+}
+
+// refused is the error of a destination p refuses; never says no entry could open it.
+func (p Policy) refused(host string, a netip.Addr, reason string, never bool) error {
+	return &RefusedError{Host: host, Addr: a, Reason: reason, Setting: p.sandboxes, Never: never && p.sandboxes != ""}
 }
 
 func (e *RefusedError) Is(target error) bool { return target == ErrRefused }
@@ -186,11 +264,22 @@ func (p Policy) CheckAddr(host string, a netip.AddrPort) error {
 	own, err := hosts.has(a.Addr())
 	switch {
 	case err != nil:
-		return &RefusedError{Host: host, Addr: a.Addr(), Reason: "not checkable against this host's own addresses, which cannot be read"}
-	case own && p.allowsAddr(a, true):
+		return p.refused(host, a.Addr(), "not checkable against this host's own addresses, which cannot be read", false)
+	case own && p.allowsAddr(a, true) && p.sandboxes == "":
 		return nil
 	case own:
-		return &RefusedError{Host: host, Addr: a.Addr(), Reason: "an address of this host's own network interfaces"}
+		return p.refused(host, a.Addr(), "an address of this host's own network interfaces", true)
+	}
+	if p.sandboxes != "" {
+		if reason := sandboxNever(a.Addr()); reason != "" {
+			return p.refused(host, a.Addr(), reason, true)
+		}
+		if a.Addr().IsLoopback() {
+			if p.allowsAddrPorted(a, false, true) || p.allowsNamePorted(host, a.Port(), true) {
+				return nil
+			}
+			return p.refused(host, a.Addr(), "a loopback address (RFC 1122), opened only by an entry with its port", false)
+		}
 	}
 	if p.allowsAddr(a, false) {
 		return nil
@@ -202,7 +291,7 @@ func (p Policy) CheckAddr(host string, a netip.AddrPort) error {
 	if p.allowsName(host, a.Port()) && !isLinkLocal(a.Addr()) {
 		return nil
 	}
-	return &RefusedError{Host: host, Addr: a.Addr(), Reason: reason}
+	return p.refused(host, a.Addr(), reason, false)
 }
 
 // CheckHost refuses, before any lookup, the names of cloud metadata servers and IP literals that
@@ -212,8 +301,8 @@ func (p Policy) CheckHost(host string, port uint16) error {
 	if a, err := netip.ParseAddr(host); err == nil {
 		return p.CheckAddr(host, netip.AddrPortFrom(a, port))
 	}
-	if metadataNames[host] && !p.allowsName(host, port) {
-		return &RefusedError{Host: host, Reason: "a cloud metadata server"}
+	if metadataNames[host] && (p.sandboxes != "" || !p.allowsName(host, port)) {
+		return p.refused(host, netip.Addr{}, "a cloud metadata server", true)
 	}
 	return nil
 }

@@ -1,7 +1,6 @@
 package egressproxy
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"io"
@@ -17,8 +16,10 @@ import (
 	"github.com/hangar-dev/hangar/platform/telemetry"
 )
 
-// What the proxy reports: one Connection event per connection (through the explicit proxy,
-// per request), and the counters they add up to.
+// What the proxy reports: one Connection event per connection (for the HTTP requests it serves
+// through net/http, explicit proxy and captured plain HTTP, one per request; for an intercepted
+// connection, one per refused request beside the connection's), and the counters they add up
+// to: each request is counted once, with its verdict.
 
 // Decision words of an audit event.
 const (
@@ -26,7 +27,7 @@ const (
 	Denied  = "deny"
 )
 
-// Connection is one audited connection (or, through an explicit HTTP proxy, one request).
+// Connection is one audited connection (or one request: see above).
 type Connection struct {
 	Host     string `json:"host"`
 	Port     int    `json:"port"`
@@ -104,10 +105,19 @@ type connState struct {
 	// mu.
 	injected, scrubbed map[string]bool
 	dialErr            error
-	// host is what the connection's last request was decided by (a captured plain HTTP
-	// request's Host header), for the connection's event; guarded by mu.
-	host string
-	mu   sync.Mutex
+	mu                 sync.Mutex
+	// requests counts the requests read on the connection, reported those of them that were
+	// audited as events of their own (take): the connection's own event reports the rest.
+	requests, reported atomic.Int64
+}
+
+// take gives ev the bytes the connection carried since the last event that took them, but for
+// ahead (bytes read from the sandbox and buffered, unread, for its next request), and counts it
+// as a request's own event.
+func (cs *connState) take(ev *Connection, ahead int64) {
+	out, in := cs.cc.out.Load()-ahead, cs.cc.in.Load()
+	ev.BytesOut, ev.BytesIn = out-cs.outMark.Swap(out), in-cs.inMark.Swap(in)
+	cs.reported.Add(1)
 }
 
 // record adds what one request's exchange injected and scrubbed to the connection's.
@@ -133,16 +143,23 @@ func newConnState(c net.Conn, r io.Reader) *connState {
 	return &connState{cc: &countingConn{Conn: c, r: r}, start: time.Now(), injected: map[string]bool{}, scrubbed: map[string]bool{}}
 }
 
-// auditConnection reports a connection bound for fixed once its requests are done: one event
-// with the bytes each way and the secrets injected into any of its requests that went out and
-// scrubbed from any answer; an upstream the guarded dialer refused makes it a denial.
+// auditConnection reports a connection bound for fixed once its requests are done, unless each
+// request it carried was an event of its own (take): one event with the bytes each way not
+// reported by those, and the secrets injected into any of its requests that went out and
+// scrubbed from any answer; an upstream the guarded dialer refused makes it a denial. A
+// connection with no request read whole is an event too.
 func (sb *Sandbox) auditConnection(cs *connState, fixed *target) {
+	if n := cs.requests.Load(); n > 0 && cs.reported.Load() >= n {
+		return
+	}
 	cs.mu.Lock()
 	injected, scrubbed := slices.Sorted(maps.Keys(cs.injected)), slices.Sorted(maps.Keys(cs.scrubbed))
-	host, dialErr := cmp.Or(cs.host, fixed.host), cs.dialErr
+	dialErr := cs.dialErr
 	cs.mu.Unlock()
-	ev := sb.decide(host, fixed.port).event(fixed.mode)
-	ev.BytesOut, ev.BytesIn, ev.Injected, ev.Scrubbed = cs.cc.out.Load(), cs.cc.in.Load(), injected, scrubbed
+	ev := sb.decide(fixed.host, fixed.port).event(fixed.mode)
+	ev.Injected, ev.Scrubbed = injected, scrubbed
+	out, in := cs.cc.out.Load(), cs.cc.in.Load()
+	ev.BytesOut, ev.BytesIn = out-cs.outMark.Load(), in-cs.inMark.Load()
 	unreached(&ev, dialErr)
 	sb.audit(ev, cs.start)
 }

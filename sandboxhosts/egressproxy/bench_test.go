@@ -68,7 +68,7 @@ func benchSetup(b *testing.B) (direct, proxied, passed *http.Client) {
 	}
 	roots := x509.NewCertPool()
 	roots.AddCert(up.Certificate())
-	p := New(Options{CA: ca, Resolve: map[string]string{"api.example.com:443": up.Listener.Addr().String(),
+	p := mustNew(b, Options{CA: ca, Resolve: map[string]string{"api.example.com:443": up.Listener.Addr().String(),
 		"example.com:443": up.Listener.Addr().String()}, RootCAs: roots})
 	ns, err := sandboxnet.Create(filepath.Join(b.TempDir(), "netns"))
 	if err != nil {
@@ -248,7 +248,7 @@ func BenchmarkNetworkSetup(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	p := New(Options{CA: ca})
+	p := mustNew(b, Options{CA: ca})
 	dir := b.TempDir()
 	i := 0
 	for b.Loop() {

@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"math/big"
+	"net"
 	"sync"
 	"time"
 )
@@ -152,6 +153,11 @@ func (ca *CA) sign(host string, key crypto.Signer) (tls.Certificate, error) {
 		NotAfter:     now.Add(leafValidity),
 		KeyUsage:     usage,
 		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	}
+	// A host reached by its IP literal (an operator's gateway at a private address) is named
+	// by an IP SAN, which is what clients check for one.
+	if ip := net.ParseIP(host); ip != nil {
+		tmpl.DNSNames, tmpl.IPAddresses = nil, []net.IP{ip}
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, key.Public(), ca.key)
 	if err != nil {

@@ -105,7 +105,7 @@ func listed(h string, port int) bool {
 // ::1), and decides every spelling of one host (case, a trailing dot, brackets around IPv6,
 // its normal form) the same.
 func FuzzDecisionOnHostileHostNames(f *testing.F) {
-	sb := &Sandbox{p: New(Options{}), sess: Session{Rules: decisionRules}}
+	sb := &Sandbox{p: mustNew(f, Options{}), sess: Session{Rules: decisionRules}}
 	f.Fuzz(func(t *testing.T, host string, port int) {
 		d := sb.decide(host, port)
 		h, err := egress.DestinationHost(host)

@@ -212,10 +212,12 @@ func (f *forwarder) serveOne() bool {
 	}
 	if code != 0 {
 		if code > 0 {
+			f.cs.requests.Add(1)
 			f.answer(req, code, msg, false)
 		}
 		return false
 	}
+	f.cs.requests.Add(1)
 	start := time.Now()
 	t := f.t
 	if d := f.sb.decide(t.host, t.port); !d.allowed {
@@ -223,8 +225,13 @@ func (f *forwarder) serveOne() bool {
 	}
 	inj, ref := f.sb.prepare(req, t)
 	if ref != nil {
-		f.sb.audit(ref.event(t), start)
-		return f.refuse(req, ref.msg)
+		// A refused request is its own event, a denial, with the bytes of its exchange: the
+		// connection's event reports the requests that went on, if any did.
+		goOn := f.refuse(req, ref.msg)
+		ev := ref.event(t)
+		f.cs.take(&ev, int64(f.br.Buffered()))
+		f.sb.audit(ev, start)
+		return goOn
 	}
 	if f.up != nil && time.Since(f.idleSince) > idleProbeAfter && !f.up.alive() {
 		f.dropUp()
@@ -284,22 +291,12 @@ func (f *forwarder) dial() error {
 	f.upReused = false
 	ctx, cancel := context.WithTimeout(f.sb.ctx(), dialTimeout)
 	defer cancel()
-	raw, err := f.sb.p.dial(ctx, "tcp", f.key())
+	up, err := f.sb.p.dialTLS(ctx, f.key(), f.t.host)
 	if err != nil {
 		return err
 	}
-	untrack := f.sb.track(raw)
-	cfg := f.sb.p.upstreamTLS.Clone()
-	cfg.ServerName = f.t.host
-	up := tls.Client(raw, cfg)
-	hctx, hcancel := context.WithTimeout(f.sb.ctx(), handshakeTimeout)
-	defer hcancel()
-	if err := up.HandshakeContext(hctx); err != nil {
-		raw.Close()
-		untrack()
-		return err
-	}
-	f.up = &upstreamConn{conn: up, raw: raw, untrack: untrack, br: bufio.NewReaderSize(up, 16<<10), bw: bufio.NewWriterSize(up, 16<<10)}
+	raw := up.NetConn()
+	f.up = &upstreamConn{conn: up, raw: raw, untrack: f.sb.track(raw), br: bufio.NewReaderSize(up, 16<<10), bw: bufio.NewWriterSize(up, 16<<10)}
 	return nil
 }
 

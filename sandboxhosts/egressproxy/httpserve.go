@@ -43,7 +43,8 @@ func (l *oneConn) Addr() net.Addr { return l.c.LocalAddr() }
 type stateKey struct{}
 
 // serveHTTP serves the HTTP/1 requests of c: forwarded to fixed, or, without it, to what each
-// request names (an explicit proxy, which may also CONNECT).
+// request names (an explicit proxy, which may also CONNECT). Each request read is audited as
+// one event (serveRequest).
 func (sb *Sandbox) serveHTTP(ctx context.Context, c net.Conn, br *bufio.Reader, fixed *target) {
 	cs := newConnState(c, br)
 	l := &oneConn{c: cs.cc, done: make(chan struct{})}
@@ -67,7 +68,9 @@ func (sb *Sandbox) serveHTTP(ctx context.Context, c net.Conn, br *bufio.Reader, 
 	}
 	_ = srv.Serve(l)
 	handlers.Wait()
-	if fixed != nil && fixed.mode != "" {
+	// A captured connection is an event of its own only when a request of it was not one (a
+	// malformed head), or none was read.
+	if fixed != nil {
 		sb.auditConnection(cs, fixed)
 	}
 }
@@ -83,6 +86,7 @@ func refuse(w http.ResponseWriter, msg string) {
 // serveRequest decides, prepares and forwards one request, as the forwarder does (decide.go).
 func (sb *Sandbox) serveRequest(w http.ResponseWriter, r *http.Request, fixed *target) {
 	cs := r.Context().Value(stateKey{}).(*connState)
+	cs.requests.Add(1)
 	start := time.Now()
 	t := fixed
 	if t == nil {
@@ -113,43 +117,33 @@ func (sb *Sandbox) serveRequest(w http.ResponseWriter, r *http.Request, fixed *t
 	}
 	d := sb.decide(t.host, t.port)
 	t = &target{host: d.host, port: t.port, scheme: t.scheme, mode: t.mode}
-	// ex is the request's exchange once it is forwarded; audited says a refusal's own event
-	// was reported.
+	// Each request is one event, whatever its outcome, sent once its answer is out: a
+	// connection's requests may name different hosts (an explicit proxy's URLs, a captured
+	// connection's Host headers), so no one event per connection could say which were refused.
+	// ev is the request's event as decided so far; ex is its exchange once it is forwarded.
+	ev := d.event(t.mode)
 	var ex *exchange
-	audited := false
-	if fixed == nil {
-		// An explicit proxy connection may carry requests for many hosts: each is an event.
-		defer func() {
-			// The answer is on the wire before its bytes are counted.
-			if f, ok := w.(http.Flusher); ok {
-				f.Flush()
-			}
-			out, in := cs.cc.out.Load(), cs.cc.in.Load()
-			bytesOut, bytesIn := out-cs.outMark.Swap(out), in-cs.inMark.Swap(in)
-			if audited {
-				return
-			}
-			ev := d.event("proxy")
-			ev.BytesOut, ev.BytesIn = bytesOut, bytesIn
-			if ex != nil {
-				ev.Injected, ev.Scrubbed = ex.sent(), ex.inj.scrub.scrubbed()
-				unreached(&ev, ex.dialErr)
-			}
-			sb.audit(ev, start)
-		}()
-	} else {
-		cs.mu.Lock()
-		cs.host = t.host
-		cs.mu.Unlock()
-	}
+	defer func() {
+		// The answer is on the wire before its bytes are counted.
+		if f, ok := w.(http.Flusher); ok {
+			f.Flush()
+		}
+		// net/http's server does not say what it read ahead: a pipelined request's bytes may
+		// count with the one before it.
+		cs.take(&ev, 0)
+		if ex != nil {
+			ev.Injected, ev.Scrubbed = ex.sent(), ex.inj.scrub.scrubbed()
+			unreached(&ev, ex.dialErr)
+		}
+		sb.audit(ev, start)
+	}()
 	if !d.allowed {
 		refuse(w, d.refusal())
 		return
 	}
 	inj, ref := sb.prepare(r, t)
 	if ref != nil {
-		sb.audit(ref.event(t), start)
-		audited = true
+		ev = ref.event(t)
 		refuse(w, ref.msg)
 		return
 	}
@@ -157,12 +151,6 @@ func (sb *Sandbox) serveRequest(w http.ResponseWriter, r *http.Request, fixed *t
 	// The upstream request lives as long as the sandbox, not as the client's read side: clients
 	// such as busybox wget shut their write side after the request, which would cancel it.
 	sb.p.forward.ServeHTTP(w, r.WithContext(context.WithValue(connContext(r.Context(), sb.ctx()), targetKey{}, ex)))
-	if fixed != nil {
-		cs.record(ex.sent(), inj.scrub.scrubbed())
-		if ex.dialErr != nil {
-			cs.failed(ex.dialErr)
-		}
-	}
 }
 
 // malformed answers a request the proxy does not read on with code, as the forwarder does, and

@@ -50,7 +50,7 @@ func newLimitsFixture(t *testing.T, lim Limits) *limitsFixture {
 			}()
 		}
 	}()
-	f.p = New(Options{
+	f.p = mustNew(t, Options{
 		Resolve: map[string]string{"plain.example.com:80": plain.Listener.Addr().String(), "held.example.com:7000": held.Addr().String()},
 		Limits:  lim,
 	})

@@ -22,6 +22,8 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"errors"
+	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
@@ -69,6 +71,13 @@ type Options struct {
 	Resolve map[string]string
 	// RootCAs are the upstream TLS roots; nil is the system's.
 	RootCAs *x509.CertPool
+	// Allow is what the operator opens to sandboxes beyond public addresses
+	// (HANGAR_SANDBOX_EGRESS_ALLOW: their own model gateways at private addresses), applied as
+	// egress.Policy.ForSandboxes does: a session's Rules must still allow the destination.
+	Allow egress.Policy
+	// AllowCA is the operator's CA bundle (PEM, HANGAR_SANDBOX_EGRESS_CA_FILE), trusted beside
+	// RootCAs for the proxy's upstream TLS to destinations Allow lists, and for no other.
+	AllowCA []byte
 	// Audit receives every connection of a session; it must not block for long.
 	Audit func(sessionID string, c Connection)
 	Log   *slog.Logger
@@ -80,37 +89,61 @@ type Options struct {
 type Proxy struct {
 	opts      Options
 	transport *http.Transport
-	// dialer is the zero Policy: no operator entry, and no session's Rules, open anything that
-	// is not global unicast or that is this host's own address.
+	// dialer is the operator's Allow for sandboxes: no session's Rules open anything that is not
+	// global unicast beyond what it lists, nor ever this host's own address, link-local or
+	// metadata.
 	dialer egress.Policy
 	// forward sends every proxied request on, to the target in its context (targetKey).
 	forward *httputil.ReverseProxy
-	// upstreamTLS is the client side of an intercepted connection's upstream (ServerName set
-	// per dial); it shares the Transport's session cache.
-	upstreamTLS *tls.Config
+	// upstreamTLS is the client side of the proxy's upstream TLS (ServerName set per dial), and
+	// listedTLS the same trusting the operator's CA too, for destinations Allow lists. Each has
+	// its own session cache: a session verified by the operator's CA is never resumed where
+	// only RootCAs are trusted.
+	upstreamTLS, listedTLS *tls.Config
 	// intercepted terminates intercepted TLS. It is one config for every connection so that
 	// its session tickets resume across them (a config's ticket keys are its own).
 	intercepted *tls.Config
 	limits      *limiter
 }
 
-// New returns a proxy.
-func New(opts Options) *Proxy {
+// New returns a proxy, or why the operator's CA bundle cannot be used.
+func New(opts Options) (*Proxy, error) {
 	if opts.Log == nil {
 		opts.Log = slog.Default()
 	}
 	if opts.Audit == nil {
 		opts.Audit = func(string, Connection) {}
 	}
-	p := &Proxy{opts: opts, limits: newLimiter(opts.Limits)}
+	p := &Proxy{opts: opts, limits: newLimiter(opts.Limits), dialer: opts.Allow.ForSandboxes(AllowSetting)}
 	t := http.DefaultTransport.(*http.Transport).Clone()
 	t.Proxy = nil
 	t.DialContext = p.dial
-	// Upstream connections are kept (MaxIdleConnsPerHost) and, when one must be made again,
-	// resume their TLS session instead of a full handshake.
-	t.TLSClientConfig = &tls.Config{RootCAs: opts.RootCAs, ClientSessionCache: tls.NewLRUClientSessionCache(256)}
-	// The forwarder of intercepted connections speaks HTTP/1.1 only, on both legs.
-	p.upstreamTLS = &tls.Config{RootCAs: opts.RootCAs, ClientSessionCache: t.TLSClientConfig.ClientSessionCache, NextProtos: []string{"http/1.1"}}
+	// TLS is the proxy's own (dialTLS), so that the operator's CA is trusted by the address a
+	// connection reached. Upstream connections are kept (MaxIdleConnsPerHost) and, when one
+	// must be made again, resume their TLS session instead of a full handshake. Every
+	// upstream speaks HTTP/1.1 only.
+	t.DialTLSContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		host, _, err := net.SplitHostPort(addr)
+		if err != nil {
+			return nil, err
+		}
+		return p.dialTLS(ctx, addr, host)
+	}
+	p.upstreamTLS = &tls.Config{RootCAs: opts.RootCAs, ClientSessionCache: tls.NewLRUClientSessionCache(256), NextProtos: []string{"http/1.1"}}
+	if len(opts.AllowCA) > 0 {
+		roots := opts.RootCAs
+		if roots == nil {
+			var err error
+			if roots, err = x509.SystemCertPool(); err != nil {
+				return nil, fmt.Errorf("egress proxy: the system's roots, beside the operator's CA: %w", err)
+			}
+		}
+		roots = roots.Clone()
+		if !roots.AppendCertsFromPEM(opts.AllowCA) {
+			return nil, errors.New("egress proxy: the operator's CA bundle (" + CASetting + ") holds no PEM certificate")
+		}
+		p.listedTLS = &tls.Config{RootCAs: roots, ClientSessionCache: tls.NewLRUClientSessionCache(64), NextProtos: []string{"http/1.1"}}
+	}
 	t.MaxIdleConnsPerHost = 16
 	p.transport = t
 	p.forward = &httputil.ReverseProxy{
@@ -145,8 +178,14 @@ func New(opts Options) *Proxy {
 			MinVersion: tls.VersionTLS12,
 		}
 	}
-	return p
+	return p, nil
 }
+
+// The operator's settings the proxy's refusals and errors name.
+const (
+	AllowSetting = "HANGAR_SANDBOX_EGRESS_ALLOW"
+	CASetting    = "HANGAR_SANDBOX_EGRESS_CA_FILE"
+)
 
 // bufferPool lends the buffers responses are copied through.
 type bufferPool chan []byte
@@ -174,6 +213,33 @@ func (p *Proxy) dial(ctx context.Context, network, addr string) (net.Conn, error
 		return d.DialContext(ctx, network, to)
 	}
 	return p.dialer.DialContext(ctx, network, addr)
+}
+
+// dialTLS connects to addr and speaks TLS to serverName over it, HTTP/1.1 only, trusting the
+// operator's CA too when the operator's allow entries list the destination (by its name or by
+// the address reached): a gateway at a private address with its own CA is verified by that CA,
+// and a public host never by it.
+func (p *Proxy) dialTLS(ctx context.Context, addr, serverName string) (*tls.Conn, error) {
+	raw, err := p.dial(ctx, "tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	base := p.upstreamTLS
+	if p.listedTLS != nil {
+		if ta, ok := raw.RemoteAddr().(*net.TCPAddr); ok && p.dialer.Lists(serverName, ta.AddrPort()) {
+			base = p.listedTLS
+		}
+	}
+	cfg := base.Clone()
+	cfg.ServerName = serverName
+	up := tls.Client(raw, cfg)
+	hctx, cancel := context.WithTimeout(ctx, handshakeTimeout)
+	defer cancel()
+	if err := up.HandshakeContext(hctx); err != nil {
+		raw.Close()
+		return nil, err
+	}
+	return up, nil
 }
 
 // Sandbox is one session's sandbox being served.

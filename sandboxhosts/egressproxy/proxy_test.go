@@ -134,7 +134,7 @@ func newFixture(t *testing.T, rules Rules, more ...Secret) *fixture {
 	roots := x509.NewCertPool()
 	roots.AddCert(f.api.Certificate())
 	roots.AddCert(f.other.Certificate())
-	p := New(Options{
+	p := mustNew(t, Options{
 		CA: ca,
 		Resolve: map[string]string{
 			"api.example.com:443":   f.api.Listener.Addr().String(),
@@ -549,4 +549,13 @@ func TestProxyInjectsASecretsCurrentValue(t *testing.T) {
 	if injected != 2 || refused != 1 {
 		t.Fatalf("events: %d injections, %d refusals; want 2 and 1", injected, refused)
 	}
+}
+
+func mustNew(tb testing.TB, opts Options) *Proxy {
+	tb.Helper()
+	p, err := New(opts)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return p
 }

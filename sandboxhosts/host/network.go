@@ -72,8 +72,9 @@ func (h *Host) newProxy(dataDir string) error {
 	}
 	h.ca = ca
 	e := h.opts.Config.Egress
-	h.proxy = egressproxy.New(egressproxy.Options{
+	h.proxy, err = egressproxy.New(egressproxy.Options{
 		CA: ca, Resolve: h.opts.EgressResolve, RootCAs: h.opts.EgressRootCAs, Log: h.log,
+		Allow: h.opts.Config.SandboxEgress, AllowCA: h.opts.Config.SandboxEgressCA,
 		Limits: egressproxy.Limits{IdleTimeout: e.IdleTimeout, MaxLifetime: e.Lifetime, HostConnections: e.MaxConnections,
 			PerSandbox: e.MaxPerSandbox, MinShare: e.MinShare},
 		Audit: func(session string, c egressproxy.Connection) {
@@ -89,6 +90,9 @@ func (h *Host) newProxy(dataDir string) error {
 			}
 		},
 	})
+	if err != nil {
+		return fmt.Errorf("host: %w", err)
+	}
 	return nil
 }
 
@@ -106,7 +110,9 @@ func (h *Host) prepareNetwork(dir string, lowerDirs []string) (*sandboxnet.Names
 		return nil, nil, fmt.Errorf("sandbox network: %w", err)
 	}
 	bundle := filepath.Join(netDir, "ca-certificates.crt")
-	if err := os.WriteFile(bundle, trustOf(lowerDirs, h.ca.CertPEM()), 0o644); err != nil {
+	// The operator's CA too: a sandbox's client that speaks TLS to the operator's gateway itself
+	// (the proxy passes its connection through) verifies it by that CA.
+	if err := os.WriteFile(bundle, trustOf(lowerDirs, h.ca.CertPEM(), h.opts.Config.SandboxEgressCA), 0o644); err != nil {
 		return nil, nil, fmt.Errorf("sandbox network: %w", err)
 	}
 	ns, err := sandboxnet.Create(container.NetNSPath(dir))
@@ -120,8 +126,8 @@ func (h *Host) prepareNetwork(dir string, lowerDirs []string) (*sandboxnet.Names
 }
 
 // trustOf is the image's system trust bundle (from its topmost layer that has one) with the
-// interception CA appended.
-func trustOf(lowerDirs []string, ca []byte) []byte {
+// interception CA and the operator's (if any) appended.
+func trustOf(lowerDirs []string, ca, operatorCA []byte) []byte {
 	var out bytes.Buffer
 found:
 	for _, dir := range lowerDirs {
@@ -140,6 +146,10 @@ found:
 		}
 	}
 	out.Write(ca)
+	if len(operatorCA) > 0 {
+		out.WriteByte('\n')
+		out.Write(operatorCA)
+	}
 	return out.Bytes()
 }
 

@@ -24,6 +24,13 @@
 // sandboxes run as root) so that Codex looks where the file is, and passes no CODEX_API_KEY,
 // which `codex exec` would prefer to the subscription the session asked for.
 //
+// Codex ignores OPENAI_BASE_URL: it takes its endpoint from its configuration. A session pointed
+// at a model router (or a profile pointing it at an OpenAI-compatible gateway) sets
+// OPENAI_BASE_URL, which the plan turns into a model provider of Codex's own, selected with -c
+// overrides of its config.toml: model_provider and model_providers.hangar's base_url, wire_api
+// "responses" (the Responses API, the only one Codex speaks) and env_key OPENAI_API_KEY, the
+// variable the router's key (or its placeholder) is in.
+//
 // parse.go reads the JSONL events.
 package codex
 
@@ -99,6 +106,7 @@ func (Harness) Plan(req abi.PlanRequest) (abi.Plan, error) {
 	if req.Effort != "" {
 		argv = append(argv, "-c", `model_reasoning_effort="`+req.Effort+`"`)
 	}
+	argv = append(argv, providerFlags(req.Env)...)
 	argv = append(argv, sandboxFlags[mode]...)
 	if id := sdk.ParseHint(req.Resume).ID; id != "" {
 		argv = append(argv, "resume", id)
@@ -112,6 +120,37 @@ func (Harness) Plan(req abi.PlanRequest) (abi.Plan, error) {
 		defaults = map[string]string{"CODEX_API_KEY": key}
 	}
 	return abi.Plan{Argv: argv, Env: sdk.Env(req.Env, defaults), Stdin: req.Prompt}, nil
+}
+
+// providerID is the model provider the plan defines for OPENAI_BASE_URL: not one of Codex's
+// reserved built-in ids (openai, ollama, lmstudio...), whose base URL its config cannot change.
+const providerID = "hangar"
+
+// providerFlags are the -c overrides that point Codex at env's OPENAI_BASE_URL, with the key in
+// OPENAI_API_KEY when there is one; none without OPENAI_BASE_URL.
+func providerFlags(env map[string]string) []string {
+	base := strings.TrimSpace(env["OPENAI_BASE_URL"])
+	if base == "" {
+		return nil
+	}
+	p := "model_providers." + providerID + "."
+	name := env["HANGAR_MODEL_ROUTER"]
+	if name == "" {
+		name = "OPENAI_BASE_URL"
+	}
+	flags := []string{"-c", "model_provider=" + tomlString(providerID), "-c", p + "name=" + tomlString(name),
+		"-c", p + "base_url=" + tomlString(base), "-c", p + "wire_api=" + tomlString("responses")}
+	if env["OPENAI_API_KEY"] != "" {
+		flags = append(flags, "-c", p+"env_key="+tomlString("OPENAI_API_KEY"))
+	}
+	return flags
+}
+
+// tomlString is s as a TOML basic string, which -c values are read as: JSON's escapes are
+// TOML's, so a quote or a newline in s cannot end the value or add another key.
+func tomlString(s string) string {
+	b, _ := json.Marshal(s)
+	return string(b)
 }
 
 // defaultHome is Codex's home for root, whom sandboxes run commands as.

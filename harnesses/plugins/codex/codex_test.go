@@ -59,6 +59,29 @@ func TestPlan(t *testing.T) {
 			Req:  abi.PlanRequest{Prompt: "p", Env: map[string]string{"OPENAI_API_KEY": "sk-1", "CODEX_API_KEY": "sk-2"}},
 			Want: abi.Plan{Argv: append(dflt, bypass, "-"), Env: map[string]string{"OPENAI_API_KEY": "sk-1", "CODEX_API_KEY": "sk-2"}, Stdin: "p"},
 		},
+		{
+			Name: "a router's OPENAI_BASE_URL, which Codex ignores, becomes a model provider of its config, with the key's variable",
+			Req: abi.PlanRequest{Prompt: "p", Model: "gpt-5.4", Env: map[string]string{
+				"OPENAI_BASE_URL": "https://litellm.corp.internal:4000/v1", "OPENAI_API_KEY": "hangar-placeholder-1", "HANGAR_MODEL_ROUTER": "corp"}},
+			Want: abi.Plan{
+				Argv: append(base, "-m", "gpt-5.4", "-c", `model_provider="hangar"`, "-c", `model_providers.hangar.name="corp"`,
+					"-c", `model_providers.hangar.base_url="https://litellm.corp.internal:4000/v1"`, "-c", `model_providers.hangar.wire_api="responses"`,
+					"-c", `model_providers.hangar.env_key="OPENAI_API_KEY"`, bypass, "-"),
+				Env: map[string]string{"OPENAI_BASE_URL": "https://litellm.corp.internal:4000/v1", "OPENAI_API_KEY": "hangar-placeholder-1",
+					"HANGAR_MODEL_ROUTER": "corp", "CODEX_API_KEY": "hangar-placeholder-1"},
+				Stdin: "p",
+			},
+		},
+		{
+			Name: "a keyless gateway's base URL, quoted so that it cannot add a key of its own",
+			Req:  abi.PlanRequest{Prompt: "p", Env: map[string]string{"OPENAI_BASE_URL": "http://gw/v1\"\nmodel=\"x"}},
+			Want: abi.Plan{
+				Argv: append(base, "-c", `model_provider="hangar"`, "-c", `model_providers.hangar.name="OPENAI_BASE_URL"`,
+					"-c", `model_providers.hangar.base_url="http://gw/v1\"\nmodel=\"x"`, "-c", `model_providers.hangar.wire_api="responses"`, bypass, "-"),
+				Env:   map[string]string{"OPENAI_BASE_URL": "http://gw/v1\"\nmodel=\"x"},
+				Stdin: "p",
+			},
+		},
 		{Name: "empty prompt", Req: abi.PlanRequest{Prompt: " \n"}, WantErr: "the prompt is empty"},
 		{Name: "unknown mode", Req: abi.PlanRequest{Prompt: "p", Mode: "plan"}, WantErr: `no mode "plan"`},
 		{Name: "unknown effort", Req: abi.PlanRequest{Prompt: "p", Effort: "max"}, WantErr: `no effort level "max"`},

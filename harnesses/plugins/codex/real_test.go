@@ -135,3 +135,21 @@ func TestRealCodexResumedTurnsReportTheirOwnUsage(t *testing.T) {
 		}
 	}
 }
+
+// A model router for Codex is given as OPENAI_BASE_URL, which Codex itself ignores: the real
+// Codex CLI, run with the plan alone (no override of the test's), reaches the router's fake at
+// that URL through the model provider the plan configures, sends the router's key from
+// OPENAI_API_KEY, and does the scenario's work.
+func TestRealCodexReachesAModelRouterAtOPENAI_BASE_URL(t *testing.T) {
+	repo := modelfake.NewRepo(t)
+	fake := modelfake.Start(modelfake.CodexEdit())
+	defer fake.Close()
+	bin := modelfake.CLI(t, "codex")
+	plan, err := Harness{}.Plan(abi.PlanRequest{Prompt: modelfake.Prompt, Model: "gpt-5.5", Env: map[string]string{
+		"OPENAI_API_KEY": key, "OPENAI_BASE_URL": fake.URL + "/v1", "HANGAR_MODEL_ROUTER": "fake-router"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := modelfake.RunCLI(t, bin, plan.Argv, plan.Env, plan.Stdin, repo.Dir, "")
+	modelfake.CheckRun(t, Harness{}, run, repo, fake, key, []string{"shell", "apply_patch", "shell"}, "real-router.jsonl")
+}
