@@ -146,6 +146,10 @@ func (h *Host) claim(id string) (*box, error) {
 	h.mu.Lock()
 	b := h.boxes[id]
 	if b == nil {
+		if err := h.refuseNew(); err != nil {
+			h.mu.Unlock()
+			return nil, err
+		}
 		if len(h.boxes) >= h.opts.Config.MaxSandboxes {
 			h.mu.Unlock()
 			return nil, apierr.ResourceExhausted("host %s holds its most sandboxes (%d); retry to be placed elsewhere", h.id, h.opts.Config.MaxSandboxes)
@@ -224,6 +228,8 @@ type sandbox struct {
 	booted    time.Time
 	// memoryBytes is the sandbox's memory limit, booked with the host until it is removed.
 	memoryBytes int64
+	// cpus is the sandbox's CPU limit, as FleetService shows what a host's sandboxes book.
+	cpus float64
 }
 
 // start gives the session a sandbox — from the warm pool when it starts from its image, else
@@ -417,7 +423,7 @@ func (h *Host) boot(ctx context.Context, img *images.Image, manifest *snapshots.
 			return nil, nil, err
 		}
 	}
-	return &sandbox{sb: sb, sup: sup, root: root, user: user, ns: ns, runDir: runDir, socket: socket, digest: img.Digest, booted: h.clock.Now(), memoryBytes: res.MemoryBytes}, manifest, nil
+	return &sandbox{sb: sb, sup: sup, root: root, user: user, ns: ns, runDir: runDir, socket: socket, digest: img.Digest, booted: h.clock.Now(), memoryBytes: res.MemoryBytes, cpus: res.CPUs}, manifest, nil
 }
 
 // listenSupervisor binds a sandbox's supervisor socket at path, in the host's socket dir, and

@@ -64,7 +64,8 @@ func (h *Host) CreateSandbox(ctx context.Context, req *connect.Request[hostv1.Cr
 	}
 	b, err := h.claim(rec.ID)
 	if err != nil {
-		h.fail(ctx, rec, err)
+		// A refusal (full, cordoned) leaves the session as it is, for the functions to place
+		// it on the next host.
 		return nil, err
 	}
 	defer b.mu.Unlock()
@@ -324,7 +325,8 @@ func (h *Host) Resume(ctx context.Context, req *connect.Request[appv1.ResumeRequ
 	}
 	b, err := h.claim(rec.ID)
 	if err != nil {
-		h.fail(ctx, rec, err)
+		// A refusal (full, cordoned) leaves the session as it is, for the functions to place
+		// it on the next host.
 		return nil, err
 	}
 	defer b.mu.Unlock()
