@@ -140,7 +140,7 @@ func (p *Pool) Pick(ctx context.Context) (*fleet.Host, hostv1connect.HostService
 // for a host whose state just changed (cordoned, draining).
 func (p *Pool) Forget() {
 	p.mu.Lock()
-	p.fleetView, p.records = nil, map[string]seen{}
+	p.fleetView, p.fleetAt, p.records = nil, time.Time{}, map[string]seen{}
 	p.mu.Unlock()
 }
 
