@@ -11,7 +11,6 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
-	"sync"
 	"time"
 
 	"connectrpc.com/connect"
@@ -43,8 +42,6 @@ type Deps struct {
 type Service struct {
 	d     Deps
 	fleet *fleet.Fleet
-	// jobs are the drains and evacuations this instance runs; Wait waits for them.
-	jobs sync.WaitGroup
 }
 
 // New returns the service over d.
@@ -54,9 +51,6 @@ func New(d Deps) *Service {
 	}
 	return &Service{d: d, fleet: d.Hosts.Fleet()}
 }
-
-// Wait waits for the jobs this instance started to end: for a clean shutdown, and for tests.
-func (s *Service) Wait() { s.jobs.Wait() }
 
 // jobPrefix starts every fleet job id.
 const jobPrefix = "fjob"

@@ -33,7 +33,7 @@ func (s *Service) start(ctx context.Context, kind, hostID string, force bool, ru
 		return nil, err
 	}
 	shown := *j
-	s.jobs.Go(func() {
+	go func() {
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), jobTimeout)
 		defer cancel()
 		if err := run(ctx, j); err != nil {
@@ -42,7 +42,7 @@ func (s *Service) start(ctx context.Context, kind, hostID string, force bool, ru
 		if err := s.fleet.SaveJob(context.WithoutCancel(ctx), j); err != nil {
 			s.d.Log.Error("save fleet job", "job", j.ID, "err", err)
 		}
-	})
+	}()
 	return &shown, nil
 }
 
@@ -151,7 +151,7 @@ func (s *Service) moveOff(ctx context.Context, client hostv1connect.HostServiceC
 		}
 	}
 	if err != nil {
-		if cur, gerr := s.d.Store.Get(ctx, r.ID); gerr == nil && cur.Status != r.Status && (cur.Status == sessiondb.Snapshotting || cur.HostID != r.HostID || !cur.Status.Live()) {
+		if cur, gerr := s.d.Store.Get(ctx, r.ID); gerr == nil && (cur.Status != r.Status || cur.HostID != r.HostID) {
 			// It moved meanwhile (a checkpoint of its own, a delete): look at it again.
 			return pending, ""
 		}
@@ -205,7 +205,7 @@ func (s *Service) evacuate(ctx context.Context, j *fleet.Job) error {
 		}
 		if r.LatestSnapshotID == "" {
 			j.WithoutCheckpoint = append(j.WithoutCheckpoint, r.ID)
-			s.tally(ctx, j, r.ID, pending, "")
+			s.tally(ctx, j, r.ID, pending, "") // counts nothing; saves the progress
 			continue
 		}
 		o, why := s.relocate(ctx, r.ID)
