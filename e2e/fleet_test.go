@@ -125,8 +125,8 @@ func TestACordonedHostGetsNoNewSessionsAndKeepsItsOwn(t *testing.T) {
 	if _, err := fl.UncordonHost(ctx, connect.NewRequest(&appv1.UncordonHostRequest{HostId: cordoned})); err != nil {
 		t.Fatal(err)
 	}
-	// Uncordoned, it is the emptier host again and takes new sessions once it has heartbeat
-	// its new state (until then it refuses them, and they go to the other host).
+	// Uncordoned, it is the emptier host again and takes new sessions once the fleet's
+	// heartbeat counts say so.
 	testkit.Eventually(t, time.Minute, "a new session on the uncordoned host", func() (bool, string) {
 		got := s.hostOf(t, s.create(t, nil))
 		return got == cordoned, "placed on " + got
@@ -246,8 +246,7 @@ func TestDrainArchivesSessionsWhenNoOtherHostHasRoom(t *testing.T) {
 	if _, err := s.fleet(s.admin).UncordonHost(ctx, connect.NewRequest(&appv1.UncordonHostRequest{HostId: "host-a"})); err != nil {
 		t.Fatal(err)
 	}
-	// The host refuses until its heartbeat reads that it is ready again; the session stays
-	// resumable meanwhile.
+	// A refused resume leaves the session resumable; retry until the host takes it.
 	testkit.Eventually(t, time.Minute, "the archived session resumes", func() (bool, string) {
 		_, err := s.svc.Resume(ctx, connect.NewRequest(&appv1.ResumeRequest{SessionId: id}))
 		if err != nil && connect.CodeOf(err) != connect.CodeUnavailable {

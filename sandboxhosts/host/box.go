@@ -142,14 +142,18 @@ func (h *Host) live(id string) (*box, error) {
 // claim returns the session's box, making an empty one when there is none, with its mu held.
 // A full host refuses a new one: placements use heartbeat-old counts, so the host is the one
 // that knows.
-func (h *Host) claim(id string) (*box, error) {
+func (h *Host) claim(ctx context.Context, id string) (*box, error) {
+	h.mu.Lock()
+	_, held := h.boxes[id]
+	h.mu.Unlock()
+	if !held {
+		if err := h.refuseNew(ctx); err != nil {
+			return nil, err
+		}
+	}
 	h.mu.Lock()
 	b := h.boxes[id]
 	if b == nil {
-		if err := h.refuseNew(); err != nil {
-			h.mu.Unlock()
-			return nil, err
-		}
 		if len(h.boxes) >= h.opts.Config.MaxSandboxes {
 			h.mu.Unlock()
 			return nil, apierr.ResourceExhausted("host %s holds its most sandboxes (%d); retry to be placed elsewhere", h.id, h.opts.Config.MaxSandboxes)

@@ -1,6 +1,7 @@
 package host
 
 import (
+	"context"
 	"fmt"
 	"runtime/debug"
 
@@ -21,9 +22,19 @@ func (h *Host) fleetState() fleet.State {
 
 // refuseNew is unavailable when the host is cordoned, draining or drained: a new sandbox goes
 // to another host. The functions' placement skips such hosts already; this catches the ones
-// placed from a view of the fleet older than the host's new state.
-func (h *Host) refuseNew() error {
-	if state := h.fleetState(); state != fleet.Ready {
+// placed from a view of the fleet older than the host's new state. A host that last read a
+// state other than ready reads its record again before it refuses, so that an uncordon takes
+// effect at once rather than at the next heartbeat.
+func (h *Host) refuseNew(ctx context.Context) error {
+	state := h.fleetState()
+	if state == fleet.Ready {
+		return nil
+	}
+	if rec, err := h.fleet.Get(ctx, h.id); err == nil {
+		state = rec.State
+		h.state.Store(state)
+	}
+	if state != fleet.Ready {
 		return connect.NewError(connect.CodeUnavailable, fmt.Errorf("host %s is %s and takes no new sandboxes; retry to be placed elsewhere", h.id, state))
 	}
 	return nil

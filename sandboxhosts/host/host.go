@@ -390,10 +390,11 @@ func (h *Host) housekeep(ctx context.Context) {
 // Shutdown checkpoints and evicts every sandbox so their sessions resume elsewhere, then leaves
 // the fleet drained. Sessions that cannot be checkpointed in time are left to be marked lost.
 func (h *Host) Shutdown(ctx context.Context) error {
-	h.state.Store(fleet.Draining)
+	// The record first: a claim that finds the local state not ready reads the record.
 	if _, err := h.fleet.Move(ctx, h.id, fleet.Draining, nil); err != nil {
 		h.log.Error("drain", "err", err)
 	}
+	h.state.Store(fleet.Draining)
 	h.pool.close()
 	if err := h.driver.Close(); err != nil {
 		h.log.Error("spare disks", "err", err)

@@ -62,7 +62,7 @@ func (h *Host) CreateSandbox(ctx context.Context, req *connect.Request[hostv1.Cr
 	if r := req.Msg.GetResources(); r.GetSuggestedMemoryMib() != 0 || r.GetSuggestedVcpus() != 0 || r.GetSuggestedDiskGib() != 0 {
 		rec.ImageResources = &sessiondb.ImageResources{MemoryMiB: r.GetSuggestedMemoryMib(), VCPUs: r.GetSuggestedVcpus(), DiskGiB: r.GetSuggestedDiskGib()}
 	}
-	b, err := h.claim(rec.ID)
+	b, err := h.claim(ctx, rec.ID)
 	if err != nil {
 		// A refusal (full, cordoned) leaves the session as it is, for the functions to place
 		// it on the next host.
@@ -323,7 +323,7 @@ func (h *Host) Resume(ctx context.Context, req *connect.Request[appv1.ResumeRequ
 	if err != nil {
 		return nil, err
 	}
-	b, err := h.claim(rec.ID)
+	b, err := h.claim(ctx, rec.ID)
 	if err != nil {
 		// A refusal (full, cordoned) leaves the session as it is, for the functions to place
 		// it on the next host.
