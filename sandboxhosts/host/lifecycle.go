@@ -88,7 +88,9 @@ func (h *Host) CreateSandbox(ctx context.Context, req *connect.Request[hostv1.Cr
 func (h *Host) launch(ctx context.Context, b *box, rec *sessiondb.Record, version time.Time, env map[string]string, network *hostv1.SandboxNetwork, repos []*hostv1.RepoCheckout, manifest *snapshots.Manifest) error {
 	if err := h.start(ctx, b, rec, env, network, manifest); err != nil {
 		h.drop(b)
-		h.fail(ctx, rec, err)
+		if !errors.As(err, new(refusal)) {
+			h.fail(ctx, rec, err)
+		}
 		return err
 	}
 	if err := h.checkout(ctx, b, repos, network); err != nil {
