@@ -315,3 +315,28 @@ func TestEvacuateResumesALostHostsSessionsElsewhere(t *testing.T) {
 		t.Errorf("host-a after evacuation: %v, %v", h, err)
 	}
 }
+
+func TestDrainEvictsIdleSessionsInsteadOfMovingThem(t *testing.T) {
+	s := newSandboxStack(t, 2, func(sb *testenv.Sandboxes) { sb.Config.Host.IdleAfter = 300 * time.Millisecond })
+	ctx := context.Background()
+	id := s.create(t, nil)
+	from := s.hostOf(t, id)
+	s.sh(t, id, "echo kept > /root/note")
+	s.waitStatus(t, id, "idle", 10*time.Second)
+	resp, err := s.fleet(s.admin).DrainHost(ctx, connect.NewRequest(&appv1.DrainHostRequest{HostId: from}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	job := s.waitFleetJob(t, resp.Msg.GetJob().GetId())
+	if job.GetState() != "succeeded" || job.GetEvicted() != 1 || job.GetMoved() != 0 {
+		t.Fatalf("drain of an idle session: %v", job)
+	}
+	if got := s.status(t, id); got != "evicted" {
+		t.Fatalf("the idle session is %s after the drain, want evicted", got)
+	}
+	// Its next use wakes it on the other host.
+	res := s.exec(t, &appv1.ExecRequest{SessionId: id, Command: ptr("cat /root/note"), Wake: ptr(true)})
+	if res.stdout != "kept\n" || s.hostOf(t, id) == from {
+		t.Fatalf("after the drain the woken session said %q on %s", res.stdout, s.hostOf(t, id))
+	}
+}
