@@ -19,6 +19,7 @@ import (
 	"github.com/hangar-dev/hangar/functions/apikeys"
 	"github.com/hangar-dev/hangar/functions/automations"
 	"github.com/hangar-dev/hangar/functions/automationworker"
+	"github.com/hangar-dev/hangar/functions/fleetsvc"
 	"github.com/hangar-dev/hangar/functions/harnesses"
 	"github.com/hangar-dev/hangar/functions/imagesvc"
 	"github.com/hangar-dev/hangar/functions/modelrouters"
@@ -88,11 +89,13 @@ type API struct {
 	worker      *automationworker.Worker
 	imageWorker *imagesvc.Worker
 	images      *imagesvc.Service
-	routes      map[string]route
-	authn       *auth.Authenticator
-	keys        *auth.Keys
-	users       *auth.Users
-	services    map[string]http.Handler
+	// fleet is FleetService, nil when sessions are not served here.
+	fleet    *fleetsvc.Service
+	routes   map[string]route
+	authn    *auth.Authenticator
+	keys     *auth.Keys
+	users    *auth.Users
+	services map[string]http.Handler
 	// appHosts serves the apps' own origins, by Host, whatever the path.
 	appHosts hostRoute
 	log      *slog.Logger
@@ -225,7 +228,11 @@ func New(d Deps) *API {
 		a.routes[httpapi.AppsPath] = route{appv1connect.SessionServiceName, sessionSvc.Apps(authn)}
 		a.routes["GET "+httpapi.NetworkUsagePath] = route{appv1connect.SessionServiceName, sessionSvc.NetworkUsage(authn)}
 		a.appHosts = hostRoute{appv1connect.SessionServiceName, sessionSvc.IsAppHost, sessionSvc.AppOrigin(authn)}
+		a.fleet = fleetsvc.New(fleetsvc.Deps{Hosts: hosts, Store: sessiondb.NewStore(d.DB, d.Clock.Now), Sessions: fleetSessions{sessionSvc}, Log: d.Log})
+		add(appv1connect.NewFleetServiceHandler(a.fleet, opts))
 	} else {
+		add(appv1connect.NewFleetServiceHandler(appv1connect.UnimplementedFleetServiceHandler{}, opts,
+			connect.WithInterceptors(unavailable("the fleet is not served here: set HANGAR_BLOB_URL, HANGAR_SEAL_KEYSET and HANGAR_HOST_TOKEN"))))
 		add(appv1connect.NewSessionServiceHandler(appv1connect.UnimplementedSessionServiceHandler{}, opts,
 			connect.WithInterceptors(unavailable("sessions are not configured here: set HANGAR_BLOB_URL, HANGAR_SEAL_KEYSET and HANGAR_HOST_TOKEN"))))
 	}
@@ -418,6 +425,14 @@ func (r *refuse) WrapStreamingClient(next connect.StreamingClientFunc) connect.S
 
 func (r *refuse) WrapStreamingHandler(connect.StreamingHandlerFunc) connect.StreamingHandlerFunc {
 	return func(context.Context, connect.StreamingHandlerConn) error { return r.err }
+}
+
+// fleetSessions lets FleetService resume the sessions it moves off a host.
+type fleetSessions struct{ svc *sessions.Service }
+
+func (f fleetSessions) Relocate(ctx context.Context, id string) (string, error) {
+	host, _, err := f.svc.Relocate(ctx, id)
+	return host, err
 }
 
 // taskSessions lets tasks run in sessions, calling SessionService in process with the caller's

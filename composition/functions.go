@@ -56,6 +56,7 @@ func Functions() []Function {
 		appv1connect.ApiKeyServiceName,
 		appv1connect.OrgSecretServiceName,
 		appv1connect.ImageServiceName,
+		appv1connect.FleetServiceName,
 		appv1connect.ReviewServiceName,
 		// Also serves POST /api/v1/webhooks/{id}, the inbound route its registrations' senders use.
 		appv1connect.WebhookRegistrationServiceName,

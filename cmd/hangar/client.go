@@ -24,7 +24,7 @@ const defaultURL = "http://127.0.0.1:8080"
 
 // addClientCommands adds the API client commands (tasks, profiles, keys, sessions).
 func addClientCommands(root *cobra.Command) {
-	root.AddCommand(newTasksCmd(), newProfilesCmd(), newKeysCmd(), newSessionsCmd(), newHarnessesCmd(), newAutomationsCmd(), newSecretsCmd(), newWebhooksCmd(), newRegistriesCmd(), newImagesCmd(), newReviewsCmd(), newEnrollmentsCmd(), newCredentialsCmd())
+	root.AddCommand(newTasksCmd(), newProfilesCmd(), newKeysCmd(), newSessionsCmd(), newHarnessesCmd(), newAutomationsCmd(), newSecretsCmd(), newWebhooksCmd(), newRegistriesCmd(), newImagesCmd(), newReviewsCmd(), newEnrollmentsCmd(), newCredentialsCmd(), newFleetCmd())
 }
 
 // clientFlags are the persistent flags every client command group has.
@@ -99,6 +99,7 @@ type apiClient struct {
 	secrets        appv1connect.OrgSecretServiceClient
 	webhooks       appv1connect.WebhookRegistrationServiceClient
 	images         appv1connect.ImageServiceClient
+	fleet          appv1connect.FleetServiceClient
 	reviews        appv1connect.ReviewServiceClient
 	oauth          appv1connect.OAuthCredentialServiceClient
 	server         string // the server's URL, for pages of it the user opens
@@ -148,6 +149,7 @@ func (f *clientFlags) run(fn func(c *apiClient, cmd *cobra.Command, args []strin
 			secrets:        appv1connect.NewOrgSecretServiceClient(http.DefaultClient, base, opts),
 			webhooks:       appv1connect.NewWebhookRegistrationServiceClient(http.DefaultClient, base, opts),
 			images:         appv1connect.NewImageServiceClient(http.DefaultClient, base, opts),
+			fleet:          appv1connect.NewFleetServiceClient(http.DefaultClient, base, opts),
 			reviews:        appv1connect.NewReviewServiceClient(http.DefaultClient, base, opts),
 			oauth:          appv1connect.NewOAuthCredentialServiceClient(http.DefaultClient, base, opts),
 			server:         server,

@@ -88,6 +88,9 @@ func newFakeAPI(t *testing.T) *fakeAPI {
 		func() (string, http.Handler) {
 			return appv1connect.NewReviewServiceHandler(appv1connect.UnimplementedReviewServiceHandler{}, opt)
 		},
+		func() (string, http.Handler) {
+			return appv1connect.NewFleetServiceHandler(appv1connect.UnimplementedFleetServiceHandler{}, opt)
+		},
 	} {
 		path, h := mount()
 		mux.Handle("/rpc"+path, http.StripPrefix("/rpc", h))

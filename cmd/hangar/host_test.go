@@ -179,7 +179,7 @@ func TestKilledHostProcessLeavesSessionsRecoverable(t *testing.T) {
 	if entries, _ := os.ReadDir(filepath.Join(hostDir, "sandboxes")); len(entries) != 0 {
 		t.Fatalf("the restarted host left %d sandbox dirs", len(entries))
 	}
-	if h, err := f.Get(ctx, "proc-host"); err != nil || h.State != fleet.Stopped {
+	if h, err := f.Get(ctx, "proc-host"); err != nil || h.State != fleet.Drained {
 		t.Fatalf("host record after SIGTERM: %+v, %v", h, err)
 	}
 }

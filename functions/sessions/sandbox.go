@@ -14,7 +14,6 @@ import (
 	"github.com/hangar-dev/hangar/platform/apierr"
 	"github.com/hangar-dev/hangar/platform/clock"
 	"github.com/hangar-dev/hangar/platform/filestream"
-	"github.com/hangar-dev/hangar/records/fleet"
 	"github.com/hangar-dev/hangar/records/sessiondb"
 )
 
@@ -214,16 +213,6 @@ func (s *Service) overLimit(user string) error {
 		user, s.d.Limits.MaxSessionsPerUser)
 }
 
-// pick chooses the host of a new or resumed sandbox; a full fleet is unavailable, for the
-// caller to retry.
-func (s *Service) pick(ctx context.Context) (*fleet.Host, hostv1connect.HostServiceClient, error) {
-	host, client, err := s.d.Hosts.Pick(ctx)
-	if errors.Is(err, fleet.ErrNoHost) {
-		return nil, nil, connect.NewError(connect.CodeUnavailable, errors.New("no sandbox host has room; retry later"))
-	}
-	return host, client, err
-}
-
 // resumeOn places the session on a host, marks it resuming there, and has the host restore it,
 // unless its owner already has as many live sessions as one user may. That count is read
 // before the move, not in one transaction with it: resumes racing at the limit may each pass
@@ -238,27 +227,54 @@ func (s *Service) resumeOn(ctx context.Context, rec *sessiondb.Record) (*appv1.R
 			return nil, s.overLimit(rec.Owner)
 		}
 	}
-	host, client, err := s.pick(ctx)
+	resp, _, err := s.place(ctx, rec)
+	return resp, err
+}
+
+// Relocate resumes session id, evicted or lost, on the best host that takes it, whoever owns
+// it and however many live sessions they have: for FleetService, moving a session that was
+// live off a host being drained or lost. It answers with the host it went to.
+func (s *Service) Relocate(ctx context.Context, id string) (string, *appv1.ResumeResponse, error) {
+	rec, err := s.store.Get(ctx, id)
 	if err != nil {
-		return nil, err
+		return "", nil, err
+	}
+	if !rec.Status.Resumable() {
+		return "", nil, apierr.FailedPrecondition("session %s is %s and cannot be resumed", rec.ID, rec.Status)
+	}
+	resp, host, err := s.place(ctx, rec)
+	if err != nil {
+		return "", nil, err
+	}
+	return host, resp, nil
+}
+
+// place marks the session resuming on the best candidate host and has the host restore it,
+// passing it down the candidates while hosts refuse; it answers with the host that took it.
+func (s *Service) place(ctx context.Context, rec *sessiondb.Record) (*appv1.ResumeResponse, string, error) {
+	hosts, err := s.hostCandidates(ctx)
+	if err != nil {
+		return nil, "", err
 	}
 	s.recent.drop(rec.ID)
 	_, _, err = s.store.Move(ctx, rec.ID, sessiondb.Resuming, "resume requested", func(r *sessiondb.Record) error {
-		r.HostID, r.SandboxID = host.ID, ""
+		r.HostID, r.SandboxID = hosts[0].ID, ""
 		return nil
 	})
 	var me *sessiondb.MoveError
 	if errors.As(err, &me) {
-		return nil, apierr.FailedPrecondition("%s", me.Error())
+		return nil, "", apierr.FailedPrecondition("%s", me.Error())
 	}
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
-	resp, err := client.Resume(ctx, connect.NewRequest(&appv1.ResumeRequest{SessionId: rec.ID}))
+	resp, host, _, err := startOnCandidates(ctx, s, rec.ID, sessiondb.Resuming, sessiondb.Lost, hosts, func(c hostv1connect.HostServiceClient, _ bool) (*connect.Response[appv1.ResumeResponse], error) {
+		return c.Resume(ctx, connect.NewRequest(&appv1.ResumeRequest{SessionId: rec.ID}))
+	})
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
-	return resp.Msg, nil
+	return resp.Msg, host.ID, nil
 }
 
 // EvictLocal drops the session's sandbox and keeps its checkpoints: changes since the last

@@ -527,7 +527,7 @@ func (s *Service) create(ctx context.Context, m *appv1.CreateSessionRequest, id,
 			}
 		}
 	}
-	host, client, err := s.pick(ctx)
+	hosts, err := s.hostCandidates(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -546,7 +546,7 @@ func (s *Service) create(ctx context.Context, m *appv1.CreateSessionRequest, id,
 		}
 	}
 	rec := &sessiondb.Record{
-		ID: id, Owner: caller.UserID, RequestedID: requested, Status: sessiondb.Creating, HostID: host.ID,
+		ID: id, Owner: caller.UserID, RequestedID: requested, Status: sessiondb.Creating, HostID: hosts[0].ID,
 		ImageURI: image, WarmLayer: warmLayer, ImageWorkdir: imageConfig.GetWorkdir(), ImageResources: imageResources(imageConfig.GetResources()), Mode: mode, SealedEnv: sealed, SealedCredential: sealedCred, SealedNetwork: sealedNet, Broker: broker, Harness: agent.harness, HarnessMode: m.GetHarnessMode(),
 		Model: m.GetModel(), Effort: m.GetEffort(), ModelRouter: m.GetModelRouter(), Apps: apps,
 	}
@@ -575,10 +575,17 @@ func (s *Service) create(ctx context.Context, m *appv1.CreateSessionRequest, id,
 	if imageConfig.GetWorkdir() != "" {
 		create.Workdir = imageConfig.Workdir
 	}
-	resp, err := client.CreateSandbox(ctx, connect.NewRequest(create))
+	resp, host, client, err := startOnCandidates(ctx, s, id, sessiondb.Creating, sessiondb.Failed, hosts, func(c hostv1connect.HostServiceClient, replaced bool) (*connect.Response[hostv1.CreateSandboxResponse], error) {
+		if replaced {
+			// The record moved to another host since version: that host reads it.
+			create.RecordVersion = nil
+		}
+		return c.CreateSandbox(ctx, connect.NewRequest(create))
+	})
 	if err != nil {
 		return nil, err
 	}
+	rec.HostID = host.ID
 	// A new session is used at once: its first exec should not wait for a read of what the
 	// host just wrote.
 	if resp.Msg.GetStatus() == string(sessiondb.Running) {

@@ -20,6 +20,7 @@ func TestAccessDeclaredInTheProtosIsReadFromTheDescriptors(t *testing.T) {
 		{"admin-only services", auth.AdminServices, map[string]bool{
 			appv1connect.ApiKeyServiceName:    true,
 			appv1connect.OrgSecretServiceName: true,
+			appv1connect.FleetServiceName:     true,
 		}},
 		{"methods that authenticate themselves", auth.SelfAuthenticated, map[string]bool{
 			appv1connect.OAuthCredentialServiceFetchSessionCredentialProcedure:  true,

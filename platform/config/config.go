@@ -256,6 +256,8 @@ type Host struct {
 	// is lost, and its sessions become recoverable elsewhere.
 	HeartbeatInterval time.Duration `env:"HANGAR_HEARTBEAT_INTERVAL, default=5s"`
 	HostTimeout       time.Duration `env:"HANGAR_HOST_TIMEOUT, default=20s"`
+	// Zone says where the host runs (a cloud zone, a rack), for FleetService to show.
+	Zone string `env:"HANGAR_HOST_ZONE"`
 	// IdleAfter moves a quiet running session to idle; EvictIdleAfter snapshots and evicts an
 	// idle one (0: never).
 	IdleAfter      time.Duration `env:"HANGAR_IDLE_AFTER, default=2m"`

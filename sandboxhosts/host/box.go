@@ -153,7 +153,15 @@ func (h *Host) live(id string) (*box, error) {
 // claim returns the session's box, making an empty one when there is none, with its mu held.
 // A full host refuses a new one: placements use heartbeat-old counts, so the host is the one
 // that knows.
-func (h *Host) claim(id string) (*box, error) {
+func (h *Host) claim(ctx context.Context, id string) (*box, error) {
+	h.mu.Lock()
+	_, held := h.boxes[id]
+	h.mu.Unlock()
+	if !held {
+		if err := h.refuseNew(ctx); err != nil {
+			return nil, err
+		}
+	}
 	h.mu.Lock()
 	b := h.boxes[id]
 	if b == nil {
@@ -235,6 +243,8 @@ type sandbox struct {
 	booted    time.Time
 	// memoryBytes is the sandbox's memory limit, booked with the host until it is removed.
 	memoryBytes int64
+	// cpus is the sandbox's CPU limit, as FleetService shows what a host's sandboxes book.
+	cpus float64
 }
 
 // start gives the session a sandbox — from the warm pool when it starts from its image, else
@@ -428,7 +438,7 @@ func (h *Host) boot(ctx context.Context, img *images.Image, manifest *snapshots.
 			return nil, nil, err
 		}
 	}
-	return &sandbox{sb: sb, sup: sup, root: root, user: user, ns: ns, runDir: runDir, socket: socket, digest: img.Digest, booted: h.clock.Now(), memoryBytes: res.MemoryBytes}, manifest, nil
+	return &sandbox{sb: sb, sup: sup, root: root, user: user, ns: ns, runDir: runDir, socket: socket, digest: img.Digest, booted: h.clock.Now(), memoryBytes: res.MemoryBytes, cpus: res.CPUs}, manifest, nil
 }
 
 // listenSupervisor binds a sandbox's supervisor socket at path, in the host's socket dir, and

@@ -19,6 +19,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"cloud.google.com/go/firestore"
@@ -122,6 +123,12 @@ type Host struct {
 	// tokens are the OAuth access tokens the proxy injects for sandboxes holding placeholders.
 	tokens *accessTokens
 
+	// dataDir is where the host keeps its files; its file system's size is the host's disk.
+	dataDir string
+	// state is the host's fleet state as of its last registration or heartbeat: only a ready
+	// host takes new sandboxes (claim).
+	state atomic.Value // fleet.State
+
 	mu     sync.Mutex
 	boxes  map[string]*box
 	memory memoryBook
@@ -147,13 +154,14 @@ func New(ctx context.Context, opts Options) (*Host, error) {
 		return nil, fmt.Errorf("host: data dir: %w", err)
 	}
 	h := &Host{
-		opts:   opts,
-		id:     cmp.Or(opts.ID, defaultID()),
-		clock:  cmp.Or[clock.Clock](opts.Clock, clock.Real{}),
-		log:    cmp.Or(opts.Log, slog.Default()),
-		boxDir: filepath.Join(dataDir, "sandboxes"),
-		boxes:  map[string]*box{},
-		memory: memoryBook{capacity: int64(float64(memoryBytes()) * cmp.Or(opts.Config.MemoryOvercommitRatio, 1))},
+		opts:    opts,
+		id:      cmp.Or(opts.ID, defaultID()),
+		clock:   cmp.Or[clock.Clock](opts.Clock, clock.Real{}),
+		log:     cmp.Or(opts.Log, slog.Default()),
+		boxDir:  filepath.Join(dataDir, "sandboxes"),
+		dataDir: dataDir,
+		boxes:   map[string]*box{},
+		memory:  memoryBook{capacity: int64(float64(memoryBytes()) * cmp.Or(opts.Config.MemoryOvercommitRatio, 1))},
 	}
 	h.sockDir = filepath.Join(dataDir, "sock")
 	if n := len(socketPath(h.sockDir, newSandboxID())); n > maxSocketPath {
@@ -201,13 +209,16 @@ func New(ctx context.Context, opts Options) (*Host, error) {
 	if err := h.recover(ctx); err != nil {
 		return nil, err
 	}
-	if err := h.fleet.Register(ctx, fleet.Host{
-		ID: h.id, Address: opts.Address, State: fleet.Ready,
+	total, _ := diskBytes(dataDir)
+	state, err := h.fleet.Register(ctx, fleet.Host{
+		ID: h.id, Address: opts.Address, State: fleet.Ready, Version: buildVersion(), Zone: opts.Config.Zone,
 		CPUs: float64(goruntimeCPUs()), MemoryBytes: memoryBytes(), MaxSandboxes: opts.Config.MaxSandboxes,
-		MemoryCapacityBytes: h.memory.capacity,
-	}); err != nil {
+		MemoryCapacityBytes: h.memory.capacity, DiskBytes: total,
+	})
+	if err != nil {
 		return nil, fmt.Errorf("host: register: %w", err)
 	}
+	h.state.Store(state)
 	if h.shared, err = container.MountSharedFiles(filepath.Join(dataDir, "shared"), map[string]string{sharedSupervisor: opts.Supervisor}); err != nil {
 		return nil, fmt.Errorf("host: %w", err)
 	}
@@ -311,10 +322,14 @@ func (h *Host) Run(ctx context.Context) {
 	var wg sync.WaitGroup
 	wg.Go(func() {
 		every(ctx, h.opts.Config.HeartbeatInterval, func() {
-			load := fleet.Load{Sandboxes: h.Sandboxes(), MemoryReservedBytes: h.memoryReserved()}
-			if err := h.fleet.Heartbeat(ctx, h.id, load); err != nil && ctx.Err() == nil {
-				h.log.Error("heartbeat", "err", err)
+			state, err := h.fleet.Heartbeat(ctx, h.id, h.load())
+			if err != nil {
+				if ctx.Err() == nil {
+					h.log.Error("heartbeat", "err", err)
+				}
+				return
 			}
+			h.state.Store(state)
 		})
 	})
 	wg.Go(func() { every(ctx, h.opts.Config.HeartbeatInterval, func() { h.housekeep(ctx) }) })
@@ -359,6 +374,14 @@ func (h *Host) housekeep(ctx context.Context) {
 		return
 	}
 	for _, dead := range lost {
+		// Every live host does this; the move is idempotent and the table refuses it for a host
+		// that drained meanwhile.
+		if _, err := h.fleet.Move(ctx, dead.ID, fleet.Lost, nil); err != nil && ctx.Err() == nil {
+			var me *fleet.MoveError
+			if !errors.As(err, &me) {
+				h.log.Error("mark host lost", "dead_host", dead.ID, "err", err)
+			}
+		}
 		if err := h.markLost(ctx, dead.ID, "host "+dead.ID+" stopped heartbeating"); err != nil && ctx.Err() == nil {
 			h.log.Error("mark sessions lost", "dead_host", dead.ID, "err", err)
 		}
@@ -366,11 +389,13 @@ func (h *Host) housekeep(ctx context.Context) {
 }
 
 // Shutdown checkpoints and evicts every sandbox so their sessions resume elsewhere, then leaves
-// the fleet. Sessions that cannot be checkpointed in time are left to be marked lost.
+// the fleet drained. Sessions that cannot be checkpointed in time are left to be marked lost.
 func (h *Host) Shutdown(ctx context.Context) error {
-	if err := h.fleet.SetState(ctx, h.id, fleet.Draining); err != nil {
+	// The record first: a claim that finds the local state not ready reads the record.
+	if _, err := h.fleet.Move(ctx, h.id, fleet.Draining, nil); err != nil {
 		h.log.Error("drain", "err", err)
 	}
+	h.state.Store(fleet.Draining)
 	h.pool.close()
 	if err := h.driver.Close(); err != nil {
 		h.log.Error("spare disks", "err", err)
@@ -387,7 +412,8 @@ func (h *Host) Shutdown(ctx context.Context) error {
 	if err := h.shared.Unmount(); err != nil {
 		h.log.Error("shared files", "err", err)
 	}
-	return h.fleet.SetState(ctx, h.id, fleet.Stopped)
+	_, err := h.fleet.Move(ctx, h.id, fleet.Drained, nil)
+	return err
 }
 
 // Discard removes every sandbox without checkpointing it or touching its session, as a crash

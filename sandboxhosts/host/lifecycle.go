@@ -62,9 +62,10 @@ func (h *Host) CreateSandbox(ctx context.Context, req *connect.Request[hostv1.Cr
 	if r := req.Msg.GetResources(); r.GetSuggestedMemoryMib() != 0 || r.GetSuggestedVcpus() != 0 || r.GetSuggestedDiskGib() != 0 {
 		rec.ImageResources = &sessiondb.ImageResources{MemoryMiB: r.GetSuggestedMemoryMib(), VCPUs: r.GetSuggestedVcpus(), DiskGiB: r.GetSuggestedDiskGib()}
 	}
-	b, err := h.claim(rec.ID)
+	b, err := h.claim(ctx, rec.ID)
 	if err != nil {
-		h.fail(ctx, rec, err)
+		// A refusal (full, cordoned) leaves the session as it is, for the functions to place
+		// it on the next host.
 		return nil, err
 	}
 	defer b.mu.Unlock()
@@ -87,7 +88,9 @@ func (h *Host) CreateSandbox(ctx context.Context, req *connect.Request[hostv1.Cr
 func (h *Host) launch(ctx context.Context, b *box, rec *sessiondb.Record, version time.Time, env map[string]string, network *hostv1.SandboxNetwork, repos []*hostv1.RepoCheckout, manifest *snapshots.Manifest) error {
 	if err := h.start(ctx, b, rec, env, network, manifest); err != nil {
 		h.drop(b)
-		h.fail(ctx, rec, err)
+		if !errors.As(err, new(refusal)) {
+			h.fail(ctx, rec, err)
+		}
 		return err
 	}
 	if err := h.checkout(ctx, b, repos, network); err != nil {
@@ -322,9 +325,10 @@ func (h *Host) Resume(ctx context.Context, req *connect.Request[appv1.ResumeRequ
 	if err != nil {
 		return nil, err
 	}
-	b, err := h.claim(rec.ID)
+	b, err := h.claim(ctx, rec.ID)
 	if err != nil {
-		h.fail(ctx, rec, err)
+		// A refusal (full, cordoned) leaves the session as it is, for the functions to place
+		// it on the next host.
 		return nil, err
 	}
 	defer b.mu.Unlock()

@@ -19,14 +19,20 @@ type memoryBook struct {
 	capacity, reserved int64
 }
 
+// refusal is a host's refusal of a sandbox that leaves its session as it was, for the
+// functions to place it on the next host (launch fails the session on any other error).
+type refusal struct{ error }
+
+func (r refusal) Unwrap() error { return r.error }
+
 // reserveMemory books a new sandbox's memory limit, or refuses it with resource_exhausted when
 // it would take the host's sandboxes past its capacity.
 func (h *Host) reserveMemory(bytes int64) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.memory.reserved+bytes > h.memory.capacity {
-		return apierr.ResourceExhausted("host %s cannot take a sandbox with a %d MiB memory limit: its sandboxes' limits already take %d of %d MiB (its RAM times HANGAR_MEMORY_OVERCOMMIT_RATIO %g); retry to be placed elsewhere",
-			h.id, bytes>>20, h.memory.reserved>>20, h.memory.capacity>>20, h.opts.Config.MemoryOvercommitRatio)
+		return refusal{apierr.ResourceExhausted("host %s cannot take a sandbox with a %d MiB memory limit: its sandboxes' limits already take %d of %d MiB (its RAM times HANGAR_MEMORY_OVERCOMMIT_RATIO %g); retry to be placed elsewhere",
+			h.id, bytes>>20, h.memory.reserved>>20, h.memory.capacity>>20, h.opts.Config.MemoryOvercommitRatio)}
 	}
 	h.memory.reserved += bytes
 	return nil

@@ -102,16 +102,17 @@ func (p *Pool) Host(ctx context.Context, id string) (*fleet.Host, hostv1connect.
 	return h, p.Client(h.Address), nil
 }
 
-// Pick chooses a host for a new sandbox: the one with the largest free share, from a view of
-// the fleet at most recordTTL old (the sandbox counts in it are a heartbeat old anyway).
-func (p *Pool) Pick(ctx context.Context) (*fleet.Host, hostv1connect.HostServiceClient, error) {
+// Candidates ranks the hosts a new sandbox may go to, the most free first (fleet.Candidates),
+// from a view of the fleet at most recordTTL old (the sandbox counts in it are a heartbeat old
+// anyway). Placement tries them in order: a host that refuses passes the sandbox to the next.
+func (p *Pool) Candidates(ctx context.Context) ([]*fleet.Host, error) {
 	p.mu.Lock()
 	hosts, fresh := p.fleetView, time.Since(p.fleetAt) < recordTTL
 	p.mu.Unlock()
 	if !fresh {
 		var err error
 		if hosts, err = p.fleet.List(ctx); err != nil {
-			return nil, nil, err
+			return nil, err
 		}
 		now := time.Now()
 		p.mu.Lock()
@@ -123,11 +124,35 @@ func (p *Pool) Pick(ctx context.Context) (*fleet.Host, hostv1connect.HostService
 		}
 		p.mu.Unlock()
 	}
-	h, err := p.fleet.Choose(hosts)
+	return p.fleet.Candidates(hosts)
+}
+
+// Pick chooses the host for a sandbox that one host is as good as another for: the first
+// candidate.
+func (p *Pool) Pick(ctx context.Context) (*fleet.Host, hostv1connect.HostServiceClient, error) {
+	hosts, err := p.Candidates(ctx)
 	if err != nil {
 		return nil, nil, err
 	}
-	return h, p.Client(h.Address), nil
+	return hosts[0], p.Client(hosts[0].Address), nil
+}
+
+// Forget drops what the pool knows of the fleet, so that the next placement reads it afresh:
+// for a host whose state just changed (cordoned, draining).
+func (p *Pool) Forget() {
+	p.mu.Lock()
+	p.fleetView, p.fleetAt, p.records = nil, time.Time{}, map[string]seen{}
+	p.mu.Unlock()
+}
+
+// Refused reports whether err is a host's refusal to take a sandbox it never started (full,
+// cordoned, draining, or unreachable), after which placement may try another host.
+func Refused(err error) bool {
+	switch connect.CodeOf(err) {
+	case connect.CodeResourceExhausted, connect.CodeUnavailable:
+		return true
+	}
+	return false
 }
 
 func tokenInterceptor(token string) connect.Interceptor {
