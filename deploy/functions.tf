@@ -24,6 +24,9 @@ locals {
     "hangar-image-service"                = { timeout_seconds = 900, concurrency = 40, cpu = "1", memory = "1Gi", min_instances = 0, max_instances = 10 }
     "hangar-review-service"               = { timeout_seconds = 300, concurrency = 80, cpu = "1", memory = "512Mi", min_instances = 0, max_instances = 10 }
     "hangar-webhook-registration-service" = { timeout_seconds = 300, concurrency = 80, cpu = "1", memory = "512Mi", min_instances = 1, max_instances = 20 }
+    # FleetService runs a drain or evacuation in the instance that took the call, for up to
+    # 15 minutes: the timeout covers it, and operators are few.
+    "hangar-fleet-service" = { timeout_seconds = 900, concurrency = 20, cpu = "1", memory = "512Mi", min_instances = 0, max_instances = 3 }
     # Pushes must be answered within the subscription's ack deadline (60 s), but the tick's
     # sweeps and image collection may run longer.
     "hangar-automation-worker" = { timeout_seconds = 900, concurrency = 40, cpu = "2", memory = "2Gi", min_instances = 0, max_instances = 20 }
