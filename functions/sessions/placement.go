@@ -32,11 +32,16 @@ var errMoved = errors.New("the session moved on meanwhile")
 // draining, unreachable: hostclient.Refused), the session is placed on the next candidate and
 // start is called there, again with replaced set, and so on. It answers with the host that took
 // the sandbox and its client. When every candidate refuses, the session goes to giveUp (failed
-// for a new session, lost for a resume, which Resume retries) and the answer is unavailable.
+// for a new session, lost for a resume, which Resume retries) and the answer is unavailable, or
+// resource_exhausted when every host answered that.
 func startOnCandidates[T any](ctx context.Context, s *Service, id string, status, giveUp sessiondb.Status, hosts []*fleet.Host,
 	start func(c hostv1connect.HostServiceClient, replaced bool) (T, error)) (T, *fleet.Host, hostv1connect.HostServiceClient, error) {
 	var zero T
 	var refusals []string
+	// exhausted stays true while every host answers resource_exhausted: then the answer says so
+	// too, since what no host can take (an image over the size limit, a fleet that is full) is
+	// the caller's to change, not a moment to wait out.
+	exhausted := true
 	for i, h := range hosts {
 		if i > 0 {
 			prev := hosts[i-1]
@@ -60,6 +65,7 @@ func startOnCandidates[T any](ctx context.Context, s *Service, id string, status
 			return zero, nil, nil, err
 		}
 		refusals = append(refusals, connect.CodeOf(err).String()+" from "+h.ID+": "+connectMessage(err))
+		exhausted = exhausted && connect.CodeOf(err) == connect.CodeResourceExhausted
 	}
 	why := "every sandbox host with room refused it: " + strings.Join(refusals, "; ")
 	if _, _, err := s.store.Move(context.WithoutCancel(ctx), id, giveUp, why, nil); err != nil {
@@ -67,6 +73,9 @@ func startOnCandidates[T any](ctx context.Context, s *Service, id string, status
 		if !errors.As(err, &me) {
 			return zero, nil, nil, err
 		}
+	}
+	if exhausted {
+		return zero, nil, nil, connect.NewError(connect.CodeResourceExhausted, fmt.Errorf("session %s: %s", id, why))
 	}
 	return zero, nil, nil, connect.NewError(connect.CodeUnavailable, fmt.Errorf("session %s: %s; retry later", id, why))
 }

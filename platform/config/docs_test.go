@@ -9,7 +9,7 @@ import (
 	"testing"
 )
 
-var envName = regexp.MustCompile(`\b(?:HANGAR|GOOGLE_CLOUD)_[A-Z0-9_]*[A-Z0-9]\b`)
+var envName = regexp.MustCompile(`\b(?:HANGAR|GOOGLE_CLOUD|OTEL)_[A-Z0-9_]*[A-Z0-9]\b`)
 
 // documentedVariables are the variables docs/configuration.md's table names, each with its row's
 // default column; "`A_B_X` / `_Y`" names A_B_X and A_B_Y.

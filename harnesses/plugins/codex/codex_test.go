@@ -76,7 +76,7 @@ func TestPlan(t *testing.T) {
 			Name: "a keyless gateway's base URL, quoted so that it cannot add a key of its own",
 			Req:  abi.PlanRequest{Prompt: "p", Env: map[string]string{"OPENAI_BASE_URL": "http://gw/v1\"\nmodel=\"x"}},
 			Want: abi.Plan{
-				Argv: append(base, "-c", `model_provider="hangar"`, "-c", `model_providers.hangar.name="OPENAI_BASE_URL"`,
+				Argv: append(base, "-m", "gpt-5.5", "-c", `model_provider="hangar"`, "-c", `model_providers.hangar.name="OPENAI_BASE_URL"`,
 					"-c", `model_providers.hangar.base_url="http://gw/v1\"\nmodel=\"x"`, "-c", `model_providers.hangar.wire_api="responses"`, bypass, "-"),
 				Env:   map[string]string{"OPENAI_BASE_URL": "http://gw/v1\"\nmodel=\"x"},
 				Stdin: "p",
