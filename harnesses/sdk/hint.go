@@ -63,3 +63,25 @@ func UsageSince(totals, prior abi.Usage) abi.Usage {
 		CostUSD: math.Round((totals.CostUSD-prior.CostUSD)*1e9) / 1e9,
 	}
 }
+
+// ResumedOutput is the parse state of a harness whose resumed conversations print their whole
+// totals (Hint): Output, and the totals as last printed, the previous turn's at first. A parser
+// embeds it in place of Output; Start reads the previous turn's hint and ResumeWith writes the
+// one turn.done carries.
+type ResumedOutput struct {
+	Output
+	// Totals are the conversation's usage totals as last printed.
+	Totals abi.Usage `json:"totals,omitzero"`
+}
+
+// Start takes the conversation's totals from the previous turn's hint (the Starter hook).
+func (o *ResumedOutput) Start(resume string) {
+	h := ParseHint(resume)
+	o.Totals = h.Totals
+	o.Turn.Resume = h.String()
+}
+
+// ResumeWith keeps the conversation id and the totals for turn.done's hint.
+func (o *ResumedOutput) ResumeWith(id string) {
+	o.Turn.Resume = Hint{ID: id, Totals: o.Totals}.String()
+}

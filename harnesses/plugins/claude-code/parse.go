@@ -36,21 +36,7 @@ import (
 // add to the totals before, which the state keeps and turn.done's resume hint (sdk.Hint)
 // carries to the next turn.
 type state struct {
-	sdk.Output
-	// Totals are the conversation's usage totals as last printed, the previous turn's at first.
-	Totals abi.Usage `json:"totals,omitzero"`
-}
-
-// Start takes the conversation's totals from the previous turn's hint.
-func (st *state) Start(resume string) {
-	h := sdk.ParseHint(resume)
-	st.Totals = h.Totals
-	st.Turn.Resume = h.String()
-}
-
-// resumeWith keeps the conversation id and totals for turn.done.
-func (st *state) resumeWith(id string) {
-	st.Turn.Resume = sdk.Hint{ID: id, Totals: st.Totals}.String()
+	sdk.ResumedOutput
 }
 
 func (Harness) Parse(req abi.ParseRequest) (abi.ParseResult, error) {
@@ -115,7 +101,7 @@ func (st *state) Read(text string) []abi.Event {
 	switch l.Type {
 	case "system":
 		if l.Subtype == "init" && l.SessionID != "" {
-			st.resumeWith(l.SessionID)
+			st.ResumeWith(l.SessionID)
 		}
 	case "assistant":
 		return underParent(assistant(blocks(l.Message.Content)), l.ParentToolUseID)
@@ -200,7 +186,7 @@ func (st *state) result(l line) []abi.Event {
 	if id == "" {
 		id = sdk.ParseHint(st.Turn.Resume).ID
 	}
-	st.resumeWith(id)
+	st.ResumeWith(id)
 	return append(events, st.Turn.Finish()...)
 }
 

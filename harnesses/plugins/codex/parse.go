@@ -37,23 +37,9 @@ import (
 // hint (sdk.Hint) carries to the next turn. Codex's input_tokens count its cached (read) ones
 // and cache writes, which usage keeps apart.
 type state struct {
-	sdk.Output
+	sdk.ResumedOutput
 	// Open holds the ids of tool items that started and have not completed.
 	Open map[string]bool `json:"open,omitempty"`
-	// Totals are the conversation's usage totals as last printed, the previous turn's at first.
-	Totals abi.Usage `json:"totals,omitzero"`
-}
-
-// Start takes the conversation's totals from the previous turn's hint.
-func (st *state) Start(resume string) {
-	h := sdk.ParseHint(resume)
-	st.Totals = h.Totals
-	st.Turn.Resume = h.String()
-}
-
-// resumeWith keeps the thread id and totals for turn.done.
-func (st *state) resumeWith(id string) {
-	st.Turn.Resume = sdk.Hint{ID: id, Totals: st.Totals}.String()
 }
 
 func (Harness) Parse(req abi.ParseRequest) (abi.ParseResult, error) {
@@ -125,7 +111,7 @@ func (st *state) Read(line string) []abi.Event {
 	}
 	switch e.Type {
 	case "thread.started":
-		st.resumeWith(e.ThreadID)
+		st.ResumeWith(e.ThreadID)
 	case "item.started":
 		return st.started(e.Item)
 	case "item.completed":
@@ -141,7 +127,7 @@ func (st *state) Read(line string) []abi.Event {
 			events = append(events, abi.Event{Kind: abi.KindUsage, Usage: &usage})
 		}
 		st.Totals = total
-		st.resumeWith(sdk.ParseHint(st.Turn.Resume).ID)
+		st.ResumeWith(sdk.ParseHint(st.Turn.Resume).ID)
 		return append(events, st.Turn.Finish()...)
 	case "turn.failed":
 		return append(st.Turn.Error(e.Error.Message), st.Turn.Finish()...)
